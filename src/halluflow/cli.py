@@ -1,0 +1,93 @@
+"""The `halluflow` command line: one table of commands, each a module with `configure(parser)` and `run(args)`.
+
+Modules are imported only when their command runs, so `halluflow score pope` never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import HalluflowError
+
+# (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
+COMMANDS: list[tuple[str, str, str, str]] = [
+    ("release", "verify", "halluflow.release", "check every file of a release against its manifest.json"),
+    ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
+    ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
+    ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
+    ("score", "caos", "halluflow.caos", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
+    ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
+    ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
+    ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
+    ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
+    ("report", "build", "halluflow.report", "build the HTML summary for existing result folders"),
+]
+
+EPILOG = """examples:
+  halluflow release verify results/ode-demo/release
+  halluflow score pope --answers answers.jsonl --labels coco_pope_popular.json
+  halluflow score chair --captions captions.jsonl --truth truth.jsonl
+  halluflow sg ged --truth truth_sg.json --pred pred_sg.json
+run `halluflow GROUP COMMAND --help` for the options and examples of each command."""
+
+
+def _build_top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="halluflow",
+        description="Measure hallucination in vision-language models (ODE, CAOS, CEDI, UniHall/SAMF, POPE, CHAIR, AMBER).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"halluflow {__version__}")
+    groups = parser.add_subparsers(dest="group", metavar="GROUP")
+    by_group: dict[str, list[tuple[str, str, str]]] = {}
+    for group, name, module, help_text in COMMANDS:
+        by_group.setdefault(group, []).append((name, module, help_text))
+    for group, commands in by_group.items():
+        summary = "; ".join(f"{n}: {h}" for n, _, h in commands)
+        gp = groups.add_parser(group, help=summary, description=summary)
+        sub = gp.add_subparsers(dest="command", metavar="COMMAND")
+        for name, _module, help_text in commands:
+            sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _build_top_parser()
+    positional = [a for a in argv if not a.startswith("-")]
+    match = None
+    if len(positional) >= 2:
+        match = next(
+            (c for c in COMMANDS if c[0] == positional[0] and c[1] == positional[1] and argv[: 2] == positional[:2]),
+            None,
+        )
+    if match is None:
+        if not argv:
+            top.print_help()
+            return 0
+        top.parse_args(argv)  # prints help / errors for groups and unknown commands
+        top.print_help()
+        return 2
+    group, name, module_name, help_text = match
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"halluflow {group} {name}",
+        description=getattr(module, "CLI_DESCRIPTION", help_text),
+        epilog=getattr(module, "CLI_EPILOG", None),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    getattr(module, "configure")(parser)
+    args = parser.parse_args(argv[2:])
+    try:
+        return int(getattr(module, "run")(args) or 0)
+    except HalluflowError as exc:
+        print(f"halluflow: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

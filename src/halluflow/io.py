@@ -1,0 +1,139 @@
+"""Atomic file writing, hashing and small readers shared by every stage.
+
+Every output appears complete or not at all: we write to a temporary name in the same folder and
+`os.replace` it onto the final path (atomic on POSIX), so a kill -9 never leaves a partial file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .errors import InputError
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success rename it onto `path`, on error remove it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def dumps_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, 2-space indent, trailing newline) so reruns are byte-identical."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_json_default) + "\n"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, dumps_json(obj))
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def write_parquet(path: str | os.PathLike, df) -> None:
+    """Write a polars DataFrame atomically. Statistics off and a fixed compression keep bytes reproducible."""
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp, compression="zstd", statistics=False)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read JSON Lines; a file that is one JSON array is accepted too (POPE's A-OKVQA/GQA label files)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        if not all(isinstance(r, dict) for r in data):
+            raise InputError(f"{path}: expected a JSON array of objects")
+        return data
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object per line")
+        rows.append(row)
+    return rows
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def stable_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON of `obj`: request-cache keys, query ids, shard assignment."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=_json_default).encode()).hexdigest()
+
+
+def safe_join(root: str | os.PathLike, relative: str) -> Path:
+    """Join `relative` under `root`, refusing paths that escape it (`../../etc/passwd`, absolute paths)."""
+    root_path = Path(root).resolve()
+    candidate = (root_path / relative).resolve()
+    if candidate != root_path and root_path not in candidate.parents:
+        raise InputError(f"image path {relative!r} escapes its folder {root}")
+    return candidate
