@@ -1,0 +1,47 @@
+"""The CLI table and the backend registries: unknown names list the known ones; missing extras name the pip extra."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from halluflow import cli, registry
+from halluflow.errors import ConfigError, MissingExtraError
+
+
+def test_top_level_help_lists_groups(capsys):
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    for group in ("release", "score", "sg", "fuzz", "report"):
+        assert group in out
+
+
+def test_every_cli_module_exists_and_has_examples():
+    for group, name, module, _ in cli.COMMANDS:
+        assert importlib.util.find_spec(module) is not None, f"{group} {name}: module {module} missing"
+        mod = importlib.import_module(module)
+        assert callable(getattr(mod, "configure", None)) and callable(getattr(mod, "run", None)), module
+        assert "halluflow" in (getattr(mod, "CLI_EPILOG", "") or ""), f"{module}: --help needs examples"
+
+
+def test_unknown_backend_lists_known_names():
+    with pytest.raises(ConfigError, match="known: .*blind"):
+        registry.VLMS.resolve("nope")
+
+
+def test_missing_extra_names_the_extra():
+    reg = registry.Registry("vlm")
+    reg.register("x", "vllm.nonexistent_module:Thing")
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(MissingExtraError, match=r"halluflow\[vllm\]"):
+        reg.resolve("x")
+
+
+def test_builtin_backends_import():
+    for role, reg in registry.REGISTRIES.items():
+        for name in reg.names():
+            if name == "vllm":
+                continue
+            assert isinstance(reg.resolve(name), type), f"{role} {name}"
