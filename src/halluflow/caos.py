@@ -1,0 +1,545 @@
+"""CAOS — Context-Aware Object Similarities (seed 001; no public code, this is the reference implementation).
+
+Notation (per caption c with ordered, de-duplicated objects o_0, o_1, ..., ground truth G_c, and the training
+vocabulary's objects sorted by frequency F = (f_1, f_2, ...); e(·) is an embedding, cos the cosine similarity):
+
+  H_c          = { o_i : o_i ∉ G_c }                    in-domain objects (in the vocabulary) are judged against G_c;
+                                                        out-of-domain ones by the oracle (majority vote of VLMs asked
+                                                        "Is there a {o} in the image?"; ties per the `tie` rule)
+  CAOS_T(h)    = max_{g ∈ G_c}          cos(e(h), e(g))
+  CAOS_X(h)    = max_{j < i}            cos(e(h), e(o_j))   for h = o_i; undefined at i = 0 (excluded from the mean)
+  CAOS_K(h; k) = max_{f ∈ {f_1..f_k}}   cos(e(h), e(f))     k = 1..10 reported as a sweep; `k` picks the headline
+  CAOS_T, CAOS_X, CAOS_K = means of the per-object scores over all hallucinated objects h of all captions
+                           (over those where the score is defined)
+  CAOS_{T/X}   = CAOS_T / CAOS_X          CAOS_{X/K} = CAOS_X / CAOS_K
+  CAOS_avg     = (CAOS_T + CAOS_X + CAOS_K) / 3   (mean of the defined ones when X is undefined everywhere)
+
+A cosine with a zero vector (a GloVe phrase with no known word) is undefined, never 0; a max over only undefined
+cosines is undefined. No hallucinated object → every score is null with n = 0 (never NaN). Side by side: object
+precision / recall, objects per caption, CHAIR_s / CHAIR_i over the same object lists, and hallucination rate by
+position in the caption (sequential analysis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+from .extract import ExtractedObject, ObjectExtractor, Vocabulary, build_vocabulary, tokens
+from .io import dumps_json, read_jsonl, write_text
+from .progress import get_logger, progress
+
+log = get_logger(__name__)
+
+K_SWEEP = tuple(range(1, 11))
+ORACLE_QUESTION = "Is there a {obj} in the image?"
+
+
+# ---- similarities -------------------------------------------------------------------------------------------------
+
+
+def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(n, m) cosines; NaN where either vector has zero norm (undefined rather than a misleading 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    na = np.linalg.norm(a, axis=1)
+    nb = np.linalg.norm(b, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sims = (a @ b.T) / np.outer(na, nb)
+    sims[(na == 0)[:, None] | (nb == 0)[None, :]] = np.nan
+    return np.clip(sims, -1.0, 1.0)
+
+
+def max_cosine(vec: np.ndarray, others: np.ndarray, names: Sequence[str]) -> tuple[float | None, str | None]:
+    """Max cosine of `vec` to the rows of `others` and the name of the argmax; (None, None) when undefined."""
+    if len(names) == 0:
+        return None, None
+    sims = cosine_matrix(vec[None, :], others)[0]
+    if np.all(np.isnan(sims)):
+        return None, None
+    best = int(np.nanargmax(sims))
+    return float(sims[best]), names[best]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(sum(vals) / len(vals)) if vals else None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den == 0:
+        return None
+    return float(num / den)
+
+
+def _r(x: float | None) -> float | None:
+    # Rounded in JSON so tiny platform differences in BLAS summation do not change the file.
+    return None if x is None else round(float(x), 6)
+
+
+# ---- the oracle ---------------------------------------------------------------------------------------------------
+
+
+def parse_yes_no(text: str | None) -> str | None:
+    """"yes" / "no" from a free answer: the first word when it is yes/no, else the only one of the two present."""
+    toks = re.findall(r"[a-z]+", (text or "").lower())
+    if not toks:
+        return None
+    if toks[0] in {"yes", "yeah", "yep"}:
+        return "yes"
+    if toks[0] in {"no", "nope"}:
+        return "no"
+    has_yes, has_no = "yes" in toks, ("no" in toks or "not" in toks)
+    if has_yes != has_no:
+        return "yes" if has_yes else "no"
+    return None
+
+
+@dataclass
+class OracleVerdict:
+    yes: int
+    no: int
+    abstain: int
+    tie: bool
+    present: bool | None  # None: undecided (a tie under tie rule "exclude")
+
+
+VOTE_RULES = ("majority", "unanimous", "any")
+TIE_RULES = ("absent", "present", "exclude")
+
+
+def vote(answers: Sequence[str | None], rule: str = "majority", tie: str = "absent") -> OracleVerdict:
+    """Combine the members' parsed answers. majority: yes > no → present, no > yes → absent, equal → tie (all
+    abstaining is a tie too); unanimous: present only if every member says yes; any: present if one says yes."""
+    if rule not in VOTE_RULES:
+        raise ConfigError(f"config key 'caos.oracle.vote': {rule!r} is not one of {list(VOTE_RULES)}")
+    if tie not in TIE_RULES:
+        raise ConfigError(f"config key 'caos.oracle.tie': {tie!r} is not one of {list(TIE_RULES)}")
+    yes = sum(a == "yes" for a in answers)
+    no = sum(a == "no" for a in answers)
+    abstain = len(answers) - yes - no
+    is_tie = False
+    if rule == "unanimous":
+        present: bool | None = bool(answers) and yes == len(answers)
+    elif rule == "any":
+        present = yes > 0
+    else:
+        if yes == no:
+            is_tie = True
+            present = {"absent": False, "present": True, "exclude": None}[tie]
+        else:
+            present = yes > no
+    return OracleVerdict(yes=yes, no=no, abstain=abstain, tie=is_tie, present=present)
+
+
+class Oracle:
+    """Ensemble of VLM backends judging out-of-domain objects (seed 001: "an ensemble of LVLMs" as oracle)."""
+
+    def __init__(self, members: Sequence[tuple[str, object]], rule: str = "majority", tie: str = "absent",
+                 question: str = ORACLE_QUESTION):
+        if not members:
+            raise ConfigError("config key 'caos.oracle.members': the oracle needs at least one VLM")
+        vote([], rule, tie)  # validates the rule names up front
+        self.members, self.rule, self.tie, self.question = list(members), rule, tie, question
+
+    def judge(self, items: Sequence[tuple[str, str | None, str]]) -> list[OracleVerdict]:
+        """items: (request_id, image_path, object). One batch per member, so a model is loaded once."""
+        from .backends.base import VLMRequest
+
+        if not items:
+            return []
+        requests = [
+            VLMRequest(request_id=f"{rid}:{obj}", prompt=self.question.format(obj=obj), image_path=path)
+            for rid, path, obj in items
+        ]
+        parsed: list[list[str | None]] = [[] for _ in items]
+        for name, vlm in self.members:
+            texts = vlm.answer(requests)
+            if len(texts) != len(requests):
+                raise InputError(f"oracle member {name!r} returned {len(texts)} answers for {len(requests)} questions")
+            for row, text in zip(parsed, texts):
+                row.append(parse_yes_no(text))
+        return [vote(p, self.rule, self.tie) for p in parsed]
+
+
+# ---- judging and scoring ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Caption:
+    """One caption's ordered objects after judging. `hallucinated[i]` is None when the object is undecided."""
+
+    caption_id: str
+    image_id: str
+    truth: list[str]
+    objects: list[ExtractedObject]
+    hallucinated: list[bool | None]
+    judged_by: list[str]
+    verdicts: list[OracleVerdict | None] = field(default_factory=list)
+
+
+def judge_caption(caption_id: str, image_id: str, objects: Sequence[ExtractedObject], truth: Iterable[str],
+                  vocabulary: Vocabulary, verdicts: Mapping[str, OracleVerdict] | None = None) -> Caption:
+    """In-domain objects against the truth; out-of-domain against the oracle verdicts when an oracle ran."""
+    truth_norm = sorted({vocabulary.normalise(t) for t in truth if tokens(t)})
+    truth_set = set(truth_norm)
+    hallucinated, judged_by, used = [], [], []
+    for obj in objects:
+        v = (verdicts or {}).get(obj.name)
+        if obj.in_domain or obj.name in truth_set or v is None:
+            hallucinated.append(obj.name not in truth_set)
+            judged_by.append("truth")
+            used.append(None)
+        else:
+            hallucinated.append(None if v.present is None else not v.present)
+            judged_by.append("oracle")
+            used.append(v)
+    return Caption(caption_id, image_id, truth_norm, list(objects), hallucinated, judged_by, used)
+
+
+class _Embeddings:
+    """Embeds each distinct phrase once per embedder."""
+
+    def __init__(self, embedder, phrases: Iterable[str]):
+        self.phrases = sorted(set(phrases))
+        vecs = embedder.embed(self.phrases) if self.phrases else np.zeros((0, 1))
+        self.row = {p: i for i, p in enumerate(self.phrases)}
+        self.vecs = np.asarray(vecs, dtype=np.float64)
+
+    def __call__(self, names: Sequence[str]) -> np.ndarray:
+        if not names:
+            return np.zeros((0, self.vecs.shape[1] if self.vecs.ndim == 2 else 1))
+        return self.vecs[[self.row[n] for n in names]]
+
+
+def object_rows(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mapping[str, object],
+                k: int = 3, ks: Sequence[int] = K_SWEEP) -> list[dict]:
+    """One row per extracted object; CAOS columns `<embedder>_caos_*` are filled for hallucinated objects."""
+    if k < 1:
+        raise ConfigError(f"config key 'caos.k': must be ≥ 1, got {k}")
+    top = list(dict.fromkeys(frequent))[: max(max(ks, default=k), k)]
+    rows = []
+    for cap in captions:
+        for i, obj in enumerate(cap.objects):
+            v = cap.verdicts[i] if cap.verdicts else None
+            rows.append({
+                "caption_id": cap.caption_id,
+                "image_id": cap.image_id,
+                "position": i,
+                "object": obj.name,
+                "surface": obj.surface,
+                "extractor": obj.extractor,
+                "in_domain": obj.in_domain,
+                "judged_by": cap.judged_by[i],
+                "hallucinated": cap.hallucinated[i],
+                "oracle_yes": v.yes if v else None,
+                "oracle_no": v.no if v else None,
+                "oracle_tie": v.tie if v else None,
+            })
+    for emb_name, embedder in embedders.items():
+        phrases = [o.name for c in captions for o in c.objects] + [t for c in captions for t in c.truth] + top
+        table = _Embeddings(embedder, phrases)
+        top_vecs = table(top)
+        r = 0
+        for cap in captions:
+            names = [o.name for o in cap.objects]
+            obj_vecs, truth_vecs = table(names), table(cap.truth)
+            for i in range(len(names)):
+                row = rows[r]
+                r += 1
+                scores: dict[str, object] = {}
+                if cap.hallucinated[i]:
+                    h = obj_vecs[i]
+                    scores["caos_t"], scores["caos_t_nearest"] = max_cosine(h, truth_vecs, cap.truth)
+                    scores["caos_x"], scores["caos_x_nearest"] = max_cosine(h, obj_vecs[:i], names[:i])
+                    for kk in sorted(set(ks) | {k}):
+                        val, near = max_cosine(h, top_vecs[:kk], top[:kk])
+                        scores[f"caos_k{kk}"] = val
+                        if kk == k:
+                            scores["caos_k"], scores["caos_k_nearest"] = val, near
+                for key in ["caos_t", "caos_t_nearest", "caos_x", "caos_x_nearest", "caos_k", "caos_k_nearest",
+                            *[f"caos_k{kk}" for kk in sorted(set(ks) | {k})]]:
+                    row[f"{emb_name}_{key}"] = scores.get(key)
+    return rows
+
+
+def caos_summary(rows: Sequence[dict], emb_name: str, k: int = 3, ks: Sequence[int] = K_SWEEP) -> dict:
+    """The CAOS means and ratios for one embedder from `object_rows` output."""
+    hal = [r for r in rows if r["hallucinated"]]
+    t = _mean(r[f"{emb_name}_caos_t"] for r in hal)
+    x = _mean(r[f"{emb_name}_caos_x"] for r in hal)
+    kk = _mean(r[f"{emb_name}_caos_k"] for r in hal)
+    defined = [v for v in (t, x, kk) if v is not None]
+    return {
+        "caos_t": _r(t),
+        "caos_x": _r(x),
+        "caos_k": _r(kk),
+        "k": k,
+        "caos_k_sweep": {str(j): _r(_mean(r[f"{emb_name}_caos_k{j}"] for r in hal)) for j in ks},
+        "caos_t_over_x": _r(_ratio(t, x)),
+        "caos_x_over_k": _r(_ratio(x, kk)),
+        "caos_avg": _r(sum(defined) / len(defined)) if defined else None,
+        "n_hallucinated": len(hal),
+        "n_t": sum(r[f"{emb_name}_caos_t"] is not None for r in hal),
+        "n_x": sum(r[f"{emb_name}_caos_x"] is not None for r in hal),
+        "n_k": sum(r[f"{emb_name}_caos_k"] is not None for r in hal),
+    }
+
+
+def object_statistics(captions: Sequence[Caption]) -> dict:
+    """Object precision/recall, objects per caption and CHAIR over the same object lists (micro-averaged)."""
+    n_caps = len(captions)
+    decided = [(h, o) for c in captions for h, o in zip(c.hallucinated, c.objects) if h is not None]
+    n_obj = sum(len(c.objects) for c in captions)
+    n_hal = sum(1 for h, _ in decided if h)
+    n_truth = sum(len(c.truth) for c in captions)
+    n_truth_hit = sum(len(set(c.truth) & {o.name for o in c.objects}) for c in captions)
+    return {
+        "n_captions": n_caps,
+        "n_objects": n_obj,
+        "n_in_domain": sum(o.in_domain for c in captions for o in c.objects),
+        "n_out_of_domain": sum(not o.in_domain for c in captions for o in c.objects),
+        "n_oracle_judged": sum(j == "oracle" for c in captions for j in c.judged_by),
+        "n_oracle_ties": sum(bool(v and v.tie) for c in captions for v in c.verdicts),
+        "n_undecided": sum(h is None for c in captions for h in c.hallucinated),
+        "n_hallucinated": n_hal,
+        "precision": _r(_ratio(len(decided) - n_hal, len(decided))),
+        "recall": _r(_ratio(n_truth_hit, n_truth)),
+        "objects_per_caption": _r(_ratio(n_obj, n_caps)),
+        "chair_i": _r(_ratio(n_hal, len(decided))),
+        "chair_s": _r(_ratio(sum(any(h for h in c.hallucinated if h) for c in captions), n_caps)),
+    }
+
+
+def sequential(rows: Sequence[dict]) -> list[dict]:
+    """Hallucination rate by position in the caption (0 = first object)."""
+    by_pos: dict[int, list[int]] = {}
+    for r in rows:
+        if r["hallucinated"] is None:
+            continue
+        n = by_pos.setdefault(r["position"], [0, 0])
+        n[0] += 1
+        n[1] += bool(r["hallucinated"])
+    return [
+        {"position": p, "n_objects": n, "n_hallucinated": h, "rate": _r(h / n)}
+        for p, (n, h) in sorted(by_pos.items())
+    ]
+
+
+def score(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mapping[str, object], k: int = 3,
+          ks: Sequence[int] = K_SWEEP) -> tuple[dict, list[dict]]:
+    """Everything CAOS reports: ({"embedders": {name: summary}, "objects": stats, "sequential": [...]}, rows)."""
+    rows = object_rows(captions, frequent, embedders, k=k, ks=ks)
+    summary = {
+        "embedders": {name: caos_summary(rows, name, k=k, ks=ks) for name in embedders},
+        "objects": object_statistics(captions),
+        "sequential": sequential(rows),
+        "frequent_top": list(dict.fromkeys(frequent))[: max(max(ks, default=k), k)],
+    }
+    return summary, rows
+
+
+def run_oracle(captions_objects: Sequence[tuple[str, str | None, Sequence[ExtractedObject]]],
+               oracle: Oracle | None) -> list[dict[str, OracleVerdict]]:
+    """Ask the oracle about every out-of-domain object (one batch); returns verdicts per caption by object name."""
+    out: list[dict[str, OracleVerdict]] = [{} for _ in captions_objects]
+    if oracle is None:
+        return out
+    items, where = [], []
+    for ci, (cid, path, objs) in enumerate(captions_objects):
+        for o in objs:
+            if not o.in_domain:
+                items.append((cid, path, o.name))
+                where.append((ci, o.name))
+    for (ci, name), verdict in zip(where, oracle.judge(items)):
+        out[ci][name] = verdict
+    return out
+
+
+# ---- the workflow entry point -------------------------------------------------------------------------------------
+
+
+def frequent_from_nodes(nodes) -> list[str]:
+    """Graph nodes by image frequency, most frequent first (ties by name, so the order is deterministic)."""
+    rows = sorted(zip(nodes["node"].to_list(), nodes["frequency"].to_list()), key=lambda r: (-int(r[1] or 0), r[0]))
+    return [n for n, _ in rows]
+
+
+def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | None, extractor: ObjectExtractor,
+                          embedders: Mapping[str, object], oracle: Oracle | None = None, k: int = 3,
+                          ks: Sequence[int] = K_SWEEP) -> tuple[dict, "object"]:
+    """CAOS on the generative answers of an ODE release for one model → (summary JSON dict, per-object DataFrame).
+
+    answers: answers/<model>/*.parquet concatenated; queries: release/queries.parquet; nodes: graph/nodes.parquet.
+    Failed answers are counted and skipped; empty captions count as captions with no objects.
+    """
+    import polars as pl
+
+    for col in ("query_id", "answer", "status"):
+        if col not in answers.columns:
+            raise InputError(f"answers table: missing column {col!r} (have {answers.columns})")
+    for col in ("query_id", "image_id", "query_type", "objects"):
+        if col not in queries.columns:
+            raise InputError(f"queries table: missing column {col!r} (have {queries.columns})")
+    gen = queries.filter(pl.col("query_type") == "generative")
+    joined = gen.join(answers, on="query_id", how="inner").sort("query_id")
+    ok = joined.filter(pl.col("status") == "ok")
+    recs = ok.to_dicts()
+    log.info("CAOS: %d generative answers (%d failed skipped)", len(recs), joined.height - ok.height)
+    extractions = extractor.extract_many([r["answer"] or "" for r in recs])
+    root = Path(release_dir) if release_dir is not None else None
+    paths = [str(root / r["image"]) if root is not None and r.get("image") else None for r in recs]
+    verdicts = run_oracle([(r["query_id"], p, e.objects) for r, p, e in zip(recs, paths, extractions)], oracle)
+    captions = [
+        judge_caption(r["query_id"], r["image_id"], e.objects, r["objects"] or [], extractor.vocabulary, v)
+        for r, e, v in zip(progress(recs, desc="judge captions"), extractions, verdicts)
+    ]
+    summary, rows = score(captions, frequent_from_nodes(nodes), embedders, k=k, ks=ks)
+    summary["n_generative_queries"] = gen.height
+    summary["n_answers_failed"] = joined.height - ok.height
+    summary["n_answers_missing"] = gen.height - joined.height
+    summary["extraction"] = {
+        "llm_status": {s: sum(e.llm_status == s for e in extractions) for s in ("not_used", "ok", "unparsed")},
+        "llm_dropped": sum(len(e.llm_dropped) for e in extractions),
+    }
+    stand_in = bool(ok["stand_in"].any()) if "stand_in" in ok.columns and ok.height else False
+    summary["stand_in"] = stand_in
+    df = rows_frame(rows, list(embedders), k=k, ks=ks).with_columns(pl.lit(stand_in).alias("stand_in"))
+    return summary, df
+
+
+def rows_frame(rows: Sequence[dict], emb_names: Sequence[str], k: int = 3, ks: Sequence[int] = K_SWEEP):
+    """Per-object rows as a DataFrame with an explicit schema (an empty table keeps its columns and types)."""
+    import polars as pl
+
+    schema: dict[str, object] = {
+        "caption_id": pl.String, "image_id": pl.String, "position": pl.Int64, "object": pl.String,
+        "surface": pl.String, "extractor": pl.String, "in_domain": pl.Boolean, "judged_by": pl.String,
+        "hallucinated": pl.Boolean, "oracle_yes": pl.Int64, "oracle_no": pl.Int64, "oracle_tie": pl.Boolean,
+    }
+    for e in emb_names:
+        for key in ("caos_t", "caos_x", "caos_k"):
+            schema[f"{e}_{key}"] = pl.Float64
+            schema[f"{e}_{key}_nearest"] = pl.String
+        for kk in sorted(set(ks) | {k}):
+            schema[f"{e}_caos_k{kk}"] = pl.Float64
+    return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema, orient="row")
+
+
+# ---- CLI: halluflow score caos ------------------------------------------------------------------------------------
+
+CLI_DESCRIPTION = "CAOS_T / CAOS_X / CAOS_K context-aware object similarities of hallucinated objects (seed 001)."
+CLI_EPILOG = """examples:
+  halluflow score caos --objects objects.jsonl --truth truth.jsonl --frequent coco_frequent.txt --embedder glove
+  halluflow score caos --objects captions.jsonl --truth truth.jsonl --frequent f.txt --embedder minilm --k 3
+  halluflow score caos --objects o.jsonl --truth t.jsonl --frequent f.txt --embedder table --vectors vec.tsv
+
+--objects lines: {"image_id", "objects": [ordered]} (pre-extracted) or {"image_id", "caption"} (extracted with
+the vocabulary matcher: COCO 80 + CHAIR synonyms + the truth and frequent objects). --truth lines:
+{"image_id", "objects": [...]} or {"image_id", "truth": [...]}. --frequent: one object per line, most frequent first.
+Without an oracle every object is judged against the truth: hallucinated = extracted objects not in the truth."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
+    parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")
+    parser.add_argument("--frequent", required=True, help="text file: training objects, most frequent first")
+    parser.add_argument("--embedder", default="glove", help="embedder backend: glove, minilm or table")
+    parser.add_argument("--vectors", help="TSV word<TAB>v1<TAB>... for --embedder table")
+    parser.add_argument("--k", type=int, default=3, help="k of the headline CAOS_K (the sweep 1..10 is always given)")
+    parser.add_argument("--synonyms", default="default",
+                        help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable")
+    parser.add_argument("--no-per-object", action="store_true", help="leave the per_object rows out of the JSON")
+    parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
+
+
+def _read_frequent(path: str) -> list[str]:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: frequent-objects file not found")
+    items = [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not items:
+        raise InputError(f"{p}: no objects listed")
+    return items
+
+
+def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for n, row in enumerate(rows, 1):
+        if "image_id" not in row:
+            raise InputError(f"{path}: line {n} has no 'image_id'")
+        if not any(k in row for k in keys):
+            raise InputError(f"{path}: line {n} (image_id {row['image_id']!r}) needs one of {list(keys)}")
+        iid = str(row["image_id"])
+        if iid in out:
+            raise InputError(f"{path}: image_id {iid!r} appears twice")
+        out[iid] = row
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import registry
+
+    objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
+    truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))
+    frequent = _read_frequent(args.frequent)
+    spec: dict = {"backend": args.embedder}
+    if args.vectors:
+        spec["path"] = args.vectors
+    embedder = registry.create("embedder", spec)
+    synonyms = {"default": True, "none": False}.get(args.synonyms, args.synonyms)
+    truth_lists = {}
+    for iid, row in truth.items():
+        t = row.get("objects", row.get("truth"))
+        if not isinstance(t, list):
+            raise InputError(f"{args.truth}: image_id {iid!r}: truth must be a list of object names")
+        truth_lists[iid] = [str(x) for x in t]
+    vocab = build_vocabulary(
+        extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent)), synonyms=synonyms
+    )
+    extractor = ObjectExtractor(vocab)
+    captions = []
+    for iid, row in objects.items():
+        if iid not in truth_lists:
+            raise InputError(f"{args.truth}: no truth for image_id {iid!r} (listed in {args.objects})")
+        if "objects" in row:
+            if not isinstance(row["objects"], list):
+                raise InputError(f"{args.objects}: image_id {iid!r}: 'objects' must be a list")
+            names = list(dict.fromkeys(vocab.normalise(str(o)) for o in row["objects"] if tokens(str(o))))
+            objs = [ExtractedObject(n, n, i, "given", n in vocab) for i, n in enumerate(names)]
+        else:
+            objs = extractor.extract(str(row["caption"] or "")).objects
+        captions.append(judge_caption(iid, iid, objs, truth_lists[iid], vocab))
+    summary, rows = score(captions, [vocab.normalise(f) for f in frequent], {args.embedder: embedder}, k=args.k)
+    result = dict(summary["embedders"][args.embedder])
+    result.update(objects=summary["objects"], sequential=summary["sequential"], embedder=embedder.describe().as_dict())
+    if not args.no_per_object:
+        prefix = f"{args.embedder}_"
+        result["per_object"] = [
+            {
+                "image_id": r["image_id"], "position": r["position"], "object": r["object"],
+                **{k[len(prefix):]: (_r(v) if isinstance(v, float) else v) for k, v in r.items()
+                   if k.startswith(prefix) and not re.search(r"_k\d+$", k)},
+            }
+            for r in rows if r["hallucinated"]
+        ]
+    text = dumps_json(result)
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+__all__ = [
+    "cosine_matrix", "max_cosine", "parse_yes_no", "vote", "Oracle", "OracleVerdict", "Caption", "judge_caption",
+    "object_rows", "caos_summary", "object_statistics", "sequential", "score", "score_release_answers",
+    "frequent_from_nodes", "rows_frame", "configure", "run", "K_SWEEP",
+]
