@@ -98,5 +98,6 @@ for _registry, _name, _target in [
     (LLMS, "openai", "halluflow.backends.openai_http:OpenAILLM"),
     (EMBEDDERS, "glove", "halluflow.backends.embedders:GloVeEmbedder"),
     (EMBEDDERS, "minilm", "halluflow.backends.embedders:MiniLMEmbedder"),
+    (EMBEDDERS, "table", "halluflow.backends.embedders:TableEmbedder"),
 ]:
     _registry.register(_name, _target)
