@@ -38,3 +38,32 @@ def get_final_output():
     return targets
 
 
+
+
+# ---- ODE data pipeline (rules/ode.smk) ----
+ODE_CONFIG = config["ode"]
+ODE_PROMPTS = f"{OUT}/prompts/prompts.parquet"  # read by rule synthesize (column `shard` picks its rows)
+
+
+def get_prompt_table():
+    return ODE_PROMPTS
+
+
+def get_graph_source_files(wildcards):
+    """Annotation files build_graph reads, so editing one reruns the graph (and everything after it)."""
+    graph = ODE_CONFIG["graph"]
+    source = graph["source"]
+    files = [graph["environments"] or "resources/vocab/environments.txt"]
+    if source["format"] == "seed":
+        seed_dir = source["path"] or "resources/graph_seed"
+        files += [f"{seed_dir}/nodes.tsv", f"{seed_dir}/edges.tsv"]
+    else:
+        files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
+    return files
+
+
+def get_ode_targets():
+    return [ODE_PROMPTS]
+
+
+FINAL_TARGETS.append(get_ode_targets)

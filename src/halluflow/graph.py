@@ -1,0 +1,394 @@
+"""Weighted concept graph G = (V, A, E, W) of ODE (seed 002, §3.1; anchor: ODE `data_extractor.py`).
+
+Nodes are annotated objects typed entity / environment with state and action attributes; an edge's weight
+is the number of images in which both objects are annotated (each image counted once per pair, even when an
+object repeats in its list). Readers: AMBER annotations.json (+ its attribute queries), COCO instances JSON,
+Visual Genome objects/attributes JSON, a plain table, and the shipped seed tables in resources/graph_seed/.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+import polars as pl
+
+from .errors import InputError
+from .io import atomic_path, read_json, write_parquet, write_text
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_ENVIRONMENTS = REPO_ROOT / "resources" / "vocab" / "environments.txt"
+DEFAULT_SEED_DIR = REPO_ROOT / "resources" / "graph_seed"
+
+FORMATS = ("amber", "coco", "visual_genome", "table", "seed")
+
+# AMBER attribute questions come in consecutive (true, contrasting) pairs about one object; ODE mines the word
+# pairs with exactly these patterns, so multi-word answers ("ride a bike") are skipped as in the anchor.
+STATE_RE = re.compile(r"^Is the (\w+) (\w+) in this image\?$")
+ACTION_RE = re.compile(r"^Does the (\w+) (\w+) in this image\?$")
+
+NODE_SCHEMA = {
+    "node": pl.String,
+    "type": pl.String,
+    "frequency": pl.Int64,
+    "states": pl.List(pl.String),
+    "actions": pl.List(pl.String),
+    "state_pairs": pl.List(pl.String),
+    "action_pairs": pl.List(pl.String),
+}
+EDGE_SCHEMA = {"source": pl.String, "target": pl.String, "weight": pl.Int64}
+
+
+@dataclass
+class Annotations:
+    """Objects per image plus attribute word pairs per object (true, contrast), in first-seen order."""
+
+    images: list[list[str]] = field(default_factory=list)
+    state_pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    action_pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+def _normalise(name: str) -> str:
+    return " ".join(str(name).strip().lower().split())
+
+
+def _add_pair(store: dict[str, list[tuple[str, str]]], obj: str, pair: tuple[str, str]) -> None:
+    pairs = store.setdefault(obj, [])
+    if pair not in pairs:
+        pairs.append(pair)
+
+
+def load_environment_vocabulary(path: str | Path | None = None) -> set[str]:
+    path = Path(path) if path else DEFAULT_ENVIRONMENTS
+    if not path.exists():
+        raise InputError(f"{path}: environment vocabulary not found (one object name per line)")
+    words = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            words.add(_normalise(line))
+    return words
+
+
+# ---------------------------------------------------------------- readers
+
+
+def read_amber(annotations: str | Path, attribute_queries: str | Path | None = None) -> Annotations:
+    """AMBER: generative items' `truth` lists; attribute pairs from consecutive attribute questions."""
+    data = read_json(annotations)
+    if not isinstance(data, list):
+        raise InputError(f"{annotations}: expected AMBER's JSON array of items")
+    ann = Annotations()
+    truth_by_id: dict[int, object] = {}
+    for i, item in enumerate(data):
+        if not isinstance(item, dict) or "id" not in item or "type" not in item:
+            raise InputError(f"{annotations}: item {i} lacks 'id'/'type'")
+        truth_by_id[item["id"]] = item.get("truth")
+        if item["type"] == "generative":
+            truth = item.get("truth")
+            if not isinstance(truth, list):
+                raise InputError(f"{annotations}: generative item id {item['id']} has no 'truth' list")
+            ann.images.append([_normalise(t) for t in truth])
+    if not ann.images:
+        raise InputError(f"{annotations}: no generative items (AMBER annotations.json expected)")
+    if attribute_queries is not None:
+        queries = read_json(attribute_queries)
+        if not isinstance(queries, list):
+            raise InputError(f"{attribute_queries}: expected AMBER's JSON array of queries")
+        _mine_amber_attributes(queries, ann, attribute_queries)
+    return ann
+
+
+def _mine_amber_attributes(queries: list, ann: Annotations, source) -> None:
+    previous = None  # (kind, image, object, word) of an unpaired question
+    for i, q in enumerate(sorted(queries, key=lambda q: q.get("id", 0))):
+        if not isinstance(q, dict) or "query" not in q:
+            raise InputError(f"{source}: query {i} lacks 'query'")
+        text = q["query"].strip()
+        match, kind = STATE_RE.match(text), "state"
+        if match is None:
+            match, kind = ACTION_RE.match(text), "action"
+        if match is None:
+            previous = None
+            continue
+        current = (kind, q.get("image"), match.group(1).lower(), match.group(2).lower())
+        if previous is not None and previous[:3] == current[:3]:
+            store = ann.state_pairs if kind == "state" else ann.action_pairs
+            _add_pair(store, current[2], (previous[3], current[3]))
+            previous = None
+        else:
+            previous = current
+
+
+def read_coco(instances: str | Path) -> Annotations:
+    """COCO instances JSON: the category names of each image's annotations (images without any are skipped)."""
+    data = read_json(instances)
+    for key in ("annotations", "categories"):
+        if key not in data:
+            raise InputError(f"{instances}: COCO instances JSON lacks {key!r}")
+    names = {c["id"]: _normalise(c["name"]) for c in data["categories"]}
+    per_image: dict[object, list[str]] = {}
+    for i, a in enumerate(data["annotations"]):
+        try:
+            per_image.setdefault(a["image_id"], []).append(names[a["category_id"]])
+        except KeyError as exc:
+            raise InputError(f"{instances}: annotation {i} has unknown or missing {exc.args[0]!r}") from None
+    return Annotations(images=[per_image[k] for k in sorted(per_image, key=str)])
+
+
+def read_visual_genome(objects: str | Path, attributes: str | Path | None = None) -> Annotations:
+    """Visual Genome objects.json (first name of each object); attributes.json adds single-word states."""
+    data = read_json(objects)
+    if not isinstance(data, list):
+        raise InputError(f"{objects}: expected Visual Genome's JSON array of images")
+    ann = Annotations()
+    for i, img in enumerate(data):
+        if "objects" not in img:
+            raise InputError(f"{objects}: image {i} lacks 'objects'")
+        names = []
+        for obj in img["objects"]:
+            obj_names = obj.get("names") or ([obj["name"]] if "name" in obj else [])
+            if obj_names:
+                names.append(_normalise(obj_names[0]))
+        ann.images.append(names)
+    if attributes is not None:
+        attr_data = read_json(attributes)
+        for img in attr_data:
+            for obj in img.get("attributes", []):
+                obj_names = obj.get("names") or ([obj["name"]] if "name" in obj else [])
+                for word in obj.get("attributes") or []:
+                    if obj_names and len(word.split()) == 1:
+                        # VG has no contrasting word: the pair's second member stays empty.
+                        _add_pair(ann.state_pairs, _normalise(obj_names[0]), (_normalise(word), ""))
+    return ann
+
+
+def read_table(path: str | Path, image_column: str = "image_id", object_column: str = "object",
+               separator: str = ";") -> Annotations:
+    """CSV/TSV/parquet: either one row per (image, object) or one row per image with `separator`-joined objects."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        df = pl.read_parquet(path)
+    elif suffix in (".csv", ".tsv", ".txt"):
+        df = pl.read_csv(path, separator="\t" if suffix != ".csv" else ",", infer_schema=False)
+    else:
+        raise InputError(f"{path}: table format must be .csv, .tsv or .parquet")
+    for col in (image_column, object_column):
+        if col not in df.columns:
+            raise InputError(f"{path}: column {col!r} not found (columns: {', '.join(df.columns)})")
+    per_image: dict[str, list[str]] = {}
+    for image, objs in zip(df[image_column].cast(pl.String), df[object_column].to_list()):
+        items = objs if isinstance(objs, list) else str(objs or "").split(separator)
+        per_image.setdefault(image, []).extend(_normalise(o) for o in items if str(o).strip())
+    return Annotations(images=[per_image[k] for k in sorted(per_image)])
+
+
+# ---------------------------------------------------------------- graph
+
+
+WEIGHTINGS = ("images", "ode_anchor")
+
+
+def build_tables(ann: Annotations, environments: set[str], weighting: str = "images") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Nodes (with image frequency and attributes) and edges (co-occurrence counts) from annotations.
+
+    weighting "images" (paper): weight = number of images in which both objects occur.
+    weighting "ode_anchor": ODE's released graph exactly: every ordered pair of list positions (repeats
+    included, so a repeated object makes a self-loop) adds 1 to an undirected edge, minus one per edge:
+    for objects listed once, weight = 2 * images - 1 (sky-cloud 447 = 2 * 224 - 1). Reproduces all 4,364
+    edges of ODE's T graph; kept only to compare with the anchor.
+    """
+    if weighting not in WEIGHTINGS:
+        raise InputError(f"graph weighting {weighting!r} unknown; known: {', '.join(WEIGHTINGS)}")
+    frequency: Counter[str] = Counter()
+    weights: Counter[tuple[str, str]] = Counter()
+    for objects in ann.images:
+        objects = [o for o in objects if o]
+        unique = sorted(set(objects))
+        frequency.update(unique)
+        if weighting == "images":
+            weights.update(itertools.combinations(unique, 2))
+        else:
+            weights.update(tuple(sorted((objects[i], objects[j])))
+                           for i, j in itertools.permutations(range(len(objects)), 2))
+    if weighting == "ode_anchor":
+        weights = Counter({k: v - 1 for k, v in weights.items()})
+    nodes = sorted(frequency)
+    rows = []
+    for n in nodes:
+        sp = ann.state_pairs.get(n, [])
+        ap = ann.action_pairs.get(n, [])
+        rows.append({
+            "node": n,
+            "type": "environment" if n in environments else "entity",
+            "frequency": frequency[n],
+            "states": list(dict.fromkeys(p[0] for p in sp)),
+            "actions": list(dict.fromkeys(p[0] for p in ap)),
+            "state_pairs": [f"{a}/{b}" for a, b in sp],
+            "action_pairs": [f"{a}/{b}" for a, b in ap],
+        })
+    nodes_df = pl.DataFrame(rows, schema=NODE_SCHEMA) if rows else pl.DataFrame(schema=NODE_SCHEMA)
+    edges = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
+    edges_df = pl.DataFrame(
+        {"source": [k[0] for k, _ in edges], "target": [k[1] for k, _ in edges], "weight": [w for _, w in edges]},
+        schema=EDGE_SCHEMA,
+    )
+    return nodes_df, edges_df
+
+
+def to_networkx(nodes: pl.DataFrame, edges: pl.DataFrame) -> nx.Graph:
+    g = nx.Graph()
+    for row in nodes.iter_rows(named=True):
+        # GraphML has no list type: attribute lists are stored as ';'-joined strings.
+        g.add_node(row["node"], type=row["type"], frequency=int(row["frequency"]),
+                   state_pairs=";".join(row["state_pairs"]), action_pairs=";".join(row["action_pairs"]))
+    for s, t, w in edges.iter_rows():
+        g.add_edge(s, t, weight=int(w))
+    return g
+
+
+def write_graph(nodes: pl.DataFrame, edges: pl.DataFrame, out_dir: str | Path | None = None, *,
+                nodes_path=None, edges_path=None, graphml_path=None) -> None:
+    out_dir = Path(out_dir) if out_dir else None
+    nodes_path = nodes_path or out_dir / "nodes.parquet"
+    edges_path = edges_path or out_dir / "edges.parquet"
+    graphml_path = graphml_path or out_dir / "graph.graphml"
+    write_parquet(nodes_path, nodes)
+    write_parquet(edges_path, edges)
+    with atomic_path(graphml_path) as tmp:
+        nx.write_graphml(to_networkx(nodes, edges), tmp)
+
+
+def read_graph(nodes_path: str | Path, edges_path: str | Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    for p in (nodes_path, edges_path):
+        if not Path(p).exists():
+            raise InputError(f"{p}: graph table not found (run build_graph first)")
+    nodes, edges = pl.read_parquet(nodes_path), pl.read_parquet(edges_path)
+    for df, schema, p in ((nodes, NODE_SCHEMA, nodes_path), (edges, EDGE_SCHEMA, edges_path)):
+        missing = [c for c in schema if c not in df.columns]
+        if missing:
+            raise InputError(f"{p}: missing column(s) {', '.join(missing)}")
+    return nodes, edges
+
+
+# ---------------------------------------------------------------- shipped seed (figures only)
+
+
+def write_seed(nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path) -> None:
+    """Human-readable TSV seed: derived counts and attribute words, never the raw annotation files."""
+    seed_dir = Path(seed_dir)
+    node_lines = ["node\ttype\tfrequency\tstate_pairs\taction_pairs"]
+    for r in nodes.iter_rows(named=True):
+        node_lines.append("\t".join([r["node"], r["type"], str(r["frequency"]),
+                                     ";".join(r["state_pairs"]), ";".join(r["action_pairs"])]))
+    edge_lines = ["source\ttarget\tweight"] + [f"{s}\t{t}\t{w}" for s, t, w in edges.iter_rows()]
+    write_text(seed_dir / "nodes.tsv", "\n".join(node_lines) + "\n")
+    write_text(seed_dir / "edges.tsv", "\n".join(edge_lines) + "\n")
+
+
+def _split_pairs(text: str) -> list[str]:
+    return [p for p in (text or "").split(";") if p]
+
+
+def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Load the shipped seed tables; `environments`, when given, re-types the nodes."""
+    seed_dir = Path(seed_dir)
+    nodes_file, edges_file = seed_dir / "nodes.tsv", seed_dir / "edges.tsv"
+    for p in (nodes_file, edges_file):
+        if not p.exists():
+            raise InputError(f"{p}: graph seed table not found")
+    rows = []
+    with open(nodes_file, encoding="utf-8", newline="") as fh:
+        for i, r in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
+            try:
+                sp, ap = _split_pairs(r["state_pairs"]), _split_pairs(r["action_pairs"])
+                node_type = r["type"]
+                if environments is not None:
+                    node_type = "environment" if r["node"] in environments else "entity"
+                rows.append({"node": r["node"], "type": node_type, "frequency": int(r["frequency"]),
+                             "states": list(dict.fromkeys(p.split("/")[0] for p in sp)),
+                             "actions": list(dict.fromkeys(p.split("/")[0] for p in ap)),
+                             "state_pairs": sp, "action_pairs": ap})
+            except (KeyError, ValueError, TypeError) as exc:
+                raise InputError(f"{nodes_file}:{i}: malformed row ({exc})") from None
+    edge_rows = []
+    with open(edges_file, encoding="utf-8", newline="") as fh:
+        for i, r in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
+            try:
+                s, t = sorted((r["source"], r["target"]))
+                edge_rows.append((s, t, int(r["weight"])))
+            except (KeyError, ValueError, TypeError) as exc:
+                raise InputError(f"{edges_file}:{i}: malformed row ({exc})") from None
+    edge_rows.sort(key=lambda e: (-e[2], e[0], e[1]))
+    nodes = pl.DataFrame(sorted(rows, key=lambda r: r["node"]), schema=NODE_SCHEMA)
+    edges = pl.DataFrame({"source": [e[0] for e in edge_rows], "target": [e[1] for e in edge_rows],
+                          "weight": [e[2] for e in edge_rows]}, schema=EDGE_SCHEMA)
+    return nodes, edges
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def build_graph(source: dict, environments_path: str | Path | None = None,
+                weighting: str = "images") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Build node/edge tables from a graph `source` config block ({format, path, ...})."""
+    fmt = source.get("format", "seed")
+    path = source.get("path")
+    environments = load_environment_vocabulary(environments_path)
+    if fmt == "seed":
+        return read_seed(path or DEFAULT_SEED_DIR, environments if source.get("retype") else None)
+    if not path:
+        raise InputError(f"graph source format {fmt!r} needs 'path'")
+    if fmt == "amber":
+        ann = read_amber(path, source.get("attribute_queries"))
+    elif fmt == "coco":
+        ann = read_coco(path)
+    elif fmt == "visual_genome":
+        ann = read_visual_genome(path, source.get("attributes"))
+    elif fmt == "table":
+        ann = read_table(path, source.get("image_column", "image_id"), source.get("object_column", "object"),
+                         source.get("separator", ";"))
+    else:
+        raise InputError(f"unknown graph source format {fmt!r}; known: {', '.join(FORMATS)}")
+    return build_tables(ann, environments, weighting)
+
+
+def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:
+    """Adjacency lists sorted by descending weight, ties by name (the order ODE draws 'no' candidates in)."""
+    adj: dict[str, list[tuple[str, int]]] = {}
+    for s, t, w in edges.iter_rows():
+        adj.setdefault(s, []).append((t, w))
+        adj.setdefault(t, []).append((s, w))
+    for lst in adj.values():
+        lst.sort(key=lambda x: (-x[1], x[0]))
+    return adj
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m halluflow.graph AMBER_DIR OUT_SEED_DIR`: regenerate the shipped seed from AMBER."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("amber_data", help="AMBER's data/ folder (annotations.json, query/)")
+    ap.add_argument("out", nargs="?", default=str(DEFAULT_SEED_DIR))
+    ap.add_argument("--environments", default=None)
+    args = ap.parse_args(argv)
+    amber = Path(args.amber_data)
+    ann = read_amber(amber / "annotations.json", amber / "query" / "query_discriminative-attribute.json")
+    nodes, edges = build_tables(ann, load_environment_vocabulary(args.environments))
+    write_seed(nodes, edges, args.out)
+    print(json.dumps({"nodes": nodes.height, "edges": edges.height}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

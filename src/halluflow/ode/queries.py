@@ -1,0 +1,204 @@
+"""Queries of ODE (seed 002, §3.4 "query construction"; anchor: ODE `query_generator.py`) plus POPE negatives.
+
+Generative "Please describe this picture."; existence yes for the truth objects and "no" for graph neighbours
+in descending edge weight (excluding truth and detected objects) or POPE's random / popular / adversarial
+negatives; attribute (state, action) yes/no; count yes "one" / no "two, three"; and the paper's counterfactual
+queries (objects and attributes never seen with the scene's objects), which ODE's released code lacks.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ..errors import ConfigError, InputError
+from ..graph import neighbours
+from ..io import stable_hash
+from .sampling import _rng
+
+STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial")
+
+EXISTENCE = "Is there {article} {object} in the picture?"
+# ODE asks "Is the {obj} {attr} ...?" for both kinds; AMBER's action words are bare verbs ("run"), so
+# actions read "Does the dog run in the picture?" as in AMBER's own questions.
+ATTRIBUTE = {"state": "Is the {object} {attribute} in the picture?",
+             "action": "Does the {object} {attribute} in the picture?"}
+COUNT_ONE = "Is there one {object} in the picture?"
+COUNT_MANY = "Are there {number} {plural} in the picture?"
+
+QUERY_SCHEMA = {
+    "query_id": pl.String,
+    "image_id": pl.String,
+    "image": pl.String,
+    "scene_id": pl.String,
+    "distribution": pl.String,
+    "pair_kind": pl.String,
+    "task": pl.String,
+    "query_type": pl.String,
+    "attribute_kind": pl.String,
+    "question": pl.String,
+    "truth": pl.String,
+    "target": pl.String,
+    "objects": pl.List(pl.String),
+    "strategy": pl.String,
+}
+
+
+def article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def plural(word: str) -> str:
+    """Plain English plural of the last word; enough for count questions ("two benches", "three skies")."""
+    head, _, last = word.rpartition(" ")
+    if last.endswith(("s", "x", "z", "ch", "sh")):
+        last += "es"
+    elif last.endswith("y") and last[-2:-1] not in ("a", "e", "i", "o", "u", ""):
+        last = last[:-1] + "ies"
+    else:
+        last += "s"
+    return f"{head} {last}".strip()
+
+
+class NegativeSampler:
+    """Objects to ask about as absent, per strategy, from the concept graph."""
+
+    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, seed: int):
+        self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
+        self.nodes = sorted(nodes["node"].to_list())
+        freq = dict(zip(nodes["node"], nodes["frequency"]))
+        self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
+        self.seed = seed
+
+    def _weights_to(self, truth: list[str]) -> dict[str, list[int]]:
+        per: dict[str, list[int]] = {}
+        for t in truth:
+            for other, w in self.adj.get(t, []):
+                per.setdefault(other, []).append(w)
+        return per
+
+    def candidates(self, strategy: str, truth: list[str], exclude: set[str], k: int, key: str) -> list[str]:
+        if k <= 0:
+            return []
+        if strategy == "graph_neighbour":
+            # ODE: neighbours of the truth objects by descending edge weight (strongest link to any truth object).
+            per = self._weights_to(truth)
+            order = sorted(per, key=lambda n: (-max(per[n]), n))
+        elif strategy == "adversarial":
+            # POPE: objects co-occurring most with the ground-truth objects altogether.
+            per = self._weights_to(truth)
+            order = sorted(per, key=lambda n: (-sum(per[n]), n))
+        elif strategy == "popular":
+            order = self.popular
+        elif strategy == "random":
+            rng = _rng(self.seed, "negatives", key)
+            order = [self.nodes[i] for i in rng.permutation(len(self.nodes))]
+        else:
+            raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
+                              f"known: {', '.join(STRATEGIES)}")
+        return [n for n in order if n not in exclude][:k]
+
+    def never_cooccurring(self, truth: list[str], exclude: set[str], k: int, key: str) -> list[str]:
+        linked = set(self._weights_to(truth))
+        pool = [n for n in self.nodes if n not in linked and n not in exclude]
+        if k <= 0 or not pool:
+            return []
+        rng = _rng(self.seed, "counterfactual", key)
+        return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
+
+
+def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,
+                 seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
+                 strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
+                 count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
+                 counterfactual_attributes: bool = True) -> pl.DataFrame:
+    """Queries table (docs/data-contracts.md), one block of queries per accepted image."""
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+    scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
+    node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
+    sampler = NegativeSampler(nodes, edges, seed)
+    vocab = {kind: sorted({p.partition("/")[0] for r in node_rows.values() for p in r[f"{kind}_pairs"] or []}
+                          | {p.partition("/")[2] for r in node_rows.values() for p in r[f"{kind}_pairs"] or []}
+                          - {""})
+             for kind in ("state", "action")}
+    rows: list[dict] = []
+    for img in accepted.sort("image_id").iter_rows(named=True):
+        scene = scene_rows.get(img["scene_id"])
+        if scene is None:
+            raise InputError(f"accepted image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")
+        image_id = img["image_id"]
+        truth = [scene["object_a"], scene["object_b"]]
+        detected = set(img.get("detected") or [])
+        seen_questions: set[str] = set()
+
+        def add(query_type, question, truth_value, target=None, attribute_kind=None, strategy=None):
+            if question in seen_questions:
+                return
+            seen_questions.add(question)
+            rows.append({
+                "query_id": stable_hash([image_id, question])[:16],
+                "image_id": image_id,
+                "image": f"images/{image_id}.png",
+                "scene_id": scene["scene_id"],
+                "distribution": scene["distribution"],
+                "pair_kind": scene["pair_kind"],
+                "task": "generative" if query_type == "generative" else "discriminative",
+                "query_type": query_type,
+                "attribute_kind": attribute_kind,
+                "question": question,
+                "truth": truth_value,
+                "target": target,
+                "objects": truth,
+                "strategy": strategy,
+            })
+
+        add("generative", generative_prompt, None)
+        for obj in truth:
+            add("existence", EXISTENCE.format(article=article(obj), object=obj), "yes", obj, strategy="truth")
+        exclude = set(truth) | detected
+        for strategy in strategies:
+            for obj in sampler.candidates(strategy, truth, exclude, negatives_per_image, image_id):
+                add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
+        for side in ("a", "b"):
+            obj, attr, kind = scene[f"object_{side}"], scene[f"attribute_{side}"], scene[f"attribute_{side}_kind"]
+            if attr and kind in ATTRIBUTE:
+                add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=attr), "yes", obj, kind, "truth")
+                contrast = scene[f"attribute_{side}_contrast"]
+                if contrast and contrast != attr:
+                    add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=contrast), "no", obj, kind,
+                        "graph_neighbour")
+        for obj in truth:
+            if node_rows.get(obj, {}).get("type") != "entity":
+                continue  # counting an environment ("two skies") is not a meaningful question
+            add("count", COUNT_ONE.format(object=obj), "yes", obj, "count", "truth")
+            for number in count_negatives:
+                add("count", COUNT_MANY.format(number=number, plural=plural(obj)), "no", obj, "count", "truth")
+        for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, image_id):
+            add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj,
+                strategy="fictional")
+        if counterfactual_attributes:
+            for side in ("a", "b"):
+                obj = scene[f"object_{side}"]
+                node = node_rows.get(obj, {})
+                kind = scene[f"attribute_{side}_kind"] or ("action" if node.get("action_pairs") else "state")
+                own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
+                pool = [w for w in vocab[kind] if w not in own]
+                if not pool:
+                    continue
+                rng = _rng(seed, "counterfactual-attribute", image_id, side)
+                word = pool[int(rng.integers(len(pool)))]
+                add("counterfactual", ATTRIBUTE[kind].format(object=obj, attribute=word), "no", obj, kind,
+                    "fictional")
+    return pl.DataFrame(rows, schema=QUERY_SCHEMA) if rows else pl.DataFrame(schema=QUERY_SCHEMA)
+
+
+def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int,
+                        seed: int = 0) -> dict[str, list[str]]:
+    """Per scene: the top-k graph-neighbour "no" candidates, given to the detector so it can veto them."""
+    sampler = NegativeSampler(nodes, edges, seed)
+    out = {}
+    for r in scenes.iter_rows(named=True):
+        truth = [r["object_a"], r["object_b"]]
+        out[r["scene_id"]] = sampler.candidates("graph_neighbour", truth, set(truth), k, r["scene_id"])
+    return out

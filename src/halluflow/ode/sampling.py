@@ -1,0 +1,141 @@
+"""Scene sampling of ODE (seed 002, §3.2 "four distributions"; anchor: ODE `concept_composer.py`).
+
+Standard = highest-weight edges, Long-tail = lowest non-zero edges, Random = uniform node pairs, Fictional =
+pairs with zero co-occurrence; each as entity+entity and entity+environment lists. Unlike the anchor, Random
+never leaks entity+entity pairs into the entity+environment list and Fictional entity+environment is not capped.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+
+from ..errors import ConfigError
+from ..io import stable_hash
+
+DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
+PAIR_KINDS = ("entity_entity", "entity_environment")
+KIND_SHORT = {"entity_entity": "ee", "entity_environment": "ev"}
+ATTRIBUTE_KINDS = ("state", "action")
+
+SCENE_SCHEMA = {
+    "scene_id": pl.String,
+    "distribution": pl.String,
+    "pair_kind": pl.String,
+    "object_a": pl.String,
+    "object_b": pl.String,
+    "attribute_a": pl.String,
+    "attribute_a_kind": pl.String,
+    "attribute_a_contrast": pl.String,
+    "attribute_b": pl.String,
+    "attribute_b_kind": pl.String,
+    "attribute_b_contrast": pl.String,
+    "cooccurrence": pl.Int64,
+    "variant": pl.Int64,
+}
+
+
+def _rng(seed: int, *parts) -> np.random.Generator:
+    # One independent stream per (distribution, pair kind, ...): resizing one list never reshuffles another.
+    return np.random.default_rng(int(stable_hash([seed, *parts])[:16], 16))
+
+
+def _candidate_pairs(kind: str, entities: list[str], environments: list[str]) -> list[tuple[str, str]]:
+    """All unordered pairs of a kind, oriented (entity, entity) sorted or (entity, environment)."""
+    if kind == "entity_entity":
+        return list(itertools.combinations(entities, 2))
+    return list(itertools.product(entities, environments))
+
+
+def _by_weight(pairs: list[tuple[str, str]], weights: dict, rng, descending: bool) -> list[tuple[str, str]]:
+    # Ties (hundreds of weight-1 edges) are broken by a seeded shuffle, not by name: alphabetical tie-breaks
+    # would make the long tail all "air-conditioning" and "airport".
+    order = rng.permutation(len(pairs))
+    shuffled = [pairs[i] for i in order]
+    sign = -1 if descending else 1
+    return sorted(shuffled, key=lambda p: sign * weights[frozenset(p)])
+
+
+def select_pairs(distribution: str, kind: str, n: int, entities: list[str], environments: list[str],
+                 weights: dict, rng: np.random.Generator) -> list[tuple[str, str]]:
+    if n == 0:
+        return []
+    candidates = _candidate_pairs(kind, entities, environments)
+    if distribution in ("standard", "long_tail"):
+        pool = [p for p in candidates if weights.get(frozenset(p), 0) > 0]
+        chosen = _by_weight(pool, weights, rng, descending=distribution == "standard")[:n]
+    elif distribution in ("random", "fictional"):
+        pool = candidates if distribution == "random" else [p for p in candidates if frozenset(p) not in weights]
+        chosen = [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)] if pool else []
+    else:
+        raise ConfigError(f"config key 'ode.sampling.sizes.{distribution}': unknown distribution; known: "
+                          f"{', '.join(DISTRIBUTIONS)}")
+    if len(chosen) < n:
+        raise ConfigError(
+            f"config key 'ode.sampling.sizes.{distribution}.{kind}': asked for {n} pairs but the graph has "
+            f"only {len(chosen)} {distribution} {kind} pairs"
+        )
+    return chosen
+
+
+def _attribute_options(node: dict, kinds: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(word, kind, contrast) options of a node: the true member of each mined (true, contrast) pair."""
+    options = []
+    for kind in kinds:
+        seen = set()
+        for pair in node.get(f"{kind}_pairs") or []:
+            word, _, contrast = pair.partition("/")
+            if word and word not in seen:
+                seen.add(word)
+                options.append((word, kind, contrast or None))
+    return options
+
+
+def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
+    """Distinct attributes per variant while they last; variants beyond the options get none."""
+    if not options:
+        return [None] * variants
+    order = rng.permutation(len(options))
+    return [options[order[v]] if v < len(options) else None for v in range(variants)]
+
+
+def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: int, variants: int = 1,
+                  attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS) -> pl.DataFrame:
+    """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant)."""
+    if variants < 1:
+        raise ConfigError("config key 'ode.sampling.variants': must be at least 1")
+    node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
+    entities = sorted(n for n, r in node_rows.items() if r["type"] == "entity")
+    environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment")
+    weights = {frozenset((s, t)): int(w) for s, t, w in edges.iter_rows() if s != t}
+    rows = []
+    for distribution in DISTRIBUTIONS:
+        per_kind = sizes.get(distribution, {})
+        for kind in PAIR_KINDS:
+            n = int(per_kind.get(kind, 0))
+            rng = _rng(seed, "pairs", distribution, kind)
+            pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng)
+            for index, (a, b) in enumerate(pairs):
+                arng = _rng(seed, "attributes", distribution, kind, a, b)
+                attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds), variants, arng)
+                attrs_b = _pick_attributes(_attribute_options(node_rows[b], attribute_kinds), variants, arng)
+                for v in range(variants):
+                    at_a, at_b = attrs_a[v], attrs_b[v]
+                    rows.append({
+                        "scene_id": f"{distribution}-{KIND_SHORT[kind]}-{index:05d}-v{v}",
+                        "distribution": distribution,
+                        "pair_kind": kind,
+                        "object_a": a,
+                        "object_b": b,
+                        "attribute_a": at_a[0] if at_a else None,
+                        "attribute_a_kind": at_a[1] if at_a else None,
+                        "attribute_a_contrast": at_a[2] if at_a else None,
+                        "attribute_b": at_b[0] if at_b else None,
+                        "attribute_b_kind": at_b[1] if at_b else None,
+                        "attribute_b_contrast": at_b[2] if at_b else None,
+                        "cooccurrence": weights.get(frozenset((a, b)), 0),
+                        "variant": v,
+                    })
+    return pl.DataFrame(rows, schema=SCENE_SCHEMA) if rows else pl.DataFrame(schema=SCENE_SCHEMA)

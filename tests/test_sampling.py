@@ -1,0 +1,85 @@
+"""Scene sampling: the four distributions on a hand-made graph, determinism, and the anchor bugs not copied."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from halluflow.errors import ConfigError
+from halluflow.graph import Annotations, build_graph, build_tables
+from halluflow.ode.sampling import sample_scenes
+
+# entities a..e, environments sky, sea; hand-made weights
+IMAGES = ([["a", "b"]] * 5 + [["a", "c"]] * 3 + [["b", "c"]] * 1 + [["a", "sky"]] * 4 + [["b", "sky"]] * 1
+          + [["c", "sea"]] * 2 + [["d"], ["e"]])
+ANN = Annotations(images=IMAGES, state_pairs={"a": [("red", "blue"), ("big", "small")]},
+                  action_pairs={"a": [("run", "sit")], "sky": []})
+NODES, EDGES = build_tables(ANN, {"sky", "sea"})
+
+
+def sizes(n_ee=1, n_ev=1, **over):
+    base = {d: {"entity_entity": n_ee, "entity_environment": n_ev} for d in ("standard", "long_tail", "random", "fictional")}
+    base.update(over)
+    return base
+
+
+def pairs(df, dist, kind):
+    sub = df.filter((pl.col("distribution") == dist) & (pl.col("pair_kind") == kind))
+    return list(zip(sub["object_a"], sub["object_b"], sub["cooccurrence"]))
+
+
+def test_standard_and_long_tail_follow_edge_weights():
+    df = sample_scenes(NODES, EDGES, sizes(2, 2), seed=1)
+    assert pairs(df, "standard", "entity_entity") == [("a", "b", 5), ("a", "c", 3)]
+    assert pairs(df, "standard", "entity_environment") == [("a", "sky", 4), ("c", "sea", 2)]
+    assert pairs(df, "long_tail", "entity_entity") == [("b", "c", 1), ("a", "c", 3)]
+    assert pairs(df, "long_tail", "entity_environment") == [("b", "sky", 1), ("c", "sea", 2)]
+
+
+def test_fictional_pairs_have_no_edge_and_are_not_capped():
+    # entity+entity non-edges among a..e: 10 pairs - 3 edges = 7; entity+environment: 5*2 - 3 = 7
+    df = sample_scenes(NODES, EDGES, sizes(0, 0, fictional={"entity_entity": 7, "entity_environment": 7}), seed=3)
+    ee, ev = pairs(df, "fictional", "entity_entity"), pairs(df, "fictional", "entity_environment")
+    assert len(ee) == 7 and len(ev) == 7
+    assert all(w == 0 for *_, w in ee + ev)
+    assert {frozenset(p[:2]) for p in ee} == {frozenset(p) for p in [("a", "d"), ("a", "e"), ("b", "d"), ("b", "e"),
+                                                                     ("c", "d"), ("c", "e"), ("d", "e")]}
+    with pytest.raises(ConfigError, match="sizes.fictional.entity_entity': asked for 8 pairs but the graph has only 7"):
+        sample_scenes(NODES, EDGES, sizes(0, 0, fictional={"entity_entity": 8, "entity_environment": 0}), seed=3)
+
+
+def test_random_keeps_pair_kinds_apart_and_never_repeats_a_pair():
+    df = sample_scenes(NODES, EDGES, sizes(0, 0, random={"entity_entity": 10, "entity_environment": 10}), seed=7)
+    types = dict(zip(NODES["node"], NODES["type"]))
+    ev = pairs(df, "random", "entity_environment")
+    assert all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)  # anchor leaked e-e pairs here
+    ee = pairs(df, "random", "entity_entity")
+    assert all(types[a] == types[b] == "entity" for a, b, _ in ee)
+    assert len({frozenset(p[:2]) for p in ee}) == 10 and len({frozenset(p[:2]) for p in ev}) == 10
+
+
+def test_seeded_and_variants_carry_attributes():
+    a = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3)
+    b = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3)
+    assert a.equals(b)
+    assert a["scene_id"].n_unique() == a.height == 8 * 2 * 3
+    row_a = a.filter(pl.col("scene_id") == "standard-ee-00000-v0").row(0, named=True)
+    assert row_a["object_a"] == "a"
+    # "a" has 3 attributes (red, big: state; run: action): its 3 variants use each once, with their contrast
+    got = a.filter((pl.col("distribution") == "standard") & (pl.col("pair_kind") == "entity_entity")
+                   & (pl.col("object_b") == "b"))
+    assert sorted(zip(got["attribute_a"], got["attribute_a_kind"], got["attribute_a_contrast"])) == [
+        ("big", "state", "small"), ("red", "state", "blue"), ("run", "action", "sit")]
+    assert got["attribute_b"].null_count() == 3  # "b" has no attributes
+    plain = sample_scenes(NODES, EDGES, sizes(1, 1), seed=5, attribute_kinds=())
+    assert plain["attribute_a"].null_count() == plain.height
+
+
+def test_default_seed_graph_default_sizes():
+    nodes, edges = build_graph({"format": "seed"})
+    df = sample_scenes(nodes, edges, sizes(2, 2), seed=42)
+    assert df.height == 16
+    top = pairs(df, "standard", "entity_environment")
+    assert top[0][2] == max(w for s, t, w in edges.iter_rows()
+                            if {dict(zip(nodes["node"], nodes["type"]))[x] for x in (s, t)} == {"entity", "environment"})
+    assert all(w == 0 for *_, w in pairs(df, "fictional", "entity_entity") + pairs(df, "fictional", "entity_environment"))
