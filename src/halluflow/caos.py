@@ -374,8 +374,9 @@ def frequent_from_nodes(nodes) -> list[str]:
 
 def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | None, extractor: ObjectExtractor,
                           embedders: Mapping[str, object], oracle: Oracle | None = None, k: int = 3,
-                          ks: Sequence[int] = K_SWEEP) -> tuple[dict, "object"]:
-    """CAOS on the generative answers of an ODE release for one model → (summary JSON dict, per-object DataFrame).
+                          ks: Sequence[int] = K_SWEEP) -> tuple[dict, "object", "object"]:
+    """CAOS on the generative answers of an ODE release for one model → (summary JSON dict, per-object DataFrame,
+    per-caption DataFrame).
 
     answers: answers/<model>/*.parquet concatenated; queries: release/queries.parquet; nodes: graph/nodes.parquet.
     Failed answers are counted and skipped; empty captions count as captions with no objects.
@@ -412,7 +413,20 @@ def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | 
     stand_in = bool(ok["stand_in"].any()) if "stand_in" in ok.columns and ok.height else False
     summary["stand_in"] = stand_in
     df = rows_frame(rows, list(embedders), k=k, ks=ks).with_columns(pl.lit(stand_in).alias("stand_in"))
-    return summary, df
+    caps = pl.DataFrame(
+        {
+            "caption_id": [c.caption_id for c in captions],
+            "image_id": [c.image_id for c in captions],
+            "n_objects": [len(c.objects) for c in captions],
+            "n_hallucinated": [sum(bool(h) for h in c.hallucinated) for c in captions],
+            "n_undecided": [sum(h is None for h in c.hallucinated) for c in captions],
+            "llm_status": [e.llm_status for e in extractions],
+            "stand_in": [stand_in] * len(captions),
+        },
+        schema={"caption_id": pl.String, "image_id": pl.String, "n_objects": pl.Int64, "n_hallucinated": pl.Int64,
+                "n_undecided": pl.Int64, "llm_status": pl.String, "stand_in": pl.Boolean},
+    )
+    return summary, df, caps
 
 
 def rows_frame(rows: Sequence[dict], emb_names: Sequence[str], k: int = 3, ks: Sequence[int] = K_SWEEP):
