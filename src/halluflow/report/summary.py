@@ -1,0 +1,313 @@
+"""The standalone HTML summary of one release (design.md "the HTML report"): release audit, per-model metrics,
+radar, ODE hallucination rate by distribution, concept × hallucination heatmaps, CEDI curves, SAMF bars.
+
+Built from the result folder alone (no Snakemake needed); every section says "not run" when its stage is absent.
+Images are embedded as data URLs (one portable file) or written beside the page and linked relatively.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+
+from .. import __version__
+from ..io import write_bytes, write_text
+from ..progress import get_logger, progress
+from . import figures
+from .collect import (
+    Results,
+    counts_table,
+    hallucination_by_distribution,
+    metrics_long,
+    rejection_reasons,
+    scorecard,
+)
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    gallery_size: int = 12  # images per gallery (round-robin over distribution × pair kind)
+    max_boxes: int = 4  # detector boxes drawn per image, highest scores first
+    dpi: int = 110  # figure resolution; 110 keeps the embedded page a few MB
+
+
+# (section id, title, figure name or None). Ids are stable: tests and links rely on them.
+SECTIONS = [
+    ("overview", "Overview", None),
+    ("counts", "Release audit: counts", None),
+    ("gallery-accepted", "Release audit: accepted images", "gallery_accepted"),
+    ("gallery-rejected", "Release audit: rejected images", "gallery_rejected"),
+    ("metrics", "Per-model metrics", None),
+    ("radar", "Models across metrics", "radar"),
+    ("rates", "Hallucination rate by distribution", "rates"),
+    ("diagnosis", "Concept × hallucination (clustered)", None),
+    ("cedi", "CEDI: per-turn hallucination", "cedi"),
+    ("samf", "SAMF: standard vs fuzzed", "samf"),
+]
+
+FIGURE_TITLES = {
+    "gallery_accepted": "Accepted images",
+    "gallery_rejected": "Rejected images",
+    "radar": "Models across metrics",
+    "rates": "Hallucination rate by distribution",
+    "diagnosis": "Concept × hallucination heatmaps",
+    "cedi": "CEDI per-turn curves",
+    "samf": "SAMF standard vs fuzzed",
+}
+
+
+def figure_builders(res: Results, opts: ReportOptions) -> dict[str, Callable[[], object]]:
+    models = res.models()
+    return {
+        "gallery_accepted": lambda: figures.gallery(res, "accepted", opts.gallery_size, opts.max_boxes),
+        "gallery_rejected": lambda: figures.gallery(res, "rejected", opts.gallery_size, opts.max_boxes),
+        "radar": lambda: figures.radar(scorecard(res)),
+        "rates": lambda: figures.rates_by_distribution(hallucination_by_distribution(res)),
+        "diagnosis": lambda: figures.diagnosis_panels(res, models),
+        "cedi": lambda: figures.cedi_curves(res, models),
+        "samf": lambda: figures.samf_bars(res, models),
+    }
+
+
+def write_figure_files(root: str | Path, outputs: dict[str, str | Path], opts: ReportOptions = ReportOptions()) -> None:
+    """Write the named figures as PNGs (a placeholder saying why when a stage did not run): the Snakemake rules."""
+    res = Results(root)
+    stand_in = bool(res.stand_in_sources())
+    builders = figure_builders(res, opts)
+    for name, path in progress(sorted(outputs.items()), desc="report figures"):
+        fig = builders[name]()
+        if isinstance(fig, str):
+            log.info("%s: %s", name, fig)
+        figures.write_png(path, figures.render(fig, FIGURE_TITLES[name], stand_in, opts.dpi))
+
+
+TABLES: dict[str, Callable[[Results], pl.DataFrame | None]] = {
+    "counts": counts_table,
+    "rejections": rejection_reasons,
+    "scorecard": scorecard,
+    "metrics": metrics_long,
+    "rates": hallucination_by_distribution,
+}
+
+
+def write_table_files(root: str | Path, outputs: dict[str, str | Path]) -> None:
+    """Write the named tables as TSV (Snakemake's report renders them as sortable tables); empty-with-note if absent."""
+    res = Results(root)
+    for name, path in sorted(outputs.items()):
+        df = TABLES[name](res)
+        if df is None:
+            df = pl.DataFrame({"note": [f"not run: the stage behind the '{name}' table produced no output"]})
+        write_bytes(path, df.write_csv(separator="\t", float_precision=4).encode("utf-8"))
+
+
+# ---- HTML ---------------------------------------------------------------------------------------------------
+CSS = """
+:root { --ink:#1f2933; --muted:#616e7c; --line:#e4e7eb; --accent:#0072B2; --bg:#f5f7fa; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif; color:var(--ink); background:var(--bg); }
+header { background:#102a43; color:#fff; padding:18px 32px 14px; }
+header h1 { margin:0 0 4px; font-size:22px; font-weight:600; }
+header p { margin:0; color:#bcccdc; }
+nav { position:sticky; top:0; z-index:2; background:#fff; border-bottom:1px solid var(--line); padding:8px 32px; display:flex; flex-wrap:wrap; gap:6px 16px; }
+nav a { color:var(--accent); text-decoration:none; font-size:13px; }
+nav a.not-run { color:var(--muted); }
+.banner { background:#c62828; color:#fff; padding:10px 32px; font-weight:600; }
+main { max-width:1200px; margin:0 auto; padding:16px 32px 48px; }
+section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:14px 20px 18px; margin:16px 0; }
+section h2 { margin:0 0 10px; font-size:17px; }
+section h3 { font-size:14px; margin:14px 0 6px; }
+section.not-run h2::after { content:"not run"; margin-left:10px; font-size:11px; font-weight:600; color:#fff; background:#9aa5b1; border-radius:10px; padding:2px 8px; vertical-align:middle; }
+p.note { color:var(--muted); margin:4px 0; }
+table { border-collapse:collapse; font-size:13px; margin:6px 0 10px; }
+th, td { border-bottom:1px solid var(--line); padding:4px 10px; text-align:right; white-space:nowrap; }
+th { background:#f0f4f8; font-weight:600; }
+td:first-child, th:first-child { text-align:left; }
+td.text { text-align:left; }
+tr:nth-child(even) td { background:#fafbfc; }
+.scroll { overflow-x:auto; }
+figure { margin:8px 0; }
+figure img { max-width:100%; height:auto; border:1px solid var(--line); border-radius:4px; }
+figcaption { color:var(--muted); font-size:12px; }
+.kpis { display:flex; flex-wrap:wrap; gap:12px; }
+.kpi { border:1px solid var(--line); border-radius:6px; padding:8px 14px; min-width:120px; }
+.kpi b { display:block; font-size:20px; }
+.kpi span { color:var(--muted); font-size:12px; }
+details summary { cursor:pointer; color:var(--accent); }
+footer { text-align:center; color:var(--muted); font-size:12px; padding:12px; }
+"""
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def html_table(df: pl.DataFrame, percent: tuple[str, ...] = ()) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in df.columns)
+    body = []
+    for row in df.iter_rows():
+        cells = []
+        for col, value in zip(df.columns, row):
+            if value is None:
+                cells.append("<td>–</td>")
+            elif isinstance(value, float):
+                text = f"{100 * value:.1f}%" if col in percent else f"{value:.4g}"
+                cells.append(f"<td>{text}</td>")
+            elif isinstance(value, (int,)) and not isinstance(value, bool):
+                cells.append(f"<td>{value}</td>")
+            else:
+                cells.append(f'<td class="text">{_esc(value)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+class _Page:
+    """Collects sections; images go inline (data URL) or into an assets folder beside the page."""
+
+    def __init__(self, out: Path, embed: bool, dpi: int):
+        self.out, self.embed, self.dpi = out, embed, dpi
+        self.assets = out.with_name(out.stem + "_files")
+        self.sections: list[tuple[str, str, str, bool]] = []
+
+    def image(self, name: str, png: bytes, alt: str, caption: str = "") -> str:
+        if self.embed:
+            src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        else:
+            write_bytes(self.assets / f"{name}.png", png)
+            src = f"{self.assets.name}/{name}.png"
+        cap = f"<figcaption>{_esc(caption)}</figcaption>" if caption else ""
+        return f'<figure><img src="{src}" alt="{_esc(alt)}" loading="lazy">{cap}</figure>'
+
+    def add(self, sid: str, title: str, body: str, ran: bool = True) -> None:
+        self.sections.append((sid, title, body, ran))
+
+
+def _not_run(message: str) -> str:
+    return f'<p class="note">{_esc(message)}</p>'
+
+
+def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = ReportOptions(), embed: bool = True) -> Path:
+    """Write the HTML summary of `root` (results/<release>) to `out`; returns the path."""
+    res = Results(root)
+    out = Path(out)
+    page = _Page(out, embed, opts.dpi)
+    stand_in = res.stand_in_sources()
+    builders = figure_builders(res, opts)
+    models = res.models()
+
+    def figure_section(sid: str, title: str, name: str, caption: str) -> None:
+        fig = builders[name]()
+        if isinstance(fig, str):
+            page.add(sid, title, _not_run(fig), ran=False)
+        else:
+            png = figures.render(fig, title, bool(stand_in), opts.dpi)
+            page.add(sid, title, page.image(name, png, title, caption))
+
+    steps = [s[0] for s in SECTIONS]
+    for sid in progress(steps, desc="report sections"):
+        title = dict((s[0], s[1]) for s in SECTIONS)[sid]
+        if sid == "overview":
+            page.add(sid, title, _overview(res, models, stand_in))
+        elif sid == "counts":
+            counts, reasons = counts_table(res), rejection_reasons(res)
+            if counts is None:
+                page.add(sid, title, _not_run("not run: scenes/scenes.parquet is absent (sample_scenes did not run)"), ran=False)
+            else:
+                body = html_table(counts, percent=("acceptance_rate",))
+                body += "<h3>Rejection reasons</h3>" + (html_table(reasons) if reasons is not None and reasons.height
+                                                         else _not_run("no rejected images (or filter_images did not run)"))
+                page.add(sid, title, body)
+        elif sid == "gallery-accepted":
+            figure_section(sid, title, "gallery_accepted", "Kept by the detector filter. Cyan: first object of the "
+                           "pair, yellow: second, pink: other labels; numbers are detector confidences (0–1).")
+        elif sid == "gallery-rejected":
+            figure_section(sid, title, "gallery_rejected", "Discarded by the detector filter, with the reason recorded "
+                           "by filter_images.")
+        elif sid == "metrics":
+            card, full = scorecard(res), metrics_long(res)
+            if card is None and full is None:
+                page.add(sid, title, _not_run("not run: no metrics/<model>.json, caos, cedi or fuzz outputs"), ran=False)
+            else:
+                body = html_table(card) if card is not None else ""
+                if full is not None:
+                    body += f"<details><summary>All {full.height} numbers from metrics/&lt;model&gt;.json</summary>{html_table(full)}</details>"
+                page.add(sid, title, body)
+        elif sid == "radar":
+            figure_section(sid, title, "radar", "Each axis is a headline metric on a 0–1 scale; for rates such as "
+                           "CHAIR and hallucination rate lower is better, for accuracy and F1 higher is better.")
+        elif sid == "rates":
+            rates = hallucination_by_distribution(res)
+            fig = figures.rates_by_distribution(rates)
+            if isinstance(fig, str):
+                page.add(sid, title, _not_run(fig), ran=False)
+            else:
+                png = figures.render(fig, title, bool(stand_in), opts.dpi)
+                body = page.image("rates", png, title, "Share of answers the scorer marked hallucinated, per scene "
+                                  "distribution (standard → fictional = frequent → never co-occurring concepts).")
+                body += "<details><summary>Table</summary>" + html_table(rates, percent=("rate",)) + "</details>"
+                page.add(sid, title, body)
+        elif sid == "diagnosis":
+            parts = []
+            for model in models:
+                png_path = res.diagnosis_png(model)
+                if png_path is not None:
+                    parts.append(f"<h3>{_esc(model)}</h3>" + page.image(f"diagnosis_{model}", png_path.read_bytes(),
+                                                                         f"diagnosis {model}"))
+            if parts:
+                page.add(sid, title, "".join(parts))
+            else:
+                page.add(sid, title, _not_run("not run: no diagnosis/<model>.png (ode_diagnosis did not run)"), ran=False)
+        elif sid == "cedi":
+            figure_section(sid, title, "cedi", "Share of examiner turns answered with a hallucination, per turn, with "
+                           "and without the conversation history.")
+        elif sid == "samf":
+            figure_section(sid, title, "samf", "Hallucination on the original (standard) instances vs the same "
+                           "instances after the trained fuzzing policy's mutations.")
+    write_text(out, _render_page(res, page, stand_in))
+    return out
+
+
+def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
+    kpis = []
+    for label, df in (("scenes", res.scenes()), ("images", res.images()), ("accepted", res.accepted()),
+                      ("rejected", res.rejected()), ("queries", res.queries())):
+        kpis.append((label, "–" if df is None else str(df.height)))
+    kpis.append(("models", str(len(models))))
+    body = '<div class="kpis">' + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for k, v in kpis) + "</div>"
+    if models:
+        body += f'<p class="note">Models: {", ".join(_esc(m) for m in models)}</p>'
+    manifest = res.manifest()
+    if manifest is not None:
+        body += f'<p class="note">Release manifest: release/manifest.json ({len(manifest.get("files", []) or [])} files listed).</p>'
+    else:
+        body += '<p class="note">No release/manifest.json (package_release did not run).</p>'
+    if stand_in:
+        body += f'<p class="note">Stand-in models were used in: {_esc(", ".join(stand_in))}.</p>'
+    return body
+
+
+def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
+    nav = "".join(f'<a href="#{sid}" class="{"ran" if ran else "not-run"}">{_esc(title)}</a>'
+                  for sid, title, _, ran in page.sections)
+    banner = (f'<div class="banner" id="stand-in-banner">{_esc(figures.STAND_IN_NOTE)} — used in: '
+              f'{_esc(", ".join(stand_in))}</div>') if stand_in else ""
+    body = "".join(
+        f'<section id="{sid}" class="{"ran" if ran else "not-run"}"><h2>{_esc(title)}</h2>{content}</section>'
+        for sid, title, content, ran in page.sections
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>halluflow report — {_esc(res.release)}</title><style>{CSS}</style></head><body>"
+        f"<header><h1>halluflow report — {_esc(res.release)}</h1>"
+        f"<p>Hallucination evaluation of vision-language models: ODE release audit, POPE/CHAIR/AMBER scores, CAOS, "
+        f"CEDI and SAMF.</p></header>{banner}<nav>{nav}</nav><main>{body}</main>"
+        f"<footer>halluflow {_esc(__version__)} · built from {_esc(res.release)}/ by <code>halluflow report build</code>"
+        "</footer></body></html>\n"
+    )

@@ -1,0 +1,266 @@
+"""Tests of the report (issue 8): the HTML summary on a small result folder laid out per docs/data-contracts.md,
+sections that say "not run" for missing stages, hand-checkable counts and rates, byte-identical rebuilds, the CLI,
+and a headless-Chromium render (screenshot + DOM + console errors) of the generated page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+from PIL import Image, ImageDraw
+
+from halluflow.cli import main as cli_main
+from halluflow.errors import InputError
+from halluflow.io import write_json, write_parquet
+from halluflow.report.collect import Results, counts_table, hallucination_by_distribution, scorecard
+from halluflow.report.figures import cedi_curve_data, samf_bar_data
+from halluflow.report.summary import ReportOptions, build_summary, write_figure_files, write_table_files
+
+CHROMIUM = Path("/usr/bin/chromium")
+SECTION_IDS = ["overview", "counts", "gallery-accepted", "gallery-rejected", "metrics", "radar", "rates",
+               "diagnosis", "cedi", "samf"]
+DISTS = ["standard", "long_tail", "random", "fictional"]
+KINDS = ["entity_entity", "entity_environment"]
+PAIRS = {
+    ("standard", "entity_entity"): ("dog", "cat"),
+    ("standard", "entity_environment"): ("boat", "sea"),
+    ("long_tail", "entity_entity"): ("horse", "umbrella"),
+    ("long_tail", "entity_environment"): ("bench", "beach"),
+    ("random", "entity_entity"): ("cup", "kite"),
+    ("random", "entity_environment"): ("car", "forest"),
+    ("fictional", "entity_entity"): ("giraffe", "toaster"),
+    ("fictional", "entity_environment"): ("bear", "street"),
+}
+
+
+def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answers", "caos", "cedi", "samf")) -> Path:
+    """A small release folder: 8 scenes × 2 images; image 0 of each scene accepted, image 1 rejected."""
+    root.mkdir(parents=True, exist_ok=True)
+    scenes, images, dets, accepted, rejected, queries = [], [], [], [], [], []
+    for (dist, kind), (a, b) in PAIRS.items():
+        sid = f"{dist}-{kind}-0"
+        scenes.append({"scene_id": sid, "distribution": dist, "pair_kind": kind, "object_a": a, "object_b": b,
+                       "attribute_a": None, "attribute_a_kind": None, "attribute_b": None, "attribute_b_kind": None,
+                       "cooccurrence": 0 if dist == "fictional" else 5, "variant": 0})
+        for v in range(2):
+            iid = f"{sid}-{v}"
+            shard = f"{v:03d}"
+            path = f"images/{shard}/{iid}.png"
+            img = Image.new("RGB", (96, 96), (40 + 25 * DISTS.index(dist), 120, 200 - 60 * v))
+            ImageDraw.Draw(img).ellipse((10, 10, 50, 60), fill=(230, 200, 40))
+            (root / "images" / shard).mkdir(parents=True, exist_ok=True)
+            img.save(root / path)
+            images.append({"image_id": iid, "scene_id": sid, "path": path, "sha256": "0" * 64, "width": 96,
+                           "height": 96, "model": "tiny-flux", "seed": v, "stand_in": True, "shard": shard})
+            dets.append({"image_id": iid, "label": a, "score": 0.9 - 0.5 * v, "x0": 10.0, "y0": 10.0, "x1": 50.0,
+                         "y1": 60.0, "model": "tiny-owl", "stand_in": True, "shard": shard})
+            dets.append({"image_id": iid, "label": b, "score": 0.7, "x0": 40.0, "y0": 30.0, "x1": 90.0, "y1": 90.0,
+                         "model": "tiny-owl", "stand_in": True, "shard": shard})
+            row = {"image_id": iid, "scene_id": sid, "distribution": dist, "pair_kind": kind, "path": path,
+                   "detected": [a, b] if v == 0 else [b], "max_score_a": 0.9 - 0.5 * v, "max_score_b": 0.7}
+            if v == 0:
+                accepted.append(row)
+                for q, truth in enumerate(("yes", "no")):
+                    queries.append({"query_id": f"{iid}-q{q}", "image_id": iid, "image": f"images/{iid}.png",
+                                    "scene_id": sid, "distribution": dist, "pair_kind": kind,
+                                    "task": "discriminative", "query_type": "existence", "truth": truth})
+            else:
+                rejected.append({**row, "reason": f"{a} below 0.65"})
+    if "ode" in stages:
+        write_parquet(root / "scenes/scenes.parquet", pl.DataFrame(scenes))
+        for shard in ("000", "001"):
+            write_parquet(root / f"images/{shard}.parquet",
+                          pl.DataFrame([r for r in images if r["shard"] == shard]).drop("shard"))
+            write_parquet(root / f"detections/{shard}.parquet",
+                          pl.DataFrame([r for r in dets if r["shard"] == shard]).drop("shard"))
+        write_parquet(root / "filtered/accepted.parquet", pl.DataFrame(accepted))
+        write_parquet(root / "filtered/rejected.parquet", pl.DataFrame(rejected))
+        write_parquet(root / "queries/queries.parquet", pl.DataFrame(queries))
+    qids = [q["query_id"] for q in queries]
+    for m, model in enumerate(models):
+        if "answers" in stages:
+            # Model m hallucinates on the first (m + 1) * 4 queries: rates are hand-checkable per distribution.
+            hallucinated = [i < (m + 1) * 4 for i in range(len(qids))]
+            write_parquet(root / f"scores/{model}/answers.parquet",
+                          pl.DataFrame({"query_id": qids, "hallucinated": hallucinated,
+                                        "correct": [not h for h in hallucinated]}))
+            write_parquet(root / f"answers/{model}/000.parquet",
+                          pl.DataFrame({"query_id": qids, "model": model, "answer": "yes", "status": "ok",
+                                        "stand_in": True}))
+            write_json(root / f"metrics/{model}.json",
+                       {"stand_in": True, "overall": {"accuracy": 0.5 + 0.1 * m, "f1": 0.4, "yes_ratio": 0.6,
+                                                      "n": 16},
+                        "chair_s": 0.3, "chair_i": 0.2,
+                        "by_distribution": {d: {"accuracy": 0.25 * (i + 1)} for i, d in enumerate(DISTS)}})
+        if "caos" in stages:
+            write_json(root / f"caos/{model}.json", {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3})
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(4, 3))
+            ax.imshow([[0.1, 0.5], [0.9, 0.3]], cmap="viridis")
+            ax.set_xlabel("hallucinated concept")
+            ax.set_ylabel("scene concept")
+            (root / "diagnosis").mkdir(exist_ok=True)
+            fig.savefig(root / f"diagnosis/{model}.png", metadata={"Software": None})
+            plt.close(fig)
+        if "cedi" in stages:
+            write_parquet(root / f"cedi/{model}/per_turn.parquet",
+                          pl.DataFrame({"turn": [0, 1, 2, 0, 1, 2], "history": [True] * 3 + [False] * 3,
+                                        "hallucination_rate": [0.1, 0.3, 0.4, 0.1, 0.2, 0.2], "n": [4] * 6}))
+            write_json(root / f"cedi/{model}/grades.json", {"ged": 4.0, "ged_hal": 1.0, "hallucination_rate": 0.25})
+        if "samf" in stages:
+            write_parquet(root / f"fuzz/{model}/comparison.parquet",
+                          pl.DataFrame({"group": ["existence", "attribute"], "ghr_standard": [0.2, 0.3],
+                                        "ghr_fuzzed": [0.45, 0.5]}))
+            write_json(root / f"fuzz/{model}/comparison.json", {"ghr_standard": 0.25, "ghr_fuzzed": 0.475})
+    return root
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    return make_results(tmp_path / "results" / "demo")
+
+
+def _sections(html_text: str) -> dict[str, str]:
+    return dict(re.findall(r'<section id="([\w-]+)" class="(ran|not-run)"', html_text))
+
+
+def test_counts_by_distribution_and_pair_kind(results):
+    counts = counts_table(Results(results))
+    assert counts["distribution"].to_list() == [d for d in DISTS for _ in KINDS]
+    assert counts["pair_kind"].to_list() == KINDS * 4
+    # 1 scene, 2 images (1 accepted, 1 rejected) and 2 queries in every cell of the design.
+    for col, value in (("scenes", 1), ("images", 2), ("accepted", 1), ("rejected", 1), ("queries", 2)):
+        assert counts[col].to_list() == [value] * 8, col
+    assert counts["acceptance_rate"].to_list() == [0.5] * 8
+
+
+def test_hallucination_rate_by_distribution_is_hand_checkable(results):
+    rates = hallucination_by_distribution(Results(results))
+    # 16 queries in design order (2 per cell, 4 per distribution); tiny-vlm hallucinates on the first 4, blind on 8.
+    tiny = rates.filter(pl.col("model") == "tiny-vlm")
+    assert tiny["distribution"].to_list() == DISTS
+    assert tiny["rate"].to_list() == [1.0, 0.0, 0.0, 0.0]
+    blind = rates.filter(pl.col("model") == "blind")
+    assert blind["rate"].to_list() == [1.0, 1.0, 0.0, 0.0]
+    assert blind["n"].to_list() == [4, 4, 4, 4] and blind["hallucinated"].to_list() == [4, 4, 0, 0]
+
+
+def test_scorecard_takes_least_nested_metric(results):
+    card = scorecard(Results(results)).filter(pl.col("model") == "tiny-vlm").row(0, named=True)
+    assert card["POPE accuracy"] == pytest.approx(0.5)  # overall.accuracy, not by_distribution.*.accuracy
+    assert card["CAOS_T"] == pytest.approx(0.61)
+    assert card["GHR fuzzed"] == pytest.approx(0.475)
+
+
+def test_summary_has_every_section_and_stand_in_banner(results, tmp_path):
+    out = build_summary(results, tmp_path / "summary.html", ReportOptions(gallery_size=4, dpi=50))
+    text = out.read_text()
+    assert _sections(text) == {sid: "ran" for sid in SECTION_IDS}
+    assert 'id="stand-in-banner"' in text and "model tiny-vlm" in text and "synthesis" in text
+    assert "horse below 0.65" in re.sub(r"data:image/png;base64,[^\"]+", "", text) or "Rejection reasons" in text
+    assert text.count("data:image/png;base64,") >= 7  # 6 figures + 2 diagnosis heatmaps, no external files
+
+
+def test_missing_stages_say_not_run(tmp_path):
+    root = make_results(tmp_path / "results" / "partial", stages=("ode",))
+    text = build_summary(root, tmp_path / "partial.html", ReportOptions(gallery_size=2, dpi=40)).read_text()
+    status = _sections(text)
+    assert [s for s in SECTION_IDS if status[s] == "ran"] == ["overview", "counts", "gallery-accepted", "gallery-rejected"]
+    assert "not run: no cedi/&lt;model&gt;/per_turn.parquet" in text
+    # An empty folder still gives a page where every stage section says it did not run.
+    empty = tmp_path / "results" / "empty"
+    empty.mkdir()
+    text = build_summary(empty, tmp_path / "empty.html").read_text()
+    assert set(_sections(text).values()) == {"ran", "not-run"} and _sections(text)["counts"] == "not-run"
+    assert "stand-in-banner" not in text
+
+
+def test_rebuild_is_byte_identical_and_link_mode_writes_assets(results, tmp_path):
+    opts = ReportOptions(gallery_size=4, dpi=40)
+    a = build_summary(results, tmp_path / "a.html", opts).read_bytes()
+    b = build_summary(results, tmp_path / "b.html", opts).read_bytes()
+    assert a == b
+    linked = build_summary(results, tmp_path / "site" / "index.html", opts, embed=False)
+    text = linked.read_text()
+    assert "data:image/png" not in text
+    for src in re.findall(r'<img src="([^"]+)"', text):
+        assert (linked.parent / src).is_file(), src
+
+
+def test_snakemake_files_written_with_placeholders(tmp_path):
+    root = make_results(tmp_path / "results" / "r", stages=("ode",))
+    out = tmp_path / "report"
+    names = ["gallery_accepted", "gallery_rejected", "radar", "rates", "diagnosis", "cedi", "samf"]
+    write_figure_files(root, {n: out / f"{n}.png" for n in names}, ReportOptions(gallery_size=2, dpi=40))
+    for n in names:
+        assert (out / f"{n}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    write_table_files(root, {"counts": out / "counts.tsv", "scorecard": out / "scorecard.tsv"})
+    assert (out / "counts.tsv").read_text().splitlines()[0].startswith("distribution\tpair_kind\tscenes")
+    assert (out / "scorecard.tsv").read_text().startswith("note\nnot run")
+
+
+def test_tolerant_parsers_for_cedi_and_samf_tables():
+    long = pl.DataFrame({"metric": ["ghr", "ghr"], "setting": ["standard", "fuzzed"], "value": [0.1, 0.3]})
+    assert samf_bar_data(long)["value"].to_list() == [0.1, 0.3]
+    assert isinstance(samf_bar_data(pl.DataFrame({"x": [1.0]})), str)
+    raw = pl.DataFrame({"round": [0, 0, 1, 1], "hallucinated": [True, False, True, True]})
+    curve = cedi_curve_data(raw)
+    assert curve["rate"].to_list() == [0.5, 1.0] and curve["mode"].to_list() == ["all", "all"]
+    assert isinstance(cedi_curve_data(pl.DataFrame({"x": [1]})), str)
+
+
+def test_bad_inputs_name_the_file(results, tmp_path, capsys):
+    (results / "filtered/accepted.parquet").write_bytes(b"not parquet")
+    with pytest.raises(InputError, match="accepted.parquet: not a readable parquet table"):
+        build_summary(results, tmp_path / "x.html")
+    write_parquet(results / "filtered/accepted.parquet", pl.DataFrame({"image_id": ["a"]}))
+    with pytest.raises(InputError, match=r"accepted.parquet: missing column\(s\) scene_id"):
+        build_summary(results, tmp_path / "x.html")
+    assert cli_main(["report", "build", str(tmp_path / "nope"), "--out", str(tmp_path / "x.html")]) == 1
+    assert "nope: result folder not found" in capsys.readouterr().err
+
+
+def test_cli_builds_summary(results, tmp_path, capsys):
+    out = tmp_path / "cli.html"
+    assert cli_main(["report", "build", str(results), "--out", str(out), "--gallery-size", "2", "--dpi", "40"]) == 0
+    assert out.is_file() and capsys.readouterr().out.strip() == str(out)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium absent (apt-get install chromium) — "
+                    "headless render test skipped")
+def test_summary_renders_in_headless_chromium(results, tmp_path):
+    html_path = build_summary(results, tmp_path / "summary.html", ReportOptions(gallery_size=8))
+    shot = Path(os.environ.get("HALLUFLOW_REPORT_SCREENSHOT", tmp_path / "summary.png"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+             "--enable-logging=stderr", "--v=0", "--hide-scrollbars"]
+
+    def chromium(*extra: str, profile: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(CHROMIUM), *flags, f"--user-data-dir={tmp_path / profile}", *extra,
+                               html_path.as_uri()], capture_output=True, text=True, timeout=120)
+
+    dom = chromium("--dump-dom", profile="dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for sid in SECTION_IDS:
+        assert f'id="{sid}"' in dom.stdout, sid
+    assert dom.stdout.count("<img") >= 7
+    console_errors = [l for l in dom.stderr.splitlines() if "CONSOLE" in l and ("ERROR" in l or "error" in l.lower())]
+    assert not console_errors, console_errors
+    snap = chromium(f"--screenshot={shot}", "--window-size=1280,2400", profile="shot")
+    assert snap.returncode == 0, snap.stderr[-2000:]
+    with Image.open(shot) as img:
+        assert img.size == (1280, 2400)
+        # A rendered page is not blank: the dark header and the red stand-in banner are both on it.
+        colours = {img.getpixel((5, 5)), img.getpixel((5, 85))}
+        assert any(c[0] < 40 and c[2] > 50 for c in colours), colours
