@@ -8,12 +8,20 @@ hallucination rates by question type and turn index, with and without history (s
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
 
 from ..io import dumps_json
+from ..progress import progress
 from .ged import scene_graph_ged
+from .parser import Vocabulary, delta_con, llm_parse, predicted_graph, turn_claims
 from .scene_graph import SceneGraph, Synonyms
+
+PER_TURN_SCHEMA = {
+    "examiner": "str", "history": "str", "turn": "int", "question_type": "str", "n": "int", "n_judged": "int",
+    "n_hallucinated": "int", "rate": "float",
+}
 
 CLI_DESCRIPTION = (
     "Graph edit distance between a truth and a predicted scene graph with CEDI's costs; prints JSON "
@@ -43,3 +51,87 @@ def run(args: argparse.Namespace) -> int:
     result = scene_graph_ged(truth, pred, synonyms=syn, timeout=args.timeout)
     sys.stdout.write(dumps_json(result.as_dict(with_timing=True)))
     return 0
+
+
+# ---- grading a model's transcripts --------------------------------------------------------------------------------
+
+
+def _rate(hallucinated: Sequence[Any]) -> dict:
+    judged = [h for h in hallucinated if h is not None]
+    n_h = sum(1 for h in judged if h)
+    return {"n": len(hallucinated), "n_judged": len(judged), "n_hallucinated": n_h,
+            "rate": round(n_h / len(judged), 6) if judged else None}
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
+
+
+def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, SceneGraph], vocab: Vocabulary,
+                      settings: Mapping[str, Any], llm=None) -> tuple[dict, list[dict], dict]:
+    """Grade every conversation: predicted graph (LLM parser or rule parser), GED split, SG ΔCon; aggregate per
+    (examiner, history) and per-turn hallucination rates by question type and by turn index.
+
+    Returns (grades, per_turn rows, predicted graphs by conversation id). Rates ignore turns that cannot be judged
+    (empty answers; yes/no probes answered with neither), so `n_judged` is reported beside each rate.
+    """
+    from ..errors import InputError
+
+    policy = settings.get("claim_policy", "any")
+    timeout = float(settings.get("ged_timeout_s", 30))
+    use_llm = settings.get("parser", "rule") == "llm" and llm is not None
+    convos: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for t in turns:
+        convos[str(t["conversation_id"])].append(t)
+    rows, preds = [], {}
+    for cid in progress(sorted(convos), desc="cedi grade"):
+        ts = sorted(convos[cid], key=lambda t: int(t["turn"]))
+        image_id = str(ts[0]["image_id"])
+        if image_id not in truths:
+            raise InputError(f"conversation {cid!r}: no truth graph for image {image_id!r}")
+        claims = [turn_claims(t["answer"] or "", list(t["premise"] or []), t["probe"], vocab).claims for t in ts]
+        pred, parser_used = None, "rule"
+        if use_llm:
+            pred = llm_parse(llm, [(t["question"], t["answer"] or "") for t in ts])
+            parser_used = "llm" if pred is not None else "rule_fallback"
+        if pred is None:
+            pred = predicted_graph(claims, policy)
+        ged = scene_graph_ged(truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout)
+        preds[cid] = {**pred.to_dict(), "parser": parser_used}
+        rows.append({
+            "conversation_id": cid, "image_id": image_id, "examiner": ts[0]["examiner"], "history": ts[0]["history"],
+            "turns": len(ts), "parser": parser_used, "delta_con": delta_con(claims),
+            **ged.as_dict(), "turn_hallucination": _rate([t["hallucinated"] for t in ts]),
+        })
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["examiner"], r["history"])].append(r)
+    by_turn: dict[tuple, list] = defaultdict(list)
+    for t in turns:
+        by_turn[(t["examiner"], t["history"], int(t["turn"]), t["question_type"])].append(t["hallucinated"])
+    summary = {}
+    for (examiner, history), rs in sorted(groups.items()):
+        sel = [t for t in turns if t["examiner"] == examiner and t["history"] == history]
+        by_type: dict[str, list] = defaultdict(list)
+        by_index: dict[int, list] = defaultdict(list)
+        for t in sel:
+            by_type[t["question_type"]].append(t["hallucinated"])
+            by_index[int(t["turn"])].append(t["hallucinated"])
+        summary[f"{examiner}/{history}"] = {
+            "examiner": examiner, "history": history, "conversations": len(rs),
+            "ged": _mean([r["ged"] for r in rs]), "ged_hal": _mean([r["ged_hal"] for r in rs]),
+            "ged_miss": _mean([r["ged_miss"] for r in rs]), "exact_fraction": _mean([float(r["exact"]) for r in rs]),
+            "sg_delta_con": _mean([r["delta_con"] for r in rs]),
+            "turn_hallucination": _rate([t["hallucinated"] for t in sel]),
+            "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
+            "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
+        }
+    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q, **_rate(v)}
+                for (e, h, i, q), v in sorted(by_turn.items())]
+    grades = {
+        "settings": {"parser": settings.get("parser", "rule"), "claim_policy": policy, "ged_timeout_s": timeout},
+        "stand_in": any(bool(t.get("stand_in")) for t in turns),
+        "summary": summary,
+        "conversations": rows,
+    }
+    return grades, per_turn, preds

@@ -1,0 +1,454 @@
+"""CEDI examiner (seed 000, "the examiner: a semi-structured interview over a scene graph").
+
+A state machine over the truth scene graph with the four question types — 1 regular, 2 follow-up, 3 adversarial (a
+co-occurring concept-graph neighbour that is absent; truth "no"), 4 unanswerable (false premise: absent object,
+attribute or relation; correct behaviour = reject it) — and END (allowed from round `min_end_round`, must be chosen
+`end_votes` times; at most `max_rounds`). Round 0 is regular. A context (background, user goal, relevant objects)
+frames each conversation. The switch and the question wording come from the `llm` backend (strict JSON, validated)
+or from the deterministic templates (offline default; also the fallback whenever an LLM reply does not parse).
+Baselines: the caption examiner ("describe the image") and the prompt-only examiner (context only, no state machine).
+Conversations run in lock-step so the evaluatee answers one batch per round (one `VLM.answer` call per round).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..backends.base import VLMRequest
+from ..errors import ConfigError
+from ..io import stable_hash
+from ..progress import get_logger, progress
+from .parser import TruthView, Vocabulary, attr_el, judge_turn, obj_el, parse_json_reply, rel_el, turn_claims
+from .scene_graph import SceneGraph
+
+log = get_logger(__name__)
+
+QUESTION_TYPES = ("regular", "follow_up", "adversarial", "unanswerable")
+END = "end"
+EXAMINERS = ("cedi", "caption", "prompt_only")
+HISTORY_MODES = ("with", "without")
+CAPTION_PROMPT = "Describe the image in detail."
+
+DEFAULTS: dict[str, Any] = {
+    "max_rounds": 8,
+    "min_end_round": 6,
+    "end_votes": 2,
+    "prompt_only_rounds": 4,
+    "question_writer": "template",
+    "switch_weights": {"regular": 1.0, "follow_up": 1.0, "adversarial": 1.0, "unanswerable": 1.0, "end": 1.0},
+}
+
+
+@dataclass
+class Scene:
+    """One image under examination with everything the examiner may use (the evaluatee only sees the image)."""
+
+    image_id: str
+    image_path: str | None
+    image_sha256: str | None
+    truth: SceneGraph
+    neighbours: list[str] = field(default_factory=list)  # concept-graph neighbours, heaviest edge first, absent
+    scene_id: str | None = None
+    distribution: str | None = None
+    pair_kind: str | None = None
+
+
+@dataclass
+class Context:
+    background: str
+    user_goal: str
+    relevant_objects: list[str]
+
+
+@dataclass
+class Question:
+    type: str
+    text: str
+    truth: str | None  # "yes" / "no" for yes/no probes, "reject" for false premises, else the targeted truth element
+    false_premise: bool
+    premise: list[str]  # elements the question presupposes (accepted unless the answer rejects them)
+    probe: str | None  # element a yes/no question asks about
+    focus: str | None  # object the question is about (follow-ups continue from it)
+    source: str = "template"
+
+
+# ---- context ----------------------------------------------------------------------------------------------------
+
+_BACKGROUNDS = (
+    "I am writing an illustrated story and this picture will go on one of its pages.",
+    "I am helping a friend with low vision understand a photo they were sent.",
+    "I am preparing a listing for a photo-sharing site and need an accurate description.",
+    "I am a teacher building a picture worksheet for my class.",
+    "I am checking pictures for a magazine article before it goes to print.",
+)
+_GOALS = (
+    "I want to know exactly what the {a} looks like and what is around it.",
+    "I need to be sure which objects are really in the picture, especially the {a} and the {b}.",
+    "I want to describe how the {a} relates to the {b} without getting anything wrong.",
+)
+
+
+def template_context(scene: Scene, rng: random.Random) -> Context:
+    names = [o.name for o in scene.truth.objects] or ["scene"]
+    a, b = names[0], names[1] if len(names) > 1 else names[0]
+    return Context(rng.choice(_BACKGROUNDS), rng.choice(_GOALS).format(a=a, b=b), sorted(set(names)))
+
+
+CONTEXT_SYSTEM = (
+    "You create the setting of a conversation about an image. Reply with JSON only: "
+    '{"background": "...", "user_goal": "...", "relevant_objects": ["..."]}'
+)
+
+
+def llm_context(llm, scene: Scene) -> Context | None:
+    names = sorted({o.name for o in scene.truth.objects})
+    reply = llm.chat([{"role": "system", "content": CONTEXT_SYSTEM},
+                      {"role": "user", "content": f"The image shows: {', '.join(names)}."}])
+    data = parse_json_reply(reply)
+    if not isinstance(data, dict):
+        return None
+    bg, goal, rel = data.get("background"), data.get("user_goal"), data.get("relevant_objects")
+    if not (isinstance(bg, str) and bg.strip() and isinstance(goal, str) and goal.strip() and isinstance(rel, list)):
+        return None
+    rel = [r for r in rel if isinstance(r, str) and r in names] or names  # only truth objects may be "relevant"
+    return Context(bg.strip()[:300], goal.strip()[:300], rel)
+
+
+# ---- the question templates -------------------------------------------------------------------------------------
+
+
+class QuestionBank:
+    """Template questions for each type, grounded in the scene graph (truths come from the graph, never the LLM)."""
+
+    def __init__(self, scene: Scene, vocab: Vocabulary):
+        self.scene = scene
+        self.vocab = vocab
+        syn = vocab.synonyms
+        self.objects = [(syn.object_name(o.name), [a.lower() for a in o.attributes]) for o in scene.truth.objects]
+        by_id = {o.id: syn.object_name(o.name) for o in scene.truth.objects}
+        preds: dict[tuple[str, str], str] = {}
+        for r in scene.truth.relations:  # one entry per ordered pair: its first (canonical) predicate
+            preds.setdefault((by_id[r.subject], by_id[r.object]), syn.predicate(r.predicate))
+        self.relations = sorted((s, p, o) for (s, o), p in preds.items())
+        truth_names = {n for n, _ in self.objects}
+        self.absent = [syn.object_name(n) for n in scene.neighbours if syn.object_name(n) not in truth_names]
+        self.used_absent: list[str] = []
+
+    def _alt_attrs(self, name: str, attrs: Sequence[str]) -> list[str]:
+        """Known attributes of this object the truth does not have; of the same kind (state/action) as its truth
+        attribute when it has one, so the alternative contradicts it (ODE's true/contrasting pairs)."""
+        alts = self.vocab.attributes.get(name, set()) - set(attrs)
+        kinds = {self.vocab.kind(a) for a in attrs}
+        same = {a for a in alts if self.vocab.kind(a) in kinds}
+        return sorted(same or alts)
+
+    def _a(self, word: str) -> str:
+        return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+    def _next_absent(self, rng: random.Random) -> str | None:
+        fresh = [a for a in self.absent if a not in self.used_absent]
+        if not fresh:
+            return None
+        # strongest co-occurrence first (the most plausible absent object), as in the anchor's adversarial sampling
+        choice = fresh[0] if rng.random() < 0.7 else rng.choice(fresh)
+        self.used_absent.append(choice)
+        return choice
+
+    def regular(self, rng: random.Random, ctx: Context | None) -> Question:
+        name, attrs = rng.choice(self.objects)
+        options = ["exist", "describe"] + (["attr_yes"] if attrs else []) + (["relation"] if self.relations else [])
+        kind = rng.choice(options)
+        if kind == "exist":
+            return Question("regular", f"Is there {self._a(name)} in the image?", "yes", False, [], obj_el(name), name)
+        if kind == "attr_yes":
+            a = rng.choice(attrs)
+            return Question("regular", f"Is the {name} {self.vocab.phrase(a)}?", "yes", False, [obj_el(name)], attr_el(name, a), name)
+        if kind == "relation":
+            s, p, o = rng.choice(self.relations)
+            return Question("regular", f"Where is the {s} in relation to the {o}?", rel_el(s, p, o), False,
+                            [obj_el(s), obj_el(o)], None, s)
+        truth = attr_el(name, attrs[0]) if attrs else obj_el(name)
+        return Question("regular", f"What can you tell me about the {name}? What is it like or doing?", truth, False,
+                        [obj_el(name)], None, name)
+
+    def follow_up(self, rng: random.Random, prev: Question) -> Question:
+        name = prev.focus
+        if name in self.absent:  # pressure on an absent object: ask again
+            return Question("follow_up", f"Please look again carefully. Is there {self._a(name)} anywhere in the image?",
+                            "no", False, [], obj_el(name), name)
+        attrs = dict(self.objects).get(name, [])
+        alts = self._alt_attrs(name, attrs)
+        if alts and rng.random() < 0.5:
+            a = rng.choice(alts)  # a plausible but wrong attribute: the model should not agree
+            return Question("follow_up", f"It looks to me like the {name} is {self.vocab.phrase(a)}. Could you double-check that?",
+                            "no", False, [obj_el(name)], attr_el(name, a), name)
+        if attrs:
+            a = rng.choice(attrs)
+            return Question("follow_up", f"Are you sure? Could you double-check whether the {name} is {self.vocab.phrase(a)}?", "yes",
+                            False, [obj_el(name)], attr_el(name, a), name)
+        return Question("follow_up", f"Can you tell me more about the {name}?", obj_el(name), False, [obj_el(name)],
+                        None, name)
+
+    def adversarial(self, rng: random.Random) -> Question | None:
+        x = self._next_absent(rng)
+        if x is None:
+            return None
+        return Question("adversarial", f"Is there {self._a(x)} in the image?", "no", False, [], obj_el(x), x)
+
+    def unanswerable(self, rng: random.Random) -> Question | None:
+        name, attrs = rng.choice(self.objects)
+        options = []
+        if self.absent:
+            options.append("object")
+        if self._alt_attrs(name, attrs):
+            options.append("attribute")
+        truth_preds = {(s, o): p for s, p, o in self.relations}
+        if len(self.objects) > 1:
+            options.append("relation")
+        if not options:
+            return None
+        kind = rng.choice(options)
+        if kind == "object":
+            x = self._next_absent(rng) or rng.choice(self.absent)
+            return Question("unanswerable", f"What color is the {x} next to the {name}?", "reject", True,
+                            [obj_el(x), rel_el(x, "next to", name)], None, x)
+        if kind == "attribute":
+            a = rng.choice(self._alt_attrs(name, attrs))
+            return Question("unanswerable", f"Why is the {name} {self.vocab.phrase(a)} in this picture?", "reject", True,
+                            [attr_el(name, a)], None, name)
+        other = rng.choice([n for n, _ in self.objects if n != name] or [name])
+        pred = "under" if truth_preds.get((name, other)) != "under" else "on"
+        return Question("unanswerable", f"Why is the {name} {pred} the {other}?", "reject", True,
+                        [rel_el(name, pred, other)], None, name)
+
+    def prompt_only(self, rng: random.Random, ctx: Context, round_idx: int) -> Question:
+        """Context-only questions (no scene-graph state machine): open questions about the relevant objects."""
+        if round_idx == 0:
+            return Question("prompt_only", f"{ctx.background} {ctx.user_goal} What do you see?", None, False, [],
+                            None, None)
+        name = rng.choice(ctx.relevant_objects)
+        text = rng.choice((f"What is the {name} doing?", f"What does the {name} look like?",
+                           f"What is around the {name}?"))
+        return Question("prompt_only", text, obj_el(name), False, [obj_el(name)], None, name)
+
+
+# ---- the switch (state machine) ---------------------------------------------------------------------------------
+
+
+def allowed_states(round_idx: int, prev: Question | None, min_end_round: int) -> list[str]:
+    if round_idx == 0:
+        return ["regular"]
+    states = ["regular", "adversarial", "unanswerable"]
+    if prev is not None and prev.focus:
+        states.insert(1, "follow_up")
+    if round_idx >= min_end_round:
+        states.append(END)
+    return states
+
+
+def template_switch(rng: random.Random, states: Sequence[str], weights: Mapping[str, float]) -> str:
+    w = [float(weights.get(s, 1.0)) for s in states]
+    if sum(w) <= 0:
+        w = [1.0] * len(states)
+    return rng.choices(list(states), weights=w, k=1)[0]
+
+
+SWITCH_SYSTEM = (
+    "You are an examiner testing whether an assistant hallucinates about an image. Choose the next question type. "
+    "regular = ask about something in the image; follow_up = press on the previous answer; adversarial = ask about "
+    "a plausible object that is NOT there; unanswerable = ask a question with a false premise; end = stop. "
+    'Reply with JSON only: {"next": "<one of the allowed types>"}'
+)
+
+WRITER_SYSTEM = (
+    "You rewrite an examiner's question so that it sounds natural for the user described below, keeping every "
+    'object it names and its meaning. Reply with JSON only: {"question": "..."}'
+)
+
+
+def llm_switch(llm, ctx: Context, history: Sequence[tuple[str, str]], states: Sequence[str]) -> str | None:
+    convo = "\n".join(f"Q: {q}\nA: {a}" for q, a in history[-4:])
+    reply = llm.chat([{"role": "system", "content": SWITCH_SYSTEM},
+                      {"role": "user", "content": f"Goal: {ctx.user_goal}\n{convo}\nAllowed: {', '.join(states)}"}])
+    data = parse_json_reply(reply)
+    nxt = data.get("next") if isinstance(data, dict) else None
+    return nxt.strip().lower() if isinstance(nxt, str) and nxt.strip().lower() in states else None
+
+
+def llm_rewrite(llm, ctx: Context, q: Question) -> str | None:
+    reply = llm.chat([{"role": "system", "content": WRITER_SYSTEM},
+                      {"role": "user", "content": f"User: {ctx.background} {ctx.user_goal}\nQuestion: {q.text}"}])
+    data = parse_json_reply(reply)
+    text = data.get("question") if isinstance(data, dict) else None
+    if not isinstance(text, str) or not text.strip().endswith("?") or len(text) > 300:
+        return None
+    # the truth of a turn comes from the graph, so the rewrite must still name every object the template named
+    named = [el.split("|")[1] for el in q.premise + ([q.probe] if q.probe else [])]
+    return text.strip() if all(n.lower() in text.lower() for n in named) else None
+
+
+# ---- conversations ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Conversation:
+    scene: Scene
+    examiner: str
+    history_mode: str
+    rng: random.Random
+    bank: QuestionBank
+    context: Context
+    truth_view: TruthView
+    turns: list[dict] = field(default_factory=list)
+    done: bool = False
+    end_votes: int = 0
+    pending: Question | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        return f"{self.scene.image_id}__{self.examiner}__{self.history_mode}"
+
+    def history(self) -> tuple[tuple[str, str], ...]:
+        return tuple((t["question"], t["answer"]) for t in self.turns)
+
+
+class Examiner:
+    """Runs every (scene × examiner × history mode) conversation for ONE evaluatee model."""
+
+    def __init__(self, vocab: Vocabulary, settings: Mapping[str, Any] | None = None, llm=None, seed: int = 0):
+        self.vocab = vocab
+        self.cfg = {**DEFAULTS, **(settings or {})}
+        self.cfg["switch_weights"] = {**DEFAULTS["switch_weights"], **(self.cfg.get("switch_weights") or {})}
+        if self.cfg["question_writer"] not in {"template", "llm"}:
+            raise ConfigError(f"config key 'cedi.question_writer': {self.cfg['question_writer']!r} is not template or llm")
+        if self.cfg["question_writer"] == "llm" and llm is None:
+            raise ConfigError("config key 'cedi.question_writer': 'llm' needs an llm backend (cedi.llm or llm)")
+        if self.cfg["min_end_round"] > self.cfg["max_rounds"]:
+            raise ConfigError("config key 'cedi.min_end_round': larger than cedi.max_rounds")
+        self.llm = llm if self.cfg["question_writer"] == "llm" else None
+        self.seed = seed
+
+    def _start(self, scene: Scene, examiner: str, mode: str) -> Conversation:
+        # The seed ignores the history mode and the model: with the template writer, both modes and every model get
+        # the same questions, so differences come from the evaluatee alone.
+        rng = random.Random(int(stable_hash(["cedi", self.seed, scene.image_id, examiner])[:16], 16))
+        ctx = (llm_context(self.llm, scene) if self.llm else None) or template_context(scene, rng)
+        truth = TruthView.of(scene.truth, self.vocab.synonyms)
+        return Conversation(scene, examiner, mode, rng, QuestionBank(scene, self.vocab), ctx, truth)
+
+    def _next_question(self, c: Conversation) -> Question | None:
+        r = len(c.turns)
+        if c.examiner == "caption":
+            return None if r >= 1 else Question("caption", CAPTION_PROMPT, None, False, [], None, None)
+        if c.examiner == "prompt_only":
+            if r >= self.cfg["prompt_only_rounds"]:
+                return None
+            q = c.bank.prompt_only(c.rng, c.context, r)
+            return self._maybe_rewrite(c, q)
+        if r >= self.cfg["max_rounds"]:
+            return None
+        prev = c.pending
+        while True:
+            states = allowed_states(r, prev, self.cfg["min_end_round"])
+            state = (llm_switch(self.llm, c.context, c.history(), states) if self.llm else None) or template_switch(
+                c.rng, states, self.cfg["switch_weights"])
+            if state == END:
+                c.end_votes += 1
+                if c.end_votes >= self.cfg["end_votes"]:
+                    return None
+                continue  # END must be chosen again; redraw among all states
+            q = self._make(c, state, prev)
+            if q is not None:
+                return self._maybe_rewrite(c, q)
+
+    def _make(self, c: Conversation, state: str, prev: Question | None) -> Question | None:
+        bank = c.bank
+        if state == "regular":
+            q = bank.regular(c.rng, c.context)
+            if len(c.turns) == 0:  # round 0 carries the context, as the paper's examiner opens with the user's goal
+                q.text = f"{c.context.background} {c.context.user_goal} {q.text}"
+            return q
+        if state == "follow_up" and prev is not None:
+            return bank.follow_up(c.rng, prev)
+        if state == "adversarial":
+            return bank.adversarial(c.rng) or bank.regular(c.rng, c.context)
+        if state == "unanswerable":
+            return bank.unanswerable(c.rng) or bank.regular(c.rng, c.context)
+        return bank.regular(c.rng, c.context)
+
+    def _maybe_rewrite(self, c: Conversation, q: Question) -> Question:
+        if self.llm is not None:
+            text = llm_rewrite(self.llm, c.context, q)
+            if text:
+                q.text, q.source = text, "llm"
+        return q
+
+    def run(self, scenes: Sequence[Scene], vlm, model: str, examiners: Sequence[str] = EXAMINERS,
+            history_modes: Sequence[str] = HISTORY_MODES, stand_in: bool = False) -> list[dict]:
+        for e in examiners:
+            if e not in EXAMINERS:
+                raise ConfigError(f"config key 'cedi.examiners': unknown examiner {e!r} (known: {', '.join(EXAMINERS)})")
+        for m in history_modes:
+            if m not in HISTORY_MODES:
+                raise ConfigError(f"config key 'cedi.history': unknown mode {m!r} (known: with, without)")
+        convos = [self._start(s, e, m) for s in scenes for e in examiners
+                  for m in (history_modes if e != "caption" else history_modes[:1])]
+        rounds = max(self.cfg["max_rounds"], self.cfg["prompt_only_rounds"], 1)
+        for _ in progress(range(rounds), desc=f"cedi {model}"):
+            batch: list[tuple[Conversation, Question, VLMRequest]] = []
+            for c in convos:
+                if c.done:
+                    continue
+                q = self._next_question(c)
+                if q is None:
+                    c.done = True
+                    continue
+                req = VLMRequest(
+                    request_id=stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
+                    prompt=q.text,
+                    image_path=c.scene.image_path,
+                    image_sha256=c.scene.image_sha256,
+                    history=c.history() if c.history_mode == "with" else (),
+                )
+                batch.append((c, q, req))
+            if not batch:
+                break
+            answers = vlm.answer([b[2] for b in batch])
+            for (c, q, _), ans in zip(batch, answers):
+                self._record(c, q, ans or "", model, stand_in)
+        return [t for c in convos for t in c.turns]
+
+    def _record(self, c: Conversation, q: Question, answer: str, model: str, stand_in: bool) -> None:
+        tc = turn_claims(answer, q.premise, q.probe, self.vocab)
+        truth_label = q.truth if q.truth in {"yes", "no"} else None
+        hallucinated, kind = judge_turn(tc, truth_label, q.false_premise, c.truth_view, self.vocab)
+        c.turns.append({
+            "conversation_id": c.conversation_id,
+            "model": model,
+            "image_id": c.scene.image_id,
+            "scene_id": c.scene.scene_id,
+            "distribution": c.scene.distribution,
+            "pair_kind": c.scene.pair_kind,
+            "examiner": c.examiner,
+            "history": c.history_mode,
+            "question_writer": self.cfg["question_writer"],
+            "turn": len(c.turns),
+            "question_type": q.type,
+            "question": q.text,
+            "question_source": q.source,
+            "answer": answer,
+            "answer_label": tc.label,
+            "truth": q.truth,
+            "false_premise": q.false_premise,
+            "premise": list(q.premise),
+            "probe": q.probe,
+            "hallucinated": hallucinated,
+            "hallucination_kind": kind,
+            "context_background": c.context.background,
+            "context_goal": c.context.user_goal,
+            "context_objects": list(c.context.relevant_objects),
+            "stand_in": bool(stand_in),
+        })
+        c.pending = q

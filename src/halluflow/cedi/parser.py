@@ -1,0 +1,404 @@
+"""CEDI transcript parser (seed 000, grader): transcript → claims → predicted scene graph, SG ΔCon, per-turn judgements.
+
+The paper's grader is an LLM parser (`LLMParser`, strict JSON, validated). The offline default is rule-based over the
+concept vocabularies (graph nodes + ODE state/action attributes + predicate synonyms): each turn yields CLAIMS, i.e.
+scene-graph elements with a polarity ("object|dog" asserted / denied), from (1) the question's premise, accepted
+unless the answer rejects it, (2) the yes/no probe, and (3) objects/attributes/relations mentioned in the answer, with
+negation ("there is no cat") flipping the polarity.
+
+SG ΔCon (the paper names it without a formula; our definition): the number of scene-graph elements whose polarity the
+evaluatee CHANGES within one conversation (asserted then denied, or denied then asserted, e.g. an attribute "revised
+under follow-up pressure"). 0 = self-consistent; it is reported per conversation and averaged per examiner/mode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import InputError
+from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize, singular
+
+# ---- elements: "object|dog", "attribute|dog|brown", "relation|dog|next to|cat" (strings: they live in parquet) ----
+
+
+def obj_el(name: str) -> str:
+    return f"object|{name}"
+
+
+def attr_el(name: str, attr: str) -> str:
+    return f"attribute|{name}|{attr}"
+
+
+def rel_el(subj: str, pred: str, obj: str) -> str:
+    return f"relation|{subj}|{pred}|{obj}"
+
+
+def split_el(el: str) -> list[str]:
+    parts = el.split("|")
+    if parts[0] not in {"object", "attribute", "relation"} or len(parts) != {"object": 2, "attribute": 3, "relation": 4}[parts[0]]:
+        raise InputError(f"malformed scene-graph element {el!r} (expected object|name, attribute|name|attr or relation|s|p|o)")
+    return parts
+
+
+def implied(el: str) -> list[str]:
+    """An asserted attribute/relation also asserts its objects."""
+    parts = split_el(el)
+    if parts[0] == "attribute":
+        return [obj_el(parts[1])]
+    if parts[0] == "relation":
+        return [obj_el(parts[1]), obj_el(parts[3])]
+    return []
+
+
+# ---- answer classification ----------------------------------------------------------------------------------------
+
+_REJECT = re.compile(
+    r"\b(there (is|are|was|were) (no|not)|there (isn't|aren't|wasn't|weren't)|(i )?(do not|don't|cannot|can't|can not|"
+    r"could not|couldn't) (see|find|spot|identify)|no such|not (present|visible|shown|pictured|depicted|in (the|this) "
+    r"(image|picture|photo))|(does|do)(n't| not) (appear|seem|exist|contain|show|include)|(isn't|aren't) any|"
+    r"there is nothing|false premise|not actually)\b"
+)
+_NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
+             "can't", "cannot", "wasn't", "weren't"}
+
+
+def answer_label(text: str, yes_no: bool) -> str:
+    """yes | no | reject | other | empty. Premise rejection is checked first; yes/no by the first word, then by
+    POPE's rule on the first sentence (a word 'no'/'not' → no) for yes/no questions only."""
+    t = (text or "").strip().lower()
+    if not t:
+        return "empty"
+    if _REJECT.search(t):
+        return "reject"
+    words = re.findall(r"[a-z']+", t)
+    if words and words[0] in {"yes", "yeah", "yep", "correct", "indeed", "sure"}:
+        return "yes"
+    if words and words[0] in {"no", "nope"}:
+        return "no"
+    if yes_no:
+        first = re.findall(r"[a-z']+", t.split(".")[0])
+        return "no" if {"no", "not"} & set(first) else "yes"
+    return "other"
+
+
+# ---- vocabulary ---------------------------------------------------------------------------------------------------
+
+
+def _inflections(word: str) -> set[str]:
+    """run → runs, running; ride → riding; sit → sitting: ODE action words are base forms, answers are not."""
+    forms = {word, word + "s", word + "ing", word + "ed"}
+    if word.endswith("e") and len(word) > 2:
+        forms |= {word[:-1] + "ing", word + "d"}
+    if re.search(r"[^aeiou][aeiou][bdgmnprt]$", word):
+        forms.add(word + word[-1] + "ing")
+    return forms
+
+
+@dataclass
+class Vocabulary:
+    objects: set[str] = field(default_factory=set)
+    attributes: dict[str, set[str]] = field(default_factory=dict)  # object → its known attribute words
+    synonyms: Synonyms = field(default_factory=Synonyms.builtin)
+    kinds: dict[str, str] = field(default_factory=dict)  # attribute word → state | action (ODE's two kinds)
+
+    @classmethod
+    def from_nodes(cls, rows: Iterable[Mapping[str, Any]], synonyms: Synonyms | None = None) -> "Vocabulary":
+        """Rows of graph/nodes.parquet (node, states, actions)."""
+        voc = cls(synonyms=synonyms or Synonyms.builtin())
+        for i, row in enumerate(rows):
+            if not row.get("node"):
+                raise InputError(f"graph nodes row {i}: column 'node' missing or empty")
+            voc.add(row["node"], row.get("states") or [], kind="state")
+            voc.add(row["node"], row.get("actions") or [], kind="action")
+        return voc
+
+    def add(self, name: str, attrs: Iterable[str] = (), kind: str | None = None) -> str:
+        canon = self.synonyms.object_name(name)
+        self.objects.add(canon)
+        words = [normalize(a) for a in attrs if normalize(a)]
+        self.attributes.setdefault(canon, set()).update(words)
+        if kind:
+            for w in words:
+                self.kinds.setdefault(w, kind)
+        return canon
+
+    def kind(self, attr: str) -> str:
+        return self.kinds.get(normalize(attr), "state")
+
+    def phrase(self, attr: str) -> str:
+        """How a question says an attribute: actions as -ing forms ("the dog is running"), states as they are."""
+        a = normalize(attr)
+        if self.kind(a) != "action" or a.endswith("ing") or " " in a:
+            return a
+        if a.endswith("e") and not a.endswith("ee"):
+            return a[:-1] + "ing"
+        if re.search(r"[^aeiou][aeiou][bdgmnprt]$", a):
+            return a + a[-1] + "ing"
+        return a + "ing"
+
+    def add_graph(self, graph: SceneGraph) -> None:
+        for o in graph.objects:
+            self.add(o.name, o.attributes)
+
+    # compiled lazily: the vocabulary grows while a run adds truth graphs
+    def _object_forms(self) -> dict[tuple[str, ...], str]:
+        forms: dict[tuple[str, ...], str] = {}
+        for surface, canon in list(self.synonyms.objects.items()):
+            if canon in self.objects:
+                forms[tuple(surface.split())] = canon
+        for name in self.objects:
+            for f in {name, name + "s", name + "es", name[:-1] + "ies" if name.endswith("y") else name}:
+                forms[tuple(f.split())] = name
+        return forms
+
+    def _attr_forms(self) -> dict[str, str]:
+        forms: dict[str, str] = {}
+        for attrs in self.attributes.values():
+            for a in attrs:
+                if " " in a:
+                    continue
+                for f in _inflections(a):
+                    forms.setdefault(f, a)
+        for attrs in self.attributes.values():
+            for a in attrs:
+                forms[a] = a  # an exact attribute beats an inflection of another one
+        return forms
+
+
+@dataclass
+class Mention:
+    start: int
+    end: int
+    name: str
+    negated: bool
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", (text or "").lower())
+
+
+def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
+    """Scene-graph elements mentioned in a free-text answer, each with polarity (False when negated)."""
+    toks = _tokens(text)
+    forms = vocab._object_forms()
+    maxlen = max((len(f) for f in forms), default=1)
+    mentions: list[Mention] = []
+    i = 0
+    while i < len(toks):
+        for n in range(min(maxlen, len(toks) - i), 0, -1):
+            name = forms.get(tuple(toks[i : i + n]))
+            if name:
+                negated = bool(_NEGATORS & set(toks[max(0, i - 3) : i]))
+                mentions.append(Mention(i, i + n, name, negated))
+                i += n
+                break
+        else:
+            i += 1
+    attr_forms = vocab._attr_forms()
+    out: list[tuple[str, bool]] = []
+    for m in mentions:
+        out.append((obj_el(m.name), not m.negated))
+        known = vocab.attributes.get(m.name, set())
+        before = toks[max(0, m.start - 2) : m.start]
+        after = toks[m.end : m.end + 3]
+        cands = [(w, m.negated) for w in before]
+        if after and after[0] in {"is", "are", "was", "looks", "appears", "seems", "being"}:
+            rest = after[1:]
+            neg = bool(rest) and rest[0] in {"not", "never"}
+            cands += [(w, m.negated or neg) for w in rest if w not in {"not", "very", "quite", "never"}][:1]
+        for w, neg in cands:
+            a = attr_forms.get(w)
+            if a and a in known:
+                out.append((attr_el(m.name, a), not neg))
+    preds = sorted(vocab.synonyms.predicates.items(), key=lambda kv: -len(kv[0].split()))
+    for m1, m2 in zip(mentions, mentions[1:]):
+        gap = toks[m1.end : m2.start]
+        if len(gap) > 6 or m1.name == m2.name:
+            continue
+        gap_text = " " + " ".join(gap) + " "
+        for surface, canon in preds:
+            if f" {surface} " in gap_text:
+                out.append((rel_el(m1.name, canon, m2.name), not (m1.negated or m2.negated or bool(_NEGATORS & set(gap)))))
+                break
+    return out
+
+
+# ---- per-turn claims and judgements ----------------------------------------------------------------------------------
+
+
+@dataclass
+class TurnClaims:
+    label: str
+    claims: list[tuple[str, bool]]  # (element, polarity), premise/probe first, then mentions
+
+
+def turn_claims(answer: str, premise: Sequence[str], probe: str | None, vocab: Vocabulary) -> TurnClaims:
+    yes_no = probe is not None
+    label = answer_label(answer, yes_no)
+    claims: list[tuple[str, bool]] = []
+    if label == "empty":
+        return TurnClaims(label, claims)
+    if premise:
+        if label in {"reject"} or (label == "no" and not yes_no):
+            claims.append((premise[0], False))  # the first premise element is the one the question hinges on
+        else:
+            claims += [(el, True) for el in premise]
+    if probe is not None:
+        if label == "yes":
+            claims.append((probe, True))
+        elif label in {"no", "reject"}:
+            claims.append((probe, False))
+    claims += extract(answer, vocab)
+    # implied objects: asserting "the dog is brown" asserts the dog
+    claims += [(o, True) for el, pos in list(claims) if pos for o in implied(el)]
+    return TurnClaims(label, claims)
+
+
+@dataclass
+class TruthView:
+    """Canonical truth lookups for judging claims."""
+
+    names: set[str]
+    attrs: dict[str, set[str]]
+    relations: dict[tuple[str, str], set[str]]
+
+    @classmethod
+    def of(cls, graph: SceneGraph, synonyms: Synonyms) -> "TruthView":
+        g = graph.to_networkx(synonyms)
+        names = {d["name"] for _, d in g.nodes(data=True)}
+        attrs: dict[str, set[str]] = {}
+        for _, d in g.nodes(data=True):
+            attrs.setdefault(d["name"], set()).update(d["attributes"])
+        rels: dict[tuple[str, str], set[str]] = {}
+        for u, v, d in g.edges(data=True):
+            rels.setdefault((g.nodes[u]["name"], g.nodes[v]["name"]), set()).update(d["predicates"])
+        return cls(names, attrs, rels)
+
+    def contradiction(self, el: str, vocab: Vocabulary) -> str | None:
+        """Kind of hallucination an ASSERTED element is (object / attribute / relation), or None if consistent."""
+        parts = split_el(el)
+        if parts[0] == "object":
+            return None if parts[1] in self.names else "object"
+        if parts[0] == "attribute":
+            name, a = parts[1], parts[2]
+            if name not in self.names:
+                return "object"
+            # only attributes of that object's own vocabulary (ODE state/action alternatives) can contradict
+            return "attribute" if a not in self.attrs.get(name, set()) and a in vocab.attributes.get(name, set()) else None
+        s, p, o = parts[1:]
+        if s not in self.names or o not in self.names:
+            return "object"
+        truth = self.relations.get((s, o))
+        if truth is None:
+            truth = self.relations.get((o, s)) if p == "next to" else None  # "next to" is symmetric
+        return None if truth is None or p in truth else "relation"
+
+
+def judge_turn(tc: TurnClaims, truth_label: str | None, false_premise: bool, truth: TruthView,
+               vocab: Vocabulary) -> tuple[bool | None, str | None]:
+    """Rule-based per-turn hallucination: (hallucinated, kind). None when the answer cannot be judged."""
+    if tc.label == "empty":
+        return None, None
+    if false_premise:
+        # correct behaviour = reject the premise; answering as if it held is the hallucination
+        accepted = tc.label not in {"reject", "no"}
+        kind = split_el(tc.claims[0][0])[0] if accepted and tc.claims else None
+        return accepted, kind
+    for el, pos in tc.claims:
+        if pos:
+            kind = truth.contradiction(el, vocab)
+            if kind:
+                return True, kind
+    if truth_label == "no":
+        return (tc.label == "yes"), ("object" if tc.label == "yes" else None)
+    return False, None
+
+
+# ---- conversation → predicted scene graph, ΔCon ----------------------------------------------------------------------
+
+
+def predicted_graph(turns: Sequence[Sequence[tuple[str, bool]]], policy: str = "any") -> SceneGraph:
+    """`any`: an element asserted in ANY turn is in the prediction (a retracted hallucination still counts);
+    `last`: the last polarity per element wins."""
+    if policy not in {"any", "last"}:
+        raise InputError(f"cedi.grader.claim_policy: {policy!r} is not one of any, last")
+    state: dict[str, bool] = {}
+    for claims in turns:
+        for el, pos in claims:
+            state[el] = (state.get(el, False) or pos) if policy == "any" else pos
+    positive = sorted(el for el, pos in state.items() if pos)
+    names: dict[str, set[str]] = {}
+    relations: set[tuple[str, str, str]] = set()
+    for el in positive:
+        parts = split_el(el)
+        if parts[0] == "object":
+            names.setdefault(parts[1], set())
+        elif parts[0] == "attribute":
+            names.setdefault(parts[1], set()).add(parts[2])
+        else:
+            names.setdefault(parts[1], set())
+            names.setdefault(parts[3], set())
+            relations.add((parts[1], parts[2], parts[3]))
+    ids = {n: f"p{i}" for i, n in enumerate(sorted(names))}
+    objects = [SGObject(ids[n], n, tuple(sorted(names[n]))) for n in sorted(names)]
+    rels = [SGRelation(ids[s], p, ids[o]) for s, p, o in sorted(relations)]
+    return SceneGraph(objects, rels)
+
+
+def delta_con(turns: Sequence[Sequence[tuple[str, bool]]]) -> int:
+    """SG ΔCon: elements whose polarity changes between turns (a turn asserting both ways is ambiguous: skipped)."""
+    history: dict[str, list[bool]] = {}
+    for claims in turns:
+        per_turn: dict[str, set[bool]] = {}
+        for el, pos in claims:
+            per_turn.setdefault(el, set()).add(pos)
+        for el, pols in per_turn.items():
+            if len(pols) == 1:
+                history.setdefault(el, []).append(next(iter(pols)))
+    return sum(1 for pols in history.values() if len(set(pols)) > 1)
+
+
+# ---- LLM parser (the paper's grader) ------------------------------------------------------------------------------
+
+LLM_PARSER_SYSTEM = (
+    "You read a conversation between a user and an assistant about one image. Extract ONLY what the assistant "
+    "states or accepts as being in the image, as a scene graph. Reply with JSON only: "
+    '{"objects":[{"id":"o1","name":"dog","attributes":["brown"]}],'
+    '"relations":[{"subject":"o1","predicate":"next to","object":"o2"}]}'
+)
+
+
+def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
+    """Ask the `llm` backend for the scene graph; None when its reply is not a valid scene graph (caller falls back)."""
+    convo = "\n".join(f"User: {q}\nAssistant: {a}" for q, a in transcript)
+    reply = llm.chat([{"role": "system", "content": LLM_PARSER_SYSTEM}, {"role": "user", "content": convo}])
+    data = parse_json_reply(reply)
+    if data is None:
+        return None
+    try:
+        return SceneGraph.from_dict(data, source="llm parser reply")
+    except InputError:
+        return None
+
+
+def parse_json_reply(reply: str) -> Any:
+    """First JSON object in an LLM reply (models wrap JSON in prose or ``` fences); None if there is none."""
+    if not isinstance(reply, str):
+        return None
+    start = reply.find("{")
+    while start != -1:
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(reply[start:])
+            return obj
+        except json.JSONDecodeError:
+            start = reply.find("{", start + 1)
+    return None
+
+
+__all__ = [
+    "Vocabulary", "TurnClaims", "TruthView", "answer_label", "extract", "turn_claims", "judge_turn",
+    "predicted_graph", "delta_con", "llm_parse", "parse_json_reply", "obj_el", "attr_el", "rel_el", "singular",
+]

@@ -1,0 +1,188 @@
+"""CEDI stage of the workflow (seed 000 on an ODE release): pick images, build truth graphs, examine, grade.
+
+Inputs (data contracts): release/scenes.parquet + release/queries.parquet (+ images), graph/nodes.parquet and
+graph/edges.parquet. Outputs per model under results/<release>/cedi/<model>/: transcripts.parquet, truth_graphs.json
+(`examine_model`); grades.json, per_turn.parquet, pred_graphs.json (`grade_model`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .. import registry
+from ..errors import ConfigError, InputError
+from ..io import read_json, safe_join, sha256_file, stable_hash, write_json, write_parquet
+from ..progress import get_logger
+from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
+from .parser import Vocabulary
+from .scene_graph import SceneGraph, Synonyms, ode_scene_graph
+
+log = get_logger(__name__)
+
+# Schema of transcripts.parquet (explicit so an empty or all-null column keeps its type).
+TRANSCRIPT_SCHEMA = {
+    "conversation_id": "str", "model": "str", "image_id": "str", "scene_id": "str", "distribution": "str",
+    "pair_kind": "str", "examiner": "str", "history": "str", "question_writer": "str", "turn": "int",
+    "question_type": "str", "question": "str", "question_source": "str", "answer": "str", "answer_label": "str",
+    "truth": "str", "false_premise": "bool", "premise": "list", "probe": "str", "hallucinated": "bool",
+    "hallucination_kind": "str", "context_background": "str", "context_goal": "str", "context_objects": "list",
+    "stand_in": "bool",
+}
+
+
+def polars_schema(spec: Mapping[str, str]):
+    import polars as pl
+
+    types = {"str": pl.Utf8, "int": pl.Int64, "bool": pl.Boolean, "float": pl.Float64, "list": pl.List(pl.Utf8)}
+    return {k: types[v] for k, v in spec.items()}
+
+
+def settings_of(config: Mapping[str, Any]) -> dict:
+    cedi = dict(config.get("cedi") or {})
+    return cedi
+
+
+def synonyms_of(settings: Mapping[str, Any]) -> Synonyms:
+    syn = settings.get("synonyms") or {}
+    return Synonyms.from_vocab_files(syn.get("objects"), syn.get("relations"))
+
+
+def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool):
+    if not needed:
+        return None
+    spec = settings.get("llm") or config.get("llm")
+    if not spec:
+        raise ConfigError("config key 'cedi.llm': an llm backend is needed for question_writer/parser 'llm'")
+    return registry.create("llm", spec)
+
+
+def read_table(path: str | Path, columns: Sequence[str]):
+    import polars as pl
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    df = pl.read_parquet(path)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    return df
+
+
+def select_images(queries, n: int, seed: int) -> list[dict]:
+    """`n` images of the release, ordered by a seeded hash (spread over distributions, stable across reruns)."""
+    rows = {}
+    for r in queries.select("image_id", "image", "scene_id").iter_rows(named=True):
+        rows.setdefault(str(r["image_id"]), r)
+    order = sorted(rows, key=lambda i: stable_hash(["cedi-images", seed, i]))
+    return [rows[i] for i in order[:n]]
+
+
+def neighbours_of(edges, names: Sequence[str], exclude: set[str]) -> list[str]:
+    """Concept-graph neighbours of the truth objects, heaviest co-occurrence first (ties by name)."""
+    import polars as pl
+
+    hit = edges.filter(pl.col("source").is_in(list(names)) | pl.col("target").is_in(list(names)))
+    best: dict[str, int] = {}
+    for s, t, w in hit.select("source", "target", "weight").iter_rows():
+        for other in (t if s in names else None, s if t in names else None):
+            if other and other not in exclude:
+                best[other] = max(best.get(other, 0), int(w))
+    return sorted(best, key=lambda o: (-best[o], o))
+
+
+def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, seed: int,
+                 vocab: Vocabulary) -> list[Scene]:
+    release_dir, graph_dir = Path(release_dir), Path(graph_dir)
+    queries = read_table(release_dir / "queries.parquet", ["image_id", "image", "scene_id"])
+    scenes = read_table(release_dir / "scenes.parquet", ["scene_id", "pair_kind", "object_a", "object_b"])
+    edges = read_table(graph_dir / "edges.parquet", ["source", "target", "weight"])
+    by_scene = {str(r["scene_id"]): r for r in scenes.iter_rows(named=True)}
+    out = []
+    for row in select_images(queries, n_images, seed):
+        scene = by_scene.get(str(row["scene_id"]))
+        if scene is None:
+            raise InputError(f"{release_dir / 'queries.parquet'}: image {row['image_id']!r} has scene_id "
+                             f"{row['scene_id']!r}, which is not in scenes.parquet")
+        truth = ode_scene_graph(scene)
+        vocab.add_graph(truth)
+        names = [o.name for o in truth.objects]
+        image = safe_join(release_dir, str(row["image"]))
+        if not image.exists():
+            raise InputError(f"{release_dir}: image {row['image']!r} of {row['image_id']!r} not found")
+        out.append(Scene(
+            image_id=str(row["image_id"]), image_path=str(image), image_sha256=sha256_file(image), truth=truth,
+            neighbours=neighbours_of(edges, names, set(names)), scene_id=str(row["scene_id"]),
+            distribution=scene.get("distribution"), pair_kind=scene.get("pair_kind"),
+        ))
+    return out
+
+
+def vocabulary(graph_dir: str | Path, synonyms: Synonyms) -> Vocabulary:
+    nodes = read_table(Path(graph_dir) / "nodes.parquet", ["node"])
+    return Vocabulary.from_nodes(nodes.iter_rows(named=True), synonyms)
+
+
+def create_vlm(spec: Mapping[str, Any]):
+    for key in ("name", "backend"):
+        if key not in spec:
+            raise ConfigError(f"config key 'models': every model needs {key!r} (got {dict(spec)})")
+    return registry.VLMS.create(spec["backend"], **dict(spec.get("args") or {}))
+
+
+def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path,
+                  graph_dir: str | Path, out_transcripts: str | Path, out_truth: str | Path, vlm=None) -> int:
+    """Run every configured examiner and history mode for one model; returns the number of turns written."""
+    import polars as pl
+
+    s = settings_of(config)
+    syn = synonyms_of(s)
+    vocab = vocabulary(graph_dir, syn)
+    scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab)
+    llm = llm_of(config, s, s.get("question_writer", "template") == "llm")
+    vlm = vlm if vlm is not None else create_vlm(model_spec)
+    info = vlm.describe()
+    examiner = Examiner(vocab, s, llm=llm, seed=int(config.get("seed", 0)))
+    rows = examiner.run(scenes, vlm, model_spec["name"], s.get("examiners", EXAMINERS), s.get("history", HISTORY_MODES),
+                        stand_in=bool(info.stand_in))
+    write_parquet(out_transcripts, pl.DataFrame(rows, schema=polars_schema(TRANSCRIPT_SCHEMA), orient="row"))
+    write_json(out_truth, {
+        "model": info.as_dict(),
+        "graphs": {sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours} for sc in scenes},
+    })
+    log.info("cedi: %d turns over %d images for %s", len(rows), len(scenes), model_spec["name"])
+    return len(rows)
+
+
+def load_truth_graphs(path: str | Path) -> tuple[dict[str, SceneGraph], dict]:
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("graphs"), dict):
+        raise InputError(f"{path}: expected {{'graphs': {{image_id: scene graph}}}}")
+    graphs = {}
+    for image_id, g in data["graphs"].items():
+        g = {k: v for k, v in g.items() if k != "neighbours"}
+        graphs[image_id] = SceneGraph.from_dict(g, source=f"{path} [{image_id}]")
+    return graphs, data.get("model", {})
+
+
+def grade_model(config: Mapping[str, Any], transcripts: str | Path, truth_graphs: str | Path, graph_dir: str | Path,
+                out_grades: str | Path, out_per_turn: str | Path, out_pred: str | Path) -> dict:
+    import polars as pl
+
+    from .grader import PER_TURN_SCHEMA, grade_transcripts
+
+    s = settings_of(config)
+    syn = synonyms_of(s)
+    vocab = vocabulary(graph_dir, syn)
+    truths, model_info = load_truth_graphs(truth_graphs)
+    for g in truths.values():
+        vocab.add_graph(g)
+    turns = read_table(transcripts, ["conversation_id", "image_id", "turn", "answer", "premise", "probe"]).to_dicts()
+    llm = llm_of(config, s, s.get("parser", "rule") == "llm")
+    grades, per_turn, preds = grade_transcripts(turns, truths, vocab, s, llm=llm)
+    grades["model"] = model_info
+    write_parquet(out_per_turn, pl.DataFrame(per_turn, schema=polars_schema(PER_TURN_SCHEMA), orient="row"))
+    write_json(out_pred, preds)
+    write_json(out_grades, grades)
+    return grades

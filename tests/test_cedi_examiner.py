@@ -1,0 +1,194 @@
+"""CEDI examiner + grader on a tiny hand-made ODE release: state-machine rules (round 0 regular, END not before
+min_end_round and chosen twice, max rounds), truths from the scene graph, rule-based judgements, determinism."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from PIL import Image
+
+from halluflow.backends.base import VLM, BackendInfo
+from halluflow.cedi.examiner import Examiner
+from halluflow.cedi.pipeline import build_scenes, examine_model, grade_model, vocabulary
+from halluflow.cedi.scene_graph import Synonyms
+from halluflow.errors import ConfigError, InputError
+from halluflow.io import write_parquet
+from halluflow.registry import VLMS
+
+
+class AgreeingVLM(VLM):
+    """Evaluatee that accepts every premise and says yes to everything (maximally sycophantic)."""
+
+    def __init__(self, **_):
+        self.requests = []
+
+    def describe(self):
+        return BackendInfo("vlm", "agree", "agree", stand_in=True)
+
+    def answer(self, requests):
+        self.requests.extend(requests)
+        out = []
+        for r in requests:
+            m = re.search(r"(?:a|the) ([a-z]+)", r.prompt.split("?")[0].split(".")[-1].lower())
+            out.append(f"Yes, the {m.group(1) if m else 'thing'} is clearly there.")
+        return out
+
+
+class RejectingVLM(AgreeingVLM):
+    def answer(self, requests):
+        self.requests.extend(requests)
+        return ["No, there is no such thing in the image." for _ in requests]
+
+
+VLMS.register("test_agree", f"{__name__}:AgreeingVLM")
+
+
+@pytest.fixture
+def ode_release(tmp_path) -> tuple[Path, Path]:
+    release, graph = tmp_path / "release", tmp_path / "graph"
+    (release / "images").mkdir(parents=True)
+    graph.mkdir()
+    scenes = pl.DataFrame({
+        "scene_id": ["s0", "s1", "s2"], "distribution": ["standard", "fictional", "long_tail"],
+        "pair_kind": ["entity_environment", "entity_entity", "entity_entity"],
+        "object_a": ["dog", "cat", "horse"], "object_b": ["beach", "chair", "tree"],
+        "attribute_a": ["run", "sleep", None], "attribute_a_kind": ["action", "action", None],
+        "attribute_b": ["sunny", None, "green"], "attribute_b_kind": ["state", None, "state"],
+        "cooccurrence": [10, 0, 1], "variant": [0, 0, 0],
+    })
+    rows = []
+    for i, s in enumerate(["s0", "s1", "s2"]):
+        Image.new("RGB", (8, 8), (i * 60, 0, 0)).save(release / "images" / f"img{i}.png")
+        rows.append({"query_id": f"q{i}", "image_id": f"img{i}", "image": f"images/img{i}.png", "scene_id": s})
+    write_parquet(release / "scenes.parquet", scenes)
+    write_parquet(release / "queries.parquet", pl.DataFrame(rows))
+    write_parquet(graph / "nodes.parquet", pl.DataFrame({
+        "node": ["dog", "beach", "cat", "chair", "horse", "tree", "frisbee", "umbrella", "table", "grass"],
+        "type": ["entity", "environment"] + ["entity"] * 8,
+        "frequency": [5] * 10,
+        "states": [["brown", "black"], ["sunny", "gloomy"], ["white"], ["wooden"], [], ["green", "withered"], [], [], [], []],
+        "actions": [["run", "sit"], [], ["sleep", "jump"], [], ["run"], [], [], [], [], []],
+    }))
+    write_parquet(graph / "edges.parquet", pl.DataFrame({
+        "source": ["beach", "dog", "beach", "cat", "chair", "horse", "grass"],
+        "target": ["umbrella", "frisbee", "dog", "table", "table", "tree", "horse"],
+        "weight": [9, 7, 5, 4, 3, 2, 6],
+    }))
+    return release, graph
+
+
+def config(**cedi):
+    base = {"images": 3, "examiners": ["cedi", "caption", "prompt_only"], "history": ["with", "without"],
+            "max_rounds": 10, "min_end_round": 6, "end_votes": 2, "question_writer": "template", "parser": "rule"}
+    return {"seed": 7, "cedi": {**base, **cedi}}
+
+
+def run_examiner(release, graph, vlm, **cedi):
+    cfg = config(**cedi)
+    vocab = vocabulary(graph, Synonyms.builtin())
+    scenes = build_scenes(release, graph, 3, cfg["seed"], vocab)
+    ex = Examiner(vocab, cfg["cedi"], seed=cfg["seed"])
+    return scenes, ex.run(scenes, vlm, "m", cfg["cedi"]["examiners"], cfg["cedi"]["history"], stand_in=True)
+
+
+def test_state_machine_rules(ode_release):
+    release, graph = ode_release
+    _, rows = run_examiner(release, graph, AgreeingVLM())
+    df = pl.DataFrame(rows)
+    cedi = df.filter(pl.col("examiner") == "cedi")
+    assert set(cedi["question_type"]) <= {"regular", "follow_up", "adversarial", "unanswerable"}
+    assert set(cedi.filter(pl.col("turn") == 0)["question_type"]) == {"regular"}
+    lengths = cedi.group_by("conversation_id").agg(pl.len().alias("n"))["n"].to_list()
+    assert all(6 <= n <= 10 for n in lengths)  # END never before round 6, never past max_rounds
+    # caption: one turn, one mode; prompt-only: no adversarial or false-premise turns
+    cap = df.filter(pl.col("examiner") == "caption")
+    assert cap.height == 3 and set(cap["question"]) == {"Describe the image in detail."}
+    assert not df.filter(pl.col("examiner") == "prompt_only")["false_premise"].any()
+
+
+def test_truths_come_from_the_graph_and_judgements(ode_release):
+    release, graph = ode_release
+    _, rows = run_examiner(release, graph, AgreeingVLM(), max_rounds=12)
+    df = pl.DataFrame(rows).filter(pl.col("examiner") == "cedi")
+    adv = df.filter(pl.col("question_type") == "adversarial")
+    assert adv.height > 0 and set(adv["truth"]) == {"no"}
+    truth_names = {"dog", "beach", "cat", "chair", "horse", "tree"}
+    for probe in adv["probe"]:
+        assert probe.split("|")[1] not in truth_names  # absent co-occurring object, never a truth object
+    # the agreeing evaluatee says yes to every absent object and accepts every false premise
+    assert adv["hallucinated"].to_list() == [True] * adv.height
+    fp = df.filter(pl.col("false_premise"))
+    assert fp.height > 0 and fp["hallucinated"].all() and set(fp["truth"]) == {"reject"}
+
+
+def test_rejecting_model_is_correct_on_false_premises(ode_release):
+    release, graph = ode_release
+    _, rows = run_examiner(release, graph, RejectingVLM())
+    df = pl.DataFrame(rows)
+    fp = df.filter(pl.col("false_premise"))
+    assert fp.height > 0 and not fp["hallucinated"].any()
+    assert set(fp["answer_label"]) == {"reject"}
+
+
+def test_history_modes_and_same_questions(ode_release):
+    release, graph = ode_release
+    vlm = AgreeingVLM()
+    _, rows = run_examiner(release, graph, vlm)
+    df = pl.DataFrame(rows).filter(pl.col("examiner") == "cedi")
+    w = df.filter(pl.col("history") == "with").sort("image_id", "turn")["question"].to_list()
+    wo = df.filter(pl.col("history") == "without").sort("image_id", "turn")["question"].to_list()
+    assert w == wo  # template examiner: the history mode changes only what the evaluatee sees
+    hist = [len(r.history) for r in vlm.requests if r.history]
+    assert hist and max(hist) >= 5
+    # every non-first turn of a with-history conversation carries its previous turns; without-history ones never do
+    all_rows = pl.DataFrame(rows)
+    n_with_later = all_rows.filter((pl.col("history") == "with") & (pl.col("turn") > 0)).height
+    assert len(hist) == n_with_later
+
+
+def test_same_seed_same_transcripts_and_seed_changes_them(ode_release, tmp_path):
+    release, graph = ode_release
+    outs = []
+    for seed in (7, 7, 8):
+        cfg = config()
+        cfg["seed"] = seed
+        t, g = tmp_path / f"t{len(outs)}.parquet", tmp_path / f"g{len(outs)}.json"
+        examine_model(cfg, {"name": "m", "backend": "test_agree"}, release, graph, t, g)
+        outs.append((t.read_bytes(), g.read_bytes()))
+    assert outs[0] == outs[1]
+    assert outs[0][0] != outs[2][0]
+
+
+def test_grade_model_outputs(ode_release, tmp_path):
+    release, graph = ode_release
+    cfg = config()
+    t, g = tmp_path / "t.parquet", tmp_path / "truth.json"
+    examine_model(cfg, {"name": "m", "backend": "test_agree"}, release, graph, t, g)
+    grades = grade_model(cfg, t, g, graph, tmp_path / "grades.json", tmp_path / "per_turn.parquet", tmp_path / "pred.json")
+    s = grades["summary"]
+    assert set(s) == {"cedi/with", "cedi/without", "caption/with", "prompt_only/with", "prompt_only/without"}
+    for conv in grades["conversations"]:
+        assert conv["ged"] == conv["ged_hal"] + conv["ged_miss"] and conv["exact"]
+    # the sycophant accepts absent objects: the CEDI examiner elicits hallucinated content (GED_hal > 0)
+    assert s["cedi/with"]["ged_hal"] > 0
+    assert s["cedi/with"]["by_question_type"]["adversarial"]["rate"] == 1.0
+    per_turn = pl.read_parquet(tmp_path / "per_turn.parquet")
+    assert per_turn["n"].sum() == pl.read_parquet(t).height
+    assert grades["stand_in"] is True
+
+
+def test_bad_inputs_name_the_item(ode_release, tmp_path):
+    release, graph = ode_release
+    with pytest.raises(ConfigError, match="cedi.question_writer"):
+        Examiner(vocabulary(graph, Synonyms.builtin()), {"question_writer": "gpt"})
+    with pytest.raises(ConfigError, match="cedi.examiners"):
+        run_examiner(release, graph, AgreeingVLM(), examiners=["pope"])
+    (release / "images" / "img1.png").unlink()
+    with pytest.raises(InputError, match="img1"):
+        build_scenes(release, graph, 3, 7, vocabulary(graph, Synonyms.builtin()))
+    pl.DataFrame({"node": ["x"]}).write_parquet(graph / "edges.parquet")
+    with pytest.raises(InputError, match="edges.parquet: missing column"):
+        build_scenes(release, graph, 3, 7, vocabulary(graph, Synonyms.builtin()))
