@@ -170,8 +170,7 @@ def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols
     height = 2.0 + 0.18 * max(len(shown), 1)
     fig, ax = plt.subplots(figsize=(2.5 + 0.9 * max(len(cols), 1), height))
     if len(shown) and len(cols):
-        cmap = matplotlib.colormaps["viridis"].copy()
-        cmap.set_bad("lightgrey")
+        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
         im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0,
                        interpolation="nearest")
         fig.colorbar(im, ax=ax, label="hallucination rate (grey: no query)")
