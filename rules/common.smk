@@ -67,3 +67,39 @@ def get_ode_targets():
 
 
 FINAL_TARGETS.append(get_ode_targets)
+
+
+# ---- synthesis + detection (rules/models.smk) ----
+SYNTHESIS = config["synthesis"]
+DETECTION = config["detection"]
+
+
+def standin_dir(section):
+    """Where a stand-in model of a config section (synthesis, detection) is built."""
+    return f"{MODELS_CACHE}/{section['stand_in']['name']}"
+
+
+def model_of(section):
+    """The model a backend loads: the stand-in folder, or the configured hub id / local path."""
+    return standin_dir(section) if section["stand_in"]["enabled"] else section["model"]
+
+
+def _model_input(section):
+    # A stand-in (or local weights) is a file dependency, so rebuilding it reruns the stage; a hub id is not.
+    model = model_of(section)
+    return [model] if section["stand_in"]["enabled"] or Path(model).exists() else []
+
+
+def get_synthesis_model_input(wildcards):
+    return _model_input(SYNTHESIS)
+
+
+def get_detection_model_input(wildcards):
+    return _model_input(DETECTION)
+
+
+def get_detection_targets():
+    return expand(f"{OUT}/detections/{{shard}}.parquet", shard=IMAGE_SHARDS)
+
+
+FINAL_TARGETS.append(get_detection_targets)

@@ -1,0 +1,18 @@
+# Detect each image's scene objects in one shard (rule detect): the detector loads once, images go in batches.
+from halluflow.snakemake_glue import setup
+
+log = setup(snakemake)
+
+import polars as pl
+
+from halluflow.detection import detect_shard, detector_kwargs, image_labels
+from halluflow.io import write_parquet
+from halluflow.registry import create
+
+section = snakemake.params.detection
+images = pl.read_parquet(snakemake.input.images)
+labels = image_labels(images, pl.read_parquet(snakemake.input.scenes), pl.read_parquet(snakemake.input.prompts),
+                      scenes_path=snakemake.input.scenes, prompts_path=snakemake.input.prompts)
+detector = create("detector", detector_kwargs(section, snakemake.params.model))
+log.info("detector: %s", detector.describe().as_dict())
+write_parquet(snakemake.output.table, detect_shard(images, labels, snakemake.params.root, detector, section["batch_size"]))

@@ -1,0 +1,15 @@
+# Synthesize one image shard (rule synthesize): the model loads once, images are generated in fixed batches.
+from halluflow.snakemake_glue import setup
+
+log = setup(snakemake)
+
+from halluflow.io import write_parquet
+from halluflow.registry import create
+from halluflow.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
+
+section = snakemake.params.synthesis
+prompts = read_prompts(snakemake.input.prompts, shard=snakemake.wildcards.shard)
+synthesizer = create("synthesizer", synthesizer_kwargs(section, snakemake.params.model))
+log.info("synthesizer: %s", synthesizer.describe().as_dict())
+table = synthesize_shard(prompts, snakemake.params.root, snakemake.wildcards.shard, synthesizer, section["batch_size"])
+write_parquet(snakemake.output.table, table)

@@ -1,0 +1,31 @@
+"""Device and dtype choice shared by the torch backends (synthesis, detection, local VLMs).
+
+`device: auto` means CUDA when a GPU is visible (Slurm GPU jobs), else the CPU (laptops, CI); `dtype: auto`
+means bfloat16 on CUDA and float32 on the CPU, where half precision is slow or unsupported.
+"""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+def resolve_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but no CUDA GPU is visible (use device: auto or cpu)")
+    return device
+
+
+def resolve_dtype(dtype: str = "auto", device: str = "cpu"):
+    import torch
+
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    return getattr(torch, dtype)
