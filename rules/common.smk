@@ -103,3 +103,29 @@ def get_detection_targets():
 
 
 FINAL_TARGETS.append(get_detection_targets)
+
+# ---- report (rules/report.smk) ----
+REPORT_DIR = f"{OUT}/report"
+
+
+def get_report_upstream(wildcards):
+    # The report reads whatever the enabled stages produced, so it waits for every other stage's final targets;
+    # a stage switched off simply adds nothing here and its report section says "not run".
+    targets = []
+    for fn in FINAL_TARGETS:
+        if fn is not get_report_targets:
+            targets.extend(fn())
+    return targets
+
+
+def get_report_options():
+    return {key: config["report"][key] for key in ("gallery_size", "max_boxes", "dpi")}
+
+
+def get_report_targets():
+    if not config["report"]["enabled"]:
+        return []
+    return [f"{REPORT_DIR}/summary.html"]
+
+
+FINAL_TARGETS.append(get_report_targets)

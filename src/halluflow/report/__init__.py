@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from .summary import ReportOptions, build_summary
 
-    for key in ("gallery_size", "max_boxes", "dpi"):
-        if getattr(args, key) < 1:
-            raise InputError(f"--{key.replace('_', '-')} must be at least 1, got {getattr(args, key)}")
+    for key, low in (("gallery_size", 1), ("max_boxes", 0), ("dpi", 30)):
+        if getattr(args, key) < low:
+            raise InputError(f"--{key.replace('_', '-')} must be at least {low}, got {getattr(args, key)}")
     opts = ReportOptions(gallery_size=args.gallery_size, max_boxes=args.max_boxes, dpi=args.dpi)
     out = build_summary(Path(args.results), Path(args.out), opts, embed=not args.link_images)
     print(out)

@@ -1,0 +1,134 @@
+# The report (issue 8): release-audit galleries and counts, per-model tables and figures, and the standalone HTML
+# summary, all under results/<release>/report/ and flagged with report() for `snakemake --report report.html`.
+# Logic lives in src/halluflow/report/; each figure of a stage that did not run is a placeholder saying so.
+
+
+rule report_release_audit:
+    input:
+        upstream=get_report_upstream,
+    output:
+        gallery_accepted=report(
+            f"{REPORT_DIR}/gallery_accepted.png",
+            caption="../report/gallery_accepted.rst",
+            category="1. Release audit",
+            labels={"figure": "accepted images"},
+        ),
+        gallery_rejected=report(
+            f"{REPORT_DIR}/gallery_rejected.png",
+            caption="../report/gallery_rejected.rst",
+            category="1. Release audit",
+            labels={"figure": "rejected images"},
+        ),
+        counts_table=report(
+            f"{REPORT_DIR}/counts.tsv",
+            caption="../report/counts.rst",
+            category="1. Release audit",
+            labels={"figure": "counts per distribution and pair kind"},
+        ),
+        rejections_table=report(
+            f"{REPORT_DIR}/rejections.tsv",
+            caption="../report/rejections.rst",
+            category="1. Release audit",
+            labels={"figure": "rejection reasons"},
+        ),
+    params:
+        options=get_report_options(),
+    log:
+        f"{LOGS}/report_release_audit.log",
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/report_files.py"
+
+
+rule report_models:
+    input:
+        upstream=get_report_upstream,
+    output:
+        scorecard_table=report(
+            f"{REPORT_DIR}/scorecard.tsv",
+            caption="../report/scorecard.rst",
+            category="2. Models",
+            labels={"figure": "headline metrics per model"},
+        ),
+        metrics_table=report(
+            f"{REPORT_DIR}/metrics.tsv",
+            caption="../report/metrics.rst",
+            category="2. Models",
+            labels={"figure": "all metrics per model"},
+        ),
+        radar=report(
+            f"{REPORT_DIR}/radar.png",
+            caption="../report/radar.rst",
+            category="2. Models",
+            labels={"figure": "radar across metrics"},
+        ),
+        rates=report(
+            f"{REPORT_DIR}/rates_by_distribution.png",
+            caption="../report/rates.rst",
+            category="2. Models",
+            labels={"figure": "hallucination rate by distribution"},
+        ),
+        rates_table=report(
+            f"{REPORT_DIR}/rates_by_distribution.tsv",
+            caption="../report/rates.rst",
+            category="2. Models",
+            labels={"figure": "hallucination rate by distribution (table)"},
+        ),
+        diagnosis=report(
+            f"{REPORT_DIR}/diagnosis.png",
+            caption="../report/diagnosis.rst",
+            category="3. Methods",
+            labels={"figure": "concept x hallucination heatmaps"},
+        ),
+        cedi=report(
+            f"{REPORT_DIR}/cedi_per_turn.png",
+            caption="../report/cedi.rst",
+            category="3. Methods",
+            labels={"figure": "CEDI per-turn curves"},
+        ),
+        samf=report(
+            f"{REPORT_DIR}/samf_standard_vs_fuzzed.png",
+            caption="../report/samf.rst",
+            category="3. Methods",
+            labels={"figure": "SAMF standard vs fuzzed"},
+        ),
+    params:
+        options=get_report_options(),
+    log:
+        f"{LOGS}/report_models.log",
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/report_files.py"
+
+
+rule report_summary:
+    input:
+        upstream=get_report_upstream,
+        audit=rules.report_release_audit.output,
+        models=rules.report_models.output,
+    output:
+        summary=report(
+            f"{REPORT_DIR}/summary.html",
+            caption="../report/summary.rst",
+            category="0. Summary",
+            labels={"figure": "standalone HTML summary"},
+        ),
+    params:
+        options=get_report_options(),
+    log:
+        f"{LOGS}/report_summary.log",
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    conda:
+        "../envs/report.yaml"
+    script:
+        "../scripts/report_summary.py"
