@@ -1,0 +1,197 @@
+"""Turn other benchmarks' items into UniHall instances (seed 003, Appendix B.1 schema, B.2 taxonomy).
+
+Sources: ODE release queries (our own queries.parquet), POPE label files and AMBER's annotations + queries.
+Only yes/no items convert: UniHall's YON format needs a truth and a negative; generative captions have neither.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import read_json, read_jsonl, stable_hash
+from .schema import validate_instance
+from .taxonomy import group_key, make_instance_id
+
+# ODE query_type (+ attribute_kind) -> (category, subtype, subsubtype). Counterfactual queries ask about an object
+# that never co-occurs with the scene: an existence probe. ODE's "action" attributes are a status (B.2 "state").
+ODE_MAPPING = {
+    "existence": ("object", "existence", ""),
+    "counterfactual": ("object", "existence", ""),
+    "count": ("object", "attribute", "number"),
+    ("attribute", "state"): ("object", "attribute", "state"),
+    ("attribute", "action"): ("object", "attribute", "state"),
+    ("attribute", None): ("object", "attribute", "state"),
+}
+AMBER_MAPPING = {
+    "discriminative-hallucination": ("object", "existence", ""),
+    "discriminative-attribute-state": ("object", "attribute", "state"),
+    "discriminative-attribute-number": ("object", "attribute", "number"),
+    "discriminative-attribute-action": ("object", "attribute", "state"),
+    "discriminative-relation": ("object", "relation", ""),
+    "relation": ("object", "relation", ""),
+}
+ODE_QUERY_TYPES = ("existence", "counterfactual", "count", "attribute")
+
+
+def _yes_no(value, where: str) -> str:
+    v = str(value).strip().lower()
+    if v not in ("yes", "no"):
+        raise InputError(f"{where}: truth {value!r} is not yes/no")
+    return "Yes" if v == "yes" else "No"
+
+
+def ode_mapping(query_type: str, attribute_kind: str | None = None) -> tuple[str, str, str]:
+    if query_type == "attribute":
+        return ODE_MAPPING.get(("attribute", attribute_kind), ODE_MAPPING[("attribute", None)])
+    if query_type not in ODE_MAPPING:
+        raise InputError(f"ODE query_type {query_type!r} has no UniHall mapping; known: {', '.join(ODE_QUERY_TYPES)}")
+    return ODE_MAPPING[query_type]
+
+
+def ode_groups(query_types: Sequence[str]) -> list[str]:
+    """The (subtype, YON) groups the given ODE query types produce; known from config alone (static DAG)."""
+    return sorted({group_key(ode_mapping(q, "state")[1], "YON") for q in query_types})
+
+
+class _Serials:
+    def __init__(self):
+        self.next: dict[tuple[str, str], int] = defaultdict(int)
+
+    def __call__(self, category: str, subtype: str) -> str:
+        self.next[(category, subtype)] += 1
+        return make_instance_id(category, subtype, self.next[(category, subtype)])
+
+
+def _instance(iid, mapping, risk, source, image, question, truth, visual_facts=None) -> dict:
+    category, subtype, subsub = mapping
+    inst = {
+        "instance_id": iid,
+        "meta_inf": {"category": category, "subtype": subtype, "subsubtype": subsub, "risk_level": int(risk)},
+        "source_inf": source,
+        "seed_data": {
+            "type": "YON",
+            "image_path": image,
+            "question": question,
+            "ground_truth": truth,
+            "expected_other_answers": [],
+            "negative_answers": ["No" if truth == "Yes" else "Yes"],
+        },
+    }
+    if visual_facts:
+        inst["visual_facts"] = visual_facts
+    return validate_instance(inst)
+
+
+def _balanced_take(rows: list[dict], key, limit: int | None, seed: int) -> list[dict]:
+    """Round-robin over `key` groups (each shuffled with the seed) so a small sample covers every group."""
+    if limit is None or limit >= len(rows):
+        return rows
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[key(r)].append(r)
+    queues = []
+    for name in sorted(groups):
+        rng = np.random.default_rng(int(stable_hash(["samf-take", seed, name])[:16], 16))
+        queues.append([groups[name][int(i)] for i in rng.permutation(len(groups[name]))])
+    out: list[dict] = []
+    while len(out) < limit:
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
+
+
+def from_ode_queries(
+    queries: Iterable[dict],
+    release: str,
+    query_types: Sequence[str] = ODE_QUERY_TYPES,
+    risk_level: int = 1,
+    limit: int | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """ODE release queries (rows of queries.parquet) -> UniHall YON instances; image paths stay release-relative.
+
+    The scene's truth objects become `visual_facts` (BHR's V evidence set)."""
+    for q in query_types:
+        ode_mapping(q)
+    rows = sorted(
+        (r for r in queries if r.get("task") == "discriminative" and r.get("query_type") in query_types),
+        key=lambda r: str(r["query_id"]),
+    )
+    rows = sorted(_balanced_take(rows, lambda r: r["query_type"], limit, seed), key=lambda r: str(r["query_id"]))
+    serial, out = _Serials(), []
+    for r in rows:
+        mapping = ode_mapping(r["query_type"], r.get("attribute_kind"))
+        where = f"ODE query {r['query_id']}"
+        source = {
+            "source_dataset": f"ODE:{release}",
+            "source_id": str(r["query_id"]),
+            "image_id": str(r.get("image_id")),
+            "query_type": r["query_type"],
+            "distribution": r.get("distribution"),
+        }
+        facts = [f"There is a {o} in the image." for o in (r.get("objects") or [])]
+        out.append(_instance(serial(*mapping[:2]), mapping, risk_level, source, r["image"], r["question"], _yes_no(r["truth"], where), facts))
+    return out
+
+
+def from_pope(labels_path: str | Path, risk_level: int = 1, limit: int | None = None, seed: int = 0) -> list[dict]:
+    """POPE label file (JSONL or JSON array of {question_id, image, text, label}) -> object/existence instances."""
+    rows = read_jsonl(labels_path)
+    for i, r in enumerate(rows, 1):
+        missing = [k for k in ("question_id", "image", "text", "label") if k not in r]
+        if missing:
+            raise InputError(f"{labels_path}: item #{i} lacks {', '.join(missing)}")
+    rows = _balanced_take(rows, lambda r: str(r["label"]), limit, seed)
+    rows = sorted(rows, key=lambda r: int(r["question_id"]) if str(r["question_id"]).isdigit() else str(r["question_id"]))
+    serial, name = _Serials(), Path(labels_path).stem
+    return [
+        _instance(
+            serial("object", "existence"),
+            ("object", "existence", ""),
+            risk_level,
+            {"source_dataset": f"POPE:{name}", "source_id": str(r["question_id"])},
+            r["image"],
+            r["text"],
+            _yes_no(r["label"], f"{labels_path}: question {r['question_id']}"),
+        )
+        for r in rows
+    ]
+
+
+def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_level: int = 1, limit: int | None = None, seed: int = 0) -> list[dict]:
+    """AMBER discriminative items (annotations.json types + query file) -> existence/attribute/relation instances."""
+    annotations = read_json(annotations_path)
+    queries = read_json(queries_path)
+    if not isinstance(annotations, list) or not isinstance(queries, list):
+        raise InputError(f"{annotations_path} / {queries_path}: expected JSON arrays (AMBER's formats)")
+    by_id = {int(a["id"]): a for a in annotations}
+    rows = []
+    for q in queries:
+        ann = by_id.get(int(q["id"]))
+        if ann is None:
+            raise InputError(f"{queries_path}: query id {q['id']} has no annotation in {annotations_path}")
+        if ann["type"] in AMBER_MAPPING:
+            rows.append({**q, "type": ann["type"], "truth": ann["truth"]})
+    rows = sorted(_balanced_take(rows, lambda r: r["type"], limit, seed), key=lambda r: int(r["id"]))
+    serial = _Serials()
+    out = []
+    for r in rows:
+        mapping = AMBER_MAPPING[r["type"]]
+        out.append(
+            _instance(
+                serial(*mapping[:2]),
+                mapping,
+                risk_level,
+                {"source_dataset": "AMBER", "source_id": str(r["id"])},
+                r["image"],
+                r["query"],
+                _yes_no(r["truth"], f"AMBER id {r['id']}"),
+            )
+        )
+    return out

@@ -1,0 +1,235 @@
+"""SAMF evaluation loop (seed 003, Appendix C.3 and C.6): apply a policy, ask the model under test, score.
+
+`PolicyEvaluator` is R(pi, D) of eq. (19) over any `vlm` backend; the functions below are what the workflow's
+samf_* rules call: standard (unmutated) evaluation, per-group controller training, fuzzed evaluation with the
+CentralFuzzController, and the standard-vs-fuzzed comparison table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+from PIL import Image
+
+from ..backends.base import VLMRequest
+from ..errors import BackendError, InputError
+from ..io import safe_join, sha256_file, stable_hash
+from ..progress import get_logger
+from .controllers import CentralFuzzController, Policy, TrainResult, make_controller
+from .metrics import GHRScorer, bhr, risk_weighted
+from .operators import mutate_instance
+from .schema import group_of
+
+log = get_logger(__name__)
+REWARD_METRICS = ("ghr", "bhr")
+
+
+def _answers(vlm, requests: list[VLMRequest]) -> list[str]:
+    if not requests:
+        return []
+    texts = vlm.answer(requests)
+    if len(texts) != len(requests):
+        raise BackendError(f"vlm returned {len(texts)} answers for {len(requests)} requests")
+    return [t if isinstance(t, str) else "" for t in texts]
+
+
+class PolicyEvaluator:
+    """R(pi, D) = mean hallucination score of the model on D mutated by pi (eq. 19).
+
+    Mutation seeds derive from (seed, instance, policy), so the same policy on the same instance is the same input;
+    results are memoised per (policy, instance) because re-asking a deterministic model teaches the bandit nothing."""
+
+    def __init__(
+        self,
+        vlm,
+        images_root: str | Path,
+        work_dir: str | Path,
+        seed: int = 0,
+        scorer: GHRScorer | None = None,
+        metric: str = "ghr",
+        distractors: Sequence[Image.Image] = (),
+    ):
+        if metric not in REWARD_METRICS:
+            raise InputError(f"reward metric {metric!r}; known: {', '.join(REWARD_METRICS)}")
+        self.vlm, self.images_root, self.work_dir = vlm, Path(images_root), Path(work_dir)
+        self.seed, self.scorer, self.metric = seed, scorer or GHRScorer(), metric
+        self.distractors = list(distractors)
+        self.cache: dict[tuple[str, str], dict] = {}
+
+    def _score(self, instance: dict, answer: str) -> tuple[float, int, str]:
+        h, stage = self.scorer.score(instance, answer)
+        value = float(h) if self.metric == "ghr" else bhr(instance, answer)[0]
+        return value, h, stage
+
+    def items(self, policy: Policy, batch: Sequence[dict]) -> list[dict]:
+        todo = [inst for inst in batch if (policy.key(), inst["instance_id"]) not in self.cache]
+        mutated = [
+            mutate_instance(
+                inst,
+                policy.ops(),
+                int(stable_hash(["samf-apply", self.seed, inst["instance_id"], policy.key()])[:8], 16),
+                self.images_root,
+                self.work_dir,
+                distractors=self.distractors,
+                policy_key=policy.key(),
+            )
+            for inst in todo
+        ]
+        requests = [self._request(m) for m in mutated]
+        for inst, m, req, answer in zip(todo, mutated, requests, _answers(self.vlm, requests)):
+            score, h, stage = self._score(inst, answer)
+            self.cache[(policy.key(), inst["instance_id"])] = {
+                "instance_id": inst["instance_id"],
+                "prompt": req.prompt,
+                "image": m["mutation_inf"]["mutated_image_path"] or inst["seed_data"]["image_path"],
+                "image_sha256": req.image_sha256,
+                "answer": answer,
+                "score": score,
+                "ghr": h,
+                "ghr_stage": stage,
+                "mutated": m,
+            }
+        return [self.cache[(policy.key(), inst["instance_id"])] for inst in batch]
+
+    def _request(self, mutated: dict) -> VLMRequest:
+        info = mutated["mutation_inf"]
+        if info["mutated_image_path"]:
+            path = self.work_dir / info["mutated_image_path"]
+        else:
+            path = safe_join(self.images_root, mutated["seed_data"]["image_path"])
+            if not path.exists():
+                raise InputError(f"instance {mutated['instance_id']}: image {mutated['seed_data']['image_path']!r} not found under {self.images_root}")
+        return VLMRequest(
+            request_id=f"{mutated['instance_id']}-{stable_hash(info['mutated_text'])[:12]}",
+            prompt=info["mutated_text"],
+            image_path=str(path),
+            image_sha256=sha256_file(path),
+        )
+
+    def __call__(self, policy: Policy, batch: Sequence[dict]) -> float:
+        return float(np.mean([r["score"] for r in self.items(policy, batch)])) if batch else 0.0
+
+
+def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: int = 8) -> list[Image.Image]:
+    """Other instances' images for multi_image_composition (first `limit` distinct images by instance id)."""
+    seen, out = set(), []
+    for inst in sorted(instances, key=lambda i: i["instance_id"]):
+        rel = inst["seed_data"]["image_path"]
+        path = safe_join(images_root, rel)
+        if rel in seen or not path.exists():
+            continue
+        seen.add(rel)
+        with Image.open(path) as im:
+            out.append(im.convert("RGB"))
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- workflow steps
+def _model_fields(vlm, model_name: str) -> dict:
+    info = vlm.describe()
+    return {"model": model_name, "stand_in": bool(getattr(info, "stand_in", False))}
+
+
+def standard_eval(instances, split: dict[str, str], vlm, model_name: str, images_root, scorer: GHRScorer | None = None) -> pl.DataFrame:
+    """Every instance asked unmutated (the 'Standard' setting of Table 11)."""
+    scorer = scorer or GHRScorer()
+    requests = []
+    for inst in instances:
+        path = safe_join(images_root, inst["seed_data"]["image_path"])
+        if not path.exists():
+            raise InputError(f"instance {inst['instance_id']}: image {inst['seed_data']['image_path']!r} not found under {images_root}")
+        requests.append(VLMRequest(inst["instance_id"], inst["seed_data"]["question"], str(path), sha256_file(path)))
+    rows = []
+    extra = _model_fields(vlm, model_name)
+    for inst, answer in zip(instances, _answers(vlm, requests)):
+        h, stage = scorer.score(inst, answer)
+        rows.append(_row(inst, split, answer, h, stage, "", **extra))
+    return _frame(rows)
+
+
+def _row(inst, split, answer, h, stage, policy_key, **extra) -> dict:
+    return {
+        "instance_id": inst["instance_id"],
+        "group": group_of(inst),
+        "category": inst["meta_inf"]["category"],
+        "subtype": inst["meta_inf"]["subtype"],
+        "qtype": inst["seed_data"]["type"],
+        "risk_level": int(inst["meta_inf"]["risk_level"]),
+        "split": split.get(inst["instance_id"], "test"),
+        "policy": policy_key,
+        "answer": answer,
+        "ghr": int(h),
+        "ghr_stage": stage,
+        "bhr": float(bhr(inst, answer)[0]),
+        **extra,
+    }
+
+
+_SCHEMA = {
+    "instance_id": pl.String, "group": pl.String, "category": pl.String, "subtype": pl.String, "qtype": pl.String,
+    "risk_level": pl.Int64, "split": pl.String, "policy": pl.String, "answer": pl.String, "ghr": pl.Int64,
+    "ghr_stage": pl.String, "bhr": pl.Float64, "model": pl.String, "stand_in": pl.Boolean,
+}
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=_SCHEMA).sort("instance_id")
+
+
+def train_group(
+    instances, split: dict[str, str], group: str, vlm, images_root, work_dir, controller_cfg: dict, seed: int,
+    scorer: GHRScorer | None = None, metric: str = "ghr",
+) -> TrainResult:
+    """Train one (s, q) group's policy on its pilot (train) instances (C.4.3 / C.5)."""
+    train = [i for i in instances if group_of(i) == group and split.get(i["instance_id"]) == "train"]
+    if not train:
+        raise InputError(f"group {group}: no training instances (groups present: {', '.join(sorted({group_of(i) for i in instances}))})")
+    evaluator = PolicyEvaluator(vlm, images_root, work_dir, seed, scorer, metric, load_distractors(instances, images_root))
+    return make_controller(controller_cfg, seed).train(group, train, evaluator)
+
+
+def fuzzed_eval(
+    instances, split: dict[str, str], controller: CentralFuzzController, vlm, model_name: str, images_root, out_dir,
+    seed: int, scorer: GHRScorer | None = None,
+) -> tuple[pl.DataFrame, list[dict]]:
+    """Every instance mutated by its group's policy (default policy for unseen groups); images under out_dir/fuzzed/."""
+    evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, scorer, "ghr", load_distractors(instances, images_root))
+    by_policy: dict[str, list[dict]] = {}
+    policies: dict[str, Policy] = {}
+    for inst in instances:
+        p = controller.policy_for_instance(inst)
+        policies[p.key()] = p
+        by_policy.setdefault(p.key(), []).append(inst)
+    rows, mutated = [], []
+    extra = _model_fields(vlm, model_name)
+    for key in sorted(by_policy):
+        for inst, item in zip(by_policy[key], evaluator.items(policies[key], by_policy[key])):
+            rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], key, **extra))
+            mutated.append(item["mutated"])
+    return _frame(rows), sorted(mutated, key=lambda m: m["instance_id"])
+
+
+def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test") -> pl.DataFrame:
+    """GHR / risk-weighted GHR / BHR, standard vs fuzzed, per group and overall, on one split (Table 11 layout)."""
+    rows = []
+    std, fz = standard.filter(pl.col("split") == split), fuzzed.filter(pl.col("split") == split)
+    groups = sorted(set(std["group"].to_list()) | set(fz["group"].to_list()))
+    for name, s, f in [("overall", std, fz)] + [(g, std.filter(pl.col("group") == g), fz.filter(pl.col("group") == g)) for g in groups]:
+        row = {"group": name, "split": split, "n": s.height}
+        for setting, df in (("standard", s), ("fuzzed", f)):
+            row[f"ghr_{setting}"] = float(df["ghr"].mean()) if df.height else None
+            row[f"ghr_risk_{setting}"] = risk_weighted(df["ghr"].to_list(), df["risk_level"].to_list()) if df.height else None
+            row[f"bhr_{setting}"] = float(df["bhr"].mean()) if df.height else None
+        row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
+        row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
+        rows.append(row)
+    schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
+    for setting in ("standard", "fuzzed"):
+        schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64, f"bhr_{setting}": pl.Float64})
+    schema.update({"ghr_delta": pl.Float64, "policy": pl.String})
+    return pl.DataFrame(rows, schema=schema)
