@@ -109,6 +109,16 @@ def test_state_machine_rules(ode_release):
     assert not df.filter(pl.col("examiner") == "prompt_only")["false_premise"].any()
 
 
+@pytest.mark.parametrize("end_weight, expected", [(1e9, 7), (0.0, 20)])
+def test_end_must_be_chosen_twice_in_separate_rounds(ode_release, end_weight, expected):
+    release, graph = ode_release
+    weights = {"regular": 1, "follow_up": 1, "adversarial": 1, "unanswerable": 1, "end": end_weight}
+    _, rows = run_examiner(release, graph, AgreeingVLM(), examiners=["cedi"], max_rounds=20, switch_weights=weights)
+    lengths = pl.DataFrame(rows).group_by("conversation_id").agg(pl.len().alias("n"))["n"].to_list()
+    # END first allowed at round 6 → one vote, one more question; second vote at round 7 ends: 7 turns
+    assert lengths == [expected] * len(lengths)
+
+
 def test_truths_come_from_the_graph_and_judgements(ode_release):
     release, graph = ode_release
     _, rows = run_examiner(release, graph, AgreeingVLM(), max_rounds=12)

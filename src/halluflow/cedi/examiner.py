@@ -350,20 +350,20 @@ class Examiner:
         if r >= self.cfg["max_rounds"]:
             return None
         prev = c.pending
-        while True:
-            states = allowed_states(r, prev, self.cfg["min_end_round"])
+        states = allowed_states(r, prev, self.cfg["min_end_round"])
+        state = (llm_switch(self.llm, c.context, c.history(), states) if self.llm else None) or template_switch(
+            c.rng, states, self.cfg["switch_weights"])
+        if state == END:
+            c.end_votes += 1
+            if c.end_votes >= self.cfg["end_votes"]:
+                return None
+            # END must be chosen again in a LATER round: this round asks one more question
+            states = [s for s in states if s != END]
             state = (llm_switch(self.llm, c.context, c.history(), states) if self.llm else None) or template_switch(
                 c.rng, states, self.cfg["switch_weights"])
-            if state == END:
-                c.end_votes += 1
-                if c.end_votes >= self.cfg["end_votes"]:
-                    return None
-                continue  # END must be chosen again; redraw among all states
-            q = self._make(c, state, prev)
-            if q is not None:
-                return self._maybe_rewrite(c, q)
+        return self._maybe_rewrite(c, self._make(c, state, prev))
 
-    def _make(self, c: Conversation, state: str, prev: Question | None) -> Question | None:
+    def _make(self, c: Conversation, state: str, prev: Question | None) -> Question:
         bank = c.bank
         if state == "regular":
             q = bank.regular(c.rng, c.context)

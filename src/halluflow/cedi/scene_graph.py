@@ -92,11 +92,10 @@ class Synonyms:
         return syn
 
     def object_name(self, name: str) -> str:
+        # singular first: VG lists "table" and "tables" as two classes, but a scene graph does not count instances
         n = normalize(name)
-        if n in self.objects:
-            return self.objects[n]
         s = singular(n)
-        return self.objects.get(s, s)
+        return self.objects.get(s) or self.objects.get(n) or s
 
     def predicate(self, predicate: str) -> str:
         p = normalize(predicate)
