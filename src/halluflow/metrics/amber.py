@@ -1,0 +1,355 @@
+"""AMBER scores (junyangwang0410/AMBER inference.py; anchors.md "AMBER"), in AMBER's percent scale and rounding.
+
+Discriminative: the response must be exactly "Yes"/"No"; "No" is the positive class; counters start at the
+0.001 of AMBER's metrics.txt; F1 is computed from the ROUNDED precision/recall with +1e-4 (+1e-3 for existence,
+as in the original). Generative: CHAIR / Cover / Hal / Cog with AMBER's association (relation.json) and safe-word
+rules. Two parts of the original cannot run offline and are replaced by documented defaults:
+- noun extraction (nltk POS tags NN* + WordNet lemmatizer): we take every word token whose noun lemma (WordNet
+  "morphy" suffix rules + irregular plurals, candidates checked against AMBER's vocabulary, shortest wins, as
+  WordNetLemmatizer does) is in relation.json. Case is kept, as in the original ("Trees" is not "tree"). Words
+  used as verbs/adjectives are not filtered out (no tagger): a divergence, visible in the per-response rows.
+- spaCy en_core_web_lg similarity > 0.8: a pluggable `similarity` matcher; default "exact" (no similarity step:
+  only exact words and relation.json associations count); any embedder backend name (glove, minilm) uses cosine
+  similarity of its embeddings with the same threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ..errors import InputError
+from ..io import read_json
+from ..progress import progress
+from .chair import tokenize
+
+CLI_DESCRIPTION = "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative (Acc, P, R, F1) scores, in percent."
+CLI_EPILOG = """examples:
+  halluflow score amber --responses responses.json --annotations ../shared/data/amber/data
+  halluflow score amber --responses r.json --annotations DIR --dimension d --out amber.json
+  halluflow score amber --responses r.json --annotations DIR --dimension g --similarity glove
+responses: JSON array [{"id": <1-based AMBER id>, "response": "..."}]; DIR holds annotations.json, relation.json,
+safe_words.txt (and metrics.txt, whose initial counters are used when present).
+dimensions: all (a), g = generative, d = all discriminative, de = existence, da = attribute, dr = relation."""
+
+# AMBER's metrics.txt: every *_num counter starts at 0.001 so empty sections divide safely.
+DEFAULT_START = 0.001
+TYPE_SECTION = {
+    "discriminative-attribute-state": "state",
+    "discriminative-attribute-number": "number",
+    "discriminative-attribute-action": "action",
+    "discriminative-hallucination": "existence",
+}  # every other discriminative type ("discriminative-relation", "relation") counts as relation
+DIMENSIONS = {
+    "all": ("generative", "overall", "existence", "attribute", "state", "number", "action", "relation"),
+    "g": ("generative",),
+    "d": ("overall", "existence", "attribute", "state", "number", "action", "relation"),
+    "de": ("existence",),
+    "da": ("attribute", "state", "number", "action"),
+    "dr": ("relation",),
+}
+DIMENSIONS["a"] = DIMENSIONS["all"]
+
+
+@dataclass
+class AmberData:
+    annotations: list[dict]
+    association: dict[str, list[str]]
+    safe_words: list[str]
+    start: float = DEFAULT_START
+    vocabulary: set[str] = field(init=False)
+
+    def __post_init__(self):
+        self.vocabulary = set(self.association) | {w for ws in self.association.values() for w in ws}
+
+
+def read_start_value(path: Path) -> float:
+    """The initial value of the *_num counters in AMBER's metrics.txt (all equal there)."""
+    values = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, eq, value = line.partition("=")
+        if eq and name.strip().endswith("_num"):
+            try:
+                values.add(float(value))
+            except ValueError:
+                raise InputError(f"{path}: {name.strip()} = {value.strip()!r} is not a number") from None
+    if len(values) != 1:
+        raise InputError(f"{path}: expected one common start value for the *_num counters, found {sorted(values)}")
+    return values.pop()
+
+
+def load_amber(directory: str | Path) -> AmberData:
+    d = Path(directory)
+    if not d.is_dir():
+        raise InputError(f"AMBER annotations folder {d} not found")
+    annotations = read_json(d / "annotations.json")
+    association = read_json(d / "relation.json")
+    safe_path = d / "safe_words.txt"
+    if not safe_path.exists():
+        raise InputError(f"{safe_path}: file not found")
+    safe = [line.split("\n")[0] for line in safe_path.read_text(encoding="utf-8").splitlines(keepends=True)]
+    start = read_start_value(d / "metrics.txt") if (d / "metrics.txt").exists() else DEFAULT_START
+    for i, a in enumerate(annotations, 1):
+        if a.get("id") != i:
+            raise InputError(f"{d / 'annotations.json'}: record {i} has id {a.get('id')!r}; AMBER indexes by id-1")
+        if a.get("type") == "generative":
+            for w in a["truth"] + a["hallu"]:
+                if w not in association:
+                    raise InputError(f"{d / 'relation.json'}: object {w!r} of annotation {i} has no entry")
+    return AmberData(annotations, association, safe, start)
+
+
+# ---------------------------------------------------------------- noun extraction (WordNet-morphy stand-in)
+_NOUN_EXCEPTIONS = {
+    "men": "man", "women": "woman", "children": "child", "feet": "foot", "teeth": "tooth", "mice": "mouse",
+    "geese": "goose", "oxen": "ox", "knives": "knife", "wives": "wife", "lives": "life", "leaves": "leaf",
+    "loaves": "loaf", "wolves": "wolf", "shelves": "shelf", "halves": "half", "calves": "calf",
+    "scarves": "scarf", "hooves": "hoof", "thieves": "thief", "dice": "die", "people": "person",
+}
+# WordNet morphy's noun detachment rules
+_MORPHY_NOUN = [("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
+                ("shes", "sh"), ("men", "man"), ("ies", "y")]
+
+
+def noun_lemma(word: str, vocabulary: set[str]) -> str:
+    """WordNetLemmatizer.lemmatize(word) restricted to AMBER's vocabulary: the shortest valid form, else the word."""
+    candidates = [word] if word in vocabulary else []
+    if word in _NOUN_EXCEPTIONS and _NOUN_EXCEPTIONS[word] in vocabulary:
+        candidates.append(_NOUN_EXCEPTIONS[word])
+    for old, new in _MORPHY_NOUN:
+        if word.endswith(old) and len(word) > len(old):
+            base = word[: -len(old)] + new
+            if base in vocabulary:
+                candidates.append(base)
+    return min(candidates, key=len) if candidates else word
+
+
+def extract_nouns(text: str, vocabulary: set[str]) -> list[str]:
+    """Vocabulary nouns of a response, in order, duplicates kept (AMBER counts every mention)."""
+    out = []
+    for tok in tokenize(text):
+        lemma = noun_lemma(tok, vocabulary)
+        if lemma in vocabulary:
+            out.append(lemma)
+    return out
+
+
+# ---------------------------------------------------------------- similarity matchers
+class ExactMatcher:
+    """No similarity step: the default (spaCy's en_core_web_lg is not available offline)."""
+
+    name = "exact"
+
+    def first_similar(self, noun: str, words: list[str]) -> int | None:
+        return None
+
+
+class EmbeddingMatcher:
+    """spaCy-style token similarity with an embedder backend: first word with cosine > threshold."""
+
+    def __init__(self, backend: str, threshold: float = 0.8, **kwargs):
+        from ..registry import create
+
+        self.name = backend
+        self.embedder = create("embedder", {"backend": backend, **kwargs})
+        self.threshold = threshold
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _vectors(self, words: list[str]) -> np.ndarray:
+        todo = [w for w in dict.fromkeys(words) if w not in self._cache]
+        if todo:
+            vecs = np.asarray(self.embedder.embed(todo), dtype=np.float64)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            for w, v in zip(todo, vecs / np.where(norms == 0, 1, norms)):
+                self._cache[w] = v
+        return np.stack([self._cache[w] for w in words])
+
+    def first_similar(self, noun: str, words: list[str]) -> int | None:
+        if not words:
+            return None
+        sims = self._vectors(words) @ self._vectors([noun])[0]
+        hits = np.flatnonzero(sims > self.threshold)
+        return int(hits[0]) if hits.size else None
+
+
+def make_matcher(name: str = "exact", threshold: float = 0.8):
+    return ExactMatcher() if name == "exact" else EmbeddingMatcher(name, threshold)
+
+
+# ---------------------------------------------------------------- scoring
+def _accumulated(start: float, n: int) -> float:
+    # AMBER adds 1 to a counter that starts at 0.001, once per item: repeat the float additions so results are
+    # bit-identical to the original (0.001 + n computed once can differ in the last bit).
+    return _accumulate(start, [1] * n)
+
+
+def _accumulate(start: float, values) -> float:
+    total = start
+    for v in values:
+        total += v
+    return total
+
+
+def _r(x: float) -> float:
+    return round(x, 1)
+
+
+def _prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps) -> dict:
+    acc = _r(correct / correct_num * 100)
+    precision = _r(ans_no / ans_no_num * 100)
+    recall = _r(no / no_num * 100)
+    f1 = _r(2 * (precision / 100) * (recall / 100) / ((precision / 100) + (recall / 100) + eps) * 100)
+    return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1}
+
+
+def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFrame:
+    """Per discriminative response: id, section, truth, response, parsed, correct (vectorised)."""
+    ann = pl.DataFrame({"id": [a["id"] for a in data.annotations], "type": [a["type"] for a in data.annotations],
+                        "truth": [a["truth"] if isinstance(a["truth"], str) else None for a in data.annotations]},
+                       schema={"id": pl.Int64, "type": pl.String, "truth": pl.String})
+    df = responses.join(ann, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
+    return df.with_columns(
+        section=pl.col("type").replace_strict(TYPE_SECTION, default="relation"),
+        parsed=pl.when(pl.col("response") == "Yes").then(pl.lit("yes"))
+        .when(pl.col("response") == "No").then(pl.lit("no")).otherwise(None),
+    ).with_columns(correct=pl.col("parsed").fill_null("") == pl.col("truth"))
+
+
+def discriminative_scores(rows: pl.DataFrame, start: float = DEFAULT_START) -> dict[str, dict]:
+    counts = rows.group_by("section").agg(
+        n=pl.len(),
+        correct=pl.col("correct").sum(),
+        no_num=(pl.col("truth") == "no").sum(),
+        no=((pl.col("truth") == "no") & (pl.col("parsed") == "no")).sum(),
+        ans_no_num=(pl.col("parsed") == "no").sum(),
+    )
+    c = {r["section"]: r for r in counts.to_dicts()}
+    zero = {"n": 0, "correct": 0, "no_num": 0, "no": 0, "ans_no_num": 0}
+
+    def counters(sections):
+        rs = [c.get(s, zero) for s in sections]
+        # separate float counters per type, summed in AMBER's order (state, number, action)
+        return (sum(r["correct"] for r in rs), sum(_accumulated(start, r["n"]) for r in rs),
+                sum(r["no"] for r in rs), sum(_accumulated(start, r["ans_no_num"]) for r in rs),
+                sum(r["no"] for r in rs), sum(_accumulated(start, r["no_num"]) for r in rs))
+
+    out = {}
+    for section, eps in (("existence", 0.001), ("state", 1e-4), ("number", 1e-4), ("action", 1e-4),
+                         ("relation", 1e-4)):
+        out[section] = _prf(*counters([section]), eps) | {"n": c.get(section, zero)["n"]}
+    attr = ["state", "number", "action"]
+    out["attribute"] = _prf(*counters(attr), 1e-4) | {"n": sum(c.get(s, zero)["n"] for s in attr)}
+    total = {k: sum(r[k] for r in c.values()) for k in zero}
+    out["overall"] = _prf(total["correct"], _accumulated(start, total["n"]), total["no"],
+                          _accumulated(start, total["ans_no_num"]), total["no"],
+                          _accumulated(start, total["no_num"]), 1e-4) | {"n": total["n"]}
+    return out
+
+
+def generative_row(response: str, ann: dict, data: AmberData, matcher) -> dict:
+    """One generative response: AMBER's mention-by-mention rules (association, safe words, similarity)."""
+    truth, hallu = ann["truth"], ann["hallu"]
+    # association words first (in object order), then the objects themselves: the first hit decides which object a
+    # word covers, exactly as AMBER's safe_words/safe_list and ha_words/ha_list do
+    safe_words = [w for t in truth for w in data.association[t]] + truth
+    safe_owner = [i for i, t in enumerate(truth) for _ in data.association[t]] + list(range(len(truth)))
+    ha_words = [w for h in hallu for w in data.association[h]] + hallu
+    ha_owner = [i for i, h in enumerate(hallu) for _ in data.association[h]] + list(range(len(hallu)))
+    covered, cognitive = [0] * len(truth), [0] * len(hallu)
+    nouns = extract_nouns(response, data.vocabulary)
+    hallucinated = []
+    for noun in nouns:
+        if noun in data.safe_words:
+            continue
+        if noun in safe_words:
+            covered[safe_owner[safe_words.index(noun)]] = 1
+            continue
+        if noun in ha_words:
+            cognitive[ha_owner[ha_words.index(noun)]] = 1
+        j = matcher.first_similar(noun, ha_words)
+        if j is not None:
+            cognitive[ha_owner[j]] = 1
+        j = matcher.first_similar(noun, safe_words)
+        if j is not None:
+            covered[safe_owner[j]] = 1
+            continue
+        hallucinated.append(noun)
+    return {"id": ann["id"], "nouns": nouns, "hallucinated": hallucinated, "n_mentions": len(nouns),
+            "n_hallucinated": len(hallucinated), "covered": sum(covered), "n_truth": len(truth),
+            "cog": sum(cognitive), "n_hallu": len(hallu)}
+
+
+def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
+    chair = sum(r["n_hallucinated"] for r in rows) / _accumulate(start, [r["n_mentions"] for r in rows])
+    cover = sum(r["covered"] for r in rows) / _accumulate(start, [r["n_truth"] for r in rows])
+    cog = sum(r["cog"] for r in rows) / _accumulate(start, [r["n_hallu"] for r in rows])
+    non_hallu = sum(r["n_hallucinated"] == 0 for r in rows) / _accumulated(start, len(rows))
+    return {"chair": _r(chair * 100), "cover": _r(cover * 100), "hal": _r(100 - non_hallu * 100),
+            "cog": _r(cog * 100), "n": len(rows)}
+
+
+def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON array of {{\"id\", \"response\"}}")
+    ids, texts, seen = [], [], set()
+    for i, r in enumerate(data):
+        if not isinstance(r, dict) or not isinstance(r.get("id"), int) or not isinstance(r.get("response"), str):
+            raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
+        if not 1 <= r["id"] <= n_annotations:
+            raise InputError(f"{path}: item {i} has id {r['id']}, outside AMBER's 1..{n_annotations}")
+        if r["id"] in seen:
+            raise InputError(f"{path}: id {r['id']} appears more than once (item {i})")
+        seen.add(r["id"])
+        ids.append(r["id"])
+        texts.append(r["response"])
+    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+
+
+def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all", matcher=None,
+                 with_rows: bool = False):
+    """AMBER sections for `dimension`; with_rows also returns (discriminative rows, generative rows)."""
+    if dimension not in DIMENSIONS:
+        raise InputError(f"unknown AMBER dimension {dimension!r} (known: {', '.join(DIMENSIONS)})")
+    matcher = matcher or ExactMatcher()
+    wanted = DIMENSIONS[dimension]
+    out: dict = {}
+    gen_rows: list[dict] = []
+    if "generative" in wanted:
+        gen_ids = [i for i in responses["id"].to_list() if data.annotations[i - 1]["type"] == "generative"]
+        text = dict(zip(responses["id"].to_list(), responses["response"].to_list()))
+        gen_rows = [generative_row(text[i], data.annotations[i - 1], data, matcher)
+                    for i in progress(gen_ids, desc="AMBER generative")]
+        out["generative"] = generative_scores(gen_rows, data.start)
+    disc = discriminative_rows(responses, data)
+    if set(wanted) - {"generative"}:
+        scores = discriminative_scores(disc, data.start)
+        out.update({k: scores[k] for k in wanted if k != "generative"})
+    out["dimension"] = dimension
+    out["similarity"] = matcher.name
+    return (out, disc, gen_rows) if with_rows else out
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--responses", required=True, help='JSON array [{"id", "response"}]')
+    parser.add_argument("--annotations", required=True, help="folder with annotations.json, relation.json, safe_words.txt")
+    parser.add_argument("--dimension", default="all", choices=sorted(DIMENSIONS), help="which sections (default all)")
+    parser.add_argument("--similarity", default="exact",
+                        help="near-synonym matcher: exact (default) or an embedder backend (glove, minilm)")
+    parser.add_argument("--similarity-threshold", type=float, default=0.8, help="cosine threshold (AMBER: 0.8)")
+    parser.add_argument("--out", help="also write the JSON to this file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .pope import emit
+
+    data = load_amber(args.annotations)
+    responses = load_responses(args.responses, len(data.annotations))
+    emit(amber_scores(responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold)),
+         args.out)
+    return 0
+

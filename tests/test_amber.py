@@ -1,0 +1,128 @@
+"""AMBER: the real annotation files (counts a human can check), AMBER's quirks on a hand-made folder, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from conftest import shared_data
+
+from halluflow.cli import main
+from halluflow.errors import InputError
+from halluflow.metrics.amber import (
+    DEFAULT_START, amber_scores, extract_nouns, load_amber, load_responses, read_start_value)
+
+
+@pytest.fixture(scope="module")
+def amber():
+    return load_amber(shared_data("amber", "data"))
+
+
+def _responses(data, gen, disc):
+    return pl.DataFrame([{"id": a["id"], "response": gen(a) if a["type"] == "generative" else disc(a)}
+                         for a in data.annotations])
+
+
+def test_metrics_txt_is_the_initial_counters(amber):
+    # metrics.txt is AMBER's counter initialisation (no published result): every *_num starts at 0.001
+    assert read_start_value(shared_data("amber", "data", "metrics.txt")) == DEFAULT_START == amber.start
+
+
+def test_perfect_answers(amber):
+    r = amber_scores(_responses(amber, lambda a: " ".join(a["truth"]),
+                                lambda a: "Yes" if a["truth"] == "yes" else "No"), amber)
+    for section in ("overall", "existence", "attribute", "state", "number", "action", "relation"):
+        assert [r[section][k] for k in ("accuracy", "precision", "recall", "f1")] == [100.0] * 4, section
+    assert [r[s]["n"] for s in ("existence", "state", "number", "action", "relation")] == [4924, 4764, 2072, 792, 1664]
+    # naming every truth object: no hallucination; Cover < 100 because AMBER credits a word to the FIRST object
+    # whose association list holds it (e.g. 'man' listed under 'person' covers person, never the object 'man')
+    assert (r["generative"]["chair"], r["generative"]["hal"], r["generative"]["cog"]) == (0.0, 0.0, 0.0)
+    assert r["generative"]["cover"] == 93.3
+
+
+def test_always_yes_and_hallu_objects(amber):
+    r = amber_scores(_responses(amber, lambda a: " ".join(a["hallu"]), lambda a: "Yes"), amber)
+    # 'No' is the positive class: nobody answered No → P = R = F1 = 0 (denominators 0.001, no crash)
+    assert r["existence"] == {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": 4924}
+    assert r["attribute"]["accuracy"] == 50.0  # yes/no balanced
+    assert r["relation"]["accuracy"] == round(975 / 1664 * 100, 1) == 58.6
+    assert r["overall"]["accuracy"] == round((2382 + 1036 + 396 + 975) / 14216 * 100, 1) == 33.7
+    assert r["generative"]["hal"] == 100.0 and r["generative"]["cog"] > 90
+
+
+def test_strict_yes_no(amber):
+    r = amber_scores(_responses(amber, lambda a: "", lambda a: "no"), amber, dimension="de")
+    assert r["existence"]["accuracy"] == 0.0  # 'no' is not 'No'
+    assert set(r) == {"existence", "dimension", "similarity"}
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    d = tmp_path / "amber"
+    d.mkdir()
+    ann = [
+        {"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat", "frisbee"]},
+        {"id": 2, "type": "generative", "truth": ["sky"], "hallu": ["bird"]},
+        {"id": 3, "type": "discriminative-hallucination", "truth": "no"},
+        {"id": 4, "type": "discriminative-hallucination", "truth": "yes"},
+        {"id": 5, "type": "discriminative-hallucination", "truth": "no"},
+        {"id": 6, "type": "discriminative-attribute-state", "truth": "no"},
+        {"id": 7, "type": "discriminative-attribute-state", "truth": "yes"},
+        {"id": 8, "type": "discriminative-attribute-state", "truth": "no"},
+    ]
+    (d / "annotations.json").write_text(json.dumps(ann))
+    (d / "relation.json").write_text(json.dumps({"dog": ["puppy"], "grass": ["lawn"], "cat": ["kitten"],
+                                                 "frisbee": [], "sky": ["cloud"], "bird": [], "tree": [],
+                                                 "light": []}))
+    (d / "safe_words.txt").write_text("light\n")
+    return d
+
+
+def test_generative_rules_by_hand(tiny):
+    data = load_amber(tiny)
+    responses = pl.DataFrame({"id": [1, 2], "response": [
+        "A puppy and a kitten on the lawn, a light and two trees.",  # puppy→dog, lawn→grass, kitten: cog + hal
+        "clouds in the sky. Clouds."]})  # 'Clouds' stays capitalised → not a vocabulary noun (as in AMBER)
+    r = amber_scores(responses, data, dimension="g")["generative"]
+    # mentions: puppy lawn kitten light tree | cloud sky → 7; hallucinated: kitten, tree → CHAIR 2/7 = 28.6
+    assert r["chair"] == round(2 / (7 + 0.001) * 100, 1) == 28.6
+    assert r["cover"] == round(3 / 3.001 * 100, 1) == 100.0  # dog, grass, sky all covered
+    assert r["hal"] == round(100 - 1 / 2.001 * 100, 1) == 50.0  # one response of two hallucinates
+    assert r["cog"] == round(1 / (3 + 0.001) * 100, 1) == 33.3  # cat of (cat, frisbee, bird)
+    assert extract_nouns("Trees and trees", data.vocabulary) == ["tree"]  # case kept, as nltk + WordNet do
+
+
+def test_discriminative_counts_and_f1_epsilons(tiny):
+    data = load_amber(tiny)
+    # existence: No to all three → P = 2/3.001, R = 2/2.001; F1 from the ROUNDED P and R
+    responses = pl.DataFrame({"id": [3, 4, 5, 6, 7, 8], "response": ["No"] * 6})
+    r = amber_scores(responses, data, dimension="d")
+    assert r["existence"]["precision"] == r["state"]["precision"] == round(2 / 3.001 * 100, 1) == 66.6
+    assert r["existence"]["recall"] == round(2 / 2.001 * 100, 1) == 100.0
+    assert r["existence"]["f1"] == round(2 * 0.666 * 1.0 / (0.666 + 1.0 + 0.001) * 100, 1)
+    assert r["overall"]["accuracy"] == round(4 / 6.001 * 100, 1)
+    assert r["attribute"]["accuracy"] == round(2 / 3.001 * 100, 1)
+
+
+def test_f1_epsilon_differs_for_existence():
+    from halluflow.metrics.amber import _prf
+
+    # P = 50.0, R = 100.0 after rounding: AMBER's existence F1 adds 0.001 (66.6), the others 0.0001 (66.7)
+    counts = (0, 1.0, 1000, 2000.001, 1000, 1000.001)
+    assert _prf(*counts, 0.001)["f1"] == 66.6 and _prf(*counts, 1e-4)["f1"] == 66.7
+
+
+def test_cli_and_errors(tiny, tmp_path, capsys):
+    resp = tmp_path / "r.json"
+    resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 2, "response": "The sky."}]))
+    out = tmp_path / "m.json"
+    assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tiny), "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out.read_text()) and printed["generative"]["cover"] == round(1 / 1.001 * 100, 1) == 99.9
+    assert printed["existence"]["accuracy"] == round(1 / 1.001 * 100, 1) == 99.9
+    resp.write_text(json.dumps([{"id": 99, "response": "No"}]))
+    with pytest.raises(InputError, match="id 99, outside AMBER's 1..8"):
+        load_responses(resp, 8)
+    assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tmp_path / "none")]) == 1
+    assert "not found" in capsys.readouterr().err
