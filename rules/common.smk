@@ -129,3 +129,65 @@ def get_report_targets():
 
 
 FINAL_TARGETS.append(get_report_targets)
+
+
+# ---- CAOS + ODE diagnosis (rules/caos.smk) ----
+CAOS_CONFIG = config["caos"]
+DIAGNOSIS_CONFIG = config["diagnosis"]
+CAOS_RELEASE = f"{OUT}/release"  # rule package_release's folder: queries.parquet + images/
+CAOS_NODES = f"{OUT}/graph/nodes.parquet"  # rule build_graph: node frequencies = the frequent-object ranking
+
+
+def _caos_model_names():
+    return [m["name"] for m in config.get("models", [])]
+
+
+def _caos_has_rule(name):
+    # The scoring stage is optional: CAOS shows its POPE-F1 / CHAIR side by side only when the rule exists.
+    try:
+        getattr(rules, name)
+    except Exception:
+        return False
+    return True
+
+
+def get_caos_answers(wildcards):
+    return expand(f"{OUT}/answers/{wildcards.model}/{{shard}}.parquet", shard=ANSWER_SHARDS)
+
+
+def get_caos_metrics(wildcards):
+    return [f"{OUT}/metrics/{wildcards.model}.json"] if _caos_has_rule("score") else []
+
+
+def get_diagnosis_scores(wildcards):
+    return [f"{OUT}/scores/{wildcards.model}/answers.parquet"] if _caos_has_rule("score") else []
+
+
+def get_caos_oracle_members():
+    # Members named in caos.oracle.members are looked up in `models:` so one model spec serves both roles.
+    by_name = {m["name"]: m for m in config.get("models", [])}
+    members = []
+    for i, member in enumerate(CAOS_CONFIG["oracle"]["members"]):
+        if isinstance(member, str):
+            if member not in by_name:
+                sys.exit(f"halluflow: invalid config: config key 'caos.oracle.members.{i}': no model named {member!r} in models")
+            members.append(dict(by_name[member]))
+        else:
+            members.append({"name": f"oracle-{i}", **member})
+    return members
+
+
+def get_caos_targets():
+    if not CAOS_CONFIG["enabled"]:
+        return []
+    return expand(f"{OUT}/caos/{{model}}.json", model=_caos_model_names())
+
+
+def get_diagnosis_targets():
+    if not DIAGNOSIS_CONFIG["enabled"]:
+        return []
+    return expand(f"{OUT}/diagnosis/{{model}}.{{ext}}", model=_caos_model_names(), ext=["parquet", "png"])
+
+
+FINAL_TARGETS.append(get_caos_targets)
+FINAL_TARGETS.append(get_diagnosis_targets)

@@ -447,6 +447,95 @@ def rows_frame(rows: Sequence[dict], emb_names: Sequence[str], k: int = 3, ks: S
     return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema, orient="row")
 
 
+def _backend_spec(spec: Mapping) -> dict:
+    """{backend, args} (the `models:` shape) or {backend, **kwargs} → the registry's {backend, **kwargs}."""
+    spec = dict(spec)
+    args = spec.pop("args", None) or {}
+    for meta in ("name", "stand_in"):
+        spec.pop(meta, None)
+    return {**spec, **args}
+
+
+def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> dict:
+    """POPE-F1 / CHAIR_s / CHAIR_i from the scoring stage's metrics JSON (not recomputed here).
+
+    The JSON is searched for the keys f1, chair_s, chair_i; the shortest path wins, preferring paths naming pope /
+    overall (F1) or chair / generative (CHAIR). The dotted path used is recorded next to each number.
+    """
+    out: dict = {"source": source, "pope_f1": None, "chair_s": None, "chair_i": None, "paths": {}}
+    if not metrics:
+        return out
+    flat: list[tuple[str, object]] = []
+
+    def walk(node, prefix):
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            flat.append((prefix, node))
+
+    walk(metrics, "")
+    wanted = {"pope_f1": ("f1", ("pope", "overall", "existence")), "chair_s": ("chair_s", ("chair", "generative")),
+              "chair_i": ("chair_i", ("chair", "generative"))}
+    for name, (key, prefer) in wanted.items():
+        hits = [(p, v) for p, v in flat if p.split(".")[-1].lower() == key]
+        if not hits:
+            continue
+        hits.sort(key=lambda pv: (not any(w in pv[0].lower() for w in prefer), pv[0].count("."), pv[0]))
+        out[name], out["paths"][name] = _r(float(hits[0][1])), hits[0][0]
+    return out
+
+
+def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metrics: Sequence[str], cfg: Mapping,
+                 model: str, oracle_members: Sequence[Mapping] = (), default_llm: Mapping | None = None,
+                 out_summary: str, out_objects: str, out_captions: str) -> dict:
+    """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs."""
+    import polars as pl
+
+    from . import registry
+    from .io import read_json, write_json, write_parquet
+
+    answers_df = pl.concat([pl.read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
+    if answers_df is None:
+        raise InputError(f"model {model!r}: no answer shards")
+    queries_path = Path(release_dir) / "queries.parquet"
+    if not queries_path.exists():
+        raise InputError(f"{queries_path}: release queries not found")
+    queries = pl.read_parquet(queries_path)
+    nodes_df = pl.read_parquet(nodes)
+    vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]))
+    llm = None
+    if cfg["extractor"] == "llm":
+        spec = cfg.get("llm") or default_llm
+        if not spec:
+            raise ConfigError("config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)")
+        llm = registry.create("llm", _backend_spec(spec))
+    oracle = None
+    if oracle_members:
+        members = [(m.get("name", m["backend"]), registry.create("vlm", _backend_spec(m))) for m in oracle_members]
+        o = cfg["oracle"]
+        oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
+    embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
+    summary, objects, captions = score_release_answers(
+        answers_df, queries, nodes_df, release_dir=release_dir, extractor=ObjectExtractor(vocab, llm),
+        embedders=embedders, oracle=oracle, k=int(cfg["k"]), ks=sorted(set(cfg["k_sweep"])),
+    )
+    metrics_json = read_json(metrics[0]) if metrics else None
+    summary.update(
+        model=model,
+        metrics=metrics_side_by_side(metrics_json, str(metrics[0]) if metrics else None),
+        embedder_info={n: e.describe().as_dict() for n, e in embedders.items()},
+        extractor=cfg["extractor"],
+        llm=llm.describe().as_dict() if llm is not None else None,
+        oracle={"members": [n for n, _ in oracle.members], "vote": oracle.rule, "tie": oracle.tie} if oracle else None,
+        vocabulary_size=len(vocab),
+    )
+    write_parquet(out_objects, objects)
+    write_parquet(out_captions, captions)
+    write_json(out_summary, summary)
+    return summary
+
+
 # ---- CLI: halluflow score caos ------------------------------------------------------------------------------------
 
 CLI_DESCRIPTION = "CAOS_T / CAOS_X / CAOS_K context-aware object similarities of hallucinated objects (seed 001)."
@@ -555,5 +644,5 @@ def run(args: argparse.Namespace) -> int:
 __all__ = [
     "cosine_matrix", "max_cosine", "parse_yes_no", "vote", "Oracle", "OracleVerdict", "Caption", "judge_caption",
     "object_rows", "caos_summary", "object_statistics", "sequential", "score", "score_release_answers",
-    "frequent_from_nodes", "rows_frame", "configure", "run", "K_SWEEP",
+    "frequent_from_nodes", "rows_frame", "configure", "run", "K_SWEEP", "metrics_side_by_side", "run_workflow",
 ]
