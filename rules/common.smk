@@ -43,6 +43,9 @@ def get_final_output():
 # ---- ODE data pipeline (rules/ode.smk) ----
 ODE_CONFIG = config["ode"]
 ODE_PROMPTS = f"{OUT}/prompts/prompts.parquet"  # read by rule synthesize (column `shard` picks its rows)
+ODE_QUERIES = f"{OUT}/queries/queries.parquet"  # read by the answer rules
+ODE_RELEASE = f"{OUT}/release"  # images + scenes + queries + manifest.json + DATACARD.md
+ODE_RELEASE_MANIFEST = f"{ODE_RELEASE}/manifest.json"  # the rule's declared output (written last)
 
 
 def get_prompt_table():
@@ -63,6 +66,9 @@ def get_graph_source_files(wildcards):
 
 
 def get_ode_targets():
+    # The release needs the synthesize/detect rules (rules/models.smk); without them stop at the prompts.
+    if hasattr(rules, "detect") and hasattr(rules, "synthesize"):
+        return [ODE_RELEASE_MANIFEST]
     return [ODE_PROMPTS]
 
 
