@@ -158,7 +158,10 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             add("existence", EXISTENCE.format(article=article(obj), object=obj), "yes", obj, strategy="truth")
         exclude = set(truth) | detected
         for strategy in strategies:
-            for obj in sampler.candidates(strategy, truth, exclude, negatives_per_image, image_id):
+            # Each strategy skips objects an earlier one already asked, so every strategy adds its own questions.
+            picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, image_id)
+            exclude |= set(picked)
+            for obj in picked:
                 add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
         for side in ("a", "b"):
             obj, attr, kind = scene[f"object_{side}"], scene[f"attribute_{side}"], scene[f"attribute_{side}_kind"]
@@ -167,7 +170,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                 contrast = scene[f"attribute_{side}_contrast"]
                 if contrast and contrast != attr:
                     add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=contrast), "no", obj, kind,
-                        "graph_neighbour")
+                        "contrast")
         for obj in truth:
             if node_rows.get(obj, {}).get("type") != "entity":
                 continue  # counting an environment ("two skies") is not a meaningful question

@@ -1,0 +1,110 @@
+"""Detector filter of ODE (seed 002, §3.3 "quality control"; anchor: ODE's YOLO-World filter).
+
+Keep an image only if object_a (and object_b for entity+entity scenes) is detected with confidence at least the
+keep threshold (paper 0.65; ODE's code 0.2); labels detected at or above the exclusion threshold (0.6) are
+recorded so they are never asked as absent; optionally equalise accepted images across distributions (seeded).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from ..io import safe_join
+from .sampling import DISTRIBUTIONS, _rng
+
+FILTER_SCHEMA = {
+    "image_id": pl.String,
+    "scene_id": pl.String,
+    "distribution": pl.String,
+    "pair_kind": pl.String,
+    "path": pl.String,
+    "detected": pl.List(pl.String),
+    "max_score_a": pl.Float64,
+    "max_score_b": pl.Float64,
+}
+REJECTED_SCHEMA = {**FILTER_SCHEMA, "reason": pl.String}
+
+
+def _require(df: pl.DataFrame, columns, what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+def _norm(label: str) -> str:
+    return " ".join(str(label).lower().split())
+
+
+def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.DataFrame, *, keep_threshold: float,
+                  exclusion_threshold: float, balance: bool = False, seed: int = 0,
+                  root: str | Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(accepted, rejected) tables; `root` (results/<release>) lets missing image files be rejected by name."""
+    _require(images, ("image_id", "scene_id", "path"), "image table")
+    _require(detections, ("image_id", "label", "score"), "detection table")
+    _require(scenes, ("scene_id", "distribution", "pair_kind", "object_a", "object_b"), "scenes table")
+    scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
+    scores: dict[str, dict[str, float]] = {}
+    for image_id, label, score in detections.select("image_id", "label", "score").iter_rows():
+        per = scores.setdefault(image_id, {})
+        lab = _norm(label)
+        per[lab] = max(per.get(lab, 0.0), float(score))
+    accepted, rejected = [], []
+    for img in images.sort("image_id").iter_rows(named=True):
+        scene = scene_rows.get(img["scene_id"])
+        if scene is None:
+            raise InputError(f"image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")
+        per = scores.get(img["image_id"], {})
+        a, b = _norm(scene["object_a"]), _norm(scene["object_b"])
+        row = {
+            "image_id": img["image_id"],
+            "scene_id": scene["scene_id"],
+            "distribution": scene["distribution"],
+            "pair_kind": scene["pair_kind"],
+            "path": img["path"],
+            "detected": sorted(lab for lab, s in per.items() if s >= exclusion_threshold),
+            "max_score_a": per.get(a, 0.0),
+            "max_score_b": per.get(b, 0.0),
+        }
+        reasons = []
+        if root is not None and not safe_join(root, img["path"]).is_file():
+            reasons.append(f"image file {img['path']} missing")
+        required = [("object_a", a, row["max_score_a"])]
+        if scene["pair_kind"] == "entity_entity":
+            required.append(("object_b", b, row["max_score_b"]))
+        for slot, name, score in required:
+            if score < keep_threshold:
+                reasons.append(f"{slot} {name!r} max score {score:.3f} < keep threshold {keep_threshold}")
+        if reasons:
+            rejected.append({**row, "reason": "; ".join(reasons)})
+        else:
+            accepted.append(row)
+    if balance:
+        accepted, dropped = balance_distributions(accepted, seed)
+        rejected.extend(dropped)
+    rejected.sort(key=lambda r: r["image_id"])
+    return (pl.DataFrame(accepted, schema=FILTER_SCHEMA) if accepted else pl.DataFrame(schema=FILTER_SCHEMA),
+            pl.DataFrame(rejected, schema=REJECTED_SCHEMA) if rejected else pl.DataFrame(schema=REJECTED_SCHEMA))
+
+
+def balance_distributions(accepted: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
+    """Within each pair kind, cap every distribution at the smallest accepted count (seeded choice, as ODE)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in accepted:
+        groups.setdefault((row["pair_kind"], row["distribution"]), []).append(row)
+    kept, dropped = [], []
+    for kind in sorted({k for k, _ in groups}):
+        present = [d for d in DISTRIBUTIONS if (kind, d) in groups]
+        cap = min(len(groups[(kind, d)]) for d in present)
+        for d in present:
+            rows = groups[(kind, d)]
+            chosen = set(_rng(seed, "balance", kind, d).choice(len(rows), size=cap, replace=False).tolist())
+            for i, row in enumerate(rows):
+                if i in chosen:
+                    kept.append(row)
+                else:
+                    dropped.append({**row, "reason": f"balanced out: {d} {kind} capped at {cap} images"})
+    kept.sort(key=lambda r: r["image_id"])
+    return kept, dropped

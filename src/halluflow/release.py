@@ -1,0 +1,194 @@
+"""Benchmark release of ODE (seed 002, §3 "dynamic, contamination-free releases") and `halluflow release verify`.
+
+A release folder holds the accepted images (by content, `images/<image_id>.png`), scenes and queries (parquet +
+JSONL), DATACARD.md and manifest.json: the sha256 of every file, the config, seed, package versions, the models
+used and whether they were stand-ins. No timestamps or absolute paths: same inputs give a byte-identical folder.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+from .errors import InputError
+from .io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
+
+MANIFEST = "manifest.json"
+FORMAT = "halluflow-release/1"
+PACKAGES = ("halluflow", "numpy", "polars", "networkx", "torch", "diffusers", "transformers", "ultralytics", "snakemake")
+
+CLI_DESCRIPTION = ("Check a release folder against its manifest.json: every listed file must exist with its sha256 "
+                   "and no unlisted file may be present. Exit 0 when it verifies; otherwise exit 1 and print one "
+                   "line per problem, naming the file.")
+CLI_EPILOG = """examples:
+  halluflow release verify results/ode-demo/release
+  halluflow release verify /data/ode-2026-11/release && echo verified"""
+
+
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
+    """Distinct (role, model, revision, stand_in) rows of the image/detection tables."""
+    seen = set()
+    for role, dfs in tables.items():
+        for df in dfs:
+            if df.height == 0 or "model" not in df.columns:
+                continue
+            cols = [c for c in ("model", "revision", "stand_in") if c in df.columns]
+            for row in df.select(cols).unique().iter_rows(named=True):
+                seen.add((role, row.get("model"), row.get("revision"), bool(row.get("stand_in", False))))
+    return [{"role": r, "model": m, "revision": v, "stand_in": s}
+            for r, m, v, s in sorted(seen, key=lambda t: tuple("" if x is None else str(x) for x in t))]
+
+
+def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int) -> str:
+    lines = [f"# Data card: {name}", ""]
+    if stand_ins:
+        lines += ["> **WARNING: made with randomly initialised STAND-IN models.** Images and detections are noise;",
+                  "> this release tests the pipeline, it does not measure any model. Do not report numbers from it.", ""]
+    lines += [
+        "## What",
+        "An ODE-style (open-set dynamic evaluation, Tu et al., CVPR 2025) hallucination benchmark release made by",
+        "halluflow: synthetic images of concept pairs sampled from a co-occurrence graph, with generative and",
+        "yes/no questions whose answers are known by construction.",
+        "",
+        "## How",
+        "concept graph -> scenes (standard / long-tail / random / fictional x entity+entity / entity+environment)",
+        "-> text-to-image synthesis -> open-vocabulary detector filter -> queries. "
+        f"Master seed {seed}; the full config is in manifest.json.",
+        "",
+        "## Models",
+    ]
+    for m in models:
+        revision = f" (revision {m['revision']})" if m["revision"] else ""
+        lines.append(f"- {m['role']}: {m['model']}{revision}{' - STAND-IN' if m['stand_in'] else ''}")
+    if not models:
+        lines.append("- (none recorded)")
+    lines += ["", "## Contents", f"- images: {counts['images']}", f"- scenes: {counts['scenes']}",
+              f"- queries: {counts['queries']}", "", "| distribution | pair kind | images | queries |", "|---|---|---|---|"]
+    for row in counts["by_distribution"]:
+        lines.append(f"| {row['distribution']} | {row['pair_kind']} | {row['images']} | {row['queries']} |")
+    lines += ["", "| query type | yes | no | open |", "|---|---|---|---|"]
+    for row in counts["by_query_type"]:
+        lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
+    lines += ["", "## Files", "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
+              "`manifest.json` lists every file with its sha256: check with `halluflow release verify <dir>`.", ""]
+    return "\n".join(lines)
+
+
+def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame) -> dict:
+    by_dist = []
+    for (dist, kind), grp in sorted(accepted.group_by(["distribution", "pair_kind"]), key=lambda g: g[0]):
+        q = queries.filter((pl.col("distribution") == dist) & (pl.col("pair_kind") == kind)).height
+        by_dist.append({"distribution": dist, "pair_kind": kind, "images": grp.height, "queries": q})
+    by_type = []
+    for (qt,), grp in sorted(queries.group_by(["query_type"]), key=lambda g: g[0]):
+        by_type.append({"query_type": qt, "yes": grp.filter(pl.col("truth") == "yes").height,
+                        "no": grp.filter(pl.col("truth") == "no").height, "open": grp["truth"].null_count()})
+    return {"images": accepted.height, "scenes": scenes.height, "queries": queries.height,
+            "by_distribution": by_dist, "by_query_type": by_type}
+
+
+def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.DataFrame, queries: pl.DataFrame,
+                    scenes: pl.DataFrame, images: list[pl.DataFrame], detections: list[pl.DataFrame],
+                    config: dict, seed: int, name: str) -> dict:
+    """Write the release folder (built beside it, then renamed into place) and return the manifest."""
+    release_dir = Path(release_dir)
+    tmp = release_dir.with_name(f".{release_dir.name}.building")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        sha_of = {}
+        for df in images:
+            if "sha256" in df.columns:
+                sha_of.update(zip(df["image_id"], df["sha256"]))
+        for image_id, path in accepted.select("image_id", "path").sort("image_id").iter_rows():
+            src = safe_join(root, path)
+            if not src.is_file():
+                raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
+            data = src.read_bytes()
+            if image_id in sha_of and sha_of[image_id] and sha256_bytes(data) != sha_of[image_id]:
+                raise InputError(f"accepted image {image_id}: {path} does not match the sha256 in its image table")
+            write_bytes(tmp / "images" / f"{image_id}.png", data)
+        kept_scenes = scenes.filter(pl.col("scene_id").is_in(accepted["scene_id"].unique().to_list())).sort("scene_id")
+        queries = queries.sort(["image_id", "query_id"])
+        write_parquet(tmp / "scenes.parquet", kept_scenes)
+        write_parquet(tmp / "queries.parquet", queries)
+        write_jsonl(tmp / "queries.jsonl", queries.iter_rows(named=True))
+        models = models_used({"synthesizer": images, "detector": detections})
+        stand_ins = any(m["stand_in"] for m in models)
+        counts = _counts(accepted, queries, kept_scenes)
+        write_text(tmp / "DATACARD.md", _datacard(name, counts, models, stand_ins, seed))
+        files = {}
+        for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            rel = path.relative_to(tmp).as_posix()
+            files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        manifest = {"format": FORMAT, "release": name, "seed": seed, "config": config,
+                    "packages": package_versions(), "models": models, "stand_ins_used": stand_ins,
+                    "counts": counts, "files": files}
+        write_json(tmp / MANIFEST, manifest)
+        if release_dir.exists():
+            shutil.rmtree(release_dir)
+        os.replace(tmp, release_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def verify_release(release_dir: str | Path) -> list[str]:
+    """Problems found (empty = verified): missing/altered listed files, unlisted files, a bad manifest."""
+    release_dir = Path(release_dir)
+    if not release_dir.is_dir():
+        return [f"{release_dir}: not a folder"]
+    try:
+        manifest = read_json(release_dir / MANIFEST)
+    except InputError as exc:
+        return [str(exc)]
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        return [f"{release_dir / MANIFEST}: no 'files' table"]
+    problems = []
+    for rel, meta in sorted(files.items()):
+        try:
+            path = safe_join(release_dir, rel)
+        except InputError:
+            problems.append(f"{rel}: listed path escapes the release folder")
+            continue
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif not isinstance(meta, dict) or sha256_file(path) != meta.get("sha256"):
+            problems.append(f"{rel}: sha256 differs from manifest")
+    for path in sorted(p for p in release_dir.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(release_dir).as_posix()
+        if rel != MANIFEST and rel not in files:
+            problems.append(f"{rel}: not listed in manifest")
+    return problems
+
+
+def configure(parser) -> None:
+    parser.add_argument("dir", help="release folder (holds manifest.json)")
+
+
+def run(args) -> int:
+    problems = verify_release(args.dir)
+    for p in problems:
+        print(p)
+    if problems:
+        return 1
+    n = len(read_json(Path(args.dir) / MANIFEST)["files"])
+    print(f"ok: {n} files match {Path(args.dir) / MANIFEST}")
+    return 0

@@ -1,0 +1,78 @@
+"""Detector filter: keep / exclusion thresholds on hand-made detections, reasons, seeded balancing."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from halluflow.errors import InputError
+from halluflow.ode.filtering import filter_images
+
+SCENES = pl.DataFrame({
+    "scene_id": ["ee", "ev", "ee2", "lt"],
+    "distribution": ["standard", "standard", "standard", "long_tail"],
+    "pair_kind": ["entity_entity", "entity_environment", "entity_entity", "entity_entity"],
+    "object_a": ["dog", "dog", "cat", "cup"],
+    "object_b": ["frisbee", "grass", "bed", "tie"],
+})
+IMAGES = pl.DataFrame({
+    "image_id": ["ee-i00", "ev-i00", "ee2-i00", "lt-i00"],
+    "scene_id": ["ee", "ev", "ee2", "lt"],
+    "path": ["images/000/ee-i00.png", "images/000/ev-i00.png", "images/001/ee2-i00.png", "images/001/lt-i00.png"],
+})
+DETS = pl.DataFrame({
+    "image_id": ["ee-i00", "ee-i00", "ee-i00", "ee-i00", "ev-i00", "ee2-i00", "ee2-i00", "lt-i00", "lt-i00"],
+    "label": ["dog", "Frisbee", "dog", "ball", "dog", "cat", "bed", "cup", "tie"],
+    "score": [0.70, 0.66, 0.30, 0.61, 0.65, 0.90, 0.10, 0.8, 0.8],
+})
+
+
+def run(**kw):
+    args = {"keep_threshold": 0.65, "exclusion_threshold": 0.6, **kw}
+    return filter_images(IMAGES, DETS, SCENES, **args)
+
+
+def test_paper_threshold_keeps_both_objects_for_entity_pairs_only_a_for_environment():
+    acc, rej = run()
+    assert acc["image_id"].to_list() == ["ee-i00", "ev-i00", "lt-i00"]
+    ee = acc.row(0, named=True)
+    assert ee["max_score_a"] == 0.70 and ee["max_score_b"] == 0.66  # max over boxes, labels case-folded
+    assert ee["detected"] == ["ball", "dog", "frisbee"]  # >= 0.6: "ball" may not be asked as absent
+    ev = acc.row(1, named=True)
+    assert ev["max_score_b"] == 0.0  # grass never detected: environment is not required
+    assert rej.to_dicts()[0]["reason"] == "object_b 'bed' max score 0.100 < keep threshold 0.65"
+
+
+def test_anchor_threshold_and_exclusion_are_options():
+    acc, rej = run(keep_threshold=0.2, exclusion_threshold=0.95)
+    assert acc.height == 3 and rej.height == 1  # bed 0.10 still < 0.2
+    assert acc.filter(pl.col("image_id") == "ee-i00")["detected"].to_list() == [[]]
+    acc, rej = run(keep_threshold=0.0)
+    assert acc.height == 4 and rej.height == 0
+
+
+def test_missing_image_file_is_rejected_by_name(tmp_path):
+    for p in IMAGES["path"].to_list()[:3]:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_bytes(b"png")
+    acc, rej = run(keep_threshold=0.0, root=tmp_path)
+    assert rej.to_dicts()[0]["image_id"] == "lt-i00"
+    assert rej.to_dicts()[0]["reason"] == "image file images/001/lt-i00.png missing"
+
+
+def test_balancing_caps_each_distribution_at_the_smallest():
+    acc, rej = run(keep_threshold=0.0, balance=True, seed=1)
+    # entity_entity: standard 2 (ee, ee2), long_tail 1 (lt) -> standard capped at 1
+    ee = acc.filter(pl.col("pair_kind") == "entity_entity")
+    assert sorted(ee["distribution"].to_list()) == ["long_tail", "standard"]
+    assert rej.height == 1 and rej["reason"][0] == "balanced out: standard entity_entity capped at 1 images"
+    again, _ = run(keep_threshold=0.0, balance=True, seed=1)
+    assert again.equals(acc)
+
+
+def test_bad_tables_name_what_is_wrong():
+    with pytest.raises(InputError, match="detection table: missing column"):
+        filter_images(IMAGES, DETS.drop("score"), SCENES, keep_threshold=0.5, exclusion_threshold=0.6)
+    with pytest.raises(InputError, match="scene 'ee' not in the scenes table"):
+        filter_images(IMAGES, DETS, SCENES.filter(pl.col("scene_id") != "ee"), keep_threshold=0.5,
+                      exclusion_threshold=0.6)
