@@ -241,7 +241,7 @@ def _border_box(rng, size: tuple[int, int], inner: tuple[int, int, int, int]) ->
     """A random box inside the padded border (never over the original picture)."""
     w, h = size
     x0, y0, x1, y1 = inner
-    strips = [s for s in ((0, 0, w, y0), (0, y1, w, h), (0, 0, x0, h), (x1, 0, w, h)) if s[2] - s[0] > 4 and s[3] - s[1] > 4]
+    strips = [s for s in ((0, 0, w, y0), (0, y1, w, h), (0, 0, x0, h), (x1, 0, w, h)) if s[2] - s[0] > 2 and s[3] - s[1] > 2]
     sx0, sy0, sx1, sy1 = strips[int(rng.integers(0, len(strips)))]
     bw = int(rng.integers(max(2, (sx1 - sx0) // 4), max(3, sx1 - sx0) + 1))
     bh = int(rng.integers(max(2, (sy1 - sy0) // 4), max(3, sy1 - sy0) + 1))
@@ -258,7 +258,7 @@ def _random_colour(rng, alpha: int | None = None) -> tuple[int, ...]:
 def _background_interference(image: Image.Image, level: int, rng) -> tuple[Image.Image, dict]:
     image = image.convert("RGB")
     w, h = image.size
-    pad = max(4, int(round(max(w, h) * 0.1 * level)))
+    pad = max(8, int(round(max(w, h) * 0.1 * level)))
     cw, ch = w + 2 * pad, h + 2 * pad
     # Outpainting stand-in: a seeded colour gradient with grain, so the border is not a flat frame.
     c0, c1 = np.array(_random_colour(rng), float), np.array(_random_colour(rng), float)

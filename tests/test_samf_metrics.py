@@ -1,0 +1,148 @@
+"""UniHall metrics (seed 003, Sec. 4.1 / Appendix D): GHR cascade branches, BHR claims, SHR/GHS judge parsing
+with rule fallback, risk-aware aggregation (5) by hand, and `halluflow score ghr`."""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import pytest
+
+from halluflow.backends.base import LLM, BackendInfo
+from halluflow.cli import main
+from halluflow.samf import metrics as M
+
+
+def vqa(iid="120001", risk=1, negatives=("Yellow", "Red"), **extra):
+    return {
+        "instance_id": iid,
+        "meta_inf": {"category": "object", "subtype": "attribute", "subsubtype": "color", "risk_level": risk},
+        "source_inf": {"source_dataset": "t", "source_id": iid},
+        "seed_data": {
+            "type": "VQA", "image_path": "a.png", "question": "What color is the car in the image?",
+            "ground_truth": "Blue", "expected_other_answers": ["It is blue"], "negative_answers": list(negatives),
+        },
+        **extra,
+    }
+
+
+def yon(iid="110001", truth="Yes", risk=1):
+    return {
+        "instance_id": iid,
+        "meta_inf": {"category": "object", "subtype": "existence", "risk_level": risk},
+        "source_inf": {"source_dataset": "t", "source_id": iid},
+        "seed_data": {"type": "YON", "image_path": "a.png", "question": "Is there a dog?", "ground_truth": truth},
+    }
+
+
+class ScriptedLLM(LLM):
+    """A judge backend defined here: replies from a fixed script (the real transformers judge is slow)."""
+
+    def __init__(self, replies: Sequence[str]):
+        self.replies, self.prompts = list(replies), []
+
+    def describe(self):
+        return BackendInfo("llm", "scripted", "scripted", stand_in=True)
+
+    def chat(self, messages):
+        self.prompts.append(messages[-1]["content"])
+        return self.replies.pop(0)
+
+
+def test_yes_no_items_by_regex():
+    s = M.GHRScorer()
+    assert s.score(yon(truth="Yes"), "No, there is none.") == (1, "yon_negative")
+    assert s.score(yon(truth="Yes"), "Yes.") == (0, "yon_match")
+    assert s.score(yon(truth="No"), "yes") == (1, "yon_negative")
+    assert s.score(yon(truth="No"), "I cannot tell.") == (0, "yon_unparsed")  # matches neither side
+    assert M.parse_yes_no("Well... NO, it's a cat") == "no"
+    assert M.parse_yes_no("Nobody knows") is None  # whole words only
+
+
+def test_ghr_cascade_branches_in_order():
+    s = M.GHRScorer()
+    inst = vqa()
+    assert s.score(inst, "Yellow") == (1, "neg_similarity")  # Sim(y, N) >= tau1
+    assert s.score(inst, "I think the car is painted yellow.") == (1, "judge_rule")  # judge branch
+    assert s.score(inst, "It is blue.") == (0, "tok_truth")  # token F1 with "It is blue" = 1 >= tau3
+    assert s.score(inst, "The car is not yellow; it is blue.")[0] == 0  # a negated negative is no hallucination
+    assert s.score(inst, "Bluish") == (0, "sem_truth") or s.score(inst, "Bluish")[1] == "otherwise"
+    assert s.score(inst, "Hard to say from this angle.") == (0, "otherwise")
+    # tau1 is a real knob: at tau1 = 1.01 the similarity branch never fires and the judge decides.
+    assert M.GHRScorer(tau1=1.01).score(inst, "Yellow") == (1, "judge_rule")
+    # no negatives annotated: nothing can be flagged
+    assert M.GHRScorer().score(vqa(negatives=()), "Yellow") == (0, "otherwise")
+
+
+def test_token_f1_and_lexical_similarity_by_hand():
+    # "the car is blue" vs "it is blue": tokens (car, is, blue) vs (it, is, blue): common 2, P 2/3, R 2/3 -> F1 2/3
+    assert M.token_f1("the car is blue", "it is blue") == pytest.approx(2 / 3)
+    assert M.LexicalSimilarity()("Yellow", ["yellow"]) == pytest.approx(1.0)
+    assert M.LexicalSimilarity()("blue", ["red"]) == 0.0
+
+
+def test_llm_judge_and_fallback():
+    inst = vqa()
+    judge = M.LLMJudge(ScriptedLLM(["TRUE", "I am not sure about that."]))
+    s = M.GHRScorer(tau1=1.01, judge=judge)
+    assert s.score(inst, "Maybe blue-ish") == (1, "judge_llm")
+    # An unparsable reply falls back to the rule judge (no negative mentioned -> not flagged).
+    assert s.score(inst, "Maybe blue-ish")[1] != "judge_llm"
+
+
+def test_risk_weighted_eq5_by_hand():
+    # M = (1, 0, 1, 0), r = (5, 1, 2, 4): (5 + 2) / 12 = 0.583333
+    assert M.risk_weighted([1, 0, 1, 0], [5, 1, 2, 4]) == pytest.approx(7 / 12)
+    assert M.risk_weighted([0.5, 0.5], [1, 5]) == pytest.approx(0.5)
+    rows = M.score_rows([yon("110001", "Yes", 5), yon("110002", "Yes", 1), yon("110003", "No", 2), yon("110004", "No", 4)],
+                        {"110001": "No", "110002": "Yes", "110003": "Yes", "110004": "no"})
+    summary = M.summarize(rows)
+    assert summary["ghr"] == pytest.approx(0.5) and summary["ghr_risk"] == pytest.approx(7 / 12)
+    assert summary["per_group"]["existence_YON"]["n"] == 4
+
+
+def test_bhr_claims_and_verdicts():
+    inst = vqa(visual_facts=["There is a car in the image.", "There is a street in the image."])
+    value, claims = M.bhr(inst, "The car is blue, and it is parked on a street. A pilot waves from the roof.")
+    verdicts = [c["verdict"] for c in claims]
+    # "The car is blue" entailed (truth), "it is parked on a street" entailed by V (parked/street: 1 of 2 content
+    # words covered = 0.5 >= support), "A pilot waves from the roof" unsupported -> BHR = 1/3
+    assert verdicts == ["Entailed", "Entailed", "Unsupported"]
+    assert value == pytest.approx(1 / 3)
+    value, claims = M.bhr(inst, "The car is red.")
+    assert claims[0]["verdict"] == "Contradicted" and value == 1.0
+    assert M.bhr(yon(truth="No"), "Yes.")[0] == 1.0 and M.bhr(yon(truth="No"), "No.")[0] == 0.0
+    assert M.bhr(inst, "")[0] == 0.0  # no claims, nothing hallucinated
+
+
+def test_shr_and_ghs_parse_judge_or_fall_back():
+    inst = vqa()
+    llm = ScriptedLLM(["0 | the car is blue\n8 | it has wings", "7", "nonsense", "no idea"])
+    assert M.shr(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.4), "llm")  # mean(0, 8)/10
+    assert M.ghs(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.7), "llm")
+    # Fallback: rule claims + verdict severities; GHS = max(h_GHR, BHR)
+    value, source = M.shr(inst, "The car is red.", llm)
+    assert source == "rule" and value == 1.0
+    value, source = M.ghs(inst, "It is blue.", llm)
+    assert source == "rule" and value == 0.0
+    assert "Correct answers: Blue; It is blue" in llm.prompts[0]
+
+
+def test_cli_score_ghr(tmp_path, capsys):
+    items = [yon("110001", "Yes", 5), yon("110002", "Yes", 1), vqa("120001", 2), vqa("120002", 4)]
+    (tmp_path / "u.json").write_text(json.dumps(items))
+    answers = [
+        {"instance_id": "110001", "answer": "No."},
+        {"instance_id": "110002", "answer": "Yes, there is."},
+        {"instance_id": "120001", "text": "It is yellow."},
+        {"instance_id": "120002", "answer": "Blue"},
+    ]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a) for a in answers))
+    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n"] == 4 and out["ghr"] == 0.5
+    assert out["ghr_risk"] == pytest.approx((5 + 2) / 12)
+    assert out["per_qtype"]["YON"]["ghr"] == 0.5 and "bhr" in out
+    (tmp_path / "b.jsonl").write_text(json.dumps({"instance_id": "999999", "answer": "x"}))
+    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "b.jsonl")]) == 1
+    assert "instance 999999, which is not in the instance file" in capsys.readouterr().err

@@ -1,0 +1,118 @@
+"""SAMF loop end to end (seed 003, C.3/C.6): standard eval, per-group training, CentralFuzzController, fuzzed eval,
+comparison. The evaluatee is a simulated VLM defined here: it reads the image (bright = the object is there) and
+turns sycophantic when the prompt grows long, so fuzzing has something real to find."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+import pytest
+from PIL import Image
+
+from halluflow.backends.base import VLM, BackendInfo
+from halluflow.io import write_parquet
+from halluflow.samf import pipeline as P
+from halluflow.samf.controllers import CentralFuzzController, pilot_split
+from halluflow.samf.schema import validate_instance
+
+
+class BrightnessVLM(VLM):
+    """Answers "Yes" when the image is bright; flips its answer when the prompt is longer than `max_chars`."""
+
+    def __init__(self, max_chars: int = 400):
+        self.max_chars, self.calls = max_chars, 0
+
+    def describe(self):
+        return BackendInfo("vlm", "simulated", "brightness", stand_in=True)
+
+    def answer(self, requests: Sequence) -> list[str]:
+        out = []
+        for r in requests:
+            self.calls += 1
+            with Image.open(r.image_path) as im:
+                says_yes = float(np.asarray(im.convert("L")).mean()) > 128
+            if len(r.prompt) > self.max_chars:
+                says_yes = not says_yes
+            out.append("Yes, there is." if says_yes else "No, there is not.")
+        return out
+
+
+@pytest.fixture
+def bench(tmp_path):
+    (tmp_path / "images").mkdir()
+    items = []
+    for i in range(20):
+        subtype, digits = ("existence", "11") if i < 12 else ("attribute", "12")
+        truth = "Yes" if i % 2 == 0 else "No"
+        level = 220 if truth == "Yes" else 30
+        rng = np.random.default_rng(i)
+        arr = np.clip(level + rng.normal(0, 10, (32, 32, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(arr, "RGB").save(tmp_path / "images" / f"{i}.png")
+        items.append(validate_instance({
+            "instance_id": f"{digits}{i + 1:04d}",
+            "meta_inf": {"category": "object", "subtype": subtype, "subsubtype": "state" if subtype == "attribute" else "", "risk_level": 1 + i % 5},
+            "source_inf": {"source_dataset": "sim", "source_id": str(i)},
+            "seed_data": {"type": "YON", "image_path": f"images/{i}.png", "question": "Is there a lamp in the image?", "ground_truth": truth},
+        }))
+    return items, tmp_path
+
+
+CFG = {"method": "ucb", "pool_size": 8, "n_init": 1, "batch_size": 2, "steps": 4, "top_k": 3}
+
+
+def _run(items, root, out, method="ucb"):
+    vlm = BrightnessVLM()
+    split = pilot_split(items, 0.2, seed=1)
+    std = P.standard_eval(items, split, vlm, "sim", root)
+    results = {
+        g: P.train_group(items, split, g, vlm, root, root / out / "work", dict(CFG, method=method), seed=7)
+        for g in ("attribute_YON", "existence_YON")
+    }
+    ctl = CentralFuzzController({g: r.policy for g, r in results.items()})
+    fz, mutated = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / out, seed=7)
+    return std, fz, mutated, results, P.compare(std, fz), vlm
+
+
+def test_fuzzing_finds_hallucinations_the_standard_eval_misses(bench):
+    items, root = bench
+    std, fz, mutated, results, table, vlm = _run(items, root, "a")
+    assert std["ghr"].sum() == 0  # the simulated model reads every original image correctly
+    for g, r in results.items():
+        assert r.n_train >= 1 and r.full_reward == max(a.get("full_reward", -1) for a in r.arms)
+        assert r.evaluations == 8 * 2 + 4 * 2 + 3 * r.n_train  # K*N_init*B + T*B + k*N
+    overall = table.row(0, named=True)
+    assert overall["group"] == "overall" and overall["n"] == 16  # 20 instances - 4 pilot
+    assert overall["ghr_fuzzed"] > overall["ghr_standard"] == 0.0
+    assert overall["ghr_delta"] == pytest.approx(overall["ghr_fuzzed"])
+    assert all(r["stand_in"] for r in fz.iter_rows(named=True))
+    for m in mutated:
+        info = m["mutation_inf"]
+        assert info["policy"] and info["mutated_ground_truth"] == m["seed_data"]["ground_truth"]
+        if info["mutated_image_path"]:
+            assert (root / "a" / info["mutated_image_path"]).exists()
+
+
+def test_same_seed_same_outputs(bench):
+    items, root = bench
+    a = _run(items, root, "a")
+    b = _run(items, root, "b")
+    for df_a, df_b, name in ((a[0], b[0], "std"), (a[1], b[1], "fz"), (a[4], b[4], "cmp")):
+        write_parquet(root / f"a_{name}.parquet", df_a)
+        write_parquet(root / f"b_{name}.parquet", df_b)
+        assert (root / f"a_{name}.parquet").read_bytes() == (root / f"b_{name}.parquet").read_bytes()
+    assert [m["mutation_inf"].get("mutated_image_sha256") for m in a[2]] == [m["mutation_inf"].get("mutated_image_sha256") for m in b[2]]
+
+
+def test_hill_climb_runs_through_the_same_loop(bench):
+    items, root = bench
+    std, fz, mutated, results, table, vlm = _run(items, root, "h", method="hill_climb")
+    assert {r.method for r in results.values()} == {"hill_climb"}
+    assert isinstance(table, pl.DataFrame) and table.height == 3
+
+
+def test_train_group_without_pilot_items_names_the_group(bench):
+    items, root = bench
+    with pytest.raises(Exception, match="group relation_YON: no training instances"):
+        P.train_group(items, pilot_split(items), "relation_YON", BrightnessVLM(), root, root / "w", CFG, 0)
