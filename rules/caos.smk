@@ -5,7 +5,7 @@
 rule caos_score:
     input:
         answers=get_caos_answers,
-        release=CAOS_RELEASE,
+        release=CAOS_RELEASE_MANIFEST,
         nodes=CAOS_NODES,
         metrics=get_caos_metrics,
     output:
@@ -34,7 +34,7 @@ rule caos_score:
 rule ode_diagnosis:
     input:
         answers=get_caos_answers,
-        release=CAOS_RELEASE,
+        release=CAOS_RELEASE_MANIFEST,
         captions=rules.caos_score.output.captions,
         scores=get_diagnosis_scores,
     output:

@@ -140,7 +140,7 @@ FINAL_TARGETS.append(get_report_targets)
 # ---- CAOS + ODE diagnosis (rules/caos.smk) ----
 CAOS_CONFIG = config["caos"]
 DIAGNOSIS_CONFIG = config["diagnosis"]
-CAOS_RELEASE = f"{OUT}/release"  # rule package_release's folder: queries.parquet + images/
+CAOS_RELEASE_MANIFEST = ODE_RELEASE_MANIFEST  # rule package_release writes it last; its folder is the release
 CAOS_NODES = f"{OUT}/graph/nodes.parquet"  # rule build_graph: node frequencies = the frequent-object ranking
 
 

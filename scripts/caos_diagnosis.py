@@ -3,11 +3,13 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
+from pathlib import Path
+
 from halluflow.diagnosis import run_workflow
 
 run_workflow(
     answers=list(snakemake.input.answers),
-    release_dir=snakemake.input.release,
+    release_dir=str(Path(snakemake.input.release).parent),  # the input is the release's manifest.json
     captions=snakemake.input.captions,
     scores=list(snakemake.input.scores),
     cfg=snakemake.params.diagnosis,

@@ -3,11 +3,13 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
+from pathlib import Path
+
 from halluflow.caos import run_workflow
 
 summary = run_workflow(
     answers=list(snakemake.input.answers),
-    release_dir=snakemake.input.release,
+    release_dir=str(Path(snakemake.input.release).parent),  # the input is the release's manifest.json
     nodes=snakemake.input.nodes,
     metrics=list(snakemake.input.metrics),
     cfg=snakemake.params.caos,
