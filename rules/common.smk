@@ -197,3 +197,39 @@ def get_diagnosis_targets():
 
 FINAL_TARGETS.append(get_caos_targets)
 FINAL_TARGETS.append(get_diagnosis_targets)
+
+
+# ---- CEDI (rules/cedi.smk) ----
+CEDI_CONFIG = config.get("cedi", {})
+CEDI_DIR = f"{OUT}/cedi"
+CEDI_RELEASE = f"{OUT}/release"  # rule package_release's folder: scenes.parquet + queries.parquet + images/
+
+
+def get_cedi_params():
+    # Only what the CEDI jobs read, so editing another stage's config does not rerun them.
+    return {"seed": config["seed"], "cedi": CEDI_CONFIG, "llm": config.get("llm")}
+
+
+def _cedi_model_specs():
+    return {m["name"]: m for m in config.get("models") or []}
+
+
+def get_cedi_model_spec(wildcards):
+    return _cedi_model_specs()[wildcards.model]
+
+
+def get_cedi_model_input(wildcards):
+    # A `build:` stand-in model must exist before the examiner loads it (its folder is built by the answer stage).
+    spec = _cedi_model_specs()[wildcards.model]
+    if spec.get("build"):
+        return [spec.get("args", {}).get("model") or f"{MODELS_CACHE}/{spec['name']}"]
+    return []
+
+
+def get_cedi_targets():
+    if not CEDI_CONFIG.get("enabled", True) or not hasattr(rules, "package_release"):
+        return []
+    return [f"{CEDI_DIR}/{name}/grades.json" for name in _cedi_model_specs()]
+
+
+FINAL_TARGETS.append(get_cedi_targets)

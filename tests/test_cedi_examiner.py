@@ -186,7 +186,11 @@ def test_grade_model_outputs(ode_release, tmp_path):
     assert s["cedi/with"]["ged_hal"] > 0
     assert s["cedi/with"]["by_question_type"]["adversarial"]["rate"] == 1.0
     per_turn = pl.read_parquet(tmp_path / "per_turn.parquet")
-    assert per_turn["n"].sum() == pl.read_parquet(t).height
+    transcripts = pl.read_parquet(t)
+    assert per_turn["n"].sum() == transcripts.filter(pl.col("examiner") == "cedi").height
+    assert set(per_turn["history"]) == {"with", "without"} and set(per_turn["examiner"]) == {"cedi"}
+    assert grades["headline"] == "cedi/with" and grades["ged"] == s["cedi/with"]["ged"]
+    assert grades["hallucination_rate"] == s["cedi/with"]["turn_hallucination"]["rate"]
     assert grades["stand_in"] is True
 
 

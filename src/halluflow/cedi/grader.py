@@ -126,9 +126,17 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
             "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
         }
+        summary[f"{examiner}/{history}"]["hallucination_rate"] = summary[f"{examiner}/{history}"]["turn_hallucination"]["rate"]
+    # per_turn.parquet holds the CEDI examiner's turns (the curves of the paper); baselines' per-turn rates are in
+    # grades.json (summary.<examiner>/<history>.by_turn), so a plot of this table never mixes examiners.
     per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q, **_rate(v)}
-                for (e, h, i, q), v in sorted(by_turn.items())]
+                for (e, h, i, q), v in sorted(by_turn.items()) if e == "cedi"]
+    headline_key = next((k for k in ("cedi/with", "cedi/without") if k in summary), next(iter(summary), None))
+    headline = summary.get(headline_key, {}) if headline_key else {}
     grades = {
+        # headline numbers = the CEDI examiner with history (the paper's main setting), top level for scorecards
+        "headline": headline_key,
+        **{k: headline.get(k) for k in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate")},
         "settings": {"parser": settings.get("parser", "rule"), "claim_policy": policy, "ged_timeout_s": timeout},
         "stand_in": any(bool(t.get("stand_in")) for t in turns),
         "summary": summary,

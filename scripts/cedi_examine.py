@@ -1,0 +1,17 @@
+from halluflow.snakemake_glue import setup
+
+log = setup(snakemake)
+
+from pathlib import Path
+
+from halluflow.cedi.pipeline import examine_model
+
+examine_model(
+    snakemake.params.config,
+    snakemake.params.model,
+    release_dir=snakemake.input.release,
+    graph_dir=Path(snakemake.input.nodes).parent,
+    out_transcripts=snakemake.output.transcripts,
+    out_truth=snakemake.output.truth,
+    models_cache=snakemake.params.models_cache,
+)
