@@ -6,6 +6,8 @@ de-quantised once into a plain Hugging Face folder (resources/models/smollm2-135
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import os
 import shutil
@@ -35,7 +37,15 @@ def packaged_gguf_folder() -> Path:
 
 
 def load_packaged_tokenizer():
-    """SmolLM2's BPE tokenizer + chat template, read from the GGUF (no download; ~6 s)."""
+    """SmolLM2's BPE tokenizer + chat template, read from the GGUF (no download; ~6 s, once per process).
+
+    A fresh copy each call: builders add special tokens to it.
+    """
+    return copy.deepcopy(_packaged_tokenizer())
+
+
+@functools.lru_cache(maxsize=1)
+def _packaged_tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(packaged_gguf_folder(), gguf_file=PACKAGED_GGUF_FILE)

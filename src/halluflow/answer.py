@@ -1,0 +1,294 @@
+"""The answer stage: ask one model under test every query of one shard (design "answers/{model}/{shard}").
+
+Queries are assigned to shards by a hash of the query id; the model loads once per shard and only when some request
+is not cached; requests run in batches; finished answers go to the request-hash cache at once (a killed job repeats
+nothing it finished); failures are recorded (status failed + error), never cached, and retried by a rerun.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from . import registry
+from .cache import RequestCache, request_key
+from .errors import BackendError, ConfigError
+from .io import sha256_file, stable_hash, write_parquet
+from .progress import progress
+from .sources import resolve_images
+
+log = logging.getLogger("halluflow.answer")
+
+# Test hook: stop (as if killed) after this many NEW answers were cached, to prove a rerun repeats none of them.
+STOP_AFTER_ENV = "HALLUFLOW_ANSWER_STOP_AFTER"
+
+# Backend arguments that cannot change an answer: left out of the cache key so e.g. a bigger batch or another
+# server address still hits the cache.
+NON_SEMANTIC_ARGS = frozenset(
+    {"batch_size", "device", "concurrency", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "api_key_env",
+     "base_url", "stand_in", "tensor_parallel_size", "gpu_memory_utilization", "queries"}
+)
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "yes_no_suffix": " Answer yes or no.",
+    "max_new_tokens": {"discriminative": 6, "generative": 24},
+    "batch_size": 8,
+    "max_answer_chars": 10000,
+    "max_failed_fraction": 0.0,
+    "record_latency": False,
+}
+
+ANSWER_SCHEMA = {
+    "query_id": "String",
+    "model": "String",
+    "answer": "String",
+    "status": "String",
+    "error": "String",
+    "request_hash": "String",
+    "stand_in": "Boolean",
+    "latency_s": "Float64",
+    "truncated": "Boolean",
+    "original_chars": "Int64",
+    "generation": "String",
+}
+
+
+class SimulatedCrash(RuntimeError):
+    """Raised by the STOP_AFTER_ENV hook."""
+
+
+def shard_of(query_id: str, n_shards: int) -> int:
+    """Stable across runs, machines and Python versions (unlike hash()): sha256 of the id, mod n."""
+    return int(stable_hash(str(query_id))[:12], 16) % n_shards
+
+
+def prompt_for(row: dict, settings: dict) -> str:
+    question = str(row["question"])
+    if row.get("task") == "discriminative" and settings["yes_no_suffix"]:
+        return question + settings["yes_no_suffix"]
+    return question
+
+
+def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
+    """None → "", over-long answers truncated (a runaway 10 MB reply must not bloat every table downstream)."""
+    text = "" if text is None else str(text)
+    if len(text) > max_chars:
+        return text[:max_chars], True, len(text)
+    return text, False, len(text)
+
+
+def _accepts(fn, name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+class ModelUnderTest:
+    """A config `models:` entry with its backend built lazily (a fully cached shard never loads the model)."""
+
+    def __init__(self, spec: dict, graph_dir: str | None = None, queries=None,
+                 models_cache: str | os.PathLike = "resources/models"):
+        for key in ("name", "backend"):
+            if key not in spec:
+                raise ConfigError(f"models entry {spec!r}: missing key {key!r}")
+        self.name = spec["name"]
+        self.backend_name = spec["backend"]
+        self.args = dict(spec.get("args") or {})
+        self.spec_stand_in = bool(spec.get("stand_in", False))
+        self.build = spec.get("build")
+        if self.build and "model" not in self.args:
+            self.args["model"] = str(model_folder(spec, models_cache))
+        if self.backend_name == "prior" and "graph" not in self.args and graph_dir is not None:
+            self.args["graph"] = str(graph_dir)
+        self._queries = queries
+        self._backend = None
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            args = dict(self.args)
+            if self.spec_stand_in and _accepts(registry.VLMS.resolve(self.backend_name).__init__, "stand_in"):
+                args.setdefault("stand_in", True)
+            self._backend = registry.create("vlm", {"backend": self.backend_name, **args})
+            if self._queries is not None and hasattr(self._backend, "bind_queries"):
+                self._backend.bind_queries(self._queries)
+        return self._backend
+
+    def bind(self, queries) -> None:
+        """Hand the query table to backends that use scene context (the prior); others never see it."""
+        self._queries = queries
+        if self._backend is not None and hasattr(self._backend, "bind_queries"):
+            self._backend.bind_queries(queries)
+
+    @property
+    def loaded(self) -> bool:
+        return self._backend is not None
+
+    def key_fields(self) -> dict:
+        semantic = {k: v for k, v in sorted(self.args.items()) if k not in NON_SEMANTIC_ARGS}
+        return {
+            "backend": self.backend_name,
+            "model": self.args.get("model"),
+            "revision": self.args.get("revision"),
+            "args": semantic,
+            "build": self.build,
+        }
+
+    def generation(self, max_new_tokens: int) -> dict:
+        backend = self.backend
+        if hasattr(backend, "generation_settings"):
+            return backend.generation_settings(max_new_tokens)
+        return {"max_new_tokens": max_new_tokens}
+
+    def run(self, requests, max_new_tokens: int) -> list[tuple[str | None, str | None]]:
+        """(text, error) per request; backends with answer_results report per-request failures."""
+        backend = self.backend
+        if hasattr(backend, "answer_results"):
+            results = backend.answer_results(requests, max_new_tokens=max_new_tokens)
+            return [(r.text, r.error) for r in results]
+        if _accepts(backend.answer, "max_new_tokens"):
+            texts = backend.answer(requests, max_new_tokens=max_new_tokens)
+        else:
+            texts = backend.answer(requests)
+        if len(texts) != len(requests):
+            raise BackendError(f"model {self.name!r}: backend returned {len(texts)} answers for {len(requests)} requests")
+        return [(t, None) for t in texts]
+
+
+def answer_shard(
+    queries,
+    image_root: str | os.PathLike,
+    model: ModelUnderTest,
+    cache_dir: str | os.PathLike,
+    out_path: str | os.PathLike,
+    shard: int = 0,
+    n_shards: int = 1,
+    settings: dict | None = None,
+) -> dict:
+    """Answer the shard's queries, write answers/<model>/<shard>.parquet, return counts for the log."""
+    import polars as pl
+
+    from .backends.base import VLMRequest
+
+    settings = {**DEFAULT_SETTINGS, **(settings or {})}
+    model.bind(queries)
+    stop_after = int(os.environ.get(STOP_AFTER_ENV, "0") or 0)
+    rows = [r for r in queries.iter_rows(named=True) if shard_of(r["query_id"], n_shards) == shard]
+    rows.sort(key=lambda r: str(r["query_id"]))
+    image_rows = [r for r in rows if r.get("image")]
+    paths = dict(zip((r["image"] for r in image_rows), resolve_images([r["image"] for r in image_rows], image_root)))
+    digests = {rel: sha256_file(p) for rel, p in paths.items()}
+    cache = RequestCache(cache_dir)
+    key_fields = model.key_fields()
+
+    planned = []  # (row, request, key, max_new_tokens)
+    for r in rows:
+        task = r.get("task") or "discriminative"
+        limit = int(settings["max_new_tokens"].get(task, settings["max_new_tokens"]["discriminative"]))
+        image = r.get("image")
+        request = VLMRequest(
+            request_id=str(r["query_id"]),
+            prompt=prompt_for(r, settings),
+            image_path=str(paths[image]) if image else None,
+            image_sha256=digests[image] if image else None,
+        )
+        key = request_key(**key_fields, prompt=request.prompt, history=list(request.history),
+                          image_sha256=request.image_sha256, max_new_tokens=limit)
+        planned.append((r, request, key, limit))
+
+    results: dict[str, dict] = {}
+    hits = 0
+    for r, request, key, limit in planned:
+        entry = cache.get(key)
+        if entry is not None:
+            results[key] = entry
+            hits += 1
+    misses = [p for p in planned if p[2] not in results]
+    log.info("model %s shard %d/%d: %d queries, %d cache hits, %d to request",
+             model.name, shard, n_shards, len(planned), hits, len(misses))
+
+    new = failed = 0
+    batch_size = max(1, int(settings["batch_size"]))
+    # Group by generation length so each backend call has one max_new_tokens (order stays deterministic).
+    by_limit: dict[int, list] = {}
+    for item in misses:
+        by_limit.setdefault(item[3], []).append(item)
+    batches = [items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)]
+    for batch in progress(batches, desc=f"answer {model.name} {shard:03d}"):
+        limit = batch[0][3]
+        start = time.perf_counter()
+        outcomes = model.run([b[1] for b in batch], limit)
+        latency = (time.perf_counter() - start) / len(batch)
+        generation = json.dumps(model.generation(limit), sort_keys=True, default=str)
+        stand_in = bool(model.spec_stand_in or model.backend.describe().stand_in)
+        for (r, request, key, _), (text, error) in zip(batch, outcomes):
+            answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
+            record = {"answer": answer, "truncated": truncated, "original_chars": original, "latency_s": latency,
+                      "generation": generation, "stand_in": stand_in, "query_id": request.request_id}
+            if error is None:
+                cache.put(key, record)
+                new += 1
+                results[key] = record
+                if stop_after and new >= stop_after:
+                    raise SimulatedCrash(f"{STOP_AFTER_ENV}={stop_after}: stopped after {new} new answers")
+            else:
+                failed += 1
+                results[key] = {**record, "answer": "", "error": error, "failed": True}
+                log.warning("model %s query %s failed: %s", model.name, request.request_id, error)
+
+    table_rows = []
+    for r, request, key, limit in planned:
+        res = results[key]
+        ok = not res.get("failed")
+        table_rows.append(
+            {
+                "query_id": request.request_id,
+                "model": model.name,
+                "answer": res["answer"],
+                "status": "ok" if ok else "failed",
+                "error": None if ok else res["error"],
+                "request_hash": key,
+                "stand_in": bool(res.get("stand_in", model.spec_stand_in)),
+                # Wall-clock latency differs run to run; off by default so answer files are byte-reproducible.
+                "latency_s": float(res.get("latency_s") or 0.0) if settings["record_latency"] else None,
+                "truncated": bool(res.get("truncated", False)),
+                "original_chars": int(res.get("original_chars", len(res["answer"]))),
+                "generation": res.get("generation"),
+            }
+        )
+    schema = {k: getattr(pl, v) for k, v in ANSWER_SCHEMA.items()}
+    write_parquet(out_path, pl.DataFrame(table_rows, schema=schema, orient="row"))
+    stats = {"queries": len(planned), "cache_hits": hits, "new": new, "failed": failed,
+             "truncated": sum(r["truncated"] for r in table_rows), "empty": sum(r["answer"] == "" for r in table_rows)}
+    log.info("model %s shard %d: %s", model.name, shard, json.dumps(stats, sort_keys=True))
+    if planned and failed / len(planned) > float(settings["max_failed_fraction"]):
+        first = next(r for r in table_rows if r["status"] == "failed")
+        raise BackendError(
+            f"model {model.name!r} shard {shard:03d}: {failed} of {len(planned)} requests failed "
+            f"(first: query {first['query_id']}: {first['error']}); finished answers are cached, so a rerun retries "
+            "only the failures; raise answer.max_failed_fraction to accept them"
+        )
+    return stats
+
+
+def models_by_name(config: dict) -> dict[str, dict]:
+    specs = {}
+    for i, spec in enumerate(config.get("models") or []):
+        name = spec.get("name")
+        if not name:
+            raise ConfigError(f"config key 'models.{i}.name': missing")
+        if name in specs:
+            raise ConfigError(f"config key 'models.{i}.name': duplicate model name {name!r}")
+        specs[name] = spec
+    return specs
+
+
+def model_folder(spec: dict, models_cache: str | os.PathLike = "resources/models") -> Path | None:
+    """Folder a `build:` stand-in is built into (args.model defaults to it)."""
+    if not spec.get("build"):
+        return None
+    return Path(spec.get("args", {}).get("model") or Path(models_cache) / spec["name"])

@@ -1,0 +1,89 @@
+"""Models under test on the vLLM offline engine (one engine per answer shard; GPU clusters).
+
+Same request format as the OpenAI-compatible backend (chat messages with base64 image URLs) through
+`vllm.LLM.chat`, so a model answers identically whether served or run offline. vLLM is imported lazily; a machine
+without it gets a MissingExtraError naming the extra `vllm`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import MissingExtraError
+from .base import VLM, BackendInfo, VLMRequest
+from .openai_http import request_messages
+
+
+class VLLMVLM(VLM):
+    """Args: model (folder or hub id), revision, dtype ("auto"), max_new_tokens (16), temperature (0), top_p (1),
+    seed (0), tensor_parallel_size (1), gpu_memory_utilization (0.9), max_model_len (null = model default),
+    max_images_per_prompt (1), system_prompt, stand_in, engine_args (dict passed to vllm.LLM as is)."""
+
+    def __init__(
+        self,
+        model: str,
+        revision: str | None = None,
+        dtype: str = "auto",
+        max_new_tokens: int = 16,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        max_images_per_prompt: int = 1,
+        system_prompt: str | None = None,
+        stand_in: bool = False,
+        engine_args: dict | None = None,
+    ):
+        try:
+            import vllm
+        except ModuleNotFoundError as exc:
+            raise MissingExtraError(
+                "vlm backend 'vllm' needs the package 'vllm': pip install 'halluflow[vllm]' (GPU machines)"
+            ) from exc
+        self._vllm = vllm
+        self.model_name = model
+        self.revision = revision
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.system_prompt = system_prompt
+        self.stand_in = stand_in
+        kwargs = dict(
+            model=model,
+            revision=revision,
+            dtype=dtype,
+            seed=seed,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            limit_mm_per_prompt={"image": max_images_per_prompt},
+        )
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        kwargs.update(engine_args or {})
+        self.engine = vllm.LLM(**kwargs)
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo("vlm", "vllm", self.model_name, self.revision, self.stand_in)
+
+    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
+        return {
+            "max_new_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "system_prompt": self.system_prompt,
+        }
+
+    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
+        params = self._vllm.SamplingParams(
+            max_tokens=self.max_new_tokens if max_new_tokens is None else max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+        )
+        conversations = [request_messages(r, self.system_prompt) for r in requests]
+        outputs = self.engine.chat(conversations, params, use_tqdm=False)
+        return [o.outputs[0].text.strip() if o.outputs else "" for o in outputs]

@@ -1,0 +1,159 @@
+"""Evaluation sources for the answer stage: an ODE release, POPE question files, or AMBER queries.
+
+Each becomes one table in the queries.parquet schema (docs/data-contracts.md) plus the folder its `image` paths are
+relative to. POPE: COCO label files are JSONL, A-OKVQA/GQA ones JSON arrays ({question_id, image, text, label});
+AMBER: query_*.json ({id, image, query}) with optional annotations.json for the truth. Images live in a
+user-supplied folder; paths escaping it and missing files are reported up front.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+from .errors import ConfigError, InputError
+from .io import read_json, read_jsonl, safe_join
+
+SOURCE_KINDS = ("ode", "pope", "amber")
+
+# Columns every source provides (the queries.parquet contract); extra ODE columns are kept as they are.
+QUERY_COLUMNS = {
+    "query_id": "str",
+    "image_id": "str",
+    "image": "str",
+    "scene_id": "str",
+    "distribution": "str",
+    "pair_kind": "str",
+    "task": "str",
+    "query_type": "str",
+    "attribute_kind": "str",
+    "question": "str",
+    "truth": "str",
+    "target": "str",
+    "objects": "list",
+    "strategy": "str",
+}
+
+_POPE_TARGET = re.compile(r"^is there (?:a|an) (.+?) in the image\??$", re.I)
+_AMBER_TYPES = {
+    "generative": "generative",
+    "discriminative-hallucination": "existence",
+    "discriminative-attribute-state": "attribute",
+    "discriminative-attribute-number": "count",
+    "discriminative-attribute-action": "attribute",
+    "discriminative-relation": "relation",
+    "relation": "relation",
+}
+
+
+def _table(rows: list[dict]):
+    import polars as pl
+
+    schema = {k: (pl.List(pl.String) if v == "list" else pl.String) for k, v in QUERY_COLUMNS.items()}
+    return pl.DataFrame([{k: r.get(k) for k in QUERY_COLUMNS} for r in rows], schema=schema, orient="row")
+
+
+def _require(row: dict, keys: Iterable[str], where: str) -> None:
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise InputError(f"{where}: missing key(s) {', '.join(missing)}")
+
+
+def pope_queries(path: str | os.PathLike):
+    """POPE label file (JSONL or JSON array) → queries; label is the truth, "Is there a X in the image?" the target."""
+    rows = []
+    for i, r in enumerate(read_jsonl(path)):
+        _require(r, ("question_id", "image", "text"), f"{path}: item {i}")
+        m = _POPE_TARGET.match(str(r["text"]).strip())
+        label = r.get("label")
+        rows.append(
+            {
+                "query_id": str(r["question_id"]),
+                "image_id": Path(str(r["image"])).stem,
+                "image": str(r["image"]),
+                "task": "discriminative",
+                "query_type": "existence",
+                "question": str(r["text"]),
+                "truth": str(label).strip().lower() if label is not None else None,
+                "target": m.group(1) if m else None,
+                "objects": [],
+            }
+        )
+    return _table(rows)
+
+
+def amber_queries(path: str | os.PathLike, annotations: str | os.PathLike | None = None):
+    """AMBER query file → queries; with annotations.json the truth, query type and truth objects are filled in."""
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON array of {{id, image, query}} objects")
+    notes: dict[int, dict] = {}
+    if annotations is not None:
+        ann = read_json(annotations)
+        if not isinstance(ann, list):
+            raise InputError(f"{annotations}: expected a JSON array of annotation records")
+        notes = {int(a["id"]): a for a in ann if isinstance(a, dict) and "id" in a}
+    rows = []
+    for i, r in enumerate(data):
+        if not isinstance(r, dict):
+            raise InputError(f"{path}: item {i} is not an object")
+        _require(r, ("id", "image", "query"), f"{path}: item {i}")
+        note = notes.get(int(r["id"]), {})
+        kind = note.get("type", "generative" if "describe" in str(r["query"]).lower() else None)
+        query_type = _AMBER_TYPES.get(kind or "", "existence")
+        generative = query_type == "generative"
+        truth = note.get("truth")
+        rows.append(
+            {
+                "query_id": str(r["id"]),
+                "image_id": Path(str(r["image"])).stem,
+                "image": str(r["image"]),
+                "task": "generative" if generative else "discriminative",
+                "query_type": query_type,
+                "question": str(r["query"]),
+                "truth": None if generative or truth is None else str(truth).lower(),
+                "objects": [str(o) for o in truth] if generative and isinstance(truth, list) else [],
+            }
+        )
+    return _table(rows)
+
+
+def ode_queries(release_dir: str | os.PathLike):
+    import polars as pl
+
+    path = Path(release_dir) / "queries.parquet"
+    if not path.exists():
+        raise InputError(f"{path}: release queries not found (run the ODE stages first)")
+    table = pl.read_parquet(path)
+    missing = [c for c in ("query_id", "image", "question", "task") if c not in table.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    return table
+
+
+def load_source(kind: str, path: str | os.PathLike, images: str | os.PathLike | None = None,
+                annotations: str | os.PathLike | None = None):
+    """Return (queries table, image root). For `ode` the image root is the release folder itself."""
+    if kind == "ode":
+        return ode_queries(path), Path(images or path)
+    if kind not in SOURCE_KINDS:
+        raise ConfigError(f"answer.source.kind {kind!r}: expected one of {', '.join(SOURCE_KINDS)}")
+    if images is None:
+        raise ConfigError(f"answer.source.images: a {kind} source needs the folder holding its images")
+    table = pope_queries(path) if kind == "pope" else amber_queries(path, annotations)
+    return table, Path(images)
+
+
+def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int = 5) -> list[Path]:
+    """Absolute image paths under `root`; InputError if any escapes it or is missing (how many, and the first)."""
+    root = Path(root)
+    paths = [safe_join(root, r) for r in relative]
+    missing = sorted({str(p.relative_to(root.resolve())) for p in paths if not p.is_file()})
+    if missing:
+        raise InputError(
+            f"{len(missing)} image(s) missing under {root}: {', '.join(missing[:show])}"
+            + (" ..." if len(missing) > show else "")
+        )
+    return paths

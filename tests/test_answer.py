@@ -1,0 +1,141 @@
+"""The answer stage: shard assignment, cache resume after a crash, missing images, contract columns."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import polars as pl
+import pytest
+from PIL import Image
+
+from halluflow.answer import STOP_AFTER_ENV, ModelUnderTest, SimulatedCrash, answer_shard, shard_of
+from halluflow.cache import RequestCache
+from halluflow.errors import InputError
+from halluflow.io import write_parquet
+from halluflow.standins import build_standin, register_builder
+from halluflow.backends.transformers_vlm import build_tiny_smolvlm
+
+from test_backends_prior import make_graph
+
+QUESTIONS = [
+    ("Is there a grass in the picture?", "discriminative", "existence", "grass", ["dog", "grass"]),
+    ("Is there a frisbee in the picture?", "discriminative", "existence", "frisbee", ["dog", "grass"]),
+    ("Is there a unicorn in the picture?", "discriminative", "existence", "unicorn", ["unicorn", "sky"]),
+    ("Please describe this picture.", "generative", "generative", None, ["dog"]),
+    ("Is there a cloud in the picture?", "discriminative", "existence", "cloud", ["cloud", "sky"]),
+    ("Is there a sky in the picture?", "discriminative", "existence", "sky", ["cloud", "sky"]),
+]
+
+
+def make_release(folder, n_images=3):
+    (folder / "images").mkdir(parents=True)
+    for i in range(n_images):
+        Image.new("RGB", (32, 24), (60 * i, 20, 200)).save(folder / "images" / f"img{i}.png")
+    rows = [
+        {"query_id": f"q{i:02d}", "image_id": f"img{i % n_images}", "image": f"images/img{i % n_images}.png",
+         "question": q, "task": task, "query_type": qt, "target": target, "objects": objects}
+        for i, (q, task, qt, target, objects) in enumerate(QUESTIONS)
+    ]
+    table = pl.DataFrame(rows)
+    write_parquet(folder / "queries.parquet", table)
+    return table
+
+
+@pytest.fixture
+def release(tmp_path):
+    return make_release(tmp_path / "release")
+
+
+@pytest.fixture
+def prior_spec(tmp_path):
+    return {"name": "prior", "backend": "prior", "args": {"graph": str(make_graph(tmp_path)), "threshold": 0.3}}
+
+
+def test_shards_are_stable_and_cover_every_query():
+    ids = [f"query-{i}" for i in range(400)]
+    shards = [shard_of(q, 4) for q in ids]
+    assert shards == [shard_of(q, 4) for q in ids]
+    assert set(Counter(shards)) == {0, 1, 2, 3} and min(Counter(shards).values()) > 70
+    assert shard_of("q00", 1) == 0
+
+
+def test_prior_answers_with_contract_columns_and_reproducible_bytes(tmp_path, release, prior_spec):
+    out = tmp_path / "answers" / "prior" / "000.parquet"
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c1", out)
+    assert stats["queries"] == 6 and stats["new"] == 6 and stats["failed"] == 0
+    table = pl.read_parquet(out)
+    for column in ("query_id", "model", "answer", "status", "error", "request_hash", "stand_in", "latency_s"):
+        assert column in table.columns
+    # grass|dog 8/10, frisbee|dog 3/10, unicorn|sky 0, cloud|sky 30/50, sky|cloud 30/40 against threshold 0.3.
+    assert dict(zip(table["query_id"], table["answer"])) == {
+        "q00": "Yes", "q01": "Yes", "q02": "No", "q03": "The picture shows a dog, a grass and a frisbee.",
+        "q04": "Yes", "q05": "Yes"}
+    assert set(table["status"]) == {"ok"} and not table["stand_in"].any()
+    # A fresh run with a fresh cache gives the same bytes (no timestamps, no latencies by default).
+    out2 = tmp_path / "again.parquet"
+    answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c2", out2)
+    assert out.read_bytes() == out2.read_bytes()
+
+
+def test_crash_mid_shard_then_rerun_repeats_no_cached_request(tmp_path, release, prior_spec, monkeypatch):
+    cache, out = tmp_path / "cache", tmp_path / "a.parquet"
+    settings = {"batch_size": 2}
+    monkeypatch.setenv(STOP_AFTER_ENV, "3")
+    with pytest.raises(SimulatedCrash):
+        answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, out, settings=settings)
+    assert len(RequestCache(cache)) == 3 and not out.exists()
+    monkeypatch.delenv(STOP_AFTER_ENV)
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, out, settings=settings)
+    assert (stats["cache_hits"], stats["new"]) == (3, 3)
+    model = ModelUnderTest(prior_spec)
+    stats = answer_shard(release, tmp_path / "release", model, cache, out, settings=settings)
+    assert (stats["cache_hits"], stats["new"]) == (6, 0)
+    assert not model.loaded  # a fully cached shard never loads the model
+
+
+def test_cache_key_changes_with_prompt_and_generation(tmp_path, release, prior_spec):
+    cache = tmp_path / "cache"
+    answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, tmp_path / "a.parquet")
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, tmp_path / "b.parquet",
+                         settings={"yes_no_suffix": " Reply Yes or No."})
+    assert stats["cache_hits"] == 1  # only the generative prompt is unchanged
+    changed = {**prior_spec, "args": {**prior_spec["args"], "threshold": 0.9}}
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(changed), cache, tmp_path / "c.parquet")
+    assert stats["cache_hits"] == 0
+    batchy = {**prior_spec, "args": {**prior_spec["args"], "batch_size": 99}}  # cannot change answers
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(batchy), cache, tmp_path / "d.parquet")
+    assert stats["cache_hits"] == 6
+
+
+def test_shards_partition_the_queries(tmp_path, release, prior_spec):
+    ids = []
+    for shard in range(3):
+        out = tmp_path / f"{shard:03d}.parquet"
+        answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "cache", out,
+                     shard=shard, n_shards=3)
+        ids += pl.read_parquet(out)["query_id"].to_list()
+    assert sorted(ids) == sorted(release["query_id"])
+
+
+def test_missing_and_escaping_images_are_reported(tmp_path, release, prior_spec):
+    (tmp_path / "release" / "images" / "img1.png").unlink()
+    (tmp_path / "release" / "images" / "img2.png").unlink()
+    with pytest.raises(InputError, match=r"2 image\(s\) missing under .*: images/img1.png, images/img2.png"):
+        answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c", tmp_path / "a.parquet")
+    bad = release.with_columns(pl.lit("../../etc/passwd").alias("image"))
+    with pytest.raises(InputError, match="escapes its folder"):
+        answer_shard(bad, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c", tmp_path / "a.parquet")
+
+
+def test_tiny_standin_vlm_through_the_stage(tmp_path, release):
+    register_builder("smolvlm", build_tiny_smolvlm)
+    folder = build_standin("smolvlm", tmp_path / "models" / "tiny-smolvlm", seed=0)
+    spec = {"name": "tiny-smolvlm", "backend": "transformers", "stand_in": True, "build": {"builder": "smolvlm"},
+            "args": {"model": str(folder), "batch_size": 4}}
+    out = tmp_path / "answers.parquet"
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out)
+    assert stats["new"] == 6
+    table = pl.read_parquet(out)
+    assert table["stand_in"].all() and set(table["status"]) == {"ok"}
+    assert '"max_new_tokens": 6' in table.filter(pl.col("query_id") == "q00")["generation"][0]
+    assert '"max_new_tokens": 24' in table.filter(pl.col("query_id") == "q03")["generation"][0]
