@@ -233,3 +233,19 @@ def get_cedi_targets():
 
 
 FINAL_TARGETS.append(get_cedi_targets)
+
+
+# ---- scoring (rules/score.smk) ----
+SCORING = config["scoring"]
+
+
+def get_score_answers(wildcards):
+    return expand(f"{OUT}/answers/{wildcards.model}/{{shard}}.parquet", shard=ANSWER_SHARDS)
+
+
+def get_score_targets():
+    models = [m["name"] for m in config.get("models") or []]
+    return [f"{OUT}/{kind}" for name in models for kind in (f"metrics/{name}.json", f"scores/{name}/answers.parquet")]
+
+
+FINAL_TARGETS.append(get_score_targets)

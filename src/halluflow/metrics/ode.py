@@ -1,0 +1,222 @@
+"""ODE scoring (seed 002 §4, anchors.md "ODE ... Scoring"): POPE-style metrics of the yes/no queries broken down by
+distribution, pair kind, query type and attribute kind, hallucination rate per distribution, and CHAIR-like scores
+of the generative answers, matched against the scene's truth objects with the concept-graph nodes as vocabulary.
+
+Outputs: a tidy table with one row per answer (scores/<model>/answers.parquet) and a metrics JSON per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import polars as pl
+
+from ..errors import InputError
+from .chair import tokenize
+from .parsers import parse_answers
+from .pope import confusion_counts, metrics_from_counts, aggregation_for
+from .singular import singularize_cached
+
+ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
+QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
+BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind")
+GENERATIVE = "generative"
+
+
+class ConceptMatcher:
+    """Mentions of vocabulary concepts in free text: lower-case, tokenize, singularize (as CHAIR does), then the
+    longest vocabulary phrase starting at each position wins ("traffic light" before "light")."""
+
+    def __init__(self, vocabulary: Iterable[str]):
+        self.phrases: dict[tuple[str, ...], str] = {}
+        for concept in vocabulary:
+            if concept is None or not str(concept).strip():
+                continue
+            key = self.key(str(concept))
+            if key:
+                self.phrases.setdefault(key, str(concept))
+        self.max_len = max((len(k) for k in self.phrases), default=1)
+
+    @staticmethod
+    def key(text: str) -> tuple[str, ...]:
+        return tuple(singularize_cached(t) for t in tokenize(text.lower().replace("_", " ")))
+
+    def canonical(self, concept: str) -> str:
+        """The vocabulary spelling of a truth object (so 'Dogs' and 'dog' compare equal); unknown → as given."""
+        return self.phrases.get(self.key(concept), concept)
+
+    def mentions(self, text: str) -> list[str]:
+        words = self.key(text)
+        out, i = [], 0
+        while i < len(words):
+            for n in range(min(self.max_len, len(words) - i), 0, -1):
+                hit = self.phrases.get(words[i:i + n])
+                if hit is not None:
+                    out.append(hit)
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+
+def _require(df: pl.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{what} lacks column(s) {', '.join(missing)} (see docs/data-contracts.md)")
+
+
+def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iterable[str], parser: str = "pope",
+                  positive: str = "yes") -> pl.DataFrame:
+    """The tidy per-answer table: parsed/correct/hallucinated for yes/no queries, mentions for generative ones."""
+    _require(queries, QUERY_COLUMNS, "queries table")
+    _require(answers, ANSWER_COLUMNS, "answers table")
+    dup = answers["query_id"].is_duplicated()
+    if dup.any():
+        raise InputError(f"answers: query_id {answers.filter(dup)['query_id'][0]!r} answered more than once")
+    unknown = answers.join(queries.select("query_id"), on="query_id", how="anti")
+    if unknown.height:
+        raise InputError(f"answers: query_id {unknown['query_id'][0]!r} is not in the queries table "
+                         f"({unknown.height} unknown)")
+    stand_in = pl.col("stand_in").fill_null(False) if "stand_in" in answers.columns else pl.lit(False)
+    df = (answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
+          .join(queries.select(QUERY_COLUMNS), on="query_id", how="inner", maintain_order="left")
+          .sort("query_id"))
+    ok = pl.col("status") == "ok"
+    answer_ok = pl.when(ok).then(pl.col("answer")).otherwise(None)
+    df = df.with_columns(answer_ok.alias("_answer"))
+    is_disc = pl.col("query_type") != GENERATIVE
+    parsed = parse_answers(df["_answer"], parser)
+    df = df.with_columns(pl.when(is_disc).then(parsed).otherwise(None).alias("parsed"))
+    df = df.with_columns(
+        pl.when(is_disc & pl.col("_answer").is_not_null()).then(pl.col("parsed").fill_null("") == pl.col("truth"))
+        .otherwise(None).alias("correct"))
+
+    matcher = ConceptMatcher(vocabulary)
+    gen = df.filter(~is_disc & pl.col("_answer").is_not_null())
+    mentioned, hallucinated, covered = [], [], []
+    for text, objects in zip(gen["_answer"].to_list(), gen["objects"].to_list()):
+        truth = {matcher.canonical(o) for o in objects or []}
+        found = matcher.mentions(text)
+        mentioned.append(found)
+        hallucinated.append([m for m in found if m not in truth])
+        covered.append(len(truth & set(found)))
+    gen_cols = pl.DataFrame({"query_id": gen["query_id"], "mentioned": mentioned, "hallucinated_objects": hallucinated,
+                             "n_truth_covered": covered},
+                            schema={"query_id": pl.String, "mentioned": pl.List(pl.String),
+                                    "hallucinated_objects": pl.List(pl.String), "n_truth_covered": pl.Int64})
+    df = df.join(gen_cols, on="query_id", how="left", maintain_order="left").with_columns(
+        pl.col("mentioned").list.len().cast(pl.Int64).alias("n_mentions"),
+        pl.col("hallucinated_objects").list.len().cast(pl.Int64).alias("n_hallucinated"),
+        pl.col("objects").list.len().cast(pl.Int64).alias("n_truth"),
+    )
+    # one flag per answer for the report: a wrong yes/no answer, or a caption naming an object not in the scene;
+    # null when the answer cannot be judged (failed request, or a yes/no answer the parser could not read)
+    df = df.with_columns(
+        pl.when(is_disc & pl.col("parsed").is_not_null()).then(~pl.col("correct"))
+        .when(~is_disc & pl.col("_answer").is_not_null()).then(pl.col("n_hallucinated") > 0)
+        .otherwise(None).alias("hallucinated"))
+    return df.drop("_answer").select(
+        "query_id", "model", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "answer",
+        "status", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
+        "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in")
+
+
+def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
+    disc = df.filter((pl.col("query_type") != GENERATIVE) & (pl.col("status") == "ok"))
+    if disc.height == 0:
+        return None
+    return metrics_from_counts(confusion_counts(disc["parsed"], disc["truth"], positive), aggregation_for(parser),
+                               positive)
+
+
+def _generative_block(df: pl.DataFrame) -> dict | None:
+    gen = df.filter((pl.col("query_type") == GENERATIVE) & (pl.col("status") == "ok"))
+    if gen.height == 0:
+        return None
+    n_ment, n_hall = int(gen["n_mentions"].sum()), int(gen["n_hallucinated"].sum())
+    n_truth, n_cov = int(gen["n_truth"].sum()), int(gen["n_truth_covered"].sum())
+    n_hall_caps = int((gen["n_hallucinated"] > 0).sum())
+    return {"chair_s": n_hall_caps / gen.height, "chair_i": n_hall / n_ment if n_ment else None,
+            "coverage": n_cov / n_truth if n_truth else None, "n_captions": gen.height, "n_mentions": n_ment,
+            "n_hallucinated_mentions": n_hall, "n_hallucinated_captions": n_hall_caps}
+
+
+def _rate(df: pl.DataFrame) -> dict:
+    judged = df.filter(pl.col("hallucinated").is_not_null())
+    n = judged.height
+    k = int(judged["hallucinated"].sum()) if n else 0
+    return {"hallucination_rate": k / n if n else None, "n_judged": n, "n_hallucinated": k}
+
+
+def _section(df: pl.DataFrame, parser: str, positive: str) -> dict:
+    out = _rate(df)
+    pope, gen = _pope_block(df, parser, positive), _generative_block(df)
+    if pope is not None:
+        out["pope"] = pope
+    if gen is not None:
+        out["generative"] = gen
+    return out
+
+
+def _groups(df: pl.DataFrame, keys: Sequence[str], parser: str, positive: str) -> dict:
+    out = {}
+    for part in df.with_columns(pl.col(list(keys)).fill_null("none")).partition_by(list(keys), maintain_order=False):
+        name = "/".join(str(part[k][0]) for k in keys)
+        out[name] = _section(part, parser, positive)
+    return dict(sorted(out.items()))
+
+
+def ode_metrics(scored: pl.DataFrame, model: str, parser: str = "pope", positive: str = "yes",
+                breakdowns: Sequence[str] = BREAKDOWNS) -> dict:
+    """Metrics JSON of one model: overall sections first (the report picks the least nested numbers), then one
+    `by_<column>` block per breakdown and distribution × query type."""
+    unknown = [b for b in breakdowns if b not in scored.columns]
+    if unknown:
+        raise InputError(f"scoring.breakdowns: unknown column(s) {', '.join(unknown)} (known: {', '.join(BREAKDOWNS)})")
+    out = {"model": model, "parser": parser, "positive": positive,
+           "stand_in": bool(scored["stand_in"].any()) if scored.height else False,
+           "n_answers": scored.height, "n_failed": int((scored["status"] != "ok").sum()),
+           "n_unparsed": int(((scored["query_type"] != GENERATIVE) & (scored["status"] == "ok")
+                              & scored["parsed"].is_null()).sum())}
+    out.update(_section(scored, parser, positive))
+    for b in breakdowns:
+        out[f"by_{b}"] = _groups(scored, [b], parser, positive)
+    if {"distribution", "query_type"} <= set(scored.columns):
+        out["by_distribution_query_type"] = _groups(scored, ["distribution", "query_type"], parser, positive)
+    return out
+
+
+def read_answer_shards(paths: Sequence[str]) -> pl.DataFrame:
+    frames = []
+    for p in paths:
+        df = pl.read_parquet(p)
+        _require(df, ANSWER_COLUMNS, f"answers shard {p}")
+        cols = list(ANSWER_COLUMNS) + (["stand_in"] if "stand_in" in df.columns else [])
+        frames.append(df.select(cols).with_columns(pl.col("query_id").cast(pl.String), pl.col("answer").cast(pl.String)))
+    if not frames:
+        raise InputError("no answer shards given")
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def run_score(answer_paths: Sequence[str], queries_path: str, nodes_path: str, scores_out: str, metrics_out: str,
+              model: str, scoring: dict) -> dict:
+    """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON."""
+    from ..io import write_json, write_parquet
+
+    queries = pl.read_parquet(queries_path)
+    nodes = pl.read_parquet(nodes_path)
+    _require(nodes, ("node",), f"graph nodes {nodes_path}")
+    # concept vocabulary = graph nodes, plus any truth object of the release (fictional objects included)
+    vocabulary = sorted(set(nodes["node"].drop_nulls().to_list())
+                        | set(queries["objects"].explode().drop_nulls().to_list())
+                        | set(queries["target"].drop_nulls().to_list()))
+    parser, positive = scoring.get("parser", "pope"), scoring.get("positive", "yes")
+    scored = score_answers(queries, read_answer_shards(answer_paths), vocabulary, parser, positive)
+    wrong_model = scored.filter(pl.col("model") != model)
+    if wrong_model.height:
+        raise InputError(f"answers of model {model!r} contain rows of model {wrong_model['model'][0]!r}")
+    metrics = ode_metrics(scored, model, parser, positive, scoring.get("breakdowns", BREAKDOWNS))
+    write_parquet(scores_out, scored)
+    write_json(metrics_out, metrics)
+    return metrics
