@@ -4,7 +4,7 @@
 
 rule cedi_examine:
     input:
-        release=CEDI_RELEASE,
+        release=CEDI_RELEASE_MANIFEST,
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
         model=get_cedi_model_input,

@@ -202,7 +202,7 @@ FINAL_TARGETS.append(get_diagnosis_targets)
 # ---- CEDI (rules/cedi.smk) ----
 CEDI_CONFIG = config.get("cedi", {})
 CEDI_DIR = f"{OUT}/cedi"
-CEDI_RELEASE = f"{OUT}/release"  # rule package_release's folder: scenes.parquet + queries.parquet + images/
+CEDI_RELEASE_MANIFEST = f"{OUT}/release/manifest.json"  # written last by package_release; its folder is the release
 
 
 def get_cedi_params():
