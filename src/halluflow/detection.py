@@ -45,7 +45,8 @@ def _keep_best(dets: list[Detection], max_detections: int) -> list[Detection]:
 
 def _clip_box(box, width: int, height: int) -> tuple[float, float, float, float]:
     x0, y0, x1, y1 = (float(v) for v in box)
-    return (min(max(x0, 0.0), width), min(max(y0, 0.0), height), min(max(x1, 0.0), width), min(max(y1, 0.0), height))
+    w, h = float(width), float(height)
+    return (min(max(x0, 0.0), w), min(max(y0, 0.0), h), min(max(x1, 0.0), w), min(max(y1, 0.0), h))
 
 
 class TransformersDetector(Detector):
@@ -329,6 +330,7 @@ def build_tiny_owlv2(out_dir: Path, seed: int = 0, image_size: int = 64, patch_s
     """A random OWLv2 (the default stand-in detector): ViT with (image_size/patch_size)^2 query boxes."""
     if _ignored:
         raise ConfigError(f"detection.stand_in.args: unknown keys {', '.join(sorted(_ignored))} for 'owlv2'")
+    import torch
     from transformers import Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
 
     tok = tiny_clip_tokenizer(16)
@@ -341,6 +343,11 @@ def build_tiny_owlv2(out_dir: Path, seed: int = 0, image_size: int = 64, patch_s
         projection_dim=hidden,
     )
     model = Owlv2ForObjectDetection(config)
+    # Random box-head outputs saturate the sigmoid and every box collapses onto an image corner; shrinking the last
+    # layer keeps boxes near OWL's own per-patch prior, so the stand-in's boxes look like boxes downstream.
+    with torch.no_grad():
+        model.box_head.dense2.weight.mul_(0.01)
+        model.box_head.dense2.bias.zero_()
     processor = Owlv2Processor(
         image_processor=Owlv2ImageProcessor(size={"height": image_size, "width": image_size}), tokenizer=tok
     )

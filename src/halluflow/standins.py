@@ -21,15 +21,25 @@ from .io import read_json, write_json
 # Written last into every stand-in folder: backends read it to label their outputs `stand_in: true`.
 MARKER = "halluflow_standin.json"
 
-# kind -> "package.module:function"; imported lazily so building a detector never imports diffusers.
-_BUILDERS: dict[str, str] = {}
+# kind -> "package.module:function" (imported lazily, so building a detector never imports diffusers) or a callable.
+_BUILDERS: dict[str, str | Callable] = {}
 
 
 def register_builder(kind: str, target: str | Callable) -> None:
-    """Register a builder `fn(out_dir: Path, seed: int, **cfg) -> dict` (returns facts for the marker)."""
-    if callable(target):
-        target = f"{target.__module__}:{target.__qualname__}"
+    """Register a builder `fn(out_dir: Path, seed: int, **cfg) -> dict | None` (the dict is added to the marker).
+
+    A builder writes a folder its backend loads with `from_pretrained` (or a weights file) and raises ConfigError
+    for settings it does not know. Example: register_builder("smolvlm", "halluflow.backends.transformers_vlm:build")."""
     _BUILDERS[kind] = target
+
+
+def _missing_extra(exc: ModuleNotFoundError, what: str) -> MissingExtraError | None:
+    from .registry import EXTRA_FOR_MODULE
+
+    missing = (exc.name or "").split(".")[0]
+    if missing not in EXTRA_FOR_MODULE:
+        return None
+    return MissingExtraError(f"{what} needs the package {missing!r}: pip install 'halluflow[{EXTRA_FOR_MODULE[missing]}]'")
 
 
 def builder_kinds() -> list[str]:
@@ -39,19 +49,18 @@ def builder_kinds() -> list[str]:
 def _resolve(kind: str) -> Callable:
     if kind not in _BUILDERS:
         raise ConfigError(f"unknown stand-in kind {kind!r}; known: {', '.join(builder_kinds())}")
-    module_name, _, attr = _BUILDERS[kind].partition(":")
+    target = _BUILDERS[kind]
+    if callable(target):
+        return target
+    module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         # Same actionable message as the backend registry: name the extra to install.
-        from .registry import EXTRA_FOR_MODULE
-
-        missing = (exc.name or "").split(".")[0]
-        if missing not in EXTRA_FOR_MODULE:
+        error = _missing_extra(exc, f"stand-in {kind!r}")
+        if error is None:
             raise
-        raise MissingExtraError(
-            f"stand-in {kind!r} needs the package {missing!r}: pip install 'halluflow[{EXTRA_FOR_MODULE[missing]}]'"
-        ) from exc
+        raise error from exc
     return getattr(module, attr)
 
 
@@ -62,11 +71,17 @@ def build_standin(kind: str, out_dir: str | os.PathLike, seed: int = 0, **cfg: A
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".part", dir=out_dir.parent))
     try:
-        import torch
+        try:
+            import torch
 
-        # Seeding the global generator is how the tiny models get reproducible random weights.
-        torch.manual_seed(seed)
-        facts = builder(tmp, seed=seed, **cfg) or {}
+            # Seeding the global generator is how the tiny models get reproducible random weights.
+            torch.manual_seed(seed)
+            facts = builder(tmp, seed=seed, **cfg) or {}
+        except ModuleNotFoundError as exc:
+            error = _missing_extra(exc, f"stand-in {kind!r}")
+            if error is None:
+                raise
+            raise error from exc
         write_json(tmp / MARKER, {"kind": kind, "seed": seed, "config": cfg, "stand_in": True, **facts})
         if out_dir.exists():
             shutil.rmtree(out_dir)

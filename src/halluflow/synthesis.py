@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,6 +23,8 @@ from .progress import get_logger, progress
 from .standins import standin_info, tiny_clip_tokenizer, tiny_t5_tokenizer
 
 log = get_logger(__name__)
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 
 PROMPT_COLUMNS = {"image_id": pl.Utf8, "scene_id": pl.Utf8, "shard": pl.Utf8, "prompt": pl.Utf8,
                   "negative_prompt": pl.Utf8, "seed": pl.Int64}
@@ -201,6 +204,10 @@ def synthesize_shard(prompts: pl.DataFrame, root: str | os.PathLike, shard: str,
     if batch_size < 1:
         raise ConfigError(f"synthesis.batch_size must be >= 1, got {batch_size}")
     root = Path(root)
+    bad = [i for i in prompts["image_id"].to_list() if not _SAFE_ID.match(i)]
+    if bad:
+        # ids become file names: anything else could escape images/<shard>/ or collide after normalisation
+        raise InputError(f"prompts: image_id {bad[0]!r} is not a plain file name ([A-Za-z0-9_-][A-Za-z0-9._-]*)")
     info = synthesizer.describe()
     settings = synthesizer.settings() if hasattr(synthesizer, "settings") else {}
     resume_path = root / "images" / f"{shard}.resume.jsonl"

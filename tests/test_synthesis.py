@@ -1,0 +1,124 @@
+"""DiffusersSynthesizer on a tiny random FLUX built offline: real from_pretrained + FluxPipeline code path."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+
+from halluflow.backends.base import ImagePrompt
+from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
+from halluflow.io import sha256_file, write_parquet
+from halluflow.registry import create
+from halluflow.standins import build_standin
+from halluflow.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
+
+SMALL = dict(steps=2, height=32, width=48)
+
+
+@pytest.fixture(scope="module")
+def flux_dir(tmp_path_factory):
+    return build_standin("flux", tmp_path_factory.mktemp("models") / "tiny-flux", seed=0)
+
+
+@pytest.fixture(scope="module")
+def synth(flux_dir):
+    return create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu", **SMALL})
+
+
+def _prompts(n=5, shard="000"):
+    return pl.DataFrame({
+        "image_id": [f"img-{i}" for i in range(n)],
+        "scene_id": [f"scene-{i // 2}" for i in range(n)],
+        "shard": [shard] * n,
+        "prompt": [f"a red dog and a cat number {i}" for i in range(n)],
+        "negative_prompt": ["(bad anatomy)"] * n,
+        "seed": [100 + i for i in range(n)],
+    })
+
+
+def test_loads_with_from_pretrained_and_says_stand_in(synth, flux_dir):
+    info = synth.describe()
+    assert info.stand_in is True and info.model == str(flux_dir) and info.backend == "diffusers"
+    assert type(synth.pipe).__name__ == "FluxPipeline"
+
+
+def test_same_seed_same_bytes_other_seed_other_image(synth):
+    a = synth.generate([ImagePrompt("a", "a dog", "", 1), ImagePrompt("b", "a dog", "", 2)])
+    b = synth.generate([ImagePrompt("a", "a dog", "", 1), ImagePrompt("b", "a dog", "", 2)])
+    assert [im.size for im in a] == [(48, 32), (48, 32)]  # PIL size is (width, height)
+    assert all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+    assert not np.array_equal(np.asarray(a[0]), np.asarray(a[1]))
+
+
+def test_shard_writes_pngs_and_table(synth, tmp_path):
+    table = synthesize_shard(_prompts(), tmp_path, "000", synth, batch_size=2)
+    assert table.schema == pl.Schema(IMAGE_SCHEMA)
+    assert table["image_id"].to_list() == [f"img-{i}" for i in range(5)]
+    row = table.row(3, named=True)
+    assert row["path"] == "images/000/img-3.png"
+    assert row["sha256"] == sha256_file(tmp_path / row["path"])
+    assert (row["width"], row["height"], row["seed"], row["stand_in"]) == (48, 32, 103, True)
+    assert row["scene_id"] == "scene-1" and row["revision"] is None
+
+
+def test_resume_reuses_valid_pngs_and_regenerates_damaged_ones(synth, tmp_path):
+    first = synthesize_shard(_prompts(), tmp_path, "000", synth, batch_size=2)
+    (tmp_path / "images/000/img-4.png").unlink()
+    (tmp_path / "images/000/img-1.png").write_bytes(b"truncated")
+    before = (tmp_path / "images/000/img-2.png").stat().st_mtime_ns
+    second = synthesize_shard(_prompts(), tmp_path, "000", synth, batch_size=2)
+    # Batches are regenerated whole, so the bytes equal an uninterrupted run's.
+    assert second.equals(first)
+    assert sha256_file(tmp_path / "images/000/img-1.png") == first["sha256"][1]
+    assert (tmp_path / "images/000/img-2.png").stat().st_mtime_ns == before  # untouched batch reused
+
+
+def test_changed_settings_are_not_reused(synth, flux_dir, tmp_path):
+    first = synthesize_shard(_prompts(2), tmp_path, "000", synth, batch_size=2)
+    other = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu",
+                                   **{**SMALL, "steps": 3}})
+    second = synthesize_shard(_prompts(2), tmp_path, "000", other, batch_size=2)
+    assert set(first["sha256"]).isdisjoint(second["sha256"])
+
+
+def test_read_prompts_picks_the_shard_and_checks_columns(tmp_path):
+    df = pl.concat([_prompts(3, "000"), _prompts(2, "001").with_columns(pl.col("image_id") + "b")])
+    write_parquet(tmp_path / "p.parquet", df)
+    assert read_prompts(tmp_path / "p.parquet", "001")["image_id"].to_list() == ["img-0b", "img-1b"]
+    write_parquet(tmp_path / "bad.parquet", df.drop("seed"))
+    with pytest.raises(InputError, match=r"bad.parquet: missing column\(s\) seed"):
+        read_prompts(tmp_path / "bad.parquet")
+    write_parquet(tmp_path / "dup.parquet", pl.concat([_prompts(2), _prompts(1)]))
+    with pytest.raises(InputError, match="duplicate image_id 'img-0'"):
+        read_prompts(tmp_path / "dup.parquet")
+    with pytest.raises(InputError, match="missing.parquet: file not found"):
+        read_prompts(tmp_path / "missing.parquet")
+
+
+def test_image_id_cannot_escape_the_release(synth, tmp_path):
+    bad = _prompts(1).with_columns(pl.lit("../../evil").alias("image_id"))
+    with pytest.raises(InputError, match="image_id .*evil.* is not a plain file name"):
+        synthesize_shard(bad, tmp_path / "out", "000", synth)
+
+
+def test_config_errors_name_the_key(flux_dir):
+    with pytest.raises(ConfigError, match=r"synthesis.call_args: colour not accepted by FluxPipeline"):
+        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "call_args": {"colour": 1}})
+    with pytest.raises(BackendError, match=r"synthesis.model '.*nowhere'"):
+        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir.parent / "nowhere")})
+
+
+def test_kwargs_from_config_section():
+    section = {"backend": "diffusers", "model": "hub/id", "revision": "abc", "stand_in": {"enabled": True},
+               "batch_size": 4, "steps": 2, "dtype": "auto"}
+    assert synthesizer_kwargs(section, "resources/models/tiny-flux") == {
+        "backend": "diffusers", "model": "resources/models/tiny-flux", "revision": "abc", "steps": 2, "dtype": "auto"}
+
+
+def test_missing_diffusers_names_the_extra(monkeypatch, flux_dir):
+    monkeypatch.setitem(sys.modules, "diffusers", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'halluflow\[models\]'"):
+        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir)})
