@@ -56,7 +56,9 @@ def ode_release(tmp_path) -> tuple[Path, Path]:
         "pair_kind": ["entity_environment", "entity_entity", "entity_entity"],
         "object_a": ["dog", "cat", "horse"], "object_b": ["beach", "chair", "tree"],
         "attribute_a": ["run", "sleep", None], "attribute_a_kind": ["action", "action", None],
+        "attribute_a_contrast": ["sit", "jump", None],
         "attribute_b": ["sunny", None, "green"], "attribute_b_kind": ["state", None, "state"],
+        "attribute_b_contrast": ["gloomy", None, "withered"],
         "cooccurrence": [10, 0, 1], "variant": [0, 0, 0],
     })
     rows = []
@@ -132,6 +134,20 @@ def test_truths_come_from_the_graph_and_judgements(ode_release):
     assert adv["hallucinated"].to_list() == [True] * adv.height
     fp = df.filter(pl.col("false_premise"))
     assert fp.height > 0 and fp["hallucinated"].all() and set(fp["truth"]) == {"reject"}
+
+
+def test_false_attributes_are_the_scenes_mined_contrasts(ode_release):
+    release, graph = ode_release
+    _, rows = run_examiner(release, graph, AgreeingVLM(), max_rounds=20, min_end_round=19)
+    df = pl.DataFrame(rows).filter(pl.col("examiner") == "cedi")
+    false_attrs = set()
+    for r in df.iter_rows(named=True):
+        els = ([r["probe"]] if r["truth"] == "no" and r["probe"] else []) + (r["premise"] if r["false_premise"] else [])
+        false_attrs |= {tuple(e.split("|")[1:]) for e in els if e.startswith("attribute|")}
+    # objects with a mined contrast use it; the chair has no truth attribute, so any of its known states is false
+    assert false_attrs and false_attrs <= {("dog", "sit"), ("cat", "jump"), ("beach", "gloomy"), ("tree", "withered"),
+                                          ("chair", "wooden")}
+    assert any("sitting" in q for q in df["question"])  # actions are asked in their -ing form
 
 
 def test_rejecting_model_is_correct_on_false_premises(ode_release):

@@ -50,6 +50,7 @@ class Scene:
     image_sha256: str | None
     truth: SceneGraph
     neighbours: list[str] = field(default_factory=list)  # concept-graph neighbours, heaviest edge first, absent
+    contrasts: dict[str, list[str]] = field(default_factory=dict)  # object → ODE's mined contrasting attribute(s)
     scene_id: str | None = None
     distribution: str | None = None
     pair_kind: str | None = None
@@ -139,6 +140,9 @@ class QuestionBank:
     def _alt_attrs(self, name: str, attrs: Sequence[str]) -> list[str]:
         """Known attributes of this object the truth does not have; of the same kind (state/action) as its truth
         attribute when it has one, so the alternative contradicts it (ODE's true/contrasting pairs)."""
+        mined = [a for a in self.scene.contrasts.get(name, []) if a not in attrs]
+        if mined:  # the scene's own true/contrast pair (ODE) is the sharpest false attribute
+            return mined
         alts = self.vocab.attributes.get(name, set()) - set(attrs)
         kinds = {self.vocab.kind(a) for a in attrs}
         same = {a for a in alts if self.vocab.kind(a) in kinds}

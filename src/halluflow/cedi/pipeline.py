@@ -108,13 +108,21 @@ def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, 
                              f"{row['scene_id']!r}, which is not in scenes.parquet")
         truth = ode_scene_graph(scene)
         vocab.add_graph(truth)
+        contrasts: dict[str, list[str]] = {}
+        for side in ("a", "b"):
+            name, kind = scene[f"object_{side}"], scene.get(f"attribute_{side}_kind")
+            vocab.add(name, [scene.get(f"attribute_{side}")] if scene.get(f"attribute_{side}") else [], kind=kind)
+            if scene.get(f"attribute_{side}_contrast"):
+                contrast = scene[f"attribute_{side}_contrast"]
+                vocab.add(name, [contrast], kind=kind)
+                contrasts.setdefault(vocab.synonyms.object_name(name), []).append(contrast.lower())
         names = [o.name for o in truth.objects]
         image = safe_join(release_dir, str(row["image"]))
         if not image.exists():
             raise InputError(f"{release_dir}: image {row['image']!r} of {row['image_id']!r} not found")
         out.append(Scene(
             image_id=str(row["image_id"]), image_path=str(image), image_sha256=sha256_file(image), truth=truth,
-            neighbours=neighbours_of(edges, names, set(names)), scene_id=str(row["scene_id"]),
+            neighbours=neighbours_of(edges, names, set(names)), contrasts=contrasts, scene_id=str(row["scene_id"]),
             distribution=scene.get("distribution"), pair_kind=scene.get("pair_kind"),
         ))
     return out
