@@ -19,6 +19,8 @@ from PIL import Image, ImageDraw
 from halluflow.cli import main as cli_main
 from halluflow.errors import InputError
 from halluflow.io import write_json, write_parquet
+from halluflow.metrics.ode import ode_metrics, score_answers
+from halluflow.samf.pipeline import compare as samf_compare
 from halluflow.report.collect import Results, counts_table, hallucination_by_distribution, scorecard
 from halluflow.report.figures import cedi_curve_data, samf_bar_data
 from halluflow.report.summary import ReportOptions, build_summary, write_figure_files, write_table_files
@@ -83,24 +85,29 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
         write_parquet(root / "filtered/accepted.parquet", pl.DataFrame(accepted))
         write_parquet(root / "filtered/rejected.parquet", pl.DataFrame(rejected))
         write_parquet(root / "queries/queries.parquet", pl.DataFrame(queries))
-    qids = [q["query_id"] for q in queries]
+    queries_df = pl.DataFrame(queries).with_columns(
+        pl.lit(None, pl.String).alias("attribute_kind"),
+        pl.col("scene_id").replace_strict({f"{d}-{k}-0": list(PAIRS[(d, k)]) for d, k in PAIRS},
+                                          return_dtype=pl.List(pl.String)).alias("objects"))
+    vocabulary = sorted({o for pair in PAIRS.values() for o in pair})
     for m, model in enumerate(models):
         if "answers" in stages:
-            # Model m hallucinates on the first (m + 1) * 4 queries: rates are hand-checkable per distribution.
-            hallucinated = [i < (m + 1) * 4 for i in range(len(qids))]
-            write_parquet(root / f"scores/{model}/answers.parquet",
-                          pl.DataFrame({"query_id": qids, "hallucinated": hallucinated,
-                                        "correct": [not h for h in hallucinated]}))
-            write_parquet(root / f"answers/{model}/000.parquet",
-                          pl.DataFrame({"query_id": qids, "model": model, "answer": "yes", "status": "ok",
-                                        "stand_in": True}))
-            write_json(root / f"metrics/{model}.json",
-                       {"stand_in": True, "overall": {"accuracy": 0.5 + 0.1 * m, "f1": 0.4, "yes_ratio": 0.6,
-                                                      "n": 16},
-                        "chair_s": 0.3, "chair_i": 0.2,
-                        "by_distribution": {d: {"accuracy": 0.25 * (i + 1)} for i, d in enumerate(DISTS)}})
+            # Model m answers the first (m + 1) * 4 queries (in query order = design order) wrongly, the rest
+            # correctly, so its hallucination rate per distribution can be checked by hand.
+            wrong = [i < (m + 1) * 4 for i in range(queries_df.height)]
+            flip = {"yes": "no", "no": "yes"}
+            answers = pl.DataFrame({
+                "query_id": queries_df["query_id"], "model": model,
+                "answer": [flip[t] if w else t for t, w in zip(queries_df["truth"].to_list(), wrong)],
+                "status": "ok", "error": None, "stand_in": True})
+            write_parquet(root / f"answers/{model}/000.parquet", answers)
+            scored = score_answers(queries_df, answers, vocabulary)
+            write_parquet(root / f"scores/{model}/answers.parquet", scored)
+            write_json(root / f"metrics/{model}.json", ode_metrics(scored, model))
         if "caos" in stages:
-            write_json(root / f"caos/{model}.json", {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3})
+            write_json(root / f"caos/{model}.json", {"model": model, "embedders": {
+                "glove": {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3},
+                "minilm": {"caos_t": 0.3, "caos_x": 0.2, "caos_k": 0.1, "n_hallucinated": 3}}})
             import matplotlib
 
             matplotlib.use("Agg")
@@ -113,16 +120,25 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
             (root / "diagnosis").mkdir(exist_ok=True)
             fig.savefig(root / f"diagnosis/{model}.png", metadata={"Software": None})
             plt.close(fig)
+            write_parquet(root / f"diagnosis/{model}.distributions.parquet", pl.DataFrame({"distribution": DISTS}))
         if "cedi" in stages:
-            write_parquet(root / f"cedi/{model}/per_turn.parquet",
-                          pl.DataFrame({"turn": [0, 1, 2, 0, 1, 2], "history": [True] * 3 + [False] * 3,
-                                        "hallucination_rate": [0.1, 0.3, 0.4, 0.1, 0.2, 0.2], "n": [4] * 6}))
-            write_json(root / f"cedi/{model}/grades.json", {"ged": 4.0, "ged_hal": 1.0, "hallucination_rate": 0.25})
+            # The grader's per_turn layout (cedi.grader.PER_TURN_SCHEMA): one row per examiner/history/turn/type.
+            write_parquet(root / f"cedi/{model}/per_turn.parquet", pl.DataFrame({
+                "examiner": ["cedi"] * 8, "history": ["with"] * 4 + ["without"] * 4, "turn": [0, 1, 1, 2] * 2,
+                "question_type": ["regular", "regular", "adversarial", "regular"] * 2, "n": [4] * 8,
+                "n_judged": [4, 2, 2, 4, 4, 4, 4, 4], "n_hallucinated": [0, 1, 1, 3, 0, 0, 2, 1],
+                "rate": [0.0, 0.5, 0.5, 0.75, 0.0, 0.0, 0.5, 0.25]}))
+            write_json(root / f"cedi/{model}/grades.json", {
+                "headline": "cedi/with", "ged": 4.0, "ged_hal": 1.0, "ged_miss": 3.0, "hallucination_rate": 0.25,
+                "stand_in": True, "summary": {"cedi/with": {"ged": 4.0, "hallucination_rate": 0.25}}})
         if "samf" in stages:
-            write_parquet(root / f"fuzz/{model}/comparison.parquet",
-                          pl.DataFrame({"group": ["existence", "attribute"], "ghr_standard": [0.2, 0.3],
-                                        "ghr_fuzzed": [0.45, 0.5]}))
-            write_json(root / f"fuzz/{model}/comparison.json", {"ghr_standard": 0.25, "ghr_fuzzed": 0.475})
+            # Standard GHR: existence 0.5, attribute 0.0; fuzzed: existence 1.0, attribute 0.5 (overall 0.25 / 0.75).
+            def evals(ghr):
+                return pl.DataFrame({"group": ["existence", "existence", "attribute", "attribute"], "split": "test",
+                                     "ghr": ghr, "bhr": [0.0] * 4, "risk_level": [1, 3, 2, 2], "policy": "p0"})
+            comparison = samf_compare(evals([0.0, 1.0, 0.0, 0.0]), evals([1.0, 1.0, 1.0, 0.0]))
+            write_parquet(root / f"fuzz/{model}/comparison.parquet", comparison)
+            write_json(root / f"fuzz/{model}/comparison.json", {"rows": comparison.to_dicts(), "stand_in": True})
     return root
 
 
@@ -157,10 +173,28 @@ def test_hallucination_rate_by_distribution_is_hand_checkable(results):
 
 
 def test_scorecard_takes_least_nested_metric(results):
-    card = scorecard(Results(results)).filter(pl.col("model") == "tiny-vlm").row(0, named=True)
-    assert card["POPE accuracy"] == pytest.approx(0.5)  # overall.accuracy, not by_distribution.*.accuracy
-    assert card["CAOS_T"] == pytest.approx(0.61)
-    assert card["GHR fuzzed"] == pytest.approx(0.475)
+    res = Results(results)
+    assert res.models() == ["blind", "tiny-vlm"]  # diagnosis/<model>.distributions.parquet is not a model
+    card = scorecard(res).filter(pl.col("model") == "tiny-vlm").row(0, named=True)
+    # ode_metrics' top-level hallucination rate: 4 of 16 answers wrong; accuracy 12/16 (discriminative block).
+    assert card["hallucination rate"] == pytest.approx(0.25)
+    assert card["POPE accuracy"] == pytest.approx(0.75)  # not by_distribution.*.accuracy
+    assert card["CAOS_T (glove)"] == pytest.approx(0.61)  # first embedder, named in the column
+    assert card["CEDI hallucination rate"] == pytest.approx(0.25) and card["CEDI GED"] == 4.0
+    assert card["GHR standard"] == pytest.approx(0.25) and card["GHR fuzzed"] == pytest.approx(0.75)
+
+
+def test_cedi_curves_pool_question_types_and_samf_bars_use_groups(results):
+    res = Results(results)
+    curve = cedi_curve_data(res.cedi_per_turn("blind"))
+    with_h = curve.filter(pl.col("mode") == "cedi, with history")
+    # turn 1 pools regular (1 of 2) and adversarial (1 of 2): 2 / 4 judged.
+    assert with_h["turn"].to_list() == [0, 1, 2] and with_h["rate"].to_list() == [0.0, 0.5, 0.75]
+    assert with_h["n"].to_list() == [4.0, 4.0, 4.0]
+    bars = samf_bar_data(res.fuzz_comparison("blind"))
+    lookup = {(r["label"], r["setting"]): r["value"] for r in bars.iter_rows(named=True)}
+    assert lookup[("existence", "standard")] == 0.5 and lookup[("existence", "fuzzed")] == 1.0
+    assert lookup[("attribute", "fuzzed")] == 0.5 and lookup[("overall", "fuzzed")] == 0.75
 
 
 def test_summary_has_every_section_and_stand_in_banner(results, tmp_path):
@@ -264,3 +298,11 @@ def test_summary_renders_in_headless_chromium(results, tmp_path):
         # A rendered page is not blank: the dark header and the red stand-in banner are both on it.
         colours = {img.getpixel((5, 5)), img.getpixel((5, 85))}
         assert any(c[0] < 40 and c[2] > 50 for c in colours), colours
+
+
+def test_empty_rejected_gallery_ran_but_says_so(results, tmp_path):
+    rejected = pl.read_parquet(results / "filtered/rejected.parquet")
+    write_parquet(results / "filtered/rejected.parquet", rejected.head(0))
+    text = build_summary(results, tmp_path / "s.html", ReportOptions(gallery_size=2, dpi=40)).read_text()
+    assert _sections(text)["gallery-rejected"] == "ran"
+    assert "no rejected images in this release" in text

@@ -144,7 +144,8 @@ class Results:
     def models(self) -> list[str]:
         """Every model that left an output in any per-model stage, sorted."""
         names: set[str] = set()
-        for pattern in ("metrics/*.json", "caos/*.json", "diagnosis/*.parquet", "diagnosis/*.png"):
+        # diagnosis/ also holds <model>.distributions.parquet: its PNG names the model unambiguously.
+        for pattern in ("metrics/*.json", "caos/*.json", "diagnosis/*.png"):
             names.update(p.stem for p in self.root.glob(pattern))
         for folder in ("answers", "scores", "cedi", "fuzz"):
             if (self.root / folder).is_dir():
@@ -295,15 +296,57 @@ SCORECARD = [
 ]
 
 
+def _caos_numbers(doc: dict | None) -> tuple[dict[str, float], str]:
+    """CAOS summaries hold one block per embedder (`embedders.<name>.caos_t`); take the first, named in the label."""
+    if not doc:
+        return {}, ""
+    embedders = doc.get("embedders")
+    if isinstance(embedders, dict) and embedders:
+        name = sorted(embedders)[0]
+        return flatten_numbers(embedders[name]), f" ({name})"
+    return flatten_numbers(doc), ""
+
+
+def _cedi_numbers(doc: dict | None) -> dict[str, float]:
+    """CEDI grades: headline numbers at the top level (the CEDI examiner with history); older layouts keep them
+    only in `summary.<examiner>/<history>`, where the CEDI examiner with history is preferred."""
+    if not doc:
+        return {}
+    top = flatten_numbers({k: v for k, v in doc.items() if k not in ("summary", "conversations", "settings")})
+    if "ged" in top or "hallucination_rate" in top:
+        return top
+    summary = doc.get("summary")
+    if isinstance(summary, dict) and summary:
+        preferred = [k for k in ("cedi/with", "cedi/without") if k in summary]
+        block = summary[preferred[0] if preferred else sorted(summary)[0]]
+        return flatten_numbers({k: v for k, v in block.items() if not k.startswith("by_")})
+    return top
+
+
+def _fuzz_numbers(res: "Results", model: str) -> dict[str, float]:
+    """The comparison table's overall row on the held-out split (SAMF Table 11 layout), else the JSON's numbers."""
+    df = res.fuzz_comparison(model)
+    if df is not None and "group" in df.columns:
+        rows = df.filter(pl.col("group") == "overall")
+        if "split" in df.columns and rows.filter(pl.col("split") == "test").height:
+            rows = rows.filter(pl.col("split") == "test")
+        if rows.height:
+            return flatten_numbers(rows.row(0, named=True))
+    return flatten_numbers(res.json(f"fuzz/{model}/comparison.json") or {})
+
+
 def scorecard(res: Results) -> pl.DataFrame | None:
     """Headline numbers per model across every method that ran; columns absent for all models are dropped."""
     rows = []
+    caos_suffix = ""
     for model in res.models():
+        caos_flat, suffix = _caos_numbers(res.caos(model))
+        caos_suffix = caos_suffix or suffix
         sources = {
             "metrics": flatten_numbers(res.metrics(model) or {}),
-            "caos": flatten_numbers(res.caos(model) or {}),
-            "cedi": flatten_numbers(res.cedi_grades(model) or {}),
-            "fuzz": flatten_numbers(res.json(f"fuzz/{model}/comparison.json") or {}),
+            "caos": caos_flat,
+            "cedi": _cedi_numbers(res.cedi_grades(model)),
+            "fuzz": _fuzz_numbers(res, model),
         }
         row: dict[str, Any] = {"model": model}
         for source, name, label in SCORECARD:
@@ -313,6 +356,7 @@ def scorecard(res: Results) -> pl.DataFrame | None:
     if not rows:
         return None
     df = pl.DataFrame(rows, schema={"model": pl.String, **{label: pl.Float64 for _, _, label in SCORECARD}})
+    df = df.rename({label: label + caos_suffix for source, _, label in SCORECARD if source == "caos"})
     keep = ["model"] + [c for c in df.columns[1:] if df[c].null_count() < df.height]
     return df.select(keep) if len(keep) > 1 else None
 

@@ -99,7 +99,7 @@ def gallery(res: Results, which: str, n: int = 12, max_boxes: int = 4, columns: 
     detections = res.detections()
     rows = math.ceil(chosen.height / columns)
     cols = min(columns, chosen.height)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, (3.5 if which == "rejected" else 3.3) * rows),
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, (3.3 if which == "rejected" else 3.1) * rows),
                              squeeze=False, layout="constrained")
     for ax in axes.flat:
         ax.axis("off")
@@ -202,31 +202,49 @@ def radar(card: pl.DataFrame | None) -> Figure | str:
 
 # ---- CEDI per-turn curves ----------------------------------------------------------------------------------
 def cedi_curve_data(df: pl.DataFrame) -> pl.DataFrame | str:
-    """Normalise a per_turn table to (mode, turn, rate, n); tolerant of the grader's exact column names."""
+    """Normalise a per_turn table to (mode, turn, rate, n), pooling question types.
+
+    The grader writes one row per (examiner, history, turn, question_type) with n_judged / n_hallucinated / rate;
+    rates are pooled as Σ n_hallucinated / Σ n_judged. Tables with only a rate (weighted by n) or raw
+    per-answer `hallucinated` flags are accepted too.
+    """
     turn = next((c for c in ("turn", "round", "turn_index") if c in df.columns), None)
     if turn is None:
         return f"per_turn table has no turn column (columns: {', '.join(df.columns)})"
-    mode = next((c for c in ("mode", "history", "with_history", "setting") if c in df.columns), None)
-    if mode is not None:
-        df = df.with_columns(pl.col(mode).cast(pl.String).alias("_mode"))
-        if df.schema[mode] == pl.Boolean:
-            df = df.with_columns(pl.col(mode).replace_strict({True: "with history", False: "without history"},
-                                                             return_dtype=pl.String).alias("_mode"))
+    modes = [c for c in ("examiner", "mode", "history", "with_history", "setting") if c in df.columns]
+    if modes:
+        parts = []
+        for c in modes:
+            col = pl.col(c)
+            if df.schema[c] == pl.Boolean:
+                col = col.replace_strict({True: "with history", False: "without history"}, return_dtype=pl.String)
+            elif c == "history":
+                col = pl.concat_str([col.cast(pl.String), pl.lit(" history")])
+            parts.append(col.cast(pl.String).fill_null("?"))
+        df = df.with_columns(pl.concat_str(parts, separator=", ").alias("_mode"))
     else:
         df = df.with_columns(pl.lit("all").alias("_mode"))
-    rate = next((c for c in ("hallucination_rate", "rate", "hal_rate") if c in df.columns), None)
-    if rate is not None:
-        weight = pl.col("n").cast(pl.Float64) if "n" in df.columns else pl.lit(1.0)
-        df = df.with_columns(pl.col(rate).cast(pl.Float64).alias("_v"), weight.alias("_w"))
-    elif "hallucinated" in df.columns:
-        df = df.with_columns(pl.col("hallucinated").cast(pl.Float64).alias("_v"), pl.lit(1.0).alias("_w"))
+    if {"n_hallucinated", "n_judged"} <= set(df.columns):
+        df = df.with_columns(pl.col("n_hallucinated").cast(pl.Float64).alias("_k"),
+                             pl.col("n_judged").cast(pl.Float64).alias("_w"))
     else:
-        return f"per_turn table has no rate or hallucinated column (columns: {', '.join(df.columns)})"
-    df = df.filter(pl.col("_v").is_not_null())
+        rate = next((c for c in ("hallucination_rate", "rate", "hal_rate") if c in df.columns), None)
+        if rate is not None:
+            weight = pl.col("n").cast(pl.Float64) if "n" in df.columns else pl.lit(1.0)
+            df = df.filter(pl.col(rate).is_not_null()).with_columns(weight.alias("_w"))
+            df = df.with_columns((pl.col(rate).cast(pl.Float64) * pl.col("_w")).alias("_k"))
+        elif "hallucinated" in df.columns:
+            df = df.filter(pl.col("hallucinated").is_not_null()).with_columns(
+                pl.col("hallucinated").cast(pl.Float64).alias("_k"), pl.lit(1.0).alias("_w"))
+        else:
+            return f"per_turn table has no rate or hallucinated column (columns: {', '.join(df.columns)})"
     return (
         df.group_by("_mode", turn)
-        .agg(((pl.col("_v") * pl.col("_w")).sum() / pl.col("_w").sum()).alias("rate"), pl.col("_w").sum().alias("n"))
+        .agg(pl.col("_k").sum().alias("_k"), pl.col("_w").sum().alias("n"))
+        .filter(pl.col("n") > 0)
+        .with_columns((pl.col("_k") / pl.col("n")).alias("rate"))
         .rename({"_mode": "mode", turn: "turn"})
+        .select("mode", "turn", "rate", "n")
         .sort("mode", "turn")
     )
 
@@ -237,7 +255,7 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
     if not data:
         return "not run: no cedi/<model>/per_turn.parquet (CEDI did not run)"
     fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data), 3.4), squeeze=False, sharey=True)
-    styles = ["-o", "--s", ":^", "-.d"]
+    styles = ["-o", "--s", "-^", "--d", "-v", "--x", "-P", "--*"]
     for ax, (model, df) in zip(axes.flat, sorted(data.items())):
         curves = cedi_curve_data(df)
         if isinstance(curves, str):
@@ -246,7 +264,7 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
         for k, mode in enumerate(sorted(curves["mode"].unique().to_list())):
             c = curves.filter(pl.col("mode") == mode)
             ax.plot(c["turn"].to_list(), [100 * v for v in c["rate"].to_list()], styles[k % len(styles)],
-                    label=mode, markersize=4)
+                    color=PALETTE[k % len(PALETTE)], label=mode, markersize=4)
         ax.set_title(model)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("conversation turn")
@@ -261,12 +279,20 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
 
 # ---- SAMF standard vs fuzzed ---------------------------------------------------------------------------------
 def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
-    """Normalise a comparison table to (label, setting, value): long (a setting column) or wide (x_standard/x_fuzzed)."""
+    """Normalise a comparison table to (label, setting, value): long (a setting column) or wide (x_standard/x_fuzzed).
+
+    Wide tables (SAMF's Table 11 layout: group, split, ghr_standard, ghr_fuzzed, bhr_standard, ...) plot GHR per
+    group on the held-out split when those columns exist.
+    """
+    if "split" in df.columns and df.filter(pl.col("split") == "test").height:
+        df = df.filter(pl.col("split") == "test")
     strings = [c for c in df.columns if df.schema[c] == pl.String]
     setting = next((c for c in strings if {"standard", "fuzzed"} <= set(df[c].drop_nulls().to_list())), None)
     numeric = [c for c in df.columns if df.schema[c].is_numeric() and df.schema[c] != pl.Boolean]
-    labels = [c for c in strings if c != setting]
-    label_expr = pl.concat_str([pl.col(c).fill_null("") for c in labels], separator=" · ") if labels else pl.lit("all")
+    label_col = next((c for c in ("group", "subtype", "category", "metric", "label") if c in df.columns), None)
+    if label_col is None:
+        label_col = next((c for c in strings if c not in (setting, "split", "policy")), None)
+    label_expr = pl.col(label_col).cast(pl.String).fill_null("") if label_col else pl.lit("all")
     if setting is not None:
         value = next((c for c in ("value", "ghr", "rate") if c in numeric), numeric[0] if numeric else None)
         if value is None:
@@ -274,12 +300,14 @@ def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
         return (df.filter(pl.col(setting).is_in(["standard", "fuzzed"]))
                 .select(label_expr.alias("label"), pl.col(setting).alias("setting"), pl.col(value).cast(pl.Float64).alias("value")))
     pairs = [(c, c.replace("standard", "fuzzed")) for c in numeric if "standard" in c and c.replace("standard", "fuzzed") in numeric]
+    if "ghr_standard" in numeric and "ghr_fuzzed" in numeric:
+        pairs = [("ghr_standard", "ghr_fuzzed")]
     if not pairs:
         return f"comparison table has neither a standard/fuzzed setting column nor *standard*/*fuzzed* columns ({', '.join(df.columns)})"
     frames = []
     for std, fuz in pairs:
         metric = std.replace("standard", "").strip("_") or "value"
-        lab = label_expr + pl.lit(f" · {metric}") if len(pairs) > 1 else label_expr
+        lab = pl.concat_str([label_expr, pl.lit(f" · {metric}")]) if len(pairs) > 1 else label_expr
         for col, name in ((std, "standard"), (fuz, "fuzzed")):
             frames.append(df.select(lab.alias("label"), pl.lit(name).alias("setting"), pl.col(col).cast(pl.Float64).alias("value")))
     return pl.concat(frames)

@@ -204,7 +204,8 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
     def figure_section(sid: str, title: str, name: str, caption: str) -> None:
         fig = builders[name]()
         if isinstance(fig, str):
-            page.add(sid, title, _not_run(fig), ran=False)
+            # "not run" = the stage is absent; anything else (e.g. "no rejected images") ran and came out empty.
+            page.add(sid, title, _not_run(fig), ran=not fig.startswith("not run"))
         else:
             png = figures.render(fig, title, bool(stand_in), opts.dpi)
             page.add(sid, title, page.image(name, png, title, caption))
