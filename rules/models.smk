@@ -46,7 +46,6 @@ rule synthesize:
     params:
         synthesis=SYNTHESIS,
         model=model_of(SYNTHESIS),
-        root=OUT,
     log:
         f"{LOGS}/synthesize/{{shard}}.log",
     benchmark:
@@ -73,7 +72,6 @@ rule detect:
     params:
         detection=DETECTION,
         model=model_of(DETECTION),
-        root=OUT,
     log:
         f"{LOGS}/detect/{{shard}}.log",
     benchmark:
