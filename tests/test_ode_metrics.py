@@ -1,0 +1,125 @@
+"""ODE scoring: per-answer table and breakdowns on a hand-made release (numbers checkable by hand), rule glue."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from halluflow.errors import InputError
+from halluflow.io import write_parquet
+from halluflow.metrics.ode import ConceptMatcher, ode_metrics, run_score, score_answers
+
+Q_SCHEMA = {"query_id": pl.String, "distribution": pl.String, "pair_kind": pl.String, "task": pl.String,
+            "query_type": pl.String, "attribute_kind": pl.String, "truth": pl.String, "target": pl.String,
+            "objects": pl.List(pl.String)}
+
+
+def _queries():
+    ee, env = "entity_entity", "entity_environment"
+    rows = [
+        # id, distribution, pair_kind, query_type, attribute_kind, truth, target
+        ("q1", "standard", ee, "existence", None, "yes", "dog"),
+        ("q2", "standard", ee, "existence", None, "no", "cat"),
+        ("q3", "standard", ee, "attribute", "state", "yes", "dog"),
+        ("q4", "fictional", env, "existence", None, "yes", "pig"),
+        ("q5", "fictional", env, "counterfactual", None, "no", "dragon"),
+        ("q6", "fictional", env, "count", "count", "no", "pig"),
+        ("g1", "standard", ee, "generative", None, None, None),
+        ("g2", "fictional", env, "generative", None, None, None),
+    ]
+    objects = {"standard": ["dog", "frisbee"], "fictional": ["pig", "beach"]}
+    return pl.DataFrame([{"query_id": r[0], "distribution": r[1], "pair_kind": r[2],
+                          "task": "generative" if r[3] == "generative" else "discriminative", "query_type": r[3],
+                          "attribute_kind": r[4], "truth": r[5], "target": r[6], "objects": objects[r[1]]}
+                         for r in rows], schema=Q_SCHEMA)
+
+
+def _answers(**override):
+    answers = {"q1": "Yes, there is a dog.", "q2": "Yes.", "q3": "No, it is not.", "q4": "yes",
+               "q5": "No.", "q6": "Maybe there are two.", "g1": "Two dogs play with a frisbee near a cat.",
+               "g2": "A pig on the beach."}
+    answers.update(override)
+    return pl.DataFrame({"query_id": list(answers), "model": "m", "answer": list(answers.values()),
+                         "status": ["failed" if a is None else "ok" for a in answers.values()], "stand_in": True})
+
+
+VOCAB = ["dog", "cat", "frisbee", "pig", "beach", "hot dog", "dragon"]
+
+
+def test_concept_matcher_longest_phrase_and_plurals():
+    m = ConceptMatcher(VOCAB)
+    assert m.mentions("Two hot dogs, three dogs and cats.") == ["hot dog", "dog", "cat"]
+    assert m.canonical("Dogs") == "dog"
+
+
+def test_per_answer_table_by_hand():
+    scored = score_answers(_queries(), _answers(), VOCAB)
+    by = {r["query_id"]: r for r in scored.to_dicts()}
+    assert [by[q]["parsed"] for q in ("q1", "q2", "q3", "q4", "q5", "q6")] == ["yes", "yes", "no", "yes", "no", "yes"]
+    assert [by[q]["correct"] for q in ("q1", "q2", "q3", "q4", "q5", "q6")] == [True, False, False, True, True, False]
+    assert by["g1"]["mentioned"] == ["dog", "frisbee", "cat"] and by["g1"]["hallucinated_objects"] == ["cat"]
+    assert by["g1"]["hallucinated"] is True and by["g2"]["hallucinated"] is False
+    assert by["g1"]["n_truth_covered"] == 2 and scored["stand_in"].all()
+
+
+def test_metrics_by_hand():
+    m = ode_metrics(score_answers(_queries(), _answers(), VOCAB), "m")
+    # yes/no: TP q1,q4; FP q2,q6; FN q3; TN q5 → acc 3/6, P 2/4, R 2/3, yes-ratio 4/6
+    assert (m["pope"]["tp"], m["pope"]["fp"], m["pope"]["fn"], m["pope"]["tn"]) == (2, 2, 1, 1)
+    assert m["pope"]["accuracy"] == 0.5 and m["pope"]["precision"] == 0.5
+    assert m["pope"]["recall"] == pytest.approx(2 / 3) and m["pope"]["yes_ratio"] == pytest.approx(4 / 6)
+    # generative: g1 names cat (not in scene) → CHAIR_s 1/2, CHAIR_i 1/5, coverage 4/4
+    assert m["generative"]["chair_s"] == 0.5 and m["generative"]["chair_i"] == 0.2
+    assert m["generative"]["coverage"] == 1.0
+    # hallucinated answers: q2, q3, q6, g1 of 8 judged
+    assert m["hallucination_rate"] == 0.5 and m["stand_in"] is True
+    std, fic = m["by_distribution"]["standard"], m["by_distribution"]["fictional"]
+    assert std["hallucination_rate"] == 0.75 and fic["hallucination_rate"] == 0.25  # q2,q3,g1 / 4; q6 / 4
+    assert m["by_query_type"]["counterfactual"]["pope"]["accuracy"] == 1.0
+    assert m["by_attribute_kind"]["state"]["pope"]["accuracy"] == 0.0
+    assert set(m["by_attribute_kind"]) == {"state", "count", "none"}
+    assert m["by_distribution_query_type"]["standard/existence"]["pope"]["accuracy"] == 0.5
+    assert set(m["by_pair_kind"]) == {"entity_entity", "entity_environment"}
+
+
+def test_failed_and_unparsed_answers_are_not_judged():
+    scored = score_answers(_queries(), _answers(q1=None, q6="dunno"), VOCAB, parser="vlmevalkit")
+    m = ode_metrics(scored, "m", parser="vlmevalkit")
+    assert m["n_failed"] == 1 and m["n_unparsed"] == 1
+    row = scored.filter(pl.col("query_id") == "q6").to_dicts()[0]
+    assert row["parsed"] is None and row["correct"] is False and row["hallucinated"] is None
+    assert m["pope"]["n"] == 5 and m["pope"]["unknown"] == 1
+
+
+def test_bad_inputs_named():
+    with pytest.raises(InputError, match="query_id 'zz' is not in the queries table"):
+        score_answers(_queries(), pl.concat([_answers(), _answers().head(1).with_columns(query_id=pl.lit("zz"))]),
+                      VOCAB)
+    with pytest.raises(InputError, match="'q1' answered more than once"):
+        score_answers(_queries(), pl.concat([_answers(), _answers().head(1)]), VOCAB)
+    with pytest.raises(InputError, match="answers table lacks column.*status"):
+        score_answers(_queries(), _answers().drop("status"), VOCAB)
+    with pytest.raises(InputError, match="scoring.breakdowns: unknown column"):
+        ode_metrics(score_answers(_queries(), _answers(), VOCAB), "m", breakdowns=["colour"])
+
+
+def test_run_score_writes_deterministic_files(tmp_path):
+    write_parquet(tmp_path / "queries.parquet", _queries())
+    write_parquet(tmp_path / "nodes.parquet", pl.DataFrame({"node": ["dog", "cat", "frisbee", "pig", "beach"]}))
+    answers = _answers()
+    paths = []
+    for i, part in enumerate((answers.head(4), answers.tail(4))):
+        paths.append(str(tmp_path / f"{i:03d}.parquet"))
+        write_parquet(paths[-1], part)
+    outs = []
+    for run in ("a", "b"):
+        m = run_score(paths, str(tmp_path / "queries.parquet"), str(tmp_path / "nodes.parquet"),
+                      str(tmp_path / run / "answers.parquet"), str(tmp_path / run / "m.json"), "m", {"parser": "pope"})
+        outs.append(((tmp_path / run / "answers.parquet").read_bytes(), (tmp_path / run / "m.json").read_bytes()))
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0][1])["pope"]["accuracy"] == m["pope"]["accuracy"] == 0.5
+    with pytest.raises(InputError, match="rows of model 'm'"):
+        run_score(paths, str(tmp_path / "queries.parquet"), str(tmp_path / "nodes.parquet"),
+                  str(tmp_path / "x.parquet"), str(tmp_path / "x.json"), "other", {})
