@@ -144,3 +144,20 @@ def test_llm_is_not_asked_about_empty_captions(llm):
     assert backend.calls == 1
     assert [e.llm_status for e in out] == ["not_used", "not_used", "unparsed"]
     assert out[2].names == ["dog"]
+
+
+@pytest.mark.slow  # ~8 s alone (model load + 24 greedy tokens); much longer on a loaded machine
+def test_real_smollm2_extractor_follows_the_json_format():
+    # The REAL offline default llm (SmolLM2-135M-Instruct, greedy): the one-shot example keeps it on the format,
+    # and objects it names that the caption never mentions are dropped.
+    from conftest import REPO
+
+    from halluflow.backends.llm import DEFAULT_LLM_DIR
+
+    backend = registry.create("llm", {"backend": "transformers", "model": str(REPO / DEFAULT_LLM_DIR),
+                                      "max_new_tokens": 24})
+    ex = ObjectExtractor(build_vocabulary(synonyms=True), llm=backend).extract(
+        "A brown dog lies on a sofa next to a lamp.")
+    assert ex.llm_status == "ok"
+    assert ex.names[:2] == ["dog", "couch"] and ex.objects[0].extractor == "vocab+llm"
+    assert all(o.surface in "a brown dog lies on a sofa next to a lamp" for o in ex.objects)

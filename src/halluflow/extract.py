@@ -206,18 +206,25 @@ def build_vocabulary(
 
 # ---- the LLM-augmented extractor -------------------------------------------------------------------------------
 
-LLM_SYSTEM = "You extract the physical objects mentioned in an image caption. You reply with JSON only."
-LLM_USER = (
-    'Caption: "{caption}"\n'
-    "List every physical object (things, animals, people, plants, places such as a beach) that the caption says is "
-    "in the image, in the order they first appear, as singular nouns. Leave out objects the caption says are absent. "
-    'Reply with JSON only, exactly in this form: {{"objects": ["first object", "second object"]}}'
+LLM_SYSTEM = (
+    "You extract the physical objects mentioned in an image caption: things, animals, people, plants and places such "
+    "as a beach, in the order they first appear, as singular nouns, leaving out objects the caption says are absent. "
+    'You reply with JSON only, in the form {"objects": [...]}.'
+)
+LLM_USER = 'Caption: "{caption}"'
+# One worked example as a previous turn: small instruct models copy a literal format template ("first object")
+# but follow a demonstrated answer.
+LLM_EXAMPLE = (
+    LLM_USER.format(caption="A cat sleeps on a red bed beside two windows, with no dog around."),
+    '{"objects": ["cat", "bed", "window"]}',
 )
 
 
 def llm_messages(caption: str) -> list[dict]:
     return [
         {"role": "system", "content": LLM_SYSTEM},
+        {"role": "user", "content": LLM_EXAMPLE[0]},
+        {"role": "assistant", "content": LLM_EXAMPLE[1]},
         {"role": "user", "content": LLM_USER.format(caption=caption.replace('"', "'"))},
     ]
 
