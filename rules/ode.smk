@@ -75,7 +75,6 @@ rule filter_images:
     params:
         filter=ODE_CONFIG["filter"],
         seed=config["seed"],
-        root=OUT,
     log:
         f"{LOGS}/filter_images.log",
     threads: 1
@@ -121,11 +120,10 @@ rule package_release:
         # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole.
         manifest=ODE_RELEASE_MANIFEST,
     params:
-        config=config,
+        # Only the sections that shape the release: another stage's settings must not rerun or alter it.
+        config={k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection") if k in config},
         seed=config["seed"],
         name=RELEASE,
-        root=OUT,
-        release=ODE_RELEASE,
     log:
         f"{LOGS}/package_release.log",
     threads: 1

@@ -3,6 +3,8 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
+from pathlib import Path
+
 import polars as pl
 
 from halluflow.io import write_parquet
@@ -14,7 +16,8 @@ detections = pl.concat([pl.read_parquet(p) for p in snakemake.input.detections],
 accepted, rejected = filter_images(images, detections, pl.read_parquet(snakemake.input.scenes),
                                    keep_threshold=cfg["keep_threshold"],
                                    exclusion_threshold=cfg["exclusion_threshold"], balance=cfg["balance"],
-                                   seed=snakemake.params.seed, root=snakemake.params.root)
+                                   seed=snakemake.params.seed,
+                                   root=Path(snakemake.input.scenes).parents[1])  # results/<release>
 write_parquet(snakemake.output.accepted, accepted)
 write_parquet(snakemake.output.rejected, rejected)
 log.info("accepted %d, rejected %d (keep threshold %s)", accepted.height, rejected.height, cfg["keep_threshold"])

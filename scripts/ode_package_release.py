@@ -3,13 +3,15 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
+from pathlib import Path
+
 import polars as pl
 
 from halluflow.release import package_release
 
 manifest = package_release(
-    snakemake.params.release,
-    root=snakemake.params.root,
+    Path(snakemake.output.manifest).parent,  # results/<release>/release
+    root=Path(snakemake.input.scenes).parents[1],  # results/<release>: image paths are relative to it
     accepted=pl.read_parquet(snakemake.input.accepted),
     queries=pl.read_parquet(snakemake.input.queries),
     scenes=pl.read_parquet(snakemake.input.scenes),
