@@ -25,6 +25,8 @@ from halluflow.caos import (
     score_release_answers,
     sequential,
     vote,
+    metrics_side_by_side,
+    run_workflow,
 )
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
@@ -309,3 +311,64 @@ def test_cli_score_caos(tmp_path, capsys):
     (tmp_path / "t.jsonl").write_text('{"image_id": "1", "objects": ["dog"]}\n')
     assert main(args) == 1
     assert "no truth for image_id '2'" in capsys.readouterr().err
+
+
+def test_metrics_side_by_side_reads_the_scoring_json():
+    metrics = {"pope": {"overall": {"f1": 0.8, "accuracy": 0.7}, "random": {"f1": 0.1}},
+               "generative": {"chair": {"chair_s": 0.5, "chair_i": 0.25}}, "n": 3}
+    side = metrics_side_by_side(metrics, "metrics/m.json")
+    assert (side["pope_f1"], side["chair_s"], side["chair_i"]) == (0.8, 0.5, 0.25)
+    assert side["paths"]["pope_f1"] == "pope.overall.f1"
+    empty = metrics_side_by_side(None)
+    assert empty["pope_f1"] is None and empty["source"] is None
+
+
+def test_run_workflow_writes_the_rule_outputs(tmp_path):
+    from halluflow.diagnosis import run_workflow as run_diagnosis_workflow
+    from halluflow.io import write_json
+
+    queries, answers, nodes = _release_tables()
+    release = tmp_path / "release"
+    release.mkdir()
+    queries = queries.with_columns(
+        pl.lit("standard").alias("distribution"), pl.lit(None, dtype=pl.String).alias("attribute_kind"),
+        pl.Series("truth", [None, "yes", None, None], dtype=pl.String),
+        pl.Series("target", [None, "dog", None, None], dtype=pl.String),
+    )
+    queries.write_parquet(release / "queries.parquet")
+    answers.head(2).write_parquet(tmp_path / "000.parquet")
+    answers.tail(2).write_parquet(tmp_path / "001.parquet")
+    nodes.with_columns(pl.lit("entity").alias("type")).write_parquet(tmp_path / "nodes.parquet")
+    write_json(tmp_path / "metrics.json", {"pope": {"f1": 0.5}, "chair": {"chair_s": 1.0, "chair_i": 0.5}})
+    cfg = {"embedders": ["glove"], "k": 3, "k_sweep": [1, 3], "extractor": "vocab", "llm": None, "synonyms": True,
+           "oracle": {"members": [], "vote": "majority", "tie": "absent", "question": "Is there a {obj}?"}}
+    out = {k: str(tmp_path / "caos" / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
+    summary = run_workflow(answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
+                           release_dir=str(release), nodes=str(tmp_path / "nodes.parquet"),
+                           metrics=[str(tmp_path / "metrics.json")], cfg=cfg, model="m",
+                           out_summary=out["json"], out_objects=out["objects.parquet"],
+                           out_captions=out["captions.parquet"])
+    saved = json.loads(open(out["json"]).read())
+    assert saved == json.loads(json.dumps(summary))
+    assert saved["model"] == "m" and saved["stand_in"] is True and saved["metrics"]["pope_f1"] == 0.5
+    g = saved["embedders"]["glove"]
+    assert g["n_hallucinated"] == 2 and g["n_x"] == 2  # "A dog chasing a cat and a frisbee." vs truth {dog, car}
+    objects = pl.read_parquet(out["objects.parquet"])
+    assert objects["object"].to_list() == ["dog", "cat", "frisbee"]
+    assert objects["glove_caos_x_nearest"].to_list() == [None, "dog", "dog"]
+    assert 0 < g["caos_t"] < 1 and 0 < g["caos_x"] < 1
+    assert set(g["caos_k_sweep"]) == {"1", "3"}
+    assert pl.read_parquet(out["objects.parquet"])["stand_in"].all()
+    d = {k: str(tmp_path / "diag" / f"m.{k}") for k in ("parquet", "png", "distributions.parquet")}
+    res = run_diagnosis_workflow(answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
+                                 release_dir=str(release), captions=out["captions.parquet"], scores=[],
+                                 cfg={"linkage": "average", "metric": "euclidean", "clusters": 2, "min_events": 1,
+                                      "max_rows": 10},
+                                 model="m", out_parquet=d["parquet"], out_png=d["png"],
+                                 out_distributions=d["distributions.parquet"])
+    # events: e-query q2 on dog (answered yes = correct) + generative q1 on dog and car, q3 on cat
+    assert res["events"] == 4 and res["judged_from"] == "answers"
+    tidy = pl.read_parquet(d["parquet"])
+    rate = {(r["concept"], r["dimension"]): r["rate"] for r in tidy.to_dicts()}
+    assert rate == {("dog", "existence"): 0.0, ("dog", "generative"): 1.0, ("car", "generative"): 1.0,
+                    ("cat", "generative"): 0.0}
