@@ -156,3 +156,27 @@ def test_conformance_with_odes_released_graph():
     # the shipped seed is exactly this graph
     seed_nodes, seed_edges = build_graph({"format": "seed"})
     assert seed_edges.equals(edges_p) and seed_nodes.equals(nodes_p)
+
+
+def test_cli_builds_graph_from_a_table(tmp_path, capsys):
+    from halluflow.cli import main
+
+    table = tmp_path / "objs.tsv"
+    table.write_text("img\tobjs\n1\tdog;sky\n2\tdog;sky;cat\n")
+    assert main(["graph", "build", "--format", "table", "--path", str(table), "--image-column", "img",
+                 "--object-column", "objs", "--out", str(tmp_path / "g")]) == 0
+    assert json.loads(capsys.readouterr().out) == {"nodes": 3, "edges": 3,
+                                                   "top_edge": {"source": "dog", "target": "sky", "weight": 2}}
+    assert pl.read_parquet(tmp_path / "g" / "edges.parquet").height == 3
+    assert main(["graph", "build", "--format", "coco"]) == 1  # no --path: one-line error, non-zero exit
+
+
+def test_shipped_seed_regenerates_byte_identically(tmp_path, repo):
+    from halluflow.cli import main
+
+    amber = shared_data("amber", "data")
+    assert main(["graph", "build", "--format", "amber", "--path", str(amber / "annotations.json"),
+                 "--attribute-queries", str(amber / "query" / "query_discriminative-attribute.json"),
+                 "--seed-out", str(tmp_path)]) == 0
+    for name in ("nodes.tsv", "edges.tsv"):
+        assert (tmp_path / name).read_bytes() == (repo / "resources" / "graph_seed" / name).read_bytes()

@@ -15,6 +15,7 @@ from .errors import HalluflowError
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
     ("release", "verify", "halluflow.release", "check every file of a release against its manifest.json"),
+    ("graph", "build", "halluflow.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
     ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
