@@ -111,6 +111,7 @@ rule make_queries:
 rule package_release:
     input:
         accepted=rules.filter_images.output.accepted,
+        rejected=rules.filter_images.output.rejected,
         queries=rules.make_queries.output.queries,
         scenes=rules.sample_scenes.output.scenes,
         images=expand(f"{OUT}/images/{{shard}}.parquet", shard=IMAGE_SHARDS),

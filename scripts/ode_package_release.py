@@ -13,6 +13,7 @@ manifest = package_release(
     Path(snakemake.output.manifest).parent,  # results/<release>/release
     root=Path(snakemake.input.scenes).parents[1],  # results/<release>: image paths are relative to it
     accepted=pl.read_parquet(snakemake.input.accepted),
+    rejected=pl.read_parquet(snakemake.input.rejected),
     queries=pl.read_parquet(snakemake.input.queries),
     scenes=pl.read_parquet(snakemake.input.scenes),
     images=[pl.read_parquet(p) for p in snakemake.input.images],

@@ -45,7 +45,8 @@ def stage(tmp_path):
                             "pair_kind": ["entity_entity"] * 2, "query_type": ["existence", "generative"],
                             "question": ["Is there a dog in the picture?", "Please describe this picture."],
                             "truth": ["yes", None], "objects": [["dog", "cat"], ["dog", "cat"]]})
-    kwargs = dict(root=root, accepted=accepted, queries=queries, scenes=scenes, images=[images],
+    rejected = pl.DataFrame({"image_id": ["b-i00"], "reason": ["object_a 'cup' max score 0.100 < keep threshold 0.65"]})
+    kwargs = dict(root=root, accepted=accepted, rejected=rejected, queries=queries, scenes=scenes, images=[images],
                   detections=[detections], config={"release": "t", "seed": 7}, seed=7, name="t")
     return tmp_path, kwargs
 
@@ -66,6 +67,7 @@ def test_release_contents_and_determinism(stage):
     assert [x["query_id"] for x in lines] == ["q1", "q2"]
     card = (one / "DATACARD.md").read_text()
     assert "STAND-IN" in card and "| standard | entity_entity | 1 | 2 |" in card
+    assert "- images rejected by the detector filter: 1\n  - object_a below keep threshold: 1" in card
     assert m1["counts"]["by_query_type"] == [{"query_type": "existence", "yes": 1, "no": 0, "open": 0},
                                              {"query_type": "generative", "yes": 0, "no": 0, "open": 1}]
     assert verify_release(one) == []

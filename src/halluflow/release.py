@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from .errors import InputError
+from .progress import progress
 from .io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
 
 MANIFEST = "manifest.json"
@@ -77,7 +78,11 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     if not models:
         lines.append("- (none recorded)")
     lines += ["", "## Contents", f"- images: {counts['images']}", f"- scenes: {counts['scenes']}",
-              f"- queries: {counts['queries']}", "", "| distribution | pair kind | images | queries |", "|---|---|---|---|"]
+              f"- queries: {counts['queries']}"]
+    if counts["rejected"] is not None:
+        lines.append(f"- images rejected by the detector filter: {counts['rejected']}")
+        lines += [f"  - {kind}: {n}" for kind, n in counts["rejected_by_reason"].items()]
+    lines += ["", "| distribution | pair kind | images | queries |", "|---|---|---|---|"]
     for row in counts["by_distribution"]:
         lines.append(f"| {row['distribution']} | {row['pair_kind']} | {row['images']} | {row['queries']} |")
     lines += ["", "| query type | yes | no | open |", "|---|---|---|---|"]
@@ -88,7 +93,23 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     return "\n".join(lines)
 
 
-def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame) -> dict:
+def rejection_kind(reason: str) -> str:
+    """Group a filter reason for counting ("object_a 'dog' max score 0.1 < ..." -> "object_a below keep threshold")."""
+    parts = []
+    for clause in reason.split("; "):
+        if "< keep threshold" in clause:
+            parts.append(f"{clause.split()[0]} below keep threshold")
+        elif clause.startswith("balanced out"):
+            parts.append("balanced out")
+        elif clause.startswith("image file"):
+            parts.append("image file missing")
+        else:
+            parts.append(clause)
+    return " + ".join(parts)
+
+
+def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame,
+            rejected: pl.DataFrame | None = None) -> dict:
     by_dist = []
     for (dist, kind), grp in sorted(accepted.group_by(["distribution", "pair_kind"]), key=lambda g: g[0]):
         q = queries.filter((pl.col("distribution") == dist) & (pl.col("pair_kind") == kind)).height
@@ -97,13 +118,19 @@ def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame)
     for (qt,), grp in sorted(queries.group_by(["query_type"]), key=lambda g: g[0]):
         by_type.append({"query_type": qt, "yes": grp.filter(pl.col("truth") == "yes").height,
                         "no": grp.filter(pl.col("truth") == "no").height, "open": grp["truth"].null_count()})
+    reasons: dict[str, int] = {}
+    for reason in (rejected["reason"].to_list() if rejected is not None and rejected.height else []):
+        kind = rejection_kind(reason)
+        reasons[kind] = reasons.get(kind, 0) + 1
     return {"images": accepted.height, "scenes": scenes.height, "queries": queries.height,
+            "rejected": rejected.height if rejected is not None else None,
+            "rejected_by_reason": dict(sorted(reasons.items())),
             "by_distribution": by_dist, "by_query_type": by_type}
 
 
 def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.DataFrame, queries: pl.DataFrame,
                     scenes: pl.DataFrame, images: list[pl.DataFrame], detections: list[pl.DataFrame],
-                    config: dict, seed: int, name: str) -> dict:
+                    config: dict, seed: int, name: str, rejected: pl.DataFrame | None = None) -> dict:
     """Write the release folder (built beside it, then renamed into place) and return the manifest."""
     release_dir = Path(release_dir)
     tmp = release_dir.with_name(f".{release_dir.name}.building")
@@ -115,7 +142,8 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         for df in images:
             if "sha256" in df.columns:
                 sha_of.update(zip(df["image_id"], df["sha256"]))
-        for image_id, path in accepted.select("image_id", "path").sort("image_id").iter_rows():
+        for image_id, path in progress(accepted.select("image_id", "path").sort("image_id").iter_rows(),
+                                       desc="release images", total=accepted.height):
             src = safe_join(root, path)
             if not src.is_file():
                 raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
@@ -130,7 +158,7 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         write_jsonl(tmp / "queries.jsonl", queries.iter_rows(named=True))
         models = models_used({"synthesizer": images, "detector": detections})
         stand_ins = any(m["stand_in"] for m in models)
-        counts = _counts(accepted, queries, kept_scenes)
+        counts = _counts(accepted, queries, kept_scenes, rejected)
         write_text(tmp / "DATACARD.md", _datacard(name, counts, models, stand_ins, seed))
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):

@@ -13,6 +13,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import safe_join
+from ..progress import progress
 from .sampling import DISTRIBUTIONS, _rng
 
 FILTER_SCHEMA = {
@@ -52,7 +53,7 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
         lab = _norm(label)
         per[lab] = max(per.get(lab, 0.0), float(score))
     accepted, rejected = [], []
-    for img in images.sort("image_id").iter_rows(named=True):
+    for img in progress(images.sort("image_id").iter_rows(named=True), desc="filter images", total=images.height):
         scene = scene_rows.get(img["scene_id"])
         if scene is None:
             raise InputError(f"image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")

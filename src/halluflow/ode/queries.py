@@ -13,6 +13,7 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from ..graph import neighbours
 from ..io import stable_hash
+from ..progress import progress
 from .sampling import _rng
 
 STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial")
@@ -123,7 +124,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                           - {""})
              for kind in ("state", "action")}
     rows: list[dict] = []
-    for img in accepted.sort("image_id").iter_rows(named=True):
+    for img in progress(accepted.sort("image_id").iter_rows(named=True), desc="queries", total=accepted.height):
         scene = scene_rows.get(img["scene_id"])
         if scene is None:
             raise InputError(f"accepted image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")
