@@ -34,6 +34,8 @@ def vocab():
     ("Yes.", True, "yes"), ("No, it is not.", True, "no"), ("There is no cat in the image.", False, "reject"),
     ("I don't see any frisbee.", True, "reject"), ("The dog is brown.", False, "other"),
     ("The dog is not brown", True, "no"), ("", True, "empty"), ("It is sitting.", True, "yes"),
+    ("There is a dog.", True, "other"),  # affirms nothing about the asked object; its mentions are parsed instead
+    ("protect prehistoric populous shampoo", True, "other"),  # stand-in noise is not a "yes" (unlike POPE's rule)
 ])
 def test_answer_label(text, yes_no, label):
     assert answer_label(text, yes_no) == label
@@ -70,6 +72,9 @@ def test_judge_turn(vocab):
     assert judge_turn(turn_claims("The dog is sitting.", [], None, vocab), None, False, truth, vocab) == (True, "attribute")
     assert judge_turn(turn_claims("The dog is running in the park.", [], None, vocab), None, False, truth, vocab) == (False, None)
     assert judge_turn(turn_claims("", [], "object|cat", vocab), "no", False, truth, vocab) == (None, None)
+    assert judge_turn(turn_claims("prehistoric shampoo", [], "object|cat", vocab), "no", False, truth, vocab) == (None, None)
+    assert judge_turn(turn_claims("Yes, I see one.", [], "object|cat", vocab), "no", False, truth, vocab) == (True, "object")
+    assert judge_turn(turn_claims("No.", [], "object|cat", vocab), "no", False, truth, vocab) == (False, None)
 
 
 def test_delta_con_and_predicted_graph_policies():

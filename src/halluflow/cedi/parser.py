@@ -61,6 +61,7 @@ _REJECT = re.compile(
     r"(image|picture|photo))|(does|do)(n't| not) (appear|seem|exist|contain|show|include)|(isn't|aren't) any|"
     r"there is nothing|false premise|not actually)\b"
 )
+_AFFIRM = re.compile(r"\b(yes|it is|it's|they are|indeed|correct|certainly)\b")  # mentions are parsed separately
 _NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
              "can't", "cannot", "wasn't", "weren't"}
 
@@ -80,7 +81,12 @@ def answer_label(text: str, yes_no: bool) -> str:
         return "no"
     if yes_no:
         first = re.findall(r"[a-z']+", t.split(".")[0])
-        return "no" if {"no", "not"} & set(first) else "yes"
+        if {"no", "not", "isn't", "aren't", "doesn't", "don't"} & set(first):
+            return "no"
+        # unlike POPE's parser (anything without a negation is "yes"), an answer must affirm to count as yes: a
+        # stand-in model's noise then stays unjudged instead of inflating the hallucination rate
+        if _AFFIRM.search(t.split(".")[0]):
+            return "yes"
     return "other"
 
 
@@ -312,8 +318,10 @@ def judge_turn(tc: TurnClaims, truth_label: str | None, false_premise: bool, tru
             kind = truth.contradiction(el, vocab)
             if kind:
                 return True, kind
-    if truth_label == "no":
-        return (tc.label == "yes"), ("object" if tc.label == "yes" else None)
+    if truth_label in {"yes", "no"} and tc.label == "other":
+        return None, None  # a yes/no probe answered with neither, and nothing false asserted: cannot judge
+    if truth_label == "no" and tc.label == "yes":
+        return True, split_el(tc.claims[0][0])[0] if tc.claims else "object"
     return False, None
 
 
