@@ -79,7 +79,42 @@ def test_default_seed_graph_default_sizes():
     nodes, edges = build_graph({"format": "seed"})
     df = sample_scenes(nodes, edges, sizes(2, 2), seed=42)
     assert df.height == 16
+    types = dict(zip(nodes["node"], nodes["type"]))
     top = pairs(df, "standard", "entity_environment")
-    assert top[0][2] == max(w for s, t, w in edges.iter_rows()
-                            if {dict(zip(nodes["node"], nodes["type"]))[x] for x in (s, t)} == {"entity", "environment"})
+    assert top[0] == ("person", "sky", 119)  # the heaviest entity+environment edge of the seed graph
+    assert top[0][2] == max(w for s, t, w in edges.iter_rows() if {types[s], types[t]} == {"entity", "environment"})
     assert all(w == 0 for *_, w in pairs(df, "fictional", "entity_entity") + pairs(df, "fictional", "entity_environment"))
+
+
+def test_conformance_with_odes_released_pairs():
+    """ODE's released pair lists against our graph: same definitions, and the two anchor bugs we do not copy."""
+    import csv
+    from collections import Counter
+
+    from conftest import shared_data
+
+    path = shared_data("ode-iridescent-y", "ode_concept_pairs.tsv")
+    with open(path) as fh:
+        lists: dict = {}
+        for r in csv.DictReader(fh, delimiter="\t"):
+            lists.setdefault((r["distribution_type"], r["pair_kind"]), []).append((r["object_a"], r["object_b"]))
+    nodes, edges = build_graph({"format": "seed"})
+    weight = {frozenset((s, t)): w for s, t, w in edges.iter_rows()}
+    types = dict(zip(nodes["node"], nodes["type"]))
+    assert all(weight.get(frozenset(p), 0) == 0 for k in ("ee", "ev") for p in lists[("Fictional", k)])
+    assert all(weight.get(frozenset(p)) == 1 for k in ("ee", "ev") for p in lists[("Longtailed", k)])
+    ours = sample_scenes(nodes, edges, sizes(40, 39), seed=42)
+    # Standard = ODE's "Common": our top-40 entity pairs differ from theirs only among pairs tied at the cut-off
+    mine = {frozenset(p[:2]) for p in pairs(ours, "standard", "entity_entity")}
+    theirs = {frozenset(p) for p in lists[("Common", "ee")]}
+    cutoff = min(weight[p] for p in mine)
+    assert all(weight[p] == cutoff for p in mine ^ theirs) and len(mine & theirs) >= 39
+    assert all(w == 1 for *_, w in pairs(ours, "long_tail", "entity_entity") + pairs(ours, "long_tail", "entity_environment"))
+    # anchor bugs: their Random e-env list holds 14 entity+entity pairs, their Fictional e-env list stops at 20
+    kinds = Counter((types[a], types[b]) for a, b in lists[("Random", "ev")])
+    assert kinds[("entity", "entity")] == 14 and len(lists[("Fictional", "ev")]) == 20
+    fixed = sample_scenes(nodes, edges, sizes(0, 0, random={"entity_entity": 0, "entity_environment": 38},
+                                              fictional={"entity_entity": 0, "entity_environment": 39}), seed=42)
+    for dist, n in (("random", 38), ("fictional", 39)):
+        ev = pairs(fixed, dist, "entity_environment")
+        assert len(ev) == n and all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)
