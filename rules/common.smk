@@ -249,3 +249,66 @@ def get_score_targets():
 
 
 FINAL_TARGETS.append(get_score_targets)
+
+
+# ---- UniHall / SAMF (rules/samf.smk) ----
+SAMF_CONFIG = config["samf"]
+SAMF_DIR = f"{OUT}/fuzz"
+SAMF_RELEASE = f"{OUT}/release"  # rule package_release's folder: queries.parquet + images/ (ODE source)
+SAMF_GRAPH_DIR = f"{OUT}/graph"  # the `prior` baseline reads the concept graph
+
+
+def _samf_models():
+    specs = {m["name"]: m for m in config.get("models") or []}
+    names = list(specs) if SAMF_CONFIG["models"] is None else SAMF_CONFIG["models"]
+    for i, name in enumerate(names):
+        if name not in specs:
+            sys.exit(f"halluflow: invalid config: config key 'samf.models.{i}': no model named {name!r} in models")
+    return {name: specs[name] for name in names}
+
+
+def get_samf_groups():
+    # Static: ODE groups follow from samf.query_types; a UniHall file is read at DAG time (it is a user input).
+    from halluflow.samf.workflow import groups_for
+
+    return groups_for(SAMF_CONFIG)
+
+
+def get_samf_source_input(wildcards):
+    if SAMF_CONFIG["source"]["format"] == "ode":
+        return [ODE_RELEASE_MANIFEST]  # written last by package_release: the queries and images are complete
+    return [SAMF_CONFIG["source"]["path"]]
+
+
+def get_samf_model_spec(wildcards):
+    return _samf_models()[wildcards.model]
+
+
+def get_samf_model_input(wildcards):
+    # A `build:` stand-in must exist before it is loaded; the prior baseline needs the concept graph.
+    spec = _samf_models()[wildcards.model]
+    inputs = []
+    if spec.get("build"):
+        inputs.append(spec.get("args", {}).get("model") or f"{MODELS_CACHE}/{spec['name']}")
+    if spec["backend"] == "prior":
+        inputs.append(f"{SAMF_GRAPH_DIR}/nodes.parquet")
+    return inputs
+
+
+def get_samf_trained(wildcards):
+    return expand(f"{SAMF_DIR}/{wildcards.model}/train/{{group}}.json", group=get_samf_groups())
+
+
+def get_samf_targets():
+    if not SAMF_CONFIG["enabled"]:
+        return []
+    if SAMF_CONFIG["source"]["format"] == "ode" and not hasattr(rules, "package_release"):
+        return []
+    return expand(
+        f"{SAMF_DIR}/{{model}}/{{name}}",
+        model=list(_samf_models()),
+        name=["policies.json", "comparison.parquet", "comparison.json"],
+    )
+
+
+FINAL_TARGETS.append(get_samf_targets)

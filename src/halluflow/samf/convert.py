@@ -87,7 +87,7 @@ def _instance(iid, mapping, risk, source, image, question, truth, visual_facts=N
     return validate_instance(inst)
 
 
-def _balanced_take(rows: list[dict], key, limit: int | None, seed: int) -> list[dict]:
+def balanced_take(rows: list[dict], key, limit: int | None, seed: int) -> list[dict]:
     """Round-robin over `key` groups (each shuffled with the seed) so a small sample covers every group."""
     if limit is None or limit >= len(rows):
         return rows
@@ -123,7 +123,7 @@ def from_ode_queries(
         (r for r in queries if r.get("task") == "discriminative" and r.get("query_type") in query_types),
         key=lambda r: str(r["query_id"]),
     )
-    rows = sorted(_balanced_take(rows, lambda r: r["query_type"], limit, seed), key=lambda r: str(r["query_id"]))
+    rows = sorted(balanced_take(rows, lambda r: r["query_type"], limit, seed), key=lambda r: str(r["query_id"]))
     serial, out = _Serials(), []
     for r in rows:
         mapping = ode_mapping(r["query_type"], r.get("attribute_kind"))
@@ -147,7 +147,7 @@ def from_pope(labels_path: str | Path, risk_level: int = 1, limit: int | None = 
         missing = [k for k in ("question_id", "image", "text", "label") if k not in r]
         if missing:
             raise InputError(f"{labels_path}: item #{i} lacks {', '.join(missing)}")
-    rows = _balanced_take(rows, lambda r: str(r["label"]), limit, seed)
+    rows = balanced_take(rows, lambda r: str(r["label"]), limit, seed)
     rows = sorted(rows, key=lambda r: int(r["question_id"]) if str(r["question_id"]).isdigit() else str(r["question_id"]))
     serial, name = _Serials(), Path(labels_path).stem
     return [
@@ -178,7 +178,7 @@ def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_leve
             raise InputError(f"{queries_path}: query id {q['id']} has no annotation in {annotations_path}")
         if ann["type"] in AMBER_MAPPING:
             rows.append({**q, "type": ann["type"], "truth": ann["truth"]})
-    rows = sorted(_balanced_take(rows, lambda r: r["type"], limit, seed), key=lambda r: int(r["id"]))
+    rows = sorted(balanced_take(rows, lambda r: r["type"], limit, seed), key=lambda r: int(r["id"]))
     serial = _Serials()
     out = []
     for r in rows:
