@@ -116,6 +116,8 @@ def test_run_diagnosis_writes_files_deterministically(tmp_path):
     dist = pl.read_parquet(tmp_path / "a" / "m.dist.parquet")
     row = dist.filter((pl.col("distribution") == "fictional") & (pl.col("dimension") == "existence")).to_dicts()[0]
     assert (row["n"], row["n_hallucinated"], row["rate"]) == (1, 1, 1.0)
+    gen = dist.filter((pl.col("distribution") == "fictional") & (pl.col("dimension") == "generative")).to_dicts()[0]
+    assert (gen["n"], gen["n_hallucinated"]) == (1, 1)  # one caption (g2), though it has two truth objects
     tidy = pl.read_parquet(tmp_path / "a" / "m.parquet")
     assert tidy["stand_in"].all() and set(tidy.columns) >= {"concept", "dimension", "rate", "row", "cluster"}
 

@@ -204,7 +204,10 @@ def run_diagnosis(queries, answers, captions, *, scores=None, model: str, stand_
                                         min_events=min_events)
     tidy = tidy.with_columns(pl.lit(model).alias("model"), pl.lit(stand_in).alias("stand_in"))
     write_parquet(out_parquet, tidy)
-    dist = rate_table(events, ["distribution", "dimension"]).with_columns(
+    # One count per query: a generative caption contributes one event per truth object to the matrix but one
+    # answer to the distribution comparison.
+    per_query = events.unique(subset=["query_id", "dimension"], keep="first", maintain_order=True)
+    dist = rate_table(per_query, ["distribution", "dimension"]).with_columns(
         pl.lit(model).alias("model"), pl.lit(stand_in).alias("stand_in")
     )
     write_parquet(out_distributions, dist)
