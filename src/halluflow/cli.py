@@ -11,6 +11,7 @@ import sys
 
 from . import __version__
 from .errors import HalluflowError
+from .progress import configure_logging
 
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     getattr(module, "configure")(parser)
     args = parser.parse_args(argv[2:])
+    configure_logging()
     try:
         return int(getattr(module, "run")(args) or 0)
     except HalluflowError as exc:

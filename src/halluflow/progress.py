@@ -15,7 +15,11 @@ def progress(iterable=None, desc: str | None = None, total: int | None = None, *
 
 
 def get_logger(name: str) -> logging.Logger:
-    logger = logging.getLogger(name)
+    """A module logger. Libraries never configure the root logger (that would double Snakemake's own lines);
+    the CLI (`configure_logging`) and Snakemake scripts (`snakemake_glue.setup`) do."""
+    return logging.getLogger(name)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
-    return logger
+        logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
