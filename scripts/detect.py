@@ -8,9 +8,11 @@ from pathlib import Path
 import polars as pl
 
 from halluflow.detection import detect_shard, detector_kwargs, image_labels
+from halluflow.devices import set_threads
 from halluflow.io import write_parquet
 from halluflow.registry import create
 
+set_threads(snakemake.threads)
 section = snakemake.params.detection
 root = Path(snakemake.input.images).parent.parent  # image paths are relative to results/<release>
 images = pl.read_parquet(snakemake.input.images)

@@ -5,10 +5,12 @@ log = setup(snakemake)
 
 from pathlib import Path
 
+from halluflow.devices import set_threads
 from halluflow.io import write_parquet
 from halluflow.registry import create
 from halluflow.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
 
+set_threads(snakemake.threads)
 section = snakemake.params.synthesis
 # results/<release>/images/<shard>.parquet -> results/<release>: image paths are relative to the release folder
 root = Path(snakemake.output.table).parent.parent

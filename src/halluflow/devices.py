@@ -29,3 +29,10 @@ def resolve_dtype(dtype: str = "auto", device: str = "cpu"):
     if dtype == "auto":
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
     return getattr(torch, dtype)
+
+
+def set_threads(n: int) -> None:
+    """Give torch the job's CPU threads (Snakemake `threads:`), not every core: parallel jobs must not oversubscribe."""
+    import torch
+
+    torch.set_num_threads(max(1, int(n)))
