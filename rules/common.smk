@@ -55,13 +55,13 @@ def get_prompt_table():
 def get_graph_source_files(wildcards):
     """Annotation files build_graph reads, so editing one reruns the graph (and everything after it)."""
     graph = ODE_CONFIG["graph"]
-    source = graph["source"]
     files = [graph["environments"] or "resources/vocab/environments.txt"]
-    if source["format"] == "seed":
-        seed_dir = source["path"] or "resources/graph_seed"
-        files += [f"{seed_dir}/nodes.tsv", f"{seed_dir}/edges.tsv"]
-    else:
-        files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
+    for source in [graph["source"], *graph["extra_sources"]]:
+        if source["format"] == "seed":
+            seed_dir = source["path"] or "resources/graph_seed"
+            files += [f"{seed_dir}/nodes.tsv", f"{seed_dir}/edges.tsv"]
+        else:
+            files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
     return files
 
 

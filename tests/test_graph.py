@@ -180,3 +180,24 @@ def test_shipped_seed_regenerates_byte_identically(tmp_path, repo):
                  "--seed-out", str(tmp_path)]) == 0
     for name in ("nodes.tsv", "edges.tsv"):
         assert (tmp_path / name).read_bytes() == (repo / "resources" / "graph_seed" / name).read_bytes()
+
+
+def test_extra_sources_merge_and_add_up(tmp_path):
+    from halluflow.graph import build_graph_from_config
+
+    table = tmp_path / "traffic.csv"
+    table.write_text("image_id,object\n1,car\n1,sky\n2,car\n2,cloud\n")
+    nodes, edges = build_graph_from_config({
+        "source": {"format": "seed"}, "environments": None, "weighting": "images",
+        "extra_sources": [{"format": "table", "path": str(table)}],
+    })
+    weight = {(s, t): w for s, t, w in edges.iter_rows()}
+    seed_nodes, seed_edges = build_graph({"format": "seed"})
+    seed_w = {(s, t): w for s, t, w in seed_edges.iter_rows()}
+    # each table image adds one to its pair: car-sky (image 1), car-cloud (image 2); other edges unchanged
+    assert weight[("car", "sky")] == seed_w.get(("car", "sky"), 0) + 1
+    assert weight[("car", "cloud")] == seed_w.get(("car", "cloud"), 0) + 1
+    assert weight[("cloud", "sky")] == 224 and len(weight) == len(seed_w | {("car", "sky"): 0, ("car", "cloud"): 0})
+    seed_car = seed_nodes.filter(pl.col("node") == "car").row(0, named=True)
+    car = nodes.filter(pl.col("node") == "car").row(0, named=True)
+    assert car["frequency"] == seed_car["frequency"] + 2 and car["state_pairs"] == seed_car["state_pairs"]

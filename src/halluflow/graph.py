@@ -345,7 +345,8 @@ def build_graph(source: dict, environments_path: str | Path | None = None,
     path = source.get("path")
     environments = load_environment_vocabulary(environments_path)
     if fmt == "seed":
-        return read_seed(path or DEFAULT_SEED_DIR, environments if source.get("retype") else None)
+        # The seed keeps its own node types unless a vocabulary is named explicitly.
+        return read_seed(path or DEFAULT_SEED_DIR, environments if environments_path else None)
     if not path:
         raise InputError(f"graph source format {fmt!r} needs 'path'")
     if fmt == "amber":
@@ -360,6 +361,44 @@ def build_graph(source: dict, environments_path: str | Path | None = None,
     else:
         raise InputError(f"unknown graph source format {fmt!r}; known: {', '.join(FORMATS)}")
     return build_tables(ann, environments, weighting)
+
+
+def merge_graphs(graphs: list[tuple[pl.DataFrame, pl.DataFrame]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Union of graphs built from different sources (ODE's "update the knowledge base with more objects").
+
+    Frequencies and edge weights add up (the sources' images are disjoint); attribute pairs are united in
+    first-seen order; a node is an environment when any source says so.
+    """
+    if len(graphs) == 1:
+        return graphs[0]
+    merged: dict[str, dict] = {}
+    weights: Counter[tuple[str, str]] = Counter()
+    for nodes, edges in graphs:
+        for r in nodes.iter_rows(named=True):
+            m = merged.setdefault(r["node"], {"node": r["node"], "type": "entity", "frequency": 0,
+                                              "state_pairs": [], "action_pairs": []})
+            if r["type"] == "environment":
+                m["type"] = "environment"
+            m["frequency"] += int(r["frequency"])
+            for key in ("state_pairs", "action_pairs"):
+                m[key] += [p for p in r[key] if p not in m[key]]
+        weights.update({(s, t): int(w) for s, t, w in edges.iter_rows()})
+    rows = []
+    for name in sorted(merged):
+        m = merged[name]
+        rows.append({**m, "states": list(dict.fromkeys(p.split("/")[0] for p in m["state_pairs"])),
+                     "actions": list(dict.fromkeys(p.split("/")[0] for p in m["action_pairs"]))})
+    edge_rows = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
+    return (pl.DataFrame(rows, schema=NODE_SCHEMA),
+            pl.DataFrame({"source": [k[0] for k, _ in edge_rows], "target": [k[1] for k, _ in edge_rows],
+                          "weight": [w for _, w in edge_rows]}, schema=EDGE_SCHEMA))
+
+
+def build_graph_from_config(graph: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The `ode.graph` config block: `source` plus any `extra_sources`, merged."""
+    sources = [graph.get("source") or {"format": "seed"}, *(graph.get("extra_sources") or [])]
+    return merge_graphs([build_graph(dict(src), graph.get("environments"), graph.get("weighting", "images"))
+                         for src in sources])
 
 
 def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:
