@@ -86,3 +86,23 @@ def test_tiny_tokenizers_round_trip_text():
     ids = t5("a red dog").input_ids
     assert ids[-1] == t5.eos_token_id and t5.unk_token_id not in ids
     assert t5.decode(ids, skip_special_tokens=True) == "a red dog"
+
+
+def test_same_seed_same_weights(tmp_path):
+    a = build_standin("owlv2", tmp_path / "a", seed=3, image_size=32, patch_size=8)
+    b = build_standin("owlv2", tmp_path / "b", seed=3, image_size=32, patch_size=8)
+    c = build_standin("owlv2", tmp_path / "c", seed=4, image_size=32, patch_size=8)
+    weights = [(p / "model.safetensors").read_bytes() for p in (a, b, c)]
+    assert weights[0] == weights[1] != weights[2]
+
+
+def test_cli_builds_and_reports_errors(tmp_path, capsys):
+    from halluflow.cli import main
+
+    assert main(["standin", "build", "owlv2", str(tmp_path / "m"), "--arg", "image_size=32", "--arg",
+                 "patch_size=8"]) == 0
+    assert read_json(tmp_path / "m" / MARKER)["config"] == {"image_size": 32, "patch_size": 8}
+    assert main(["standin", "build", "nope", str(tmp_path / "x")]) == 1
+    assert "unknown stand-in kind 'nope'" in capsys.readouterr().err
+    assert main(["standin", "build", "owlv2", str(tmp_path / "y"), "--arg", "novalue"]) == 1
+    assert "--arg 'novalue': expected KEY=VALUE" in capsys.readouterr().err

@@ -138,3 +138,40 @@ for _kind, _target in [
     ("yolo_world", "halluflow.detection:build_tiny_yolo_world"),
 ]:
     register_builder(_kind, _target)
+
+
+# ---- `halluflow standin build` ------------------------------------------------------------------------------------
+
+CLI_DESCRIPTION = "Build a tiny random stand-in model offline (the same builders the workflow's build_standin_* rules use)."
+CLI_EPILOG = f"""kinds: {', '.join(builder_kinds())}
+examples:
+  halluflow standin build flux resources/models/tiny-flux
+  halluflow standin build owlv2 /tmp/tiny-owl --seed 1 --arg image_size=96 --arg patch_size=16
+  halluflow standin build yolo /tmp/tiny-yolo --arg 'names=["dog","cat"]'
+The folder loads with the real classes (DiffusionPipeline / AutoModelForZeroShotObjectDetection / ultralytics.YOLO)
+and carries {MARKER}, so every output made with it is marked stand_in."""
+
+
+def configure(parser) -> None:
+    parser.add_argument("kind", help="stand-in kind (see the list below)")
+    parser.add_argument("out", help="folder to create (replaced if it exists)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="builder setting; VALUE is parsed as JSON when it can be (repeatable)")
+
+
+def run(args) -> int:
+    import json
+
+    cfg: dict[str, Any] = {}
+    for item in args.arg:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--arg {item!r}: expected KEY=VALUE")
+        try:
+            cfg[key] = json.loads(value)
+        except json.JSONDecodeError:
+            cfg[key] = value
+    path = build_standin(args.kind, args.out, seed=args.seed, **cfg)
+    print(path)
+    return 0
