@@ -77,6 +77,8 @@ rule filter_images:
         seed=config["seed"],
     log:
         f"{LOGS}/filter_images.log",
+    benchmark:
+        f"{BENCH}/filter_images.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
@@ -127,6 +129,8 @@ rule package_release:
         name=RELEASE,
     log:
         f"{LOGS}/package_release.log",
+    benchmark:
+        f"{BENCH}/package_release.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,

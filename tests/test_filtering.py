@@ -76,3 +76,20 @@ def test_bad_tables_name_what_is_wrong():
     with pytest.raises(InputError, match="scene 'ee' not in the scenes table"):
         filter_images(IMAGES, DETS, SCENES.filter(pl.col("scene_id") != "ee"), keep_threshold=0.5,
                       exclusion_threshold=0.6)
+
+
+def test_all_rejected_stops_with_the_key_to_change():
+    from halluflow.ode.filtering import require_accepted
+
+    acc, rej = run(keep_threshold=0.99)
+    assert acc.height == 0 and rej.height == 4
+    with pytest.raises(InputError, match=r"all 4 images rejected .*'ode.filter.keep_threshold' \(now 0.99\)"):
+        require_accepted(acc, rej, 0.99)
+    require_accepted(*run(), 0.65)  # something accepted: fine
+
+
+def test_schema_default_is_the_papers_threshold_and_demo_keeps_images(repo):
+    from halluflow.config import load_config, validate_config
+
+    assert validate_config({})["ode"]["filter"]["keep_threshold"] == 0.65
+    assert load_config(repo / "config.yaml")["ode"]["filter"]["keep_threshold"] == 0.0  # stand-in detector = noise

@@ -109,3 +109,16 @@ def balance_distributions(accepted: list[dict], seed: int) -> tuple[list[dict], 
                     dropped.append({**row, "reason": f"balanced out: {d} {kind} capped at {cap} images"})
     kept.sort(key=lambda r: r["image_id"])
     return kept, dropped
+
+
+def require_accepted(accepted: pl.DataFrame, rejected: pl.DataFrame, keep_threshold: float) -> None:
+    """An empty release measures nothing: stop with the most common reason and what to change."""
+    if accepted.height:
+        return
+    if rejected.height == 0:
+        raise InputError("filter_images: no images to filter (the image tables are empty)")
+    top = rejected["reason"].value_counts(sort=True).row(0)[0]
+    raise InputError(
+        f"filter_images: all {rejected.height} images rejected (e.g. {top}); stand-in detectors score noise, "
+        f"so lower config key 'ode.filter.keep_threshold' (now {keep_threshold}) or use a real detector"
+    )
