@@ -372,3 +372,46 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
     rate = {(r["concept"], r["dimension"]): r["rate"] for r in tidy.to_dicts()}
     assert rate == {("dog", "existence"): 0.0, ("dog", "generative"): 1.0, ("car", "generative"): 1.0,
                     ("cat", "generative"): 0.0}
+
+
+def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
+    # Full out-of-domain path: the LLM adds "lighthouse" (not in the vocabulary); the oracle = two co-occurrence
+    # prior VLMs (real backends) that both say no (the object is not in their graph) → hallucinated, no tie.
+    from test_extract import ScriptedLLM  # noqa: F401  (registered below by module path)
+
+    queries, answers, nodes = _release_tables()
+    release = tmp_path / "release"
+    release.mkdir()
+    queries.write_parquet(release / "queries.parquet")
+    answers = answers.with_columns(pl.Series("answer", ["A dog by a lighthouse.", "yes", "", "A car."]))
+    answers.write_parquet(tmp_path / "000.parquet")
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    nodes = pl.DataFrame({"node": ["dog", "wall", "car"], "frequency": [9, 5, 2], "type": ["entity"] * 3,
+                          "states": [[], [], []], "actions": [[], [], []]})
+    nodes.write_parquet(graph / "nodes.parquet")
+    pl.DataFrame({"source": ["dog"], "target": ["wall"], "weight": [3]}).write_parquet(graph / "edges.parquet")
+    registry.LLMS.register("scripted-caos", "test_extract:ScriptedLLM")
+    try:
+        cfg = {"embedders": ["glove"], "k": 1, "k_sweep": [1], "extractor": "llm",
+               "llm": {"backend": "scripted-caos", "args": {"replies": {"lighthouse": '{"objects": ["dog", "lighthouse"]}'}}},
+               "synonyms": False,
+               "oracle": {"members": [], "vote": "majority", "tie": "exclude", "question": "Is there a {obj} in the image?"}}
+        members = [{"backend": "prior", "args": {"threshold": 0.1}}, {"backend": "prior", "args": {"threshold": 0.9}}]
+        out = {k: str(tmp_path / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
+        summary = run_workflow(answers=[str(tmp_path / "000.parquet")], release_dir=str(release),
+                               nodes=str(graph / "nodes.parquet"), metrics=[], cfg=cfg, model="m",
+                               oracle_members=members, out_summary=out["json"], out_objects=out["objects.parquet"],
+                               out_captions=out["captions.parquet"])
+    finally:
+        registry.LLMS._targets.pop("scripted-caos", None)
+    objects = pl.read_parquet(out["objects.parquet"])
+    assert objects["object"].to_list() == ["dog", "lighthouse"]
+    row = objects.filter(pl.col("object") == "lighthouse").to_dicts()[0]
+    assert row["extractor"] == "llm" and row["in_domain"] is False and row["judged_by"] == "oracle"
+    assert (row["oracle_yes"], row["oracle_no"], row["oracle_tie"], row["hallucinated"]) == (0, 2, False, True)
+    assert summary["objects"]["n_oracle_judged"] == 1 and summary["objects"]["n_oracle_ties"] == 0
+    assert summary["oracle"] == {"members": ["oracle-0", "oracle-1"], "vote": "majority", "tie": "exclude"}
+    assert summary["extraction"]["llm_status"] == {"not_used": 1, "ok": 1, "unparsed": 0}  # the empty caption
+    g = summary["embedders"]["glove"]
+    assert g["n_hallucinated"] == 1 and g["caos_x"] == g["caos_t"]  # lighthouse's only predecessor is dog, the truth

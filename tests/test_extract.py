@@ -130,12 +130,16 @@ def test_llm_output_that_does_not_parse_falls_back_to_vocabulary(llm):
     assert ex.names == ["cat", "couch"] and {o.extractor for o in ex.objects} == {"vocab"}
 
 
-def test_llm_object_inside_a_vocabulary_match_is_not_a_second_object(llm):
+def test_llm_object_overlapping_a_vocabulary_match_is_not_a_second_object(llm):
     vocab = build_vocabulary(synonyms=True)
     backend = llm({"hot dog": '{"objects": ["dog", "hot dog"]}'})
     ex = ObjectExtractor(vocab, llm=backend).extract("A hot dog on a plate.")
     assert ex.names == ["hot dog"]  # "plate" is not a COCO object and the LLM did not name it
-    assert ex.llm_dropped == ["dog"]
+    assert ex.objects[0].extractor == "vocab+llm" and ex.llm_dropped == []
+    # a longer LLM phrase around a vocabulary match confirms that object, it is not a second (out-of-domain) one
+    backend = llm({"wall": '{"objects": ["graffiti wall"]}'})
+    ex = ObjectExtractor(Vocabulary().add_terms(["wall"], "graph"), llm=backend).extract("A graffiti wall.")
+    assert ex.names == ["wall"] and ex.objects[0].extractor == "vocab+llm"
 
 
 def test_llm_is_not_asked_about_empty_captions(llm):

@@ -488,7 +488,8 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
 
 def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metrics: Sequence[str], cfg: Mapping,
                  model: str, oracle_members: Sequence[Mapping] = (), default_llm: Mapping | None = None,
-                 out_summary: str, out_objects: str, out_captions: str) -> dict:
+                 models_cache: str = "resources/models", out_summary: str, out_objects: str,
+                 out_captions: str) -> dict:
     """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs."""
     import polars as pl
 
@@ -512,7 +513,15 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         llm = registry.create("llm", _backend_spec(spec))
     oracle = None
     if oracle_members:
-        members = [(m.get("name", m["backend"]), registry.create("vlm", _backend_spec(m))) for m in oracle_members]
+        from .answer import ModelUnderTest
+
+        # Built like the answer stage builds a model under test (stand-in folders, the prior's graph), so a
+        # `models:` entry means the same backend in both roles.
+        members = []
+        for i, m in enumerate(oracle_members):
+            mut = ModelUnderTest({"name": f"oracle-{i}", **m}, graph_dir=str(Path(nodes).parent),
+                                 models_cache=models_cache)
+            members.append((mut.name, mut.backend))
         o = cfg["oracle"]
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}

@@ -307,9 +307,12 @@ class ObjectExtractor:
     def _combine(self, caption: str, reply: str | None) -> Extraction:
         vocab = self.vocabulary
         found: dict[str, list] = {}  # canonical → [token_index, surface, extractors]
-        covered: set[int] = set()  # tokens inside a vocabulary match ("dog" of "hot dog" is not a second object)
+        # token → the vocabulary object matched there: an LLM phrase overlapping a match ("dog" of "hot dog",
+        # "graffiti wall" around "wall") confirms that object instead of adding a second, out-of-domain one.
+        covered: dict[int, str] = {}
         for m in vocab.match(caption):
-            covered.update(range(m.token_index, m.token_index + len(m.surface.split())))
+            for t in range(m.token_index, m.token_index + len(m.surface.split())):
+                covered[t] = m.canonical
             if m.canonical not in found:
                 found[m.canonical] = [m.token_index, m.surface, {"vocab"}]
         status, dropped = "not_used", []
@@ -327,8 +330,10 @@ class ObjectExtractor:
                         dropped.append(obj)
                         continue
                     name = vocab.normalise(obj)
-                    if name not in found and where[0] in covered:
-                        dropped.append(obj)
+                    span = range(where[0], where[0] + len(where[1].split()))
+                    overlap = next((covered[t] for t in span if t in covered), None)
+                    if name not in found and overlap is not None:
+                        found[overlap][2].add("llm")
                         continue
                     entry = found.setdefault(name, [where[0], where[1], set()])
                     entry[2].add("llm")
