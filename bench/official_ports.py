@@ -11,8 +11,8 @@ from __future__ import annotations
 
 
 def pope_evaluate(answers: list[dict], label_list: list[str]) -> dict:
-    """POPE evaluate.py: `answers` = [{"answer": str}], `label_list` = ["yes"|"no"] in the same order."""
-    answers = [dict(a) for a in answers]
+    """POPE evaluate.py: `answers` = [{"answer": str}], `label_list` = ["yes"|"no"] in the same order.
+    Like the original, it overwrites each answer dict's "answer" with the parsed word (pass fresh dicts)."""
     label_list = list(label_list)
     for answer in answers:
         text = answer["answer"]

@@ -109,8 +109,10 @@ def test_equals_official_port(pairs):
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.text(alphabet="Nnoyest .,\t\nN", max_size=12), min_size=1, max_size=30))
 def test_parser_equals_official_on_arbitrary_text(texts):
-    # one "no" label so the official script never divides by zero; compare its TP+FP (= answers parsed yes)
-    ref = pope_evaluate([{"answer": t} for t in texts] + [{"answer": "Yes"}], ["yes"] * len(texts) + ["no"])
+    # two sure answers (a right yes, a right no) so the official script never divides by zero; compare its
+    # TP+FP (= answers parsed yes)
+    ref = pope_evaluate([{"answer": t} for t in texts] + [{"answer": "Yes"}, {"answer": "No"}],
+                        ["yes"] * len(texts) + ["yes", "no"])
     assert parse_answers(texts, "pope").to_list().count("yes") == ref["tp"] + ref["fp"] - 1
 
 

@@ -1,0 +1,138 @@
+"""Scoring speed: our vectorised POPE / CHAIR scorers vs plain ports of the official scripts, in the same run.
+
+POPE: 1,000,000 answers (LLaVA-style verbose answers + short ones) against POPE-style labels, (a) from in-memory
+lists and (b) end to end from JSONL files. CHAIR: 100,000 captions. Prints the speed-up (target >= 20x) and
+asserts the numbers are identical; speed itself is never asserted.
+
+    python bench/bench_scoring.py [--pope 1000000] [--chair 100000] [--out bench_scoring.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from official_ports import chair_compute, pope_evaluate  # noqa: E402
+
+from halluflow.io import dumps_json  # noqa: E402
+from halluflow.metrics.chair import chair_scores, default_synonyms_path, load_synonyms  # noqa: E402
+from halluflow.metrics.pope import pope_metrics, score_files  # noqa: E402
+
+OBJECTS = ["dog", "cat", "person", "car", "chair", "dining table", "cup", "bottle", "bench", "traffic light",
+           "umbrella", "handbag", "tie", "sink", "toilet", "pizza", "cake", "bed", "laptop", "clock"]
+TEMPLATES_YES = ["Yes, there is a {o} in the image.", "Yes", "yes", "Yes.", "There is a {o} in the image.",
+                 "Yes, a {o} is visible, but it is not in focus."]
+TEMPLATES_NO = ["No, there is no {o} in the image.", "No", "no", "No.", "There is not a {o} in the image.",
+                "I do not see a {o}."]
+FILLER = ["a", "the", "with", "on", "near", "of", "and", "is", "two", "standing", "sitting", "large", "small",
+          "next", "to", "in", "front", "white", "red", "some", ".", ","]
+CAPTION_WORDS = ["man", "men", "woman", "people", "dog", "dogs", "cat", "cats", "car", "cars", "bus", "buses",
+                 "pizza", "pizzas", "table", "tables", "chair", "chairs", "toilet", "seat", "hot", "wine", "glass",
+                 "glasses", "teddy", "bear", "bears", "baby", "elephant", "giraffes", "zebra", "kite", "kites",
+                 "surfboard", "skis", "bench", "benches", "clock", "umbrella", "sandwich", "sandwiches", "cup",
+                 "knives", "fork", "spoon", "bowl", "bananas", "apple", "oranges", "broccoli", "laptop", "phone",
+                 "cell", "train", "track", "passenger", "plate", "home", "stop", "sign", "traffic", "light"]
+COCO = ["person", "dog", "cat", "car", "bus", "pizza", "dining table", "chair", "toilet", "wine glass", "teddy bear",
+        "elephant", "giraffe", "zebra", "kite", "surfboard", "skis", "bench", "clock", "umbrella", "sandwich", "cup",
+        "knife", "fork", "spoon", "bowl", "banana", "apple", "orange", "broccoli", "laptop", "cell phone", "train"]
+
+
+def timed(fn, *args, **kwargs):
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def pope_data(n: int, seed: int = 0):
+    rnd = random.Random(seed)
+    labels, answers = [], []
+    for _ in range(n):
+        lab = rnd.choice(("yes", "no"))
+        agree = rnd.random() < 0.85
+        said = lab if agree else ("no" if lab == "yes" else "yes")
+        tpl = rnd.choice(TEMPLATES_YES if said == "yes" else TEMPLATES_NO)
+        labels.append(lab)
+        answers.append(tpl.format(o=rnd.choice(OBJECTS)))
+    return answers, labels
+
+
+def bench_pope(n: int) -> dict:
+    answers, labels = pope_data(n)
+    ref, t_ref = timed(pope_evaluate, [{"answer": a} for a in answers], labels)
+    ours, t_ours = timed(pope_metrics, pl.Series(answers, dtype=pl.String), pl.Series(labels, dtype=pl.String))
+    keys = ("accuracy", "precision", "recall", "f1", "yes_ratio", "tp", "fp", "tn", "fn")
+    assert all(ours[k] == ref[k] for k in keys), ({k: ours[k] for k in keys}, ref)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        a_path, l_path = Path(tmp) / "answers.jsonl", Path(tmp) / "labels.json"
+        with open(a_path, "w") as fa, open(l_path, "w") as fl:
+            for i, (a, lab) in enumerate(zip(answers, labels)):
+                fa.write(json.dumps({"question_id": i, "answer": a}) + "\n")
+                fl.write(json.dumps({"question_id": i, "image": "x.jpg", "text": "Is there a dog?", "label": lab}) + "\n")
+
+        def official_from_files():
+            # evaluate.py: json.loads per line, answers and labels zipped by position
+            ans = [json.loads(q) for q in open(a_path)]
+            lab = [json.loads(q)["label"] for q in open(l_path)]
+            return pope_evaluate(ans, lab)
+
+        ref_f, t_ref_f = timed(official_from_files)
+        ours_f, t_ours_f = timed(score_files, a_path, l_path)
+    assert all(ours_f[k] == ref_f[k] for k in keys)
+    return {"n": n, "identical": True, "metrics": {k: ours[k] for k in keys},
+            "in_memory": {"official_s": round(t_ref, 3), "ours_s": round(t_ours, 3), "speedup": round(t_ref / t_ours, 1)},
+            "from_files": {"official_s": round(t_ref_f, 3), "ours_s": round(t_ours_f, 3),
+                           "speedup": round(t_ref_f / t_ours_f, 1)}}
+
+
+def bench_chair(n: int, synonyms_path: Path, seed: int = 0) -> dict:
+    rnd = random.Random(seed)
+    n_images = max(1, n // 5)
+    truth = {str(i): sorted(set(rnd.sample(COCO, rnd.randint(1, 6)))) for i in range(n_images)}
+    captions = []
+    for i in range(n):
+        words = [rnd.choice(CAPTION_WORDS) if rnd.random() < 0.3 else rnd.choice(FILLER)
+                 for _ in range(rnd.randint(6, 18))]
+        captions.append({"image_id": str(i % n_images), "caption": " ".join(words).capitalize() + "."})
+    syn = load_synonyms(synonyms_path)
+    ref, t_ref = timed(chair_compute, captions, {k: set(v) for k, v in truth.items()}, synonyms_path)
+    (ours, _rows), t_ours = timed(chair_scores, pl.DataFrame(captions), truth, syn)
+    assert ours == ref, (ours, ref)
+    return {"n": n, "identical": True, "metrics": ours,
+            "official_s": round(t_ref, 3), "ours_s": round(t_ours, 3), "speedup": round(t_ref / t_ours, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pope", type=int, default=1_000_000, help="POPE answers (default 1,000,000)")
+    ap.add_argument("--chair", type=int, default=100_000, help="CHAIR captions (default 100,000)")
+    ap.add_argument("--synonyms", type=Path, default=default_synonyms_path(), help="CHAIR synonyms.txt")
+    ap.add_argument("--out", help="also write the results JSON here")
+    args = ap.parse_args()
+    result = {"pope": bench_pope(args.pope)}
+    p = result["pope"]
+    print(f"POPE  {args.pope:>9,} answers   in memory: official {p['in_memory']['official_s']:.2f}s  ours "
+          f"{p['in_memory']['ours_s']:.3f}s  x{p['in_memory']['speedup']}   from files: official "
+          f"{p['from_files']['official_s']:.2f}s  ours {p['from_files']['ours_s']:.3f}s  x{p['from_files']['speedup']}"
+          "   identical numbers", flush=True)
+    if args.synonyms.exists():
+        result["chair"] = c = bench_chair(args.chair, args.synonyms)
+        print(f"CHAIR {args.chair:>9,} captions  official {c['official_s']:.2f}s  ours {c['ours_s']:.3f}s  "
+              f"x{c['speedup']}   identical numbers", flush=True)
+    else:
+        print(f"CHAIR skipped: {args.synonyms} not found (pass --synonyms)")
+    if args.out:
+        Path(args.out).write_text(dumps_json(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
