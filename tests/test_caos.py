@@ -306,6 +306,12 @@ def test_cli_score_caos(tmp_path, capsys):
     assert out["caos_k"] == pytest.approx(0.5, abs=1e-6)
     assert [(r["image_id"], r["object"], r["position"]) for r in out["per_object"]] == [
         ("1", "cat", 1), ("1", "frisbee", 2), ("2", "person", 1)]
+    # paper Fig. 5 subsets: person is one of the top-3 frequent objects (person, car, dog) → left out here
+    sub = out["subsets"]["without_top3_frequent"]
+    assert sub["n_hallucinated"] == 2 and sub["caos_t"] == pytest.approx(R2 / 2, abs=1e-6)
+    # with --synonyms none the vocabulary is the truth + frequent objects: cat and frisbee are out of domain
+    assert out["subsets"]["out_of_domain"]["n_hallucinated"] == 2
+    assert out["subsets"]["in_domain"]["n_hallucinated"] == 1 and out["subsets"]["in_domain"]["caos_k"] == 1.0
     assert main(args) == 0
     assert capsys.readouterr().out == first  # deterministic
     (tmp_path / "t.jsonl").write_text('{"image_id": "1", "objects": ["dog"]}\n')

@@ -61,8 +61,11 @@ def max_cosine(vec: np.ndarray, others: np.ndarray, names: Sequence[str]) -> tup
     """Max cosine of `vec` to the rows of `others` and the name of the argmax; (None, None) when undefined."""
     if len(names) == 0:
         return None, None
-    sims = cosine_matrix(vec[None, :], others)[0]
-    if np.all(np.isnan(sims)):
+    return _prefix_max(cosine_matrix(vec[None, :], others)[0], names)
+
+
+def _prefix_max(sims: np.ndarray, names: Sequence[str]) -> tuple[float | None, str | None]:
+    if sims.size == 0 or np.all(np.isnan(sims)):
         return None, None
     best = int(np.nanargmax(sims))
     return float(sims[best]), names[best]
@@ -259,8 +262,10 @@ def object_rows(captions: Sequence[Caption], frequent: Sequence[str], embedders:
                     h = obj_vecs[i]
                     scores["caos_t"], scores["caos_t_nearest"] = max_cosine(h, truth_vecs, cap.truth)
                     scores["caos_x"], scores["caos_x_nearest"] = max_cosine(h, obj_vecs[:i], names[:i])
+                    # One cosine row against the top objects; each k of the sweep is a prefix maximum of it.
+                    top_sims = cosine_matrix(h[None, :], top_vecs)[0] if top else np.zeros(0)
                     for kk in sorted(set(ks) | {k}):
-                        val, near = max_cosine(h, top_vecs[:kk], top[:kk])
+                        val, near = _prefix_max(top_sims[:kk], top)
                         scores[f"caos_k{kk}"] = val
                         if kk == k:
                             scores["caos_k"], scores["caos_k_nearest"] = val, near
@@ -291,6 +296,18 @@ def caos_summary(rows: Sequence[dict], emb_name: str, k: int = 3, ks: Sequence[i
         "n_x": sum(r[f"{emb_name}_caos_x"] is not None for r in hal),
         "n_k": sum(r[f"{emb_name}_caos_k"] is not None for r in hal),
     }
+
+
+def caos_subsets(rows: Sequence[dict], emb_name: str, frequent_top3: Sequence[str], k: int = 3) -> dict:
+    """Paper Fig. 5: CAOS_T/X/K over in-domain, out-of-domain, and all hallucinated objects but the top-3 frequent."""
+    top3 = set(frequent_top3[:3])
+    groups = {
+        "in_domain": [r for r in rows if r["in_domain"]],
+        "out_of_domain": [r for r in rows if not r["in_domain"]],
+        "without_top3_frequent": [r for r in rows if r["object"] not in top3],
+    }
+    keep = ("caos_t", "caos_x", "caos_k", "n_hallucinated")
+    return {name: {key: caos_summary(g, emb_name, k=k, ks=())[key] for key in keep} for name, g in groups.items()}
 
 
 def object_statistics(captions: Sequence[Caption]) -> dict:
@@ -337,8 +354,12 @@ def score(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mappi
           ks: Sequence[int] = K_SWEEP) -> tuple[dict, list[dict]]:
     """Everything CAOS reports: ({"embedders": {name: summary}, "objects": stats, "sequential": [...]}, rows)."""
     rows = object_rows(captions, frequent, embedders, k=k, ks=ks)
+    top = list(dict.fromkeys(frequent))
     summary = {
-        "embedders": {name: caos_summary(rows, name, k=k, ks=ks) for name in embedders},
+        "embedders": {
+            name: {**caos_summary(rows, name, k=k, ks=ks), "subsets": caos_subsets(rows, name, top, k=k)}
+            for name in embedders
+        },
         "objects": object_statistics(captions),
         "sequential": sequential(rows),
         "frequent_top": list(dict.fromkeys(frequent))[: max(max(ks, default=k), k)],
@@ -652,6 +673,6 @@ def run(args: argparse.Namespace) -> int:
 
 __all__ = [
     "cosine_matrix", "max_cosine", "parse_yes_no", "vote", "Oracle", "OracleVerdict", "Caption", "judge_caption",
-    "object_rows", "caos_summary", "object_statistics", "sequential", "score", "score_release_answers",
+    "object_rows", "caos_summary", "caos_subsets", "object_statistics", "sequential", "score", "score_release_answers",
     "frequent_from_nodes", "rows_frame", "configure", "run", "K_SWEEP", "metrics_side_by_side", "run_workflow",
 ]
