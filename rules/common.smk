@@ -110,6 +110,7 @@ def get_detection_targets():
 
 FINAL_TARGETS.append(get_detection_targets)
 
+
 # ---- report (rules/report.smk) ----
 REPORT_DIR = f"{OUT}/report"
 
@@ -251,6 +252,96 @@ def get_score_targets():
 FINAL_TARGETS.append(get_score_targets)
 
 
+# ---- answer stage: models under test (rules/answer.smk) ----
+import re as _re
+
+ANSWER = config["answer"]
+MODELS = {m["name"]: m for m in config.get("models") or []}
+LOCAL_LLM = f"{MODELS_CACHE}/smollm2-135m-instruct"  # rule build_local_llm: the packaged SmolLM2 GGUF as an HF folder
+STANDIN_VLMS = [name for name, m in MODELS.items() if m.get("build")]
+NEVER = "(?!x)x"  # a wildcard pattern that matches nothing (no stand-in to build)
+ANSWER_MODEL_PATTERN = "|".join(_re.escape(n) for n in MODELS) or NEVER
+STANDIN_VLM_PATTERN = "|".join(_re.escape(n) for n in STANDIN_VLMS) or NEVER
+
+
+def _answer_release_dir():
+    return ANSWER["source"]["path"] or f"{OUT}/release"
+
+
+def get_answer_source_input(wildcards):
+    """The release manifest (written last by package_release) or the POPE/AMBER question files."""
+    src = ANSWER["source"]
+    if src["kind"] == "ode":
+        return [f"{_answer_release_dir()}/manifest.json"]
+    return [p for p in (src["path"], src["annotations"]) if p]
+
+
+def _model_dir_of(spec):
+    args = spec.get("args") or {}
+    if spec.get("build"):
+        return args.get("model") or f"{MODELS_CACHE}/{spec['name']}"
+    if spec["backend"] in ("transformers", "blind"):
+        return args.get("model") or (LOCAL_LLM if spec["backend"] == "blind" else None)
+    return None
+
+
+def get_answer_model_input(wildcards):
+    # Stand-in folders and the converted SmolLM2 are built by rules; other local folders are plain inputs; hub ids none.
+    folder = _model_dir_of(MODELS[wildcards.model])
+    return [folder] if folder and (folder.startswith(MODELS_CACHE) or Path(folder).exists()) else []
+
+
+def get_answer_graph_input(wildcards):
+    # The prior reads the concept graph (unless args.graph points elsewhere).
+    spec = MODELS[wildcards.model]
+    if spec["backend"] == "prior" and not (spec.get("args") or {}).get("graph"):
+        return [f"{OUT}/graph/nodes.parquet", f"{OUT}/graph/edges.parquet"]
+    return []
+
+
+def get_answer_params(wildcards):
+    """Only what the job reads, so editing another model's entry does not rerun this one."""
+    return {
+        "spec": MODELS[wildcards.model],
+        "answer": ANSWER,
+        "shards": len(ANSWER_SHARDS),
+        "release": _answer_release_dir(),
+        "graph": f"{OUT}/graph",
+        "cache": f"{OUT}/cache/{wildcards.model}",
+        "models_cache": MODELS_CACHE,
+    }
+
+
+def get_answer_gpus(wildcards):
+    spec = MODELS[wildcards.model]
+    device = (spec.get("args") or {}).get("device", "auto")
+    return 1 if spec["backend"] == "vllm" or (spec["backend"] == "transformers" and device != "cpu") else 0
+
+
+def get_answer_api_calls(wildcards):
+    # Throttle HTTP models across jobs with `snakemake --resources api_calls=N`.
+    return 1 if MODELS[wildcards.model]["backend"] == "openai" else 0
+
+
+def get_standin_vlm_spec(wildcards):
+    return MODELS[wildcards.vlm]["build"]
+
+
+def get_llm_model_input(wildcards=None):
+    """For rules that use the `llm` backend: the converted SmolLM2 folder when config llm.model points at it."""
+    llm = config.get("llm") or {}
+    return [LOCAL_LLM] if llm.get("backend", "transformers") == "transformers" and llm.get("model") == LOCAL_LLM else []
+
+
+def get_answer_targets():
+    if ANSWER["source"]["kind"] == "ode" and not hasattr(rules, "package_release"):
+        return []
+    return expand(f"{OUT}/answers/{{model}}/{{shard}}.parquet", model=list(MODELS), shard=ANSWER_SHARDS)
+
+
+FINAL_TARGETS.append(get_answer_targets)
+
+
 # ---- UniHall / SAMF (rules/samf.smk) ----
 SAMF_CONFIG = config["samf"]
 SAMF_DIR = f"{OUT}/fuzz"
@@ -293,6 +384,11 @@ def get_samf_model_input(wildcards):
     if spec["backend"] == "prior":
         inputs.append(f"{SAMF_GRAPH_DIR}/nodes.parquet")
     return inputs
+
+
+def get_samf_llm():
+    # Only handed to the jobs when the judge is the LLM, so editing `llm:` does not rerun rule-judged SAMF jobs.
+    return config.get("llm") if SAMF_CONFIG["judge"] == "llm" else None
 
 
 def get_samf_trained(wildcards):

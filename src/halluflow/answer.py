@@ -292,3 +292,16 @@ def model_folder(spec: dict, models_cache: str | os.PathLike = "resources/models
     if not spec.get("build"):
         return None
     return Path(spec.get("args", {}).get("model") or Path(models_cache) / spec["name"])
+
+
+def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike) -> dict:
+    """Rule answer: load the configured source, build the model lazily, answer shard `shard` of `params['shards']`."""
+    from .sources import load_source
+
+    settings = params["answer"]
+    src = settings["source"]
+    queries, image_root = load_source(src["kind"], src["path"] or params["release"], src.get("images"), src.get("annotations"))
+    model = ModelUnderTest(params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", "resources/models"))
+    engine_settings = {k: v for k, v in settings.items() if k != "source"}
+    return answer_shard(queries, image_root, model, params["cache"], out_path, shard=shard, n_shards=int(params["shards"]),
+                        settings=engine_settings)
