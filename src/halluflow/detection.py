@@ -167,7 +167,7 @@ class TransformersDetector(Detector):
             for start, end in spans[i]:
                 tokens = [t for t, (a, b) in enumerate(offsets[i]) if b > a and a >= start and b <= end]
                 tokens = [t for t in tokens if t < probs.shape[-1]]
-                per_label.append(probs[i][:, tokens].max(dim=-1).values if tokens else torch.zeros(probs.shape[1]))
+                per_label.append(probs[i][:, tokens].max(dim=-1).values if tokens else probs.new_zeros(probs.shape[1]))
             scores, best = torch.stack(per_label, dim=-1).max(dim=-1)
             cx, cy, w, h = boxes[i].unbind(-1)
             xyxy = torch.stack([(cx - w / 2) * im.width, (cy - h / 2) * im.height,
@@ -234,6 +234,8 @@ class UltralyticsDetector(Detector):
         self.box_threshold, self.max_detections, self.imgsz = float(box_threshold), int(max_detections), int(imgsz)
         self.class_map = dict(class_map or {})
         self.prompt_template = prompt_template
+        # ultralytics has one reduced precision (FP16 on a GPU); revision is recorded only (weights are files).
+        self.half = dtype in ("float16", "bfloat16") and self.device.startswith("cuda")
         self.standin = standin_info(self.model_id)
         try:
             self.model = ultralytics.YOLO(_weights_file(self.model_id))
@@ -290,7 +292,7 @@ class UltralyticsDetector(Detector):
         else:
             to_label = None
         results = self.model.predict(source=[im.convert("RGB") for im in images], conf=self.box_threshold,
-                                     device=self.device, imgsz=self.imgsz, verbose=False,
+                                     device=self.device, imgsz=self.imgsz, verbose=False, half=self.half,
                                      max_det=self.max_detections)
         out = []
         for im, ls, res in zip(images, labels, results):
