@@ -122,3 +122,20 @@ def test_missing_diffusers_names_the_extra(monkeypatch, flux_dir):
     monkeypatch.setitem(sys.modules, "diffusers", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'halluflow\[models\]'"):
         create("synthesizer", {"backend": "diffusers", "model": str(flux_dir)})
+
+
+def _dry_run(repo, *args):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", *args], cwd=repo,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout + done.stderr
+
+
+def test_rules_plan_stand_ins_offline_and_one_gpu_job_per_shard(repo):
+    out = _dry_run(repo, "--forcerun", "synthesize", "detect", "--configfile", str(repo / "configs/ode-paper.yaml"))
+    # real weights: no stand-in builds, one synthesize and one detect job per image shard (32 in the paper config)
+    assert "build_standin" not in out
+    counts = dict(line.split() for line in out.splitlines() if line.startswith(("synthesize ", "detect ")))
+    assert counts == {"synthesize": "32", "detect": "32"}
