@@ -118,3 +118,127 @@ def chair_compute(captions: list[dict], truth: dict, synonyms_path) -> dict:
             "n_captions": int(num_caps), "n_mentions": int(coco_word_count),
             "n_hallucinated_mentions": int(hallucinated_word_count),
             "n_hallucinated_captions": int(num_hallucinated_caps)}
+
+
+def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], association: dict, global_safe_words: list,
+                   extract_nouns, start: float = 0.001) -> dict:
+    """AMBER inference.py main(): counters from metrics.txt (all *_num = `start`), the generative list logic
+    (safe_list / ha_list index bookkeeping) and the printed, rounded numbers. `extract_nouns(text)` stands in for
+    nltk POS + WordNet; the spaCy similarity loops are left out (our default 'exact' matcher)."""
+    names = ["chair", "safe_cover", "hallu_cover", "non_hallu", "qa_correct", "qa_no", "qa_ans_no"]
+    for p in ("as", "an", "aa", "asso", "ha"):
+        names += [f"{p}_qa_correct", f"{p}_qa_no", f"{p}_qa_ans_no"]
+    metrics = {}
+    for n in names:
+        metrics[n + "_score"] = 0
+        metrics[n + "_num"] = start
+    hallucination_words = []
+    for word1 in association.keys():
+        hallucination_words.append(word1)
+        for word2 in association[word1]:
+            hallucination_words.append(word2)
+    prefix = {"discriminative-attribute-state": "as", "discriminative-attribute-number": "an",
+              "discriminative-attribute-action": "aa", "discriminative-hallucination": "ha"}
+
+    for i in range(len(inference_data)):
+        id = inference_data[i]["id"]
+        gt = ground_truth[id - 1]
+        if gt["type"] == "generative":
+            nouns = extract_nouns(inference_data[i]["response"])
+            after_process_nouns = [noun for noun in nouns if noun in hallucination_words]
+            safe_words, safe_list = [], []
+            for idx, word in enumerate(gt["truth"]):
+                safe_words += association[word]
+                safe_list += [idx] * len(association[word])
+            ha_words, ha_list = [], []
+            for idx, word in enumerate(gt["hallu"]):
+                ha_words += association[word]
+                ha_list += [idx] * len(association[word])
+            safe_words += gt["truth"]
+            safe_len = len(gt["truth"])
+            safe_list += [0] * safe_len
+            safe_flag_list = [0] * len(after_process_nouns)
+            ha_words += gt["hallu"]
+            ha_len = len(gt["hallu"])
+            ha_list += [0] * ha_len
+            for idx, noun in enumerate(after_process_nouns):
+                if noun in global_safe_words:
+                    continue
+                if noun in safe_words:
+                    for j in range(len(safe_words)):
+                        if noun == safe_words[j]:
+                            if j < (len(safe_list) - safe_len):
+                                safe_list[safe_list[j] + len(safe_list) - safe_len] = 1
+                            else:
+                                safe_list[j] = 1
+                            break
+                    continue
+                if noun in ha_words:
+                    for j in range(len(ha_words)):
+                        if noun == ha_words[j]:
+                            if j < (len(ha_list) - ha_len):
+                                ha_list[ha_list[j] + len(ha_list) - ha_len] = 1
+                            else:
+                                ha_list[j] = 1
+                            break
+                safe_flag_list[idx] = 1
+            metrics["chair_score"] += sum(safe_flag_list)
+            metrics["chair_num"] += len(safe_flag_list)
+            metrics["safe_cover_score"] += sum(safe_list[-safe_len:])
+            metrics["safe_cover_num"] += len(safe_list[-safe_len:])
+            metrics["hallu_cover_score"] += sum(ha_list[-ha_len:])
+            metrics["hallu_cover_num"] += len(ha_list[-ha_len:])
+            if sum(safe_flag_list) == 0:
+                metrics["non_hallu_score"] += 1
+            metrics["non_hallu_num"] += 1
+        else:
+            p = prefix.get(gt["type"], "asso")
+            metrics["qa_correct_num"] += 1
+            metrics[f"{p}_qa_correct_num"] += 1
+            truth = gt["truth"]
+            response = inference_data[i]["response"]
+            if truth == "yes":
+                if response == "Yes":
+                    metrics["qa_correct_score"] += 1
+                    metrics[f"{p}_qa_correct_score"] += 1
+            else:
+                metrics["qa_no_num"] += 1
+                metrics[f"{p}_qa_no_num"] += 1
+                if response == "No":
+                    metrics["qa_correct_score"] += 1
+                    metrics["qa_no_score"] += 1
+                    metrics[f"{p}_qa_correct_score"] += 1
+                    metrics[f"{p}_qa_no_score"] += 1
+            if response == "No":
+                metrics["qa_ans_no_num"] += 1
+                metrics[f"{p}_qa_ans_no_num"] += 1
+                if truth == "no":
+                    metrics["qa_ans_no_score"] += 1
+                    metrics[f"{p}_qa_ans_no_score"] += 1
+
+    m = metrics
+    out = {"generative": {
+        "chair": round(m["chair_score"] / m["chair_num"] * 100, 1),
+        "cover": round(m["safe_cover_score"] / m["safe_cover_num"] * 100, 1),
+        "hal": round(100 - m["non_hallu_score"] / m["non_hallu_num"] * 100, 1),
+        "cog": round(m["hallu_cover_score"] / m["hallu_cover_num"] * 100, 1)}}
+
+    def prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps=0.0001):
+        acc = round(correct / correct_num * 100, 1)
+        precision = round(ans_no / ans_no_num * 100, 1)
+        recall = round(no / no_num * 100, 1)
+        f1 = round(2 * (precision / 100) * (recall / 100) / ((precision / 100) + (recall / 100) + eps) * 100, 1)
+        return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1}
+
+    def one(p, eps=0.0001):
+        return prf(m[f"{p}_qa_correct_score"], m[f"{p}_qa_correct_num"], m[f"{p}_qa_ans_no_score"],
+                   m[f"{p}_qa_ans_no_num"], m[f"{p}_qa_no_score"], m[f"{p}_qa_no_num"], eps)
+
+    out["overall"] = prf(m["qa_correct_score"], m["qa_correct_num"], m["qa_ans_no_score"], m["qa_ans_no_num"],
+                         m["qa_no_score"], m["qa_no_num"])
+    out["existence"] = one("ha", 0.001)
+    attr = ("as", "an", "aa")
+    out["attribute"] = prf(*(sum(m[f"{p}_qa_{k}"] for p in attr) for k in (
+        "correct_score", "correct_num", "ans_no_score", "ans_no_num", "no_score", "no_num")))
+    out["state"], out["number"], out["action"], out["relation"] = one("as"), one("an"), one("aa"), one("asso")
+    return out

@@ -126,3 +126,32 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
         load_responses(resp, 8)
     assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tmp_path / "none")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_equals_loop_port_on_random_responses(amber):
+    """Our restructured AMBER scorer vs a line-by-line port of inference.py (same noun extractor, no spaCy)."""
+    import random
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from official_ports import amber_evaluate
+
+    rnd = random.Random(7)
+    vocab = sorted(amber.vocabulary)
+    responses = []
+    for a in rnd.sample(amber.annotations, 3000):
+        if a["type"] == "generative":
+            words = rnd.sample(a["truth"], min(3, len(a["truth"]))) + rnd.sample(vocab, rnd.randint(0, 4))
+            words += [w + "s" for w in rnd.sample(vocab, 2)] + rnd.sample(amber.safe_words, 1) + ["the", "Tree"]
+            rnd.shuffle(words)
+            text = " ".join(words)
+        else:
+            text = rnd.choice(["Yes", "No", "yes", "No.", "Yes"])
+        responses.append({"id": a["id"], "response": text})
+    ours = amber_scores(pl.DataFrame(responses), amber)
+    ref = amber_evaluate(responses, amber.annotations, amber.association, amber.safe_words,
+                         lambda t: extract_nouns(t, amber.vocabulary))
+    for section, values in ref.items():
+        assert {k: ours[section][k] for k in values} == values, section
