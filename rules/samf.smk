@@ -38,6 +38,7 @@ rule samf_standard_eval:
         release_dir=SAMF_RELEASE,
         models_cache=MODELS_CACHE,
         graph_dir=SAMF_GRAPH_DIR,
+        llm=get_samf_llm(),
     wildcard_constraints:
         model=r"[^/.]+",
     log:
@@ -68,6 +69,7 @@ rule samf_train:
         release_dir=SAMF_RELEASE,
         models_cache=MODELS_CACHE,
         graph_dir=SAMF_GRAPH_DIR,
+        llm=get_samf_llm(),
         seed=config["seed"],
     wildcard_constraints:
         model=r"[^/.]+",
@@ -104,6 +106,7 @@ rule samf_fuzzed_eval:
         release_dir=SAMF_RELEASE,
         models_cache=MODELS_CACHE,
         graph_dir=SAMF_GRAPH_DIR,
+        llm=get_samf_llm(),
         seed=config["seed"],
     wildcard_constraints:
         model=r"[^/.]+",

@@ -20,4 +20,5 @@ run_fuzzed(
     snakemake.output.policies,
     snakemake.output.table,
     snakemake.output.instances,
+    snakemake.params.llm,
 )

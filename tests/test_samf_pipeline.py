@@ -116,3 +116,20 @@ def test_train_group_without_pilot_items_names_the_group(bench):
     items, root = bench
     with pytest.raises(Exception, match="group relation_YON: no training instances"):
         P.train_group(items, pilot_split(items), "relation_YON", BrightnessVLM(), root, root / "w", CFG, 0)
+
+
+def test_optional_shr_ghs_columns_reach_the_comparison(bench):
+    items, root = bench
+    split = pilot_split(items, 0.2, seed=1)
+    vlm = BrightnessVLM(max_chars=40)  # the bare question is 29 chars: any added context flips the answer
+    std = P.standard_eval(items, split, vlm, "sim", root, metrics=("ghr", "bhr", "shr", "ghs"))
+    assert std["shr"].null_count() == 0 and std["ghs"].max() == 0.0  # correct answers: rule-judged severity 0
+    ctl = CentralFuzzController({"existence_YON": __import__("halluflow.samf.controllers", fromlist=["Policy"]).Policy((("constraint_stack", 1),))})
+    fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0, metrics=("ghr", "shr", "ghs"))
+    assert fz["ghr"].sum() == len(items)  # every prompt grew past 40 chars -> every answer flipped
+    assert fz["ghs"].min() == 1.0  # GHS fallback = max(h_GHR, BHR)
+    table = P.compare(std, fz)
+    overall = table.row(0, named=True)
+    assert overall["ghs_standard"] == 0.0 and overall["ghs_fuzzed"] == 1.0 and overall["ghr_risk_fuzzed"] == 1.0
+    assert overall["bhr_fuzzed"] == 1.0 and overall["shr_fuzzed"] == 1.0  # every flipped yes/no is Contradicted
+    assert overall["shr_standard"] == 0.0

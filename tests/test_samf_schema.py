@@ -117,12 +117,17 @@ def test_from_pope_peer_file():
 
 def test_from_amber_peer_files():
     ann = shared_data("amber", "data", "annotations.json")
-    q = shared_data("amber", "data", "query", "query_discriminative.json")
-    items = convert.from_amber(ann, q)
-    # 14,216 discriminative items: 4,924 existence, 7,628 attribute, 1,664 relation (PROVENANCE.md counts)
+    # All 1,664 relation queries (975 discriminative-relation + 689 relation, PROVENANCE.md counts) -> object/relation
+    rel = convert.from_amber(ann, shared_data("amber", "data", "query", "query_discriminative-relation.json"))
+    assert len(rel) == 1664 and {i["meta_inf"]["subtype"] for i in rel} == {"relation"}
+    assert rel[-1]["instance_id"] == "131664"
+    queries = {q["id"]: q for q in json.loads(shared_data("amber", "data", "query", "query_discriminative-relation.json").read_text())}
+    assert rel[0]["source_inf"]["source_id"] == "13557"
+    assert rel[0]["seed_data"]["question"] == queries[13557]["query"] and rel[0]["seed_data"]["ground_truth"] == "Yes"
+    # A balanced sample of the whole discriminative file: 10 per AMBER discriminative type (6 types).
+    items = convert.from_amber(ann, shared_data("amber", "data", "query", "query_discriminative.json"), limit=60)
     by = {}
     for i in items:
-        by[i["meta_inf"]["subtype"]] = by.get(i["meta_inf"]["subtype"], 0) + 1
-    assert by == {"existence": 4924, "attribute": 7628, "relation": 1664}
-    first = next(i for i in items if i["source_inf"]["source_id"] == "1005")
-    assert first["seed_data"]["question"] == "Is the sky sunny in this image?" and first["meta_inf"]["subsubtype"] == "state"
+        key = (i["meta_inf"]["subtype"], i["meta_inf"]["subsubtype"])
+        by[key] = by.get(key, 0) + 1
+    assert by == {("existence", ""): 10, ("attribute", "state"): 20, ("attribute", "number"): 10, ("relation", ""): 20}

@@ -209,7 +209,8 @@ def decompose_claims(instance: dict, response: str) -> list[Claim]:
         for part in re.split(r",\s*(?:and|but)\s+|\s+but\s+|,\s+while\s+", sentence):
             span = part.strip(" ,:-\t")
             if re.search(r"[A-Za-z0-9]", span):
-                frame = "yes_no" if parse_yes_no(span) and len(tokens(span)) <= 3 else "statement"
+                # "No, there is not": a clause opening with yes/no is the binary answer itself.
+                frame = "yes_no" if tokens(span)[:1] in (["yes"], ["no"]) else "statement"
                 claims.append(Claim(ctype, frame, span))
     return claims
 

@@ -19,7 +19,7 @@ from ..errors import BackendError, InputError
 from ..io import safe_join, sha256_file, stable_hash
 from ..progress import get_logger
 from .controllers import CentralFuzzController, Policy, TrainResult, make_controller
-from .metrics import GHRScorer, bhr, risk_weighted
+from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
 from .operators import mutate_instance
 from .schema import group_of
 
@@ -135,8 +135,11 @@ def _model_fields(vlm, model_name: str) -> dict:
     return {"model": model_name, "stand_in": bool(getattr(info, "stand_in", False))}
 
 
-def standard_eval(instances, split: dict[str, str], vlm, model_name: str, images_root, scorer: GHRScorer | None = None) -> pl.DataFrame:
-    """Every instance asked unmutated (the 'Standard' setting of Table 11)."""
+def standard_eval(
+    instances, split: dict[str, str], vlm, model_name: str, images_root, scorer: GHRScorer | None = None,
+    metrics: Sequence[str] = (), llm=None,
+) -> pl.DataFrame:
+    """Every instance asked unmutated (the 'Standard' setting of Table 11); `metrics` may add shr/ghs (judge `llm`)."""
     scorer = scorer or GHRScorer()
     requests = []
     for inst in instances:
@@ -148,11 +151,14 @@ def standard_eval(instances, split: dict[str, str], vlm, model_name: str, images
     extra = _model_fields(vlm, model_name)
     for inst, answer in zip(instances, _answers(vlm, requests)):
         h, stage = scorer.score(inst, answer)
-        rows.append(_row(inst, split, answer, h, stage, "", **extra))
+        rows.append(_row(inst, split, answer, h, stage, "", metrics, llm, **extra))
     return _frame(rows)
 
 
-def _row(inst, split, answer, h, stage, policy_key, **extra) -> dict:
+def _row(inst, split, answer, h, stage, policy_key, metrics=(), llm=None, **extra) -> dict:
+    # SHR / GHS ask the judge once per answer: only computed when asked for (null columns otherwise).
+    shr_value = shr(inst, answer, llm)[0] if "shr" in metrics else None
+    ghs_value = ghs(inst, answer, llm, h)[0] if "ghs" in metrics else None
     return {
         "instance_id": inst["instance_id"],
         "group": group_of(inst),
@@ -166,6 +172,8 @@ def _row(inst, split, answer, h, stage, policy_key, **extra) -> dict:
         "ghr": int(h),
         "ghr_stage": stage,
         "bhr": float(bhr(inst, answer)[0]),
+        "shr": shr_value,
+        "ghs": ghs_value,
         **extra,
     }
 
@@ -173,7 +181,8 @@ def _row(inst, split, answer, h, stage, policy_key, **extra) -> dict:
 _SCHEMA = {
     "instance_id": pl.String, "group": pl.String, "category": pl.String, "subtype": pl.String, "qtype": pl.String,
     "risk_level": pl.Int64, "split": pl.String, "policy": pl.String, "answer": pl.String, "ghr": pl.Int64,
-    "ghr_stage": pl.String, "bhr": pl.Float64, "model": pl.String, "stand_in": pl.Boolean,
+    "ghr_stage": pl.String, "bhr": pl.Float64, "shr": pl.Float64, "ghs": pl.Float64, "model": pl.String,
+    "stand_in": pl.Boolean,
 }
 
 
@@ -195,7 +204,7 @@ def train_group(
 
 def fuzzed_eval(
     instances, split: dict[str, str], controller: CentralFuzzController, vlm, model_name: str, images_root, out_dir,
-    seed: int, scorer: GHRScorer | None = None,
+    seed: int, scorer: GHRScorer | None = None, metrics: Sequence[str] = (), llm=None,
 ) -> tuple[pl.DataFrame, list[dict]]:
     """Every instance mutated by its group's policy (default policy for unseen groups); images under out_dir/fuzzed/."""
     evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, scorer, "ghr", load_distractors(instances, images_root))
@@ -209,7 +218,7 @@ def fuzzed_eval(
     extra = _model_fields(vlm, model_name)
     for key in sorted(by_policy):
         for inst, item in zip(by_policy[key], evaluator.items(policies[key], by_policy[key])):
-            rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], key, **extra))
+            rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], key, metrics, llm, **extra))
             mutated.append(item["mutated"])
     return _frame(rows), sorted(mutated, key=lambda m: m["instance_id"])
 
@@ -224,12 +233,19 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test") -
         for setting, df in (("standard", s), ("fuzzed", f)):
             row[f"ghr_{setting}"] = float(df["ghr"].mean()) if df.height else None
             row[f"ghr_risk_{setting}"] = risk_weighted(df["ghr"].to_list(), df["risk_level"].to_list()) if df.height else None
-            row[f"bhr_{setting}"] = float(df["bhr"].mean()) if df.height else None
+            for m in ("bhr", "shr", "ghs"):
+                values = df[m].drop_nulls() if m in df.columns else []
+                row[f"{m}_{setting}"] = float(values.mean()) if len(values) else None
+                row[f"{m}_risk_{setting}"] = (
+                    risk_weighted(df.drop_nulls(m)[m].to_list(), df.drop_nulls(m)["risk_level"].to_list()) if len(values) else None
+                )
         row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in ("standard", "fuzzed"):
-        schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64, f"bhr_{setting}": pl.Float64})
+        schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64})
+        for m in ("bhr", "shr", "ghs"):
+            schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})
     schema.update({"ghr_delta": pl.Float64, "policy": pl.String})
     return pl.DataFrame(rows, schema=schema)

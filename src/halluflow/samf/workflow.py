@@ -103,18 +103,33 @@ class ModelAnswers:
         return out
 
 
-def _scorer(samf: dict):
-    return scorer_from_config(samf["ghr"])
+def make_judge(samf: dict, llm_spec: dict | None):
+    """The `llm` judge when samf.judge is llm (GHR's judge branch, SHR, GHS); None = rule-based fallbacks."""
+    if samf["judge"] != "llm":
+        return None
+    if not llm_spec:
+        raise ConfigError("config key 'llm': samf.judge is llm but no top-level llm backend is configured")
+    from .. import registry
+
+    return registry.create("llm", llm_spec)
 
 
-def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out) -> None:
+def _scorer(samf: dict, llm=None):
+    return scorer_from_config(samf["ghr"], llm=llm)
+
+
+def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, llm_spec=None) -> None:
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
-    df = standard_eval(load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), _scorer(samf))
+    judge = make_judge(samf, llm_spec)
+    df = standard_eval(
+        load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir),
+        _scorer(samf, judge), samf["metrics"], judge,
+    )
     write_parquet(out, df)
     log.info("samf standard %s: GHR %.3f over %d", spec["name"], df["ghr"].mean() or 0.0, df.height)
 
 
-def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out) -> None:
+def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, llm_spec=None) -> None:
     items = load_instances(instances_path)
     split = read_split(split_path)
     if not any(group_of(i) == group and split.get(i["instance_id"]) == "train" for i in items):
@@ -125,7 +140,10 @@ def run_train(samf, instances_path, split_path, spec, group, release_dir, models
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
-        result = train_group(items, split, group, vlm, images_root(samf, release_dir), work, samf["controller"], seed, _scorer(samf), samf["reward_metric"])
+        result = train_group(
+            items, split, group, vlm, images_root(samf, release_dir), work, samf["controller"], seed,
+            _scorer(samf, make_judge(samf, llm_spec)), samf["reward_metric"],
+        )
     info = vlm.describe()
     write_json(out, {**result.as_dict(), "model": spec["name"], "stand_in": bool(info.stand_in), "backend": info.as_dict()})
     log.info("samf train %s/%s: %s (R_full %.3f, %d evaluations)", spec["name"], group, result.policy.key(), result.full_reward, result.evaluations)
@@ -143,12 +161,19 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
     return CentralFuzzController(policies), records
 
 
-def run_fuzzed(samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies, out_fuzzed, out_instances) -> None:
+def run_fuzzed(
+    samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies,
+    out_fuzzed, out_instances, llm_spec=None,
+) -> None:
     controller, records = load_controller(trained)
     write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "training": records})
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
-    df, mutated = fuzzed_eval(load_instances(instances_path), read_split(split_path), controller, vlm, spec["name"], images_root(samf, release_dir), out_dir, seed, _scorer(samf))
+    judge = make_judge(samf, llm_spec)
+    df, mutated = fuzzed_eval(
+        load_instances(instances_path), read_split(split_path), controller, vlm, spec["name"], images_root(samf, release_dir),
+        out_dir, seed, _scorer(samf, judge), samf["metrics"], judge,
+    )
     write_parquet(out_fuzzed, df)
     write_instances(out_instances, mutated)
     log.info("samf fuzzed %s: GHR %.3f over %d", spec["name"], df["ghr"].mean() or 0.0, df.height)
