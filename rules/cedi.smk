@@ -7,7 +7,8 @@ rule cedi_examine:
         release=CEDI_RELEASE_MANIFEST,
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
-        model=get_cedi_model_input,
+        model=get_answer_model_input,  # stand-in / converted model folders, built by the answer stage's rules
+        llm=get_cedi_llm_input,
     output:
         transcripts=f"{CEDI_DIR}/{{model}}/transcripts.parquet",
         truth=f"{CEDI_DIR}/{{model}}/truth_graphs.json",
@@ -25,7 +26,7 @@ rule cedi_examine:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=1,
+        gpu=get_answer_gpus,
     conda:
         "../envs/cedi.yaml"
     script:
@@ -37,6 +38,7 @@ rule cedi_grade:
         transcripts=rules.cedi_examine.output.transcripts,
         truth=rules.cedi_examine.output.truth,
         nodes=f"{OUT}/graph/nodes.parquet",
+        llm=get_cedi_llm_input,
     output:
         grades=f"{CEDI_DIR}/{{model}}/grades.json",
         per_turn=f"{CEDI_DIR}/{{model}}/per_turn.parquet",

@@ -219,12 +219,10 @@ def get_cedi_model_spec(wildcards):
     return _cedi_model_specs()[wildcards.model]
 
 
-def get_cedi_model_input(wildcards):
-    # A `build:` stand-in model must exist before the examiner loads it (its folder is built by the answer stage).
-    spec = _cedi_model_specs()[wildcards.model]
-    if spec.get("build"):
-        return [spec.get("args", {}).get("model") or f"{MODELS_CACHE}/{spec['name']}"]
-    return []
+def get_cedi_llm_input(wildcards):
+    # The converted SmolLM2 folder (rule build_local_llm) when the examiner or parser uses the default `llm`.
+    uses_llm = CEDI_CONFIG.get("question_writer") == "llm" or CEDI_CONFIG.get("parser") == "llm"
+    return get_llm_model_input() if uses_llm and not CEDI_CONFIG.get("llm") else []
 
 
 def get_cedi_targets():

@@ -7,7 +7,6 @@ graph/edges.parquet. Outputs per model under results/<release>/cedi/<model>/: tr
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -133,41 +132,30 @@ def vocabulary(graph_dir: str | Path, synonyms: Synonyms) -> Vocabulary:
     return Vocabulary.from_nodes(nodes.iter_rows(named=True), synonyms)
 
 
-def create_vlm(spec: Mapping[str, Any], graph_dir: str | Path | None = None, models_cache: str | Path = "resources/models"):
-    """A `models:` entry → its VLM backend (a `build:` stand-in loads from its folder under the models cache; the
-    `prior` baseline gets the concept graph), the same resolution as the answer stage."""
-    for key in ("name", "backend"):
-        if key not in spec:
-            raise ConfigError(f"config key 'models': every model needs {key!r} (got {dict(spec)})")
-    args = dict(spec.get("args") or {})
-    if spec.get("build") and "model" not in args:
-        args["model"] = str(Path(models_cache) / spec["name"])
-    if spec["backend"] == "prior" and "graph" not in args and graph_dir is not None:
-        args["graph"] = str(graph_dir)
-    if spec.get("stand_in") and _accepts(registry.VLMS.resolve(spec["backend"]).__init__, "stand_in"):
-        args.setdefault("stand_in", True)
-    return registry.VLMS.create(spec["backend"], **args)
+class Evaluatee:
+    """The model under test, resolved exactly as the answer stage does (halluflow.answer.ModelUnderTest: `build:`
+    stand-in folders, the prior's concept graph, stand_in labels); failed requests become empty answers (unjudged)."""
 
+    def __init__(self, spec: Mapping[str, Any], graph_dir: str | Path | None, models_cache: str | Path,
+                 max_new_tokens: int):
+        from ..answer import ModelUnderTest
 
-def _accepts(fn, name: str) -> bool:
-    params = inspect.signature(fn).parameters
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-class _CappedVLM:
-    """Passes the per-turn answer length cap to backends whose answer() takes max_new_tokens."""
-
-    def __init__(self, vlm, max_new_tokens: int):
-        self.vlm, self.max_new_tokens = vlm, max_new_tokens
-        self.takes_cap = _accepts(vlm.answer, "max_new_tokens")
+        self.model = ModelUnderTest(dict(spec), graph_dir=str(graph_dir) if graph_dir else None,
+                                    models_cache=models_cache)
+        self.max_new_tokens = max_new_tokens
+        self.failed = 0
 
     def describe(self):
-        return self.vlm.describe()
+        return self.model.backend.describe()
 
     def answer(self, requests):
-        if self.takes_cap:
-            return self.vlm.answer(requests, max_new_tokens=self.max_new_tokens)
-        return self.vlm.answer(requests)
+        out = []
+        for text, error in self.model.run(list(requests), self.max_new_tokens):
+            if error:
+                self.failed += 1
+                log.warning("cedi: request failed for %s: %s", self.model.name, error)
+            out.append(text or "")
+        return out
 
 
 def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path,
@@ -181,8 +169,7 @@ def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], rele
     vocab = vocabulary(graph_dir, syn)
     scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab)
     llm = llm_of(config, s, s.get("question_writer", "template") == "llm")
-    vlm = vlm if vlm is not None else create_vlm(model_spec, graph_dir, models_cache)
-    vlm = _CappedVLM(vlm, int(s.get("max_new_tokens", 64)))
+    vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir, models_cache, int(s.get("max_new_tokens", 64)))
     info = vlm.describe()
     examiner = Examiner(vocab, s, llm=llm, seed=int(config.get("seed", 0)))
     rows = examiner.run(scenes, vlm, model_spec["name"], s.get("examiners", EXAMINERS), s.get("history", HISTORY_MODES),
