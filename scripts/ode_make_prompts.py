@@ -13,7 +13,7 @@ from halluflow.ode.queries import detector_candidates
 cfg = snakemake.params.prompts
 scenes = pl.read_parquet(snakemake.input.scenes)
 nodes, edges = read_graph(snakemake.input.nodes, snakemake.input.edges)
-extra = detector_candidates(scenes, nodes, edges, cfg["detect_candidates"], snakemake.params.seed)
+extra = detector_candidates(scenes, nodes, edges, cfg["detect_candidates"])
 prompts = make_prompts(scenes, seed=snakemake.params.seed, images_per_scene=cfg["images_per_scene"],
                        shards=snakemake.params.shards, templates=cfg["templates"], style_tags=cfg["style_tags"],
                        negative_prompt=cfg["negative_prompt"], extra_labels=extra)

@@ -8,11 +8,13 @@ queries (objects and attributes never seen with the scene's objects), which ODE'
 
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
 import polars as pl
 
 from ..errors import ConfigError, InputError
 from ..graph import neighbours
-from ..io import stable_hash
 from ..progress import progress
 from .sampling import _rng
 
@@ -60,50 +62,72 @@ def plural(word: str) -> str:
     return f"{head} {last}".strip()
 
 
-class NegativeSampler:
-    """Objects to ask about as absent, per strategy, from the concept graph."""
+def query_id(image_id: str, question: str) -> str:
+    """16 hex digits of sha256(image id, question): stable across runs, shards and releases."""
+    return hashlib.sha256(f"{image_id}\x1f{question}".encode()).hexdigest()[:16]
 
-    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, seed: int):
+
+class NegativeSampler:
+    """Objects to ask about as absent, per strategy, from the concept graph.
+
+    Orders depend only on the truth objects, so they are computed once per object pair and reused by every
+    image of its scenes (100,000 images cost seconds, not minutes).
+    """
+
+    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame):
         self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
         self.nodes = sorted(nodes["node"].to_list())
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
-        self.seed = seed
+        self._orders: dict[tuple, list[str]] = {}
 
-    def _weights_to(self, truth: list[str]) -> dict[str, list[int]]:
+    def _weights_to(self, truth: tuple[str, ...]) -> dict[str, list[int]]:
         per: dict[str, list[int]] = {}
         for t in truth:
             for other, w in self.adj.get(t, []):
                 per.setdefault(other, []).append(w)
         return per
 
-    def candidates(self, strategy: str, truth: list[str], exclude: set[str], k: int, key: str) -> list[str]:
+    def order(self, strategy: str, truth: tuple[str, ...], rng: np.random.Generator | None = None) -> list[str]:
+        if strategy == "random":
+            # POPE random: uniform over all objects, a fresh draw per image
+            return [self.nodes[i] for i in rng.permutation(len(self.nodes))]
+        key = (strategy, truth)
+        if key not in self._orders:
+            if strategy == "graph_neighbour":
+                # ODE: neighbours of the truth objects by descending edge weight (strongest link to any of them)
+                per = self._weights_to(truth)
+                self._orders[key] = sorted(per, key=lambda n: (-max(per[n]), n))
+            elif strategy == "adversarial":
+                # POPE adversarial: objects co-occurring most with the ground-truth objects altogether
+                per = self._weights_to(truth)
+                self._orders[key] = sorted(per, key=lambda n: (-sum(per[n]), n))
+            elif strategy == "popular":
+                self._orders[key] = self.popular
+            elif strategy == "unlinked":
+                linked = set(self._weights_to(truth))
+                self._orders[key] = [n for n in self.nodes if n not in linked]
+            else:
+                raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
+                                  f"known: {', '.join(STRATEGIES)}")
+        return self._orders[key]
+
+    def candidates(self, strategy: str, truth, exclude: set[str], k: int, rng=None) -> list[str]:
         if k <= 0:
             return []
-        if strategy == "graph_neighbour":
-            # ODE: neighbours of the truth objects by descending edge weight (strongest link to any truth object).
-            per = self._weights_to(truth)
-            order = sorted(per, key=lambda n: (-max(per[n]), n))
-        elif strategy == "adversarial":
-            # POPE: objects co-occurring most with the ground-truth objects altogether.
-            per = self._weights_to(truth)
-            order = sorted(per, key=lambda n: (-sum(per[n]), n))
-        elif strategy == "popular":
-            order = self.popular
-        elif strategy == "random":
-            rng = _rng(self.seed, "negatives", key)
-            order = [self.nodes[i] for i in rng.permutation(len(self.nodes))]
-        else:
-            raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
-                              f"known: {', '.join(STRATEGIES)}")
-        return [n for n in order if n not in exclude][:k]
+        out = []
+        for n in self.order(strategy, tuple(truth), rng):
+            if n not in exclude:
+                out.append(n)
+                if len(out) == k:
+                    break
+        return out
 
-    def never_cooccurring(self, truth: list[str], exclude: set[str], k: int, key: str) -> list[str]:
-        linked = set(self._weights_to(truth))
-        pool = [n for n in self.nodes if n not in linked and n not in exclude]
+    def never_cooccurring(self, truth, exclude: set[str], k: int, rng: np.random.Generator) -> list[str]:
+        """Counterfactual objects: never annotated with any truth object (zero co-occurrence), drawn at random."""
+        pool = [n for n in self.order("unlinked", tuple(truth)) if n not in exclude]
         if k <= 0 or not pool:
             return []
-        rng = _rng(self.seed, "counterfactual", key)
         return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
 
 
@@ -118,12 +142,12 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
     scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
-    sampler = NegativeSampler(nodes, edges, seed)
-    vocab = {kind: sorted({p.partition("/")[0] for r in node_rows.values() for p in r[f"{kind}_pairs"] or []}
-                          | {p.partition("/")[2] for r in node_rows.values() for p in r[f"{kind}_pairs"] or []}
+    sampler = NegativeSampler(nodes, edges)
+    vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
                           - {""})
              for kind in ("state", "action")}
-    rows: list[dict] = []
+    foreign_words: dict[tuple[str, str], list[str]] = {}  # (object, kind) -> attribute words it never has
+    rows: list[tuple] = []
     for img in progress(accepted.sort("image_id").iter_rows(named=True), desc="queries", total=accepted.height):
         scene = scene_rows.get(img["scene_id"])
         if scene is None:
@@ -132,27 +156,17 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         truth = [scene["object_a"], scene["object_b"]]
         detected = set(img.get("detected") or [])
         seen_questions: set[str] = set()
+        # One generator per image, drawn in a fixed order: random negatives, counterfactual object, attributes.
+        rng = _rng(seed, "queries", image_id)
 
         def add(query_type, question, truth_value, target=None, attribute_kind=None, strategy=None):
             if question in seen_questions:
                 return
             seen_questions.add(question)
-            rows.append({
-                "query_id": stable_hash([image_id, question])[:16],
-                "image_id": image_id,
-                "image": f"images/{image_id}.png",
-                "scene_id": scene["scene_id"],
-                "distribution": scene["distribution"],
-                "pair_kind": scene["pair_kind"],
-                "task": "generative" if query_type == "generative" else "discriminative",
-                "query_type": query_type,
-                "attribute_kind": attribute_kind,
-                "question": question,
-                "truth": truth_value,
-                "target": target,
-                "objects": truth,
-                "strategy": strategy,
-            })
+            rows.append((query_id(image_id, question), image_id, f"images/{image_id}.png", scene["scene_id"],
+                         scene["distribution"], scene["pair_kind"],
+                         "generative" if query_type == "generative" else "discriminative", query_type,
+                         attribute_kind, question, truth_value, target, truth[0], truth[1], strategy))
 
         add("generative", generative_prompt, None)
         for obj in truth:
@@ -160,7 +174,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         exclude = set(truth) | detected
         for strategy in strategies:
             # Each strategy skips objects an earlier one already asked, so every strategy adds its own questions.
-            picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, image_id)
+            picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
             exclude |= set(picked)
             for obj in picked:
                 add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
@@ -178,7 +192,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             add("count", COUNT_ONE.format(object=obj), "yes", obj, "count", "truth")
             for number in count_negatives:
                 add("count", COUNT_MANY.format(number=number, plural=plural(obj)), "no", obj, "count", "truth")
-        for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, image_id):
+        for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, rng):
             add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj,
                 strategy="fictional")
         if counterfactual_attributes:
@@ -186,23 +200,27 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                 obj = scene[f"object_{side}"]
                 node = node_rows.get(obj, {})
                 kind = scene[f"attribute_{side}_kind"] or ("action" if node.get("action_pairs") else "state")
-                own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
-                pool = [w for w in vocab[kind] if w not in own]
-                if not pool:
-                    continue
-                rng = _rng(seed, "counterfactual-attribute", image_id, side)
-                word = pool[int(rng.integers(len(pool)))]
-                add("counterfactual", ATTRIBUTE[kind].format(object=obj, attribute=word), "no", obj, kind,
-                    "fictional")
-    return pl.DataFrame(rows, schema=QUERY_SCHEMA) if rows else pl.DataFrame(schema=QUERY_SCHEMA)
+                if (obj, kind) not in foreign_words:
+                    own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
+                    foreign_words[(obj, kind)] = [w for w in vocab[kind] if w not in own]
+                pool = foreign_words[(obj, kind)]
+                if pool:
+                    word = pool[int(rng.integers(len(pool)))]
+                    add("counterfactual", ATTRIBUTE[kind].format(object=obj, attribute=word), "no", obj, kind,
+                        "fictional")
+    # Scalars go in row-wise; the `objects` list column is assembled in one vectorised step (building a Python
+    # list per row through polars costs more than everything else here).
+    flat = {**{k: v for k, v in QUERY_SCHEMA.items() if k != "objects"}, "_a": pl.String, "_b": pl.String}
+    order = [c for c in QUERY_SCHEMA if c not in ("objects", "strategy")] + ["_a", "_b", "strategy"]
+    df = pl.DataFrame(rows, schema={c: flat[c] for c in order}, orient="row")
+    return df.with_columns(pl.concat_list("_a", "_b").alias("objects")).select(list(QUERY_SCHEMA))
 
 
-def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int,
-                        seed: int = 0) -> dict[str, list[str]]:
+def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int) -> dict[str, list[str]]:
     """Per scene: the top-k graph-neighbour "no" candidates, given to the detector so it can veto them."""
-    sampler = NegativeSampler(nodes, edges, seed)
+    sampler = NegativeSampler(nodes, edges)
     out = {}
     for r in scenes.iter_rows(named=True):
         truth = [r["object_a"], r["object_b"]]
-        out[r["scene_id"]] = sampler.candidates("graph_neighbour", truth, set(truth), k, r["scene_id"])
+        out[r["scene_id"]] = sampler.candidates("graph_neighbour", truth, set(truth), k)
     return out
