@@ -82,6 +82,12 @@ def test_metrics_by_hand():
     assert set(m["by_attribute_kind"]) == {"state", "count", "none"}
     assert m["by_distribution_query_type"]["standard/existence"]["pope"]["accuracy"] == 0.5
     assert set(m["by_pair_kind"]) == {"entity_entity", "entity_environment"}
+    # ODE's own scorer = AMBER's counters ('No' positive, 0.001 denominators, percent): existence q1 q2 q4 q5 (+
+    # counterfactual) → acc 3/4.001, P 1/1.001 (q5), R 1/2.001 (q2 missed), F1 with AMBER's existence epsilon
+    ex = m["amber"]["existence"]
+    assert (ex["accuracy"], ex["precision"], ex["recall"]) == (75.0, 99.9, 50.0)
+    assert ex["f1"] == round(2 * 0.999 * 0.5 / (0.999 + 0.5 + 0.001) * 100, 1) == 66.6
+    assert m["amber"]["generative"] == {"chair": 20.0, "cover": 100.0, "hal": 50.0, "n": 2}
 
 
 def test_failed_and_unparsed_answers_are_not_judged():

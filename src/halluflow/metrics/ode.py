@@ -142,6 +142,37 @@ def _generative_block(df: pl.DataFrame) -> dict | None:
             "n_hallucinated_mentions": n_hall, "n_hallucinated_captions": n_hall_caps}
 
 
+def _amber_block(df: pl.DataFrame) -> dict | None:
+    """ODE's released scorer = AMBER's counters ("No" positive, 0.001 denominators, percent, 1 decimal) on the
+    configured (looser) parse: existence + counterfactual → existence, attribute state/action → state/action,
+    count → number. Generative: AMBER's CHAIR / Cover / Hal over our concept mentions (no Cog: ODE has no
+    annotated hallucination-prone objects)."""
+    from .amber import _accumulate, _accumulated, _r, discriminative_scores
+
+    ok = df.filter(pl.col("status") == "ok")
+    disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(
+        section=pl.when(pl.col("query_type").is_in(["existence", "counterfactual"])).then(pl.lit("existence"))
+        .when(pl.col("query_type") == "count").then(pl.lit("number"))
+        .when((pl.col("query_type") == "attribute") & pl.col("attribute_kind").is_in(["state", "action"]))
+        .then(pl.col("attribute_kind"))
+        .otherwise(pl.lit("relation")))
+    out: dict = {}
+    if disc.height:
+        scores = discriminative_scores(disc.with_columns(correct=pl.col("correct").fill_null(False)))
+        present = set(disc["section"].to_list())
+        out = {k: v for k, v in scores.items() if k in present or k == "overall"
+               or (k == "attribute" and present & {"state", "action", "number"})}
+    gen = ok.filter(pl.col("query_type") == GENERATIVE)
+    if gen.height:
+        rows = gen.select("n_mentions", "n_hallucinated", "n_truth", "n_truth_covered").to_dicts()
+        out["generative"] = {
+            "chair": _r(sum(r["n_hallucinated"] for r in rows) / _accumulate(0.001, [r["n_mentions"] for r in rows]) * 100),
+            "cover": _r(sum(r["n_truth_covered"] for r in rows) / _accumulate(0.001, [r["n_truth"] for r in rows]) * 100),
+            "hal": _r(100 - sum(r["n_hallucinated"] == 0 for r in rows) / _accumulated(0.001, len(rows)) * 100),
+            "n": len(rows)}
+    return out or None
+
+
 def _rate(df: pl.DataFrame) -> dict:
     judged = df.filter(pl.col("hallucinated").is_not_null())
     n = judged.height
@@ -180,6 +211,9 @@ def ode_metrics(scored: pl.DataFrame, model: str, parser: str = "pope", positive
            "n_unparsed": int(((scored["query_type"] != GENERATIVE) & (scored["status"] == "ok")
                               & scored["parsed"].is_null()).sum())}
     out.update(_section(scored, parser, positive))
+    amber = _amber_block(scored)
+    if amber is not None:
+        out["amber"] = amber
     for b in breakdowns:
         out[f"by_{b}"] = _groups(scored, [b], parser, positive)
     if {"distribution", "query_type"} <= set(scored.columns):
