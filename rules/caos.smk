@@ -8,6 +8,7 @@ rule caos_score:
         release=CAOS_RELEASE_MANIFEST,
         nodes=CAOS_NODES,
         metrics=get_caos_metrics,
+        models=get_caos_model_inputs,
     output:
         summary=f"{OUT}/caos/{{model}}.json",
         objects=f"{OUT}/caos/{{model}}.objects.parquet",
@@ -15,7 +16,8 @@ rule caos_score:
     params:
         caos=CAOS_CONFIG,
         oracle_members=get_caos_oracle_members(),
-        llm=config.get("llm"),
+        llm=get_caos_llm(),
+        models_cache=MODELS_CACHE,
     wildcard_constraints:
         model=r"[^/.]+",
     log:

@@ -184,14 +184,39 @@ def get_caos_oracle_members():
     return members
 
 
+def get_caos_model_inputs(wildcards):
+    # Folders the job loads must be built first: the extractor's LLM (rule build_local_llm) and the oracle members'
+    # stand-ins / converted models (as the answer stage resolves them), plus the graph a `prior` member reads.
+    inputs = []
+    if CAOS_CONFIG["extractor"] == "llm" and not CAOS_CONFIG["llm"]:
+        inputs += get_llm_model_input()
+    for spec in get_caos_oracle_members():
+        folder = _model_dir_of(spec)
+        if folder and (folder.startswith(MODELS_CACHE) or Path(folder).exists()):
+            inputs.append(folder)
+        if spec["backend"] == "prior" and not (spec.get("args") or {}).get("graph"):
+            inputs.append(f"{OUT}/graph/edges.parquet")
+    return sorted(set(inputs))
+
+
+def get_caos_llm():
+    # Only handed to the job when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS.
+    return config.get("llm") if CAOS_CONFIG["extractor"] == "llm" and not CAOS_CONFIG["llm"] else None
+
+
+def _caos_runs():
+    # CAOS reads the ODE release's generative queries: nothing to do for POPE / AMBER answer sources.
+    return config["answer"]["source"]["kind"] == "ode" and hasattr(rules, "package_release")
+
+
 def get_caos_targets():
-    if not CAOS_CONFIG["enabled"]:
+    if not CAOS_CONFIG["enabled"] or not _caos_runs():
         return []
     return expand(f"{OUT}/caos/{{model}}.json", model=_caos_model_names())
 
 
 def get_diagnosis_targets():
-    if not DIAGNOSIS_CONFIG["enabled"]:
+    if not DIAGNOSIS_CONFIG["enabled"] or not _caos_runs():
         return []
     return expand(f"{OUT}/diagnosis/{{model}}.{{ext}}", model=_caos_model_names(), ext=["parquet", "png"])
 

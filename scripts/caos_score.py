@@ -16,6 +16,7 @@ summary = run_workflow(
     model=snakemake.wildcards.model,
     oracle_members=snakemake.params.oracle_members,
     default_llm=snakemake.params.llm,
+    models_cache=snakemake.params.models_cache,
     out_summary=snakemake.output.summary,
     out_objects=snakemake.output.objects,
     out_captions=snakemake.output.captions,
