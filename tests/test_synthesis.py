@@ -104,11 +104,21 @@ def test_image_id_cannot_escape_the_release(synth, tmp_path):
         synthesize_shard(bad, tmp_path / "out", "000", synth)
 
 
-def test_config_errors_name_the_key(flux_dir):
+def test_config_errors_name_the_key(flux_dir, tmp_path):
+    bad_args = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "call_args": {"colour": 1}})
     with pytest.raises(ConfigError, match=r"synthesis.call_args: colour not accepted by FluxPipeline"):
-        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "call_args": {"colour": 1}})
+        bad_args.generate([ImagePrompt("a", "a dog", "", 1)])
     with pytest.raises(BackendError, match=r"synthesis.model '.*nowhere'"):
-        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir.parent / "nowhere")})
+        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir.parent / "nowhere")}).pipe
+    with pytest.raises(BackendError, match=r"synthesis.model '.*': folder has no model_index.json"):
+        create("synthesizer", {"backend": "diffusers", "model": str(tmp_path)})
+
+
+def test_complete_shard_never_loads_the_model(synth, flux_dir, tmp_path):
+    first = synthesize_shard(_prompts(3), tmp_path, "000", synth, batch_size=2)
+    fresh = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu", **SMALL})
+    assert synthesize_shard(_prompts(3), tmp_path, "000", fresh, batch_size=2).equals(first)
+    assert fresh._pipe is None
 
 
 def test_kwargs_from_config_section():

@@ -77,27 +77,41 @@ class DiffusersSynthesizer(Synthesizer):
         self.steps, self.guidance, self.height, self.width = int(steps), float(guidance), int(height), int(width)
         self.call_args = dict(call_args or {})
         self.standin = standin_info(self.model)
-        try:
-            self.pipe = DiffusionPipeline.from_pretrained(self.model, revision=revision, dtype=self.dtype)
-        except (OSError, ValueError) as exc:
-            raise BackendError(
-                f"synthesis.model {self.model!r} (revision {revision!r}) could not be loaded: "
-                f"{str(exc).splitlines()[0]}"
-            ) from exc
-        self.pipe.to(self.device)
-        self.pipe.set_progress_bar_config(disable=True)
-        accepted = set(inspect.signature(self.pipe.__call__).parameters)
-        unknown = sorted(set(self.call_args) - accepted)
-        if unknown:
-            raise ConfigError(
-                f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(self.pipe).__name__}"
-            )
-        # FLUX accepts a negative prompt but only uses it when true_cfg_scale > 1; SD-style pipelines always do.
-        self._negative = "negative_prompt" in accepted
+        self._pipe = None
+        self._pipeline_class = DiffusionPipeline
+        local = Path(self.model)
+        if local.is_dir() and not (local / "model_index.json").is_file():
+            raise BackendError(f"synthesis.model {self.model!r}: folder has no model_index.json (not a diffusers pipeline)")
+
+    @property
+    def pipe(self):
+        """The pipeline, loaded on first use: a restarted shard whose images all exist never pays for loading
+        FLUX.1-dev (tens of GB)."""
+        if self._pipe is None:
+            try:
+                pipe = self._pipeline_class.from_pretrained(self.model, revision=self.revision, dtype=self.dtype)
+            except (OSError, ValueError) as exc:
+                raise BackendError(
+                    f"synthesis.model {self.model!r} (revision {self.revision!r}) could not be loaded: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
+            accepted = set(inspect.signature(pipe.__call__).parameters)
+            unknown = sorted(set(self.call_args) - accepted)
+            if unknown:
+                raise ConfigError(
+                    f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(pipe).__name__}"
+                )
+            # FLUX accepts a negative prompt but only uses it when true_cfg_scale > 1; SD-style pipelines always do.
+            self._negative = "negative_prompt" in accepted
+            pipe.to(self.device)
+            pipe.set_progress_bar_config(disable=True)
+            self._pipe = pipe
+        return self._pipe
 
     def settings(self) -> dict[str, Any]:
+        """Everything besides the prompt and seed that shapes an image (part of the resume key)."""
         return {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
-                "call_args": self.call_args, "dtype": str(self.dtype), "pipeline": type(self.pipe).__name__}
+                "call_args": self.call_args, "dtype": str(self.dtype)}
 
     def describe(self) -> BackendInfo:
         return BackendInfo(role="synthesizer", backend="diffusers", model=self.model, revision=self.revision,
@@ -109,6 +123,7 @@ class DiffusersSynthesizer(Synthesizer):
         if not prompts:
             return []
         # CPU generators: the same seed gives the same starting noise on any device.
+        pipe = self.pipe
         generators = [torch.Generator("cpu").manual_seed(int(p.seed)) for p in prompts]
         kwargs = dict(
             prompt=[p.prompt for p in prompts],
@@ -123,7 +138,7 @@ class DiffusersSynthesizer(Synthesizer):
         if self._negative and any(p.negative_prompt for p in prompts):
             kwargs["negative_prompt"] = [p.negative_prompt or "" for p in prompts]
         with torch.inference_mode():
-            return list(self.pipe(**kwargs).images)
+            return list(pipe(**kwargs).images)
 
 
 def build_tiny_flux(out_dir: Path, seed: int = 0, hidden: int = 32, layers: int = 1, max_text_length: int = 512,
