@@ -12,4 +12,4 @@ cfg = snakemake.params.sampling
 scenes = sample_scenes(nodes, edges, cfg["sizes"], snakemake.params.seed, cfg["variants"],
                        tuple(cfg["attribute_kinds"]))
 write_parquet(snakemake.output.scenes, scenes)
-log.info("%d scenes: %s", scenes.height, dict(scenes.group_by("distribution").len().iter_rows()))
+log.info("%d scenes: %s", scenes.height, dict(scenes.group_by("distribution").len().sort("distribution").iter_rows()))
