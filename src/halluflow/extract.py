@@ -113,7 +113,11 @@ class Vocabulary:
         return self.canonical(phrase) or " ".join(tokens(phrase))
 
     def match(self, text: str) -> list[Mention]:
-        """Greedy longest match left to right, so "hot dog" is one object and not "dog"."""
+        """Greedy longest match left to right, so "hot dog" is one object and not "dog".
+
+        Like CHAIR, the matcher does not read negation ("no dog" is a mention of dog); the LLM extractor is told
+        to leave absent objects out.
+        """
         toks = tokens(text)
         out: list[Mention] = []
         i = 0
