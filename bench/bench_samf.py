@@ -1,0 +1,60 @@
+"""SAMF speed (seed 003): each mutation operator per level on a 256 px image, and the controllers' own overhead at
+the paper's sizes (K = 1024, T = 16, B = 4, k = 3) with a model-free reward, so the numbers show the library's
+cost, not a model's. Run: python bench/bench_samf.py  (prints a table; nothing is asserted)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from halluflow.samf import controllers as C
+from halluflow.samf import operators as O
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "images").mkdir()
+        rng = np.random.default_rng(0)
+        Image.fromarray(rng.integers(0, 255, (256, 256, 3), dtype=np.uint8)).save(root / "images" / "x.png")
+        inst = {
+            "instance_id": "110001",
+            "meta_inf": {"category": "object", "subtype": "existence", "risk_level": 1},
+            "source_inf": {"source_dataset": "bench", "source_id": "1"},
+            "seed_data": {"type": "YON", "image_path": "images/x.png", "question": "Is there a dog?", "ground_truth": "Yes"},
+        }
+        print(f"{'operator':<26} " + " ".join(f"L{lv} ms" for lv in (1, 3, 5)) + "   chars@L5")
+        for name in O.OPERATORS:
+            times, chars = [], 0
+            for lv in (1, 3, 5):
+                t0 = time.perf_counter()
+                for seed in range(5):
+                    m = O.mutate_instance(inst, [(name, lv)], seed, root, root / "out")
+                times.append((time.perf_counter() - t0) / 5 * 1000)
+                chars = len(m["mutation_inf"]["mutated_text"])
+            print(f"{name:<26} " + " ".join(f"{t:6.1f}" for t in times) + f"   {chars}")
+
+    train = [dict(id=i) for i in range(40)]
+
+    def reward(policy, batch):
+        return min(1.0, sum(lv for _, lv in policy.ops()) / 25)
+
+    for method, ctl in (
+        ("ucb", C.BanditController("ucb", pool_size=1024, steps=16, top_k=3, seed=0)),
+        ("epsilon_greedy", C.BanditController("epsilon_greedy", pool_size=1024, steps=16, top_k=3, seed=0)),
+        ("hill_climb", C.HillClimbController(steps=16, seed=0)),
+    ):
+        t0 = time.perf_counter()
+        res = ctl.train("existence_YON", train, reward)
+        print(f"{method:<15} {time.perf_counter() - t0:6.2f} s controller overhead, {res.evaluations} instance evaluations, "
+              f"best R_full {res.full_reward:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
