@@ -47,7 +47,8 @@ def stage(tmp_path):
                             "truth": ["yes", None], "objects": [["dog", "cat"], ["dog", "cat"]]})
     rejected = pl.DataFrame({"image_id": ["b-i00"], "reason": ["object_a 'cup' max score 0.100 < keep threshold 0.65"]})
     kwargs = dict(root=root, accepted=accepted, rejected=rejected, queries=queries, scenes=scenes, images=[images],
-                  detections=[detections], config={"release": "t", "seed": 7}, seed=7, name="t")
+                  detections=[detections], config={"release": "t", "seed": 7, "ode": {"filter": {"keep_threshold": 0.0, "exclusion_threshold": 0.6}}},
+                  seed=7, name="t")
     return tmp_path, kwargs
 
 
@@ -67,6 +68,7 @@ def test_release_contents_and_determinism(stage):
     assert [x["query_id"] for x in lines] == ["q1", "q2"]
     card = (one / "DATACARD.md").read_text()
     assert "STAND-IN" in card and "| standard | entity_entity | 1 | 2 |" in card
+    assert "keep threshold 0.0 (below the paper's 0.65: images were NOT checked for their objects)" in card
     assert "- images rejected by the detector filter: 1\n  - object_a below keep threshold: 1" in card
     assert m1["counts"]["by_query_type"] == [{"query_type": "existence", "yes": 1, "no": 0, "open": 0},
                                              {"query_type": "generative", "yes": 0, "no": 0, "open": 1}]

@@ -54,8 +54,15 @@ def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
             for r, m, v, s in sorted(seen, key=lambda t: tuple("" if x is None else str(x) for x in t))]
 
 
-def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int) -> str:
+def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int, config: dict) -> str:
     lines = [f"# Data card: {name}", ""]
+    filt = (config.get("ode") or {}).get("filter") or {}
+    filter_lines = []
+    if "keep_threshold" in filt:
+        keep = filt["keep_threshold"]
+        note = " (below the paper's 0.65: images were NOT checked for their objects)" if keep < 0.65 else ""
+        filter_lines = [f"Detector filter: keep threshold {keep}{note}; exclusion threshold "
+                        f"{filt.get('exclusion_threshold')}; balanced: {filt.get('balance', False)}."]
     if stand_ins:
         lines += ["> **WARNING: made with randomly initialised STAND-IN models.** Images and detections are noise;",
                   "> this release tests the pipeline, it does not measure any model. Do not report numbers from it.", ""]
@@ -69,6 +76,7 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
         "concept graph -> scenes (standard / long-tail / random / fictional x entity+entity / entity+environment)",
         "-> text-to-image synthesis -> open-vocabulary detector filter -> queries. "
         f"Master seed {seed}; the full config is in manifest.json.",
+        *filter_lines,
         "",
         "## Models",
     ]
@@ -159,7 +167,7 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         models = models_used({"synthesizer": images, "detector": detections})
         stand_ins = any(m["stand_in"] for m in models)
         counts = _counts(accepted, queries, kept_scenes, rejected)
-        write_text(tmp / "DATACARD.md", _datacard(name, counts, models, stand_ins, seed))
+        write_text(tmp / "DATACARD.md", _datacard(name, counts, models, stand_ins, seed, config))
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             rel = path.relative_to(tmp).as_posix()
