@@ -88,6 +88,8 @@ def test_rule_steps_end_to_end(setup):
     assert split.filter(pl.col("split") == "train").height == 2  # 20% of 6 -> 1, 20% of 4 -> 1
     policies = json.loads((o / "m" / "policies.json").read_text())
     assert set(policies["groups"]) == {"existence_YON", "sycophancy_YON"} and policies["default"]["key"]
+    assert policies["stand_in"] is True
+    assert pl.read_parquet(o / "m" / "comparison.parquet")["stand_in"].all()
     summary = json.loads((o / "m" / "comparison.json").read_text())
     assert summary["stand_in"] is True and summary["rows"][0]["group"] == "overall"
     overall = summary["rows"][0]

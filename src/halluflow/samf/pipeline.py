@@ -241,11 +241,13 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test") -
                 )
         row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
+        row["model"] = ";".join(sorted(set(standard["model"].to_list()) | set(fuzzed["model"].to_list())))
+        row["stand_in"] = bool(standard["stand_in"].any() or fuzzed["stand_in"].any())
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in ("standard", "fuzzed"):
         schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64})
         for m in ("bhr", "shr", "ghs"):
             schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})
-    schema.update({"ghr_delta": pl.Float64, "policy": pl.String})
+    schema.update({"ghr_delta": pl.Float64, "policy": pl.String, "model": pl.String, "stand_in": pl.Boolean})
     return pl.DataFrame(rows, schema=schema)

@@ -166,8 +166,9 @@ def run_fuzzed(
     out_fuzzed, out_instances, llm_spec=None,
 ) -> None:
     controller, records = load_controller(trained)
-    write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "training": records})
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
+    stand_in = bool(vlm.describe().stand_in)
+    write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
     judge = make_judge(samf, llm_spec)
     df, mutated = fuzzed_eval(
