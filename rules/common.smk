@@ -237,7 +237,14 @@ def get_cedi_params():
 
 
 def _cedi_model_specs():
-    return {m["name"]: m for m in config.get("models") or []}
+    specs = {m["name"]: m for m in config.get("models") or []}
+    chosen = CEDI_CONFIG.get("models")
+    if chosen is None:
+        return specs
+    unknown = [n for n in chosen if n not in specs]
+    if unknown:
+        sys.exit(f"halluflow: invalid config: config key 'cedi.models': unknown model(s) {unknown} (models: {sorted(specs)})")
+    return {n: specs[n] for n in chosen}
 
 
 def get_cedi_model_spec(wildcards):
