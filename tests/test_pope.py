@@ -120,12 +120,14 @@ def _write_jsonl(path: Path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_pope_label_files_both_formats():
-    coco = load_labels(shared_data("pope-rucaibox", "coco", "coco_pope_popular.json"))
-    gqa = load_labels(shared_data("pope-rucaibox", "gqa", "gqa_pope_seem_random.json"))  # a JSON array
-    for df in (coco, gqa):
-        assert df.height == 3000
-        assert df["truth"].value_counts().sort("truth")["count"].to_list() == [1500, 1500]
+@pytest.mark.parametrize("source, prefix", [("coco", "coco_pope"), ("aokvqa", "aokvqa_pope_seem"),
+                                            ("gqa", "gqa_pope_seem")])
+@pytest.mark.parametrize("split", ["random", "popular", "adversarial"])
+def test_pope_label_files_both_formats(source, prefix, split):
+    # COCO files are JSON Lines, A-OKVQA/GQA files one JSON array; each: 3,000 questions, 1,500 yes / 1,500 no
+    df = load_labels(shared_data("pope-rucaibox", source, f"{prefix}_{split}.json"))
+    assert df.height == 3000
+    assert df["truth"].value_counts().sort("truth")["count"].to_list() == [1500, 1500]
 
 
 def test_conformance_constructed_answers_on_popular(tmp_path):
