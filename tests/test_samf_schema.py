@@ -101,6 +101,10 @@ def test_from_ode_queries_balanced_and_mapped():
     assert items[0]["visual_facts"][0] == "There is a dog in the image."
     assert all(negative_answers(i) == ["No" if i["seed_data"]["ground_truth"] == "Yes" else "Yes"] for i in items)
     assert convert.ode_groups(["existence", "count", "counterfactual"]) == ["attribute_YON", "existence_YON"]
+    assert convert.ode_groups(["counterfactual"]) == ["attribute_YON", "existence_YON"]
+    assert convert.ode_groups(["existence"]) == ["existence_YON"]
+    assert convert.ode_mapping("counterfactual", "action") == ("object", "attribute", "state")  # "Does the person strike?"
+    assert convert.ode_mapping("counterfactual", None) == ("object", "existence", "")  # "Is there a baggage?"
     with pytest.raises(InputError, match="ODE query q00: truth 'maybe'"):
         convert.from_ode_queries([dict(rows[0], truth="maybe")], "demo")
 

@@ -17,11 +17,14 @@ from ..io import read_json, read_jsonl, stable_hash
 from .schema import validate_instance
 from .taxonomy import group_key, make_instance_id
 
-# ODE query_type (+ attribute_kind) -> (category, subtype, subsubtype). Counterfactual queries ask about an object
-# that never co-occurs with the scene: an existence probe. ODE's "action" attributes are a status (B.2 "state").
+# ODE query_type (+ attribute_kind) -> (category, subtype, subsubtype). A counterfactual query asks about an object
+# that never co-occurs with the scene (an existence probe) or, with an attribute_kind, about an attribute the object
+# never has (an attribute probe). ODE's "action" attributes are a status (B.2 "state").
 ODE_MAPPING = {
     "existence": ("object", "existence", ""),
     "counterfactual": ("object", "existence", ""),
+    ("counterfactual", "state"): ("object", "attribute", "state"),
+    ("counterfactual", "action"): ("object", "attribute", "state"),
     "count": ("object", "attribute", "number"),
     ("attribute", "state"): ("object", "attribute", "state"),
     ("attribute", "action"): ("object", "attribute", "state"),
@@ -48,6 +51,8 @@ def _yes_no(value, where: str) -> str:
 def ode_mapping(query_type: str, attribute_kind: str | None = None) -> tuple[str, str, str]:
     if query_type == "attribute":
         return ODE_MAPPING.get(("attribute", attribute_kind), ODE_MAPPING[("attribute", None)])
+    if query_type == "counterfactual" and attribute_kind in ("state", "action"):
+        return ODE_MAPPING[("counterfactual", attribute_kind)]
     if query_type not in ODE_MAPPING:
         raise InputError(f"ODE query_type {query_type!r} has no UniHall mapping; known: {', '.join(ODE_QUERY_TYPES)}")
     return ODE_MAPPING[query_type]
@@ -55,7 +60,8 @@ def ode_mapping(query_type: str, attribute_kind: str | None = None) -> tuple[str
 
 def ode_groups(query_types: Sequence[str]) -> list[str]:
     """The (subtype, YON) groups the given ODE query types produce; known from config alone (static DAG)."""
-    return sorted({group_key(ode_mapping(q, "state")[1], "YON") for q in query_types})
+    kinds = (None, "state")  # counterfactual queries land in both groups, depending on their attribute_kind
+    return sorted({group_key(ode_mapping(q, k)[1], "YON") for q in query_types for k in kinds})
 
 
 class _Serials:
