@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
-from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize, singular
+from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize
 
 # ---- elements: "object|dog", "attribute|dog|brown", "relation|dog|next to|cat" (strings: they live in parquet) ----
 
@@ -408,5 +408,5 @@ def parse_json_reply(reply: str) -> Any:
 
 __all__ = [
     "Vocabulary", "TurnClaims", "TruthView", "answer_label", "extract", "turn_claims", "judge_turn",
-    "predicted_graph", "delta_con", "llm_parse", "parse_json_reply", "obj_el", "attr_el", "rel_el", "singular",
+    "predicted_graph", "delta_con", "llm_parse", "parse_json_reply", "obj_el", "attr_el", "rel_el",
 ]
