@@ -9,6 +9,7 @@ rule build_graph:
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
         graphml=f"{OUT}/graph/graph.graphml",
+        hallu=f"{OUT}/graph/hallu_edges.parquet",
     params:
         graph=ODE_CONFIG["graph"],
     log:
@@ -94,6 +95,7 @@ rule make_queries:
         scenes=rules.sample_scenes.output.scenes,
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
+        hallu=rules.build_graph.output.hallu,
     output:
         queries=ODE_QUERIES,
     params:

@@ -165,7 +165,7 @@ def test_cli_builds_graph_from_a_table(tmp_path, capsys):
     table.write_text("img\tobjs\n1\tdog;sky\n2\tdog;sky;cat\n")
     assert main(["graph", "build", "--format", "table", "--path", str(table), "--image-column", "img",
                  "--object-column", "objs", "--out", str(tmp_path / "g")]) == 0
-    assert json.loads(capsys.readouterr().out) == {"nodes": 3, "edges": 3,
+    assert json.loads(capsys.readouterr().out) == {"nodes": 3, "edges": 3, "hallu_edges": 0,
                                                    "top_edge": {"source": "dog", "target": "sky", "weight": 2}}
     assert pl.read_parquet(tmp_path / "g" / "edges.parquet").height == 3
     assert main(["graph", "build", "--format", "coco"]) == 1  # no --path: one-line error, non-zero exit
@@ -178,7 +178,7 @@ def test_shipped_seed_regenerates_byte_identically(tmp_path, repo):
     assert main(["graph", "build", "--format", "amber", "--path", str(amber / "annotations.json"),
                  "--attribute-queries", str(amber / "query" / "query_discriminative-attribute.json"),
                  "--seed-out", str(tmp_path)]) == 0
-    for name in ("nodes.tsv", "edges.tsv"):
+    for name in ("nodes.tsv", "edges.tsv", "hallu_edges.tsv"):
         assert (tmp_path / name).read_bytes() == (repo / "resources" / "graph_seed" / name).read_bytes()
 
 
@@ -201,3 +201,25 @@ def test_extra_sources_merge_and_add_up(tmp_path):
     seed_car = seed_nodes.filter(pl.col("node") == "car").row(0, named=True)
     car = nodes.filter(pl.col("node") == "car").row(0, named=True)
     assert car["frequency"] == seed_car["frequency"] + 2 and car["state_pairs"] == seed_car["state_pairs"]
+
+
+def test_hallucination_graph_matches_odes_h_graph():
+    from collections import Counter
+
+    from halluflow.graph import build_hallu_edges, hallu_graph
+
+    ann = Annotations(images=[["sky", "dog", "dog"], ["dog"]], hallu=[["cat", "sky"], ["cat"]])
+    assert {(s, t): w for s, t, w in build_hallu_edges(ann).iter_rows()} == {
+        ("dog", "cat"): 2, ("dog", "sky"): 1, ("sky", "cat"): 1}  # sky -> sky is no edge
+    amber = shared_data("amber", "data")
+    folder = shared_data("ode-iridescent-y")
+    with open(folder / "ode_graph_H_edges.tsv") as fh:
+        ode = {frozenset((r["a"], r["b"])): int(r["frequency"]) for r in csv.DictReader(fh, delimiter="\t")}
+    directed = hallu_graph({"format": "amber", "path": str(amber / "annotations.json")}, "ode_anchor")
+    undirected = Counter()
+    for s, t, w in directed.iter_rows():
+        undirected[frozenset((s, t))] += w  # ODE stores G_H in an undirected networkx graph
+    assert len(ode) == 5391 and dict(undirected) == ode
+    seed = hallu_graph({"format": "seed"})
+    assert seed.equals(hallu_graph({"format": "amber", "path": str(amber / "annotations.json")}))
+    assert seed.height == 6286 and hallu_graph({"format": "coco", "path": "x"}).height == 0

@@ -90,3 +90,13 @@ def test_detector_candidates_and_plural():
     assert detector_candidates(SCENES.head(1), NODES, EDGES, 3) == {"s1": ["grass", "person", "ball"]}
     assert [plural(w) for w in ("bus", "box", "bench", "sky", "toy", "traffic light")] == [
         "buses", "boxes", "benches", "skies", "toys", "traffic lights"]
+
+
+def test_hallucination_strategy_uses_g_h():
+    hallu = pl.DataFrame({"source": ["dog", "frisbee", "dog"], "target": ["cat", "cat", "leash"], "weight": [2, 2, 3]},
+                         schema={"source": pl.String, "target": pl.String, "weight": pl.Int64})
+    q = make_queries(ACCEPTED.head(1), SCENES, NODES, EDGES, seed=1, strategies=["hallucination"], hallu_edges=hallu)
+    negs = [(r[1].split()[3], r[3]) for r in table(q) if r[0] == "existence" and r[2] == "no"]
+    assert negs == [("cat", "hallucination"), ("leash", "hallucination")]  # cat 2 + 2 = 4 > leash 3
+    with pytest.raises(ConfigError, match="'hallucination' needs a graph source"):
+        make_queries(ACCEPTED, SCENES, NODES, EDGES, seed=1, strategies=["hallucination"])

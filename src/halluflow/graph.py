@@ -43,6 +43,8 @@ NODE_SCHEMA = {
     "action_pairs": pl.List(pl.String),
 }
 EDGE_SCHEMA = {"source": pl.String, "target": pl.String, "weight": pl.Int64}
+# G_H: source = a truth object, target = an object annotated as hallucination-prone in the same image (directed)
+HALLU_SCHEMA = EDGE_SCHEMA
 
 
 @dataclass
@@ -50,6 +52,8 @@ class Annotations:
     """Objects per image plus attribute word pairs per object (true, contrast), in first-seen order."""
 
     images: list[list[str]] = field(default_factory=list)
+    # AMBER only: per image (parallel to `images`), the objects annotated as likely to be hallucinated
+    hallu: list[list[str]] = field(default_factory=list)
     state_pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     action_pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
@@ -95,6 +99,7 @@ def read_amber(annotations: str | Path, attribute_queries: str | Path | None = N
             if not isinstance(truth, list):
                 raise InputError(f"{annotations}: generative item id {item['id']} has no 'truth' list")
             ann.images.append([_normalise(t) for t in truth])
+            ann.hallu.append([_normalise(h) for h in item.get("hallu") or []])
     if not ann.images:
         raise InputError(f"{annotations}: no generative items (AMBER annotations.json expected)")
     if attribute_queries is not None:
@@ -280,10 +285,53 @@ def read_graph(nodes_path: str | Path, edges_path: str | Path) -> tuple[pl.DataF
     return nodes, edges
 
 
+def build_hallu_edges(ann: Annotations, weighting: str = "images") -> pl.DataFrame:
+    """G_H of ODE: truth object -> hallucination-prone object, weight = images where both are annotated so.
+
+    "ode_anchor" counts list positions (repeats included), which reproduces all 5,391 edges of ODE's H graph.
+    """
+    weights: Counter[tuple[str, str]] = Counter()
+    for truth, hallu in zip(ann.images, ann.hallu):
+        if weighting == "images":
+            weights.update((t, h) for t in sorted(set(truth)) for h in sorted(set(hallu)) if t != h)
+        else:
+            # the anchor keeps an object listed both as truth and as hallucination-prone as a self-loop
+            weights.update((t, h) for t in truth for h in hallu)
+    return _edge_frame(weights)
+
+
+def _edge_frame(weights: Counter) -> pl.DataFrame:
+    rows = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
+    return pl.DataFrame({"source": [k[0] for k, _ in rows], "target": [k[1] for k, _ in rows],
+                         "weight": [w for _, w in rows]}, schema=EDGE_SCHEMA)
+
+
+def hallu_graph(source: dict, weighting: str = "images") -> pl.DataFrame:
+    """G_H from a source block: AMBER's `hallu` lists, or the seed's hallu_edges.tsv; empty for other formats."""
+    fmt = source.get("format", "seed")
+    if fmt == "amber":
+        return build_hallu_edges(read_amber(source["path"]), weighting)
+    if fmt == "seed":
+        path = Path(source.get("path") or DEFAULT_SEED_DIR) / "hallu_edges.tsv"
+        if path.exists():
+            return _read_edge_tsv(path, directed=True)
+    return pl.DataFrame(schema=HALLU_SCHEMA)
+
+
+def hallu_graph_from_config(graph: dict) -> pl.DataFrame:
+    """G_H of every source of an `ode.graph` block, weights added up."""
+    weights: Counter[tuple[str, str]] = Counter()
+    for src in [graph.get("source") or {"format": "seed"}, *(graph.get("extra_sources") or [])]:
+        df = hallu_graph(dict(src), graph.get("weighting", "images"))
+        weights.update({(s, t): int(w) for s, t, w in df.iter_rows()})
+    return _edge_frame(weights)
+
+
 # ---------------------------------------------------------------- shipped seed (figures only)
 
 
-def write_seed(nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path) -> None:
+def write_seed(nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path,
+               hallu_edges: pl.DataFrame | None = None) -> None:
     """Human-readable TSV seed: derived counts and attribute words, never the raw annotation files."""
     seed_dir = Path(seed_dir)
     node_lines = ["node\ttype\tfrequency\tstate_pairs\taction_pairs"]
@@ -293,10 +341,25 @@ def write_seed(nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path) -
     edge_lines = ["source\ttarget\tweight"] + [f"{s}\t{t}\t{w}" for s, t, w in edges.iter_rows()]
     write_text(seed_dir / "nodes.tsv", "\n".join(node_lines) + "\n")
     write_text(seed_dir / "edges.tsv", "\n".join(edge_lines) + "\n")
+    if hallu_edges is not None and hallu_edges.height:
+        lines = ["source\ttarget\tweight"] + [f"{s}\t{t}\t{w}" for s, t, w in hallu_edges.iter_rows()]
+        write_text(seed_dir / "hallu_edges.tsv", "\n".join(lines) + "\n")
 
 
 def _split_pairs(text: str) -> list[str]:
     return [p for p in (text or "").split(";") if p]
+
+
+def _read_edge_tsv(path: Path, directed: bool) -> pl.DataFrame:
+    weights: Counter[tuple[str, str]] = Counter()
+    with open(path, encoding="utf-8", newline="") as fh:
+        for i, r in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
+            try:
+                key = (r["source"], r["target"]) if directed else tuple(sorted((r["source"], r["target"])))
+                weights[key] += int(r["weight"])
+            except (KeyError, ValueError, TypeError) as exc:
+                raise InputError(f"{path}:{i}: malformed row ({exc})") from None
+    return _edge_frame(weights)
 
 
 def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -320,18 +383,8 @@ def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tup
                              "state_pairs": sp, "action_pairs": ap})
             except (KeyError, ValueError, TypeError) as exc:
                 raise InputError(f"{nodes_file}:{i}: malformed row ({exc})") from None
-    edge_rows = []
-    with open(edges_file, encoding="utf-8", newline="") as fh:
-        for i, r in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
-            try:
-                s, t = sorted((r["source"], r["target"]))
-                edge_rows.append((s, t, int(r["weight"])))
-            except (KeyError, ValueError, TypeError) as exc:
-                raise InputError(f"{edges_file}:{i}: malformed row ({exc})") from None
-    edge_rows.sort(key=lambda e: (-e[2], e[0], e[1]))
     nodes = pl.DataFrame(sorted(rows, key=lambda r: r["node"]), schema=NODE_SCHEMA)
-    edges = pl.DataFrame({"source": [e[0] for e in edge_rows], "target": [e[1] for e in edge_rows],
-                          "weight": [e[2] for e in edge_rows]}, schema=EDGE_SCHEMA)
+    edges = _read_edge_tsv(edges_file, directed=False)
     return nodes, edges
 
 
@@ -444,11 +497,13 @@ def run(args) -> int:
               "attributes": args.attributes, "image_column": args.image_column,
               "object_column": args.object_column, "separator": args.separator}
     nodes, edges = build_graph(source, args.environments, args.weighting)
+    hallu = hallu_graph(source, args.weighting)
     if args.out:
         write_graph(nodes, edges, args.out)
+        write_parquet(Path(args.out) / "hallu_edges.parquet", hallu)
     if args.seed_out:
-        write_seed(nodes, edges, args.seed_out)
+        write_seed(nodes, edges, args.seed_out, hallu)
     top = edges.row(0) if edges.height else None
-    print(json.dumps({"nodes": nodes.height, "edges": edges.height,
+    print(json.dumps({"nodes": nodes.height, "edges": edges.height, "hallu_edges": hallu.height,
                       "top_edge": {"source": top[0], "target": top[1], "weight": top[2]} if top else None}))
     return 0

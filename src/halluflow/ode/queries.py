@@ -1,9 +1,10 @@
 """Queries of ODE (seed 002, §3.4 "query construction"; anchor: ODE `query_generator.py`) plus POPE negatives.
 
 Generative "Please describe this picture."; existence yes for the truth objects and "no" for graph neighbours
-in descending edge weight (excluding truth and detected objects) or POPE's random / popular / adversarial
-negatives; attribute (state, action) yes/no; count yes "one" / no "two, three"; and the paper's counterfactual
-queries (objects and attributes never seen with the scene's objects), which ODE's released code lacks.
+in descending edge weight (excluding truth and detected objects), POPE's random / popular / adversarial
+negatives, or G_H's hallucination-prone objects; attribute (state, action) yes/no; count yes "one" / no "two,
+three"; and the paper's counterfactual queries (objects and attributes never seen with the scene's objects),
+which ODE's released code lacks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..graph import neighbours
 from ..progress import progress
 from .sampling import _rng
 
-STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial")
+STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucination")
 
 EXISTENCE = "Is there {article} {object} in the picture?"
 # ODE asks "Is the {obj} {attr} ...?" for both kinds; AMBER's action words are bare verbs ("run"), so
@@ -74,8 +75,11 @@ class NegativeSampler:
     image of its scenes (100,000 images cost seconds, not minutes).
     """
 
-    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame):
+    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, hallu_edges: pl.DataFrame | None = None):
         self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
+        self.hallu: dict[str, list[tuple[str, int]]] = {}
+        for s, t, w in (hallu_edges.iter_rows() if hallu_edges is not None else []):
+            self.hallu.setdefault(s, []).append((t, int(w)))
         self.nodes = sorted(nodes["node"].to_list())
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
@@ -104,6 +108,13 @@ class NegativeSampler:
                 self._orders[key] = sorted(per, key=lambda n: (-sum(per[n]), n))
             elif strategy == "popular":
                 self._orders[key] = self.popular
+            elif strategy == "hallucination":
+                # ODE's G_H: objects annotators marked as likely hallucinated next to the truth objects
+                per: dict[str, int] = {}
+                for t in truth:
+                    for other, w in self.hallu.get(t, []):
+                        per[other] = per.get(other, 0) + w
+                self._orders[key] = sorted(per, key=lambda n: (-per[n], n))
             elif strategy == "unlinked":
                 linked = set(self._weights_to(truth))
                 self._orders[key] = [n for n in self.nodes if n not in linked]
@@ -135,14 +146,17 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                  seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
                  strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
                  count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
-                 counterfactual_attributes: bool = True) -> pl.DataFrame:
+                 counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image."""
     for s in strategies:
         if s not in STRATEGIES:
             raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
     scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
-    sampler = NegativeSampler(nodes, edges)
+    if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
+        raise ConfigError("config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
+                          "hallucination-prone objects (AMBER annotations or the shipped seed)")
+    sampler = NegativeSampler(nodes, edges, hallu_edges)
     vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
                           - {""})
              for kind in ("state", "action")}
