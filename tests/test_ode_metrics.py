@@ -129,3 +129,31 @@ def test_run_score_writes_deterministic_files(tmp_path):
     with pytest.raises(InputError, match="rows of model 'm'"):
         run_score(paths, str(tmp_path / "queries.parquet"), str(tmp_path / "nodes.parquet"),
                   str(tmp_path / "x.parquet"), str(tmp_path / "x.json"), "other", {})
+
+
+def test_score_rule_through_snakemake(tmp_path, repo):
+    """The `score` rule itself (rules/score.smk + scripts/score.py), on the answer shards of a hand-made release."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = tmp_path / "results" / "wf-test"
+    write_parquet(root / "queries" / "queries.parquet", _queries())
+    write_parquet(root / "graph" / "nodes.parquet", pl.DataFrame({"node": ["dog", "cat", "frisbee", "pig", "beach"]}))
+    from halluflow.config import load_config
+
+    n_shards = load_config(repo / "config.yaml")["shards"]["answers"]  # the rule asks for every answer shard
+    answers = _answers().with_row_index("i")
+    for k in range(n_shards):
+        part = answers.filter(pl.col("i") % n_shards == k).drop("i")
+        write_parquet(root / "answers" / "m" / f"{k:03d}.parquet", part)
+    shutil.copy(repo / "config.yaml", tmp_path / "config.yaml")
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--cores", "1", "--allowed-rules", "score",
+         "--config", "release=wf-test", "--", "results/wf-test/metrics/m.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((root / "metrics" / "m.json").read_text())
+    assert metrics["pope"]["accuracy"] == 0.5 and metrics["stand_in"] is True
+    assert pl.read_parquet(root / "scores" / "m" / "answers.parquet").height == 8
+    assert "scored 8 answers of m" in (tmp_path / "logs" / "wf-test" / "score" / "m.log").read_text()
