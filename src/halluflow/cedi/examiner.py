@@ -103,10 +103,14 @@ CONTEXT_SYSTEM = (
 )
 
 
-def llm_context(llm, scene: Scene) -> Context | None:
+def context_messages(scene: Scene) -> list[dict]:
     names = sorted({o.name for o in scene.truth.objects})
-    reply = llm.chat([{"role": "system", "content": CONTEXT_SYSTEM},
-                      {"role": "user", "content": f"The image shows: {', '.join(names)}."}])
+    return [{"role": "system", "content": CONTEXT_SYSTEM},
+            {"role": "user", "content": f"The image shows: {', '.join(names)}."}]
+
+
+def parse_context(reply: str, scene: Scene) -> Context | None:
+    names = sorted({o.name for o in scene.truth.objects})
     data = parse_json_reply(reply)
     if not isinstance(data, dict):
         return None
@@ -272,18 +276,24 @@ WRITER_SYSTEM = (
 )
 
 
-def llm_switch(llm, ctx: Context, history: Sequence[tuple[str, str]], states: Sequence[str]) -> str | None:
+def switch_messages(ctx: Context, history: Sequence[tuple[str, str]], states: Sequence[str]) -> list[dict]:
     convo = "\n".join(f"Q: {q}\nA: {a}" for q, a in history[-4:])
-    reply = llm.chat([{"role": "system", "content": SWITCH_SYSTEM},
-                      {"role": "user", "content": f"Goal: {ctx.user_goal}\n{convo}\nAllowed: {', '.join(states)}"}])
+    return [{"role": "system", "content": SWITCH_SYSTEM},
+            {"role": "user", "content": f"Goal: {ctx.user_goal}\n{convo}\nAllowed: {', '.join(states)}"}]
+
+
+def parse_switch(reply: str, states: Sequence[str]) -> str | None:
     data = parse_json_reply(reply)
     nxt = data.get("next") if isinstance(data, dict) else None
     return nxt.strip().lower() if isinstance(nxt, str) and nxt.strip().lower() in states else None
 
 
-def llm_rewrite(llm, ctx: Context, q: Question) -> str | None:
-    reply = llm.chat([{"role": "system", "content": WRITER_SYSTEM},
-                      {"role": "user", "content": f"User: {ctx.background} {ctx.user_goal}\nQuestion: {q.text}"}])
+def rewrite_messages(ctx: Context, q: Question) -> list[dict]:
+    return [{"role": "system", "content": WRITER_SYSTEM},
+            {"role": "user", "content": f"User: {ctx.background} {ctx.user_goal}\nQuestion: {q.text}"}]
+
+
+def parse_rewrite(reply: str, q: Question) -> str | None:
     data = parse_json_reply(reply)
     text = data.get("question") if isinstance(data, dict) else None
     if not isinstance(text, str) or not text.strip().endswith("?") or len(text) > 300:
@@ -334,38 +344,73 @@ class Examiner:
         self.llm = llm if self.cfg["question_writer"] == "llm" else None
         self.seed = seed
 
-    def _start(self, scene: Scene, examiner: str, mode: str) -> Conversation:
+    def _chat(self, batch: list[list[dict]]) -> list[str]:
+        """One chat_batch call per examiner step, so a server / batched local LLM sees all conversations at once."""
+        if not batch:
+            return []
+        replies = list(self.llm.chat_batch(batch))
+        return replies + [""] * (len(batch) - len(replies))
+
+    def _start_all(self, scenes, examiners, history_modes) -> list[Conversation]:
         # The seed ignores the history mode and the model: with the template writer, both modes and every model get
         # the same questions, so differences come from the evaluatee alone.
-        rng = random.Random(int(stable_hash(["cedi", self.seed, scene.image_id, examiner])[:16], 16))
-        ctx = (llm_context(self.llm, scene) if self.llm else None) or template_context(scene, rng)
-        truth = TruthView.of(scene.truth, self.vocab.synonyms)
-        return Conversation(scene, examiner, mode, rng, QuestionBank(scene, self.vocab), ctx, truth)
+        keys = [(s, e, m) for s in scenes for e in examiners
+                for m in (history_modes if e != "caption" else history_modes[:1])]
+        rngs = [random.Random(int(stable_hash(["cedi", self.seed, s.image_id, e])[:16], 16)) for s, e, _ in keys]
+        contexts: list[Context | None] = [None] * len(keys)
+        if self.llm is not None:
+            contexts = [parse_context(r, s) for r, (s, _, _) in zip(self._chat([context_messages(s) for s, _, _ in keys]), keys)]
+        convos = []
+        for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
+            ctx = ctx or template_context(s, rng)
+            convos.append(Conversation(s, e, m, rng, QuestionBank(s, self.vocab), ctx,
+                                       TruthView.of(s.truth, self.vocab.synonyms)))
+        return convos
 
-    def _next_question(self, c: Conversation) -> Question | None:
-        r = len(c.turns)
-        if c.examiner == "caption":
-            return None if r >= 1 else Question("caption", CAPTION_PROMPT, None, False, [], None, None)
-        if c.examiner == "prompt_only":
-            if r >= self.cfg["prompt_only_rounds"]:
-                return None
-            q = c.bank.prompt_only(c.rng, c.context, r)
-            return self._maybe_rewrite(c, q)
-        if r >= self.cfg["max_rounds"]:
-            return None
-        prev = c.pending
-        states = allowed_states(r, prev, self.cfg["min_end_round"])
-        state = (llm_switch(self.llm, c.context, c.history(), states) if self.llm else None) or template_switch(
-            c.rng, states, self.cfg["switch_weights"])
-        if state == END:
-            c.end_votes += 1
-            if c.end_votes >= self.cfg["end_votes"]:
-                return None
-            # END must be chosen again in a LATER round: this round asks one more question
-            states = [s for s in states if s != END]
-            state = (llm_switch(self.llm, c.context, c.history(), states) if self.llm else None) or template_switch(
-                c.rng, states, self.cfg["switch_weights"])
-        return self._maybe_rewrite(c, self._make(c, state, prev))
+    def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[str]:
+        replies = self._chat([switch_messages(c.context, c.history(), st) for c, st in items]) if self.llm else [None] * len(items)
+        return [(parse_switch(r, st) if r is not None else None) or template_switch(c.rng, st, self.cfg["switch_weights"])
+                for (c, st), r in zip(items, replies)]
+
+    def _next_questions(self, convos: Sequence[Conversation]) -> list[tuple[Conversation, Question]]:
+        """The next question of every active conversation (None → the conversation is over)."""
+        out: list[tuple[Conversation, Question]] = []
+        to_switch: list[tuple[Conversation, list[str]]] = []
+        for c in convos:
+            r = len(c.turns)
+            if c.examiner == "caption":
+                if r >= 1:
+                    c.done = True
+                else:
+                    out.append((c, Question("caption", CAPTION_PROMPT, None, False, [], None, None)))
+            elif c.examiner == "prompt_only":
+                if r >= self.cfg["prompt_only_rounds"]:
+                    c.done = True
+                else:
+                    out.append((c, c.bank.prompt_only(c.rng, c.context, r)))
+            elif r >= self.cfg["max_rounds"]:
+                c.done = True
+            else:
+                to_switch.append((c, allowed_states(r, c.pending, self.cfg["min_end_round"])))
+        again: list[tuple[Conversation, list[str]]] = []
+        chosen: list[tuple[Conversation, str]] = []
+        for (c, states), state in zip(to_switch, self._switch(to_switch)):
+            if state == END:
+                c.end_votes += 1
+                if c.end_votes >= self.cfg["end_votes"]:
+                    c.done = True
+                else:  # END must be chosen again in a LATER round: this round asks one more question
+                    again.append((c, [s for s in states if s != END]))
+            else:
+                chosen.append((c, state))
+        chosen += list(zip([c for c, _ in again], self._switch(again)))
+        out += [(c, self._make(c, state, c.pending)) for c, state in chosen]
+        if self.llm is not None:
+            for (c, q), reply in zip(out, self._chat([rewrite_messages(c.context, q) for c, q in out])):
+                text = parse_rewrite(reply, q)
+                if text:
+                    q.text, q.source = text, "llm"
+        return out
 
     def _make(self, c: Conversation, state: str, prev: Question | None) -> Question:
         bank = c.bank
@@ -382,13 +427,6 @@ class Examiner:
             return bank.unanswerable(c.rng) or bank.regular(c.rng, c.context)
         return bank.regular(c.rng, c.context)
 
-    def _maybe_rewrite(self, c: Conversation, q: Question) -> Question:
-        if self.llm is not None:
-            text = llm_rewrite(self.llm, c.context, q)
-            if text:
-                q.text, q.source = text, "llm"
-        return q
-
     def run(self, scenes: Sequence[Scene], vlm, model: str, examiners: Sequence[str] = EXAMINERS,
             history_modes: Sequence[str] = HISTORY_MODES, stand_in: bool = False) -> list[dict]:
         for e in examiners:
@@ -397,26 +435,19 @@ class Examiner:
         for m in history_modes:
             if m not in HISTORY_MODES:
                 raise ConfigError(f"config key 'cedi.history': unknown mode {m!r} (known: with, without)")
-        convos = [self._start(s, e, m) for s in scenes for e in examiners
-                  for m in (history_modes if e != "caption" else history_modes[:1])]
+        convos = self._start_all(scenes, examiners, history_modes)
         rounds = max(self.cfg["max_rounds"], self.cfg["prompt_only_rounds"], 1)
         for _ in progress(range(rounds), desc=f"cedi {model}"):
-            batch: list[tuple[Conversation, Question, VLMRequest]] = []
-            for c in convos:
-                if c.done:
-                    continue
-                q = self._next_question(c)
-                if q is None:
-                    c.done = True
-                    continue
-                req = VLMRequest(
+            batch = [
+                (c, q, VLMRequest(
                     request_id=stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
                     prompt=q.text,
                     image_path=c.scene.image_path,
                     image_sha256=c.scene.image_sha256,
                     history=c.history() if c.history_mode == "with" else (),
-                )
-                batch.append((c, q, req))
+                ))
+                for c, q in self._next_questions([c for c in convos if not c.done])
+            ]
             if not batch:
                 break
             answers = vlm.answer([b[2] for b in batch])
