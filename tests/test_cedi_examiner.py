@@ -3,6 +3,7 @@ min_end_round and chosen twice, max rounds), truths from the scene graph, rule-b
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -207,7 +208,9 @@ def test_grade_model_outputs(ode_release, tmp_path):
     assert set(per_turn["history"]) == {"with", "without"} and set(per_turn["examiner"]) == {"cedi"}
     assert grades["headline"] == "cedi/with" and grades["ged"] == s["cedi/with"]["ged"]
     assert grades["hallucination_rate"] == s["cedi/with"]["turn_hallucination"]["rate"]
-    assert grades["stand_in"] is True
+    assert grades["stand_in"] is True and per_turn["stand_in"].all()
+    preds = json.loads((tmp_path / "pred.json").read_text())
+    assert preds["stand_in"] is True and set(preds["graphs"]) == {c["conversation_id"] for c in grades["conversations"]}
 
 
 def test_bad_inputs_name_the_item(ode_release, tmp_path):

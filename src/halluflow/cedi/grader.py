@@ -20,7 +20,7 @@ from .scene_graph import SceneGraph, Synonyms
 
 PER_TURN_SCHEMA = {
     "examiner": "str", "history": "str", "turn": "int", "question_type": "str", "n": "int", "n_judged": "int",
-    "n_hallucinated": "int", "rate": "float",
+    "n_hallucinated": "int", "rate": "float", "stand_in": "bool",
 }
 
 CLI_DESCRIPTION = (
@@ -72,7 +72,7 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
     """Grade every conversation: predicted graph (LLM parser or rule parser), GED split, SG ΔCon; aggregate per
     (examiner, history) and per-turn hallucination rates by question type and by turn index.
 
-    Returns (grades, per_turn rows, predicted graphs by conversation id). Rates ignore turns that cannot be judged
+    Returns (grades, per_turn rows, {"stand_in", "graphs": predicted graph by conversation id}). Rates ignore turns that cannot be judged
     (empty answers; yes/no probes answered with neither), so `n_judged` is reported beside each rate.
     """
     from ..errors import InputError
@@ -129,7 +129,8 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
         summary[f"{examiner}/{history}"]["hallucination_rate"] = summary[f"{examiner}/{history}"]["turn_hallucination"]["rate"]
     # per_turn.parquet holds the CEDI examiner's turns (the curves of the paper); baselines' per-turn rates are in
     # grades.json (summary.<examiner>/<history>.by_turn), so a plot of this table never mixes examiners.
-    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q, **_rate(v)}
+    stand_in = any(bool(t.get("stand_in")) for t in turns)
+    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q, **_rate(v), "stand_in": stand_in}
                 for (e, h, i, q), v in sorted(by_turn.items()) if e == "cedi"]
     headline_key = next((k for k in ("cedi/with", "cedi/without") if k in summary), next(iter(summary), None))
     headline = summary.get(headline_key, {}) if headline_key else {}
@@ -138,8 +139,8 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
         "headline": headline_key,
         **{k: headline.get(k) for k in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate")},
         "settings": {"parser": settings.get("parser", "rule"), "claim_policy": policy, "ged_timeout_s": timeout},
-        "stand_in": any(bool(t.get("stand_in")) for t in turns),
+        "stand_in": stand_in,
         "summary": summary,
         "conversations": rows,
     }
-    return grades, per_turn, preds
+    return grades, per_turn, {"stand_in": stand_in, "graphs": preds}
