@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics.parsers import parse_answers, vlmevalkit_yorn
-from halluflow.metrics.pope import load_labels, pope_metrics, score_files
+from halluflow.metrics.pope import load_answers, load_labels, pope_metrics, score_files
 
 sys.path.insert(0, str(REPO / "bench"))
 from official_ports import pope_evaluate  # noqa: E402
@@ -180,6 +180,9 @@ def test_cli_json_and_errors(tmp_path, capsys):
     labels.write_text(json.dumps([{"question_id": 1, "label": "maybe"}]))
     with pytest.raises(InputError, match="label 'maybe'"):
         load_labels(labels)
+    _write_jsonl(answers, [{"question_id": 1, "answer": "Yes"}, {"question_id": 1, "answer": "No"}])
+    with pytest.raises(InputError, match="question_id '1' appears more than once"):
+        load_answers(answers)
     answers.write_text('{"question_id": 1, "answer": "Yes"}\n{broken\n')
     with pytest.raises(InputError, match=r"answers.jsonl:2: not valid JSON"):
         score_files(answers, tmp_path / "labels.json")

@@ -168,8 +168,8 @@ def _check_ids(ids: pl.Series, path: Path) -> pl.Series:
         raise InputError(f"{path}: records lack 'question_id'")
     if ids.is_null().any():
         raise InputError(f"{path}: record #{int(ids.is_null().arg_max())} has no question_id")
-    dup = ids.is_duplicated()
-    if dup.any():
+    if ids.n_unique() < len(ids):  # cheap test first; locate the duplicate only when there is one
+        dup = ids.is_duplicated()
         raise InputError(f"{path}: question_id {ids.filter(dup)[0]!r} appears more than once")
     return ids
 
@@ -179,7 +179,9 @@ def load_labels(path: str | Path) -> pl.DataFrame:
     path = Path(path)
     df = _read_records(path, ("question_id", "label"))
     ids = _check_ids(df["question_id"], path)
-    truth = df["label"].str.strip_chars().str.to_lowercase()
+    truth = df["label"]
+    if not ((truth == YES) | (truth == NO)).fill_null(False).all():  # normalise only files that need it
+        truth = truth.str.strip_chars().str.to_lowercase()
     bad = truth.is_null() | ~truth.is_in([YES, NO])
     if bad.any():
         i = int(bad.arg_max())
