@@ -14,7 +14,7 @@ import polars as pl
 from ..errors import InputError
 from ..io import safe_join
 from ..progress import progress
-from .sampling import DISTRIBUTIONS, _rng
+from .sampling import DISTRIBUTIONS, derived_rng
 
 FILTER_SCHEMA = {
     "image_id": pl.String,
@@ -101,7 +101,7 @@ def balance_distributions(accepted: list[dict], seed: int) -> tuple[list[dict], 
         cap = min(len(groups[(kind, d)]) for d in present)
         for d in present:
             rows = groups[(kind, d)]
-            chosen = set(_rng(seed, "balance", kind, d).choice(len(rows), size=cap, replace=False).tolist())
+            chosen = set(derived_rng(seed, "balance", kind, d).choice(len(rows), size=cap, replace=False).tolist())
             for i, row in enumerate(rows):
                 if i in chosen:
                     kept.append(row)

@@ -17,7 +17,7 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from ..graph import neighbours
 from ..progress import progress
-from .sampling import _rng
+from .sampling import derived_rng
 
 STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucination")
 
@@ -171,7 +171,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         detected = set(img.get("detected") or [])
         seen_questions: set[str] = set()
         # One generator per image, drawn in a fixed order: random negatives, counterfactual object, attributes.
-        rng = _rng(seed, "queries", image_id)
+        rng = derived_rng(seed, "queries", image_id)
 
         def add(query_type, question, truth_value, target=None, attribute_kind=None, strategy=None):
             if question in seen_questions:

@@ -37,7 +37,7 @@ SCENE_SCHEMA = {
 }
 
 
-def _rng(seed: int, *parts) -> np.random.Generator:
+def derived_rng(seed: int, *parts) -> np.random.Generator:
     # One independent stream per (distribution, pair kind, ...): resizing one list never reshuffles another.
     return np.random.default_rng(int(stable_hash([seed, *parts])[:16], 16))
 
@@ -115,10 +115,10 @@ def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: i
         per_kind = sizes.get(distribution, {})
         for kind in PAIR_KINDS:
             n = int(per_kind.get(kind, 0))
-            rng = _rng(seed, "pairs", distribution, kind)
+            rng = derived_rng(seed, "pairs", distribution, kind)
             pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng)
             for index, (a, b) in enumerate(pairs):
-                arng = _rng(seed, "attributes", distribution, kind, a, b)
+                arng = derived_rng(seed, "attributes", distribution, kind, a, b)
                 attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds), variants, arng)
                 attrs_b = _pick_attributes(_attribute_options(node_rows[b], attribute_kinds), variants, arng)
                 for v in range(variants):
