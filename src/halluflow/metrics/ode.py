@@ -94,21 +94,22 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
 
     matcher = ConceptMatcher(vocabulary)
     gen = df.filter(~is_disc & pl.col("_answer").is_not_null())
-    mentioned, hallucinated, covered = [], [], []
+    mentioned, hallucinated, covered, n_truth = [], [], [], []
     for text, objects in zip(gen["_answer"].to_list(), gen["objects"].to_list()):
         truth = {matcher.canonical(o) for o in objects or []}
         found = matcher.mentions(text)
         mentioned.append(found)
         hallucinated.append([m for m in found if m not in truth])
         covered.append(len(truth & set(found)))
+        n_truth.append(len(truth))
     gen_cols = pl.DataFrame({"query_id": gen["query_id"], "mentioned": mentioned, "hallucinated_objects": hallucinated,
-                             "n_truth_covered": covered},
+                             "n_truth_covered": covered, "n_truth": n_truth},
                             schema={"query_id": pl.String, "mentioned": pl.List(pl.String),
-                                    "hallucinated_objects": pl.List(pl.String), "n_truth_covered": pl.Int64})
+                                    "hallucinated_objects": pl.List(pl.String), "n_truth_covered": pl.Int64,
+                                    "n_truth": pl.Int64})
     df = df.join(gen_cols, on="query_id", how="left", maintain_order="left").with_columns(
         pl.col("mentioned").list.len().cast(pl.Int64).alias("n_mentions"),
         pl.col("hallucinated_objects").list.len().cast(pl.Int64).alias("n_hallucinated"),
-        pl.col("objects").list.len().cast(pl.Int64).alias("n_truth"),
     )
     # one flag per answer for the report: a wrong yes/no answer, or a caption naming an object not in the scene;
     # null when the answer cannot be judged (failed request, or a yes/no answer the parser could not read)
