@@ -50,7 +50,8 @@ rule answer:
         f"{LOGS}/answer/{{model}}/{{shard}}.log",
     benchmark:
         f"{BENCH}/answer/{{model}}/{{shard}}.tsv"
-    threads: 2
+    # One torch thread per job: on a shared CPU, more spin-wait against the other jobs (see answer.limit_cpu_threads).
+    threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,

@@ -6,5 +6,6 @@ log = setup(snakemake)
 from halluflow.answer import run_answer_job
 
 p = snakemake.params.answer
-stats = run_answer_job(p, shard=int(snakemake.wildcards.shard), out_path=snakemake.output.answers)
+stats = run_answer_job(p, shard=int(snakemake.wildcards.shard), out_path=snakemake.output.answers,
+                       threads=snakemake.threads)
 log.info("done: %s", stats)
