@@ -53,3 +53,21 @@ def test_custom_templates_and_errors():
         make_prompts(SCENES, seed=1, templates={"part": "{colour} {object}"})
     with pytest.raises(ConfigError, match="images_per_scene"):
         make_prompts(SCENES, seed=1, images_per_scene=0)
+
+
+def test_tables_are_byte_identical_across_runs(tmp_path):
+    from halluflow.graph import build_graph
+    from halluflow.io import write_parquet
+    from halluflow.ode.queries import detector_candidates
+    from halluflow.ode.sampling import sample_scenes
+
+    nodes, edges = build_graph({"format": "seed"})
+    sizes = {d: {"entity_entity": 3, "entity_environment": 3} for d in ("standard", "long_tail", "random", "fictional")}
+    for run in ("a", "b"):
+        scenes = sample_scenes(nodes, edges, sizes, seed=42, variants=2)
+        prompts = make_prompts(scenes, seed=42, images_per_scene=2, shards=3,
+                               extra_labels=detector_candidates(scenes, nodes, edges, 3))
+        write_parquet(tmp_path / run / "scenes.parquet", scenes)
+        write_parquet(tmp_path / run / "prompts.parquet", prompts)
+    for name in ("scenes.parquet", "prompts.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
