@@ -149,3 +149,14 @@ def test_rules_plan_stand_ins_offline_and_one_gpu_job_per_shard(repo):
     assert "build_standin" not in out
     counts = dict(line.split() for line in out.splitlines() if line.startswith(("synthesize ", "detect ")))
     assert counts == {"synthesize": "32", "detect": "32"}
+
+
+def test_rebuilt_stand_in_is_not_reused(tmp_path):
+    model = tmp_path / "models" / "flux"
+    build_standin("flux", model, seed=0)
+    first = synthesize_shard(_prompts(2), tmp_path, "000", create(
+        "synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}), batch_size=2)
+    build_standin("flux", model, seed=1)  # same folder, other weights
+    second = synthesize_shard(_prompts(2), tmp_path, "000", create(
+        "synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}), batch_size=2)
+    assert set(first["sha256"]).isdisjoint(second["sha256"])

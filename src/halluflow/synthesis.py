@@ -111,11 +111,12 @@ class DiffusersSynthesizer(Synthesizer):
     def settings(self) -> dict[str, Any]:
         """Everything besides the prompt and seed that shapes an image (part of the resume key)."""
         return {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
-                "call_args": self.call_args, "dtype": str(self.dtype)}
+                "call_args": self.call_args, "dtype": str(self.dtype), "weights": _weights_fingerprint(self.model)}
 
     def describe(self) -> BackendInfo:
         return BackendInfo(role="synthesizer", backend="diffusers", model=self.model, revision=self.revision,
-                           stand_in=self.standin is not None, extra=self.settings())
+                           stand_in=self.standin is not None,
+                           extra={k: v for k, v in self.settings().items() if k != "weights"})
 
     def generate(self, prompts: Sequence[ImagePrompt]):
         import torch
@@ -176,6 +177,20 @@ def build_tiny_flux(out_dir: Path, seed: int = 0, hidden: int = 32, layers: int 
                         tokenizer=clip_tok, text_encoder_2=text_encoder_2, tokenizer_2=t5_tok, transformer=transformer)
     pipe.save_pretrained(out_dir)
     return {"pipeline": "FluxPipeline", "note": "random weights: images are colour noise"}
+
+
+def _weights_fingerprint(model: str) -> Any:
+    """Identifies the weights behind a model path, so a rebuilt stand-in or replaced local folder is never mistaken
+    for the one that made existing images: the stand-in marker (kind, seed, settings), else file sizes and mtimes
+    of a local folder (cheap for tens of GB; a copy only costs a regeneration). Hub ids rely on `revision`."""
+    marker = standin_info(model)
+    if marker is not None:
+        return marker
+    path = Path(model)
+    if not path.is_dir():
+        return None
+    return sorted((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns)
+                  for f in path.rglob("*") if f.is_file())
 
 
 # ---- one shard -------------------------------------------------------------------------------------------------
