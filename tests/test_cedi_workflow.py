@@ -1,0 +1,43 @@
+"""CEDI on a REAL evaluatee: the tiny random SmolVLM stand-in through the transformers backend (processor, history
+replay, generate), resolved like the answer stage does (`build:` folder under the models cache). Same seed → byte-
+identical transcripts and grades; every output says stand_in."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from halluflow.backends.transformers_vlm import build_tiny_smolvlm
+from halluflow.cedi.pipeline import examine_model, grade_model
+from halluflow.standins import build_standin, register_builder
+
+from test_cedi_examiner import ode_release  # noqa: F401  (fixture: a tiny hand-made ODE release)
+
+
+@pytest.fixture(scope="module")
+def models_cache(tmp_path_factory):
+    register_builder("smolvlm", build_tiny_smolvlm)
+    cache = tmp_path_factory.mktemp("models")
+    build_standin("smolvlm", cache / "tiny-vlm", seed=0)
+    return cache
+
+
+def test_real_standin_vlm_deterministic_transcripts(ode_release, models_cache, tmp_path):  # noqa: F811
+    release, graph = ode_release
+    spec = {"name": "tiny-vlm", "backend": "transformers", "stand_in": True, "build": {"builder": "smolvlm"},
+            "args": {"device": "cpu", "batch_size": 8}}
+    cfg = {"seed": 3, "cedi": {"images": 1, "examiners": ["cedi", "caption"], "history": ["with", "without"],
+                               "max_rounds": 7, "max_new_tokens": 4}}
+    outs = []
+    for k in range(2):
+        d = tmp_path / str(k)
+        n = examine_model(cfg, spec, release, graph, d / "t.parquet", d / "truth.json", models_cache=models_cache)
+        grade_model(cfg, d / "t.parquet", d / "truth.json", graph, d / "g.json", d / "p.parquet", d / "pred.json")
+        outs.append([(d / f).read_bytes() for f in ("t.parquet", "truth.json", "g.json", "p.parquet", "pred.json")])
+    assert outs[0] == outs[1]
+    df = pl.read_parquet(tmp_path / "0" / "t.parquet")
+    assert n == df.height and df["stand_in"].all()
+    assert df.filter(pl.col("examiner") == "cedi").height == 2 * 7  # both history modes, capped at max_rounds
+    assert json.loads((tmp_path / "0" / "truth.json").read_text())["model"]["stand_in"] is True
