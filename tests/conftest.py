@@ -23,3 +23,16 @@ def shared_data(*parts: str) -> Path:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """The whole default workflow (`snakemake --cores 2`), run once per test session in a scratch clone."""
+    import time
+
+    from workflow_utils import copy_workflow, run_snakemake
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("default-run"))
+    start = time.monotonic()
+    proc = run_snakemake(workdir, "--cores", "2")
+    return {"dir": workdir, "proc": proc, "seconds": time.monotonic() - start}

@@ -56,3 +56,13 @@ def test_safe_join_refuses_escapes(tmp_path):
 def test_stable_hash_ignores_key_order():
     assert io.stable_hash({"a": 1, "b": 2}) == io.stable_hash({"b": 2, "a": 1})
     assert io.sha256_bytes(b"abc").startswith("ba7816bf")
+
+
+def test_atomic_files_get_umask_permissions(tmp_path):
+    import os
+    import stat
+
+    io.write_text(tmp_path / "x.txt", "hello")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "x.txt").stat().st_mode) == 0o666 & ~mask

@@ -1,0 +1,77 @@
+"""End to end: the default workflow on the offline stand-ins, in a scratch clone (issue 2's "must show")."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+import yaml
+
+from workflow_utils import copy_workflow, jobs_run, run_snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def _release(run) -> "Path":  # noqa: F821
+    config = yaml.safe_load((run["dir"] / "config.yaml").read_text())
+    return run["dir"] / "results" / config["release"] / "release"
+
+
+def test_default_run_finishes_and_rerun_does_nothing(default_run):
+    print(f"default workflow: {default_run['seconds']:.0f} s")
+    rerun = run_snakemake(default_run["dir"], "--cores", "2")
+    assert "Nothing to be done" in rerun.stdout + rerun.stderr, jobs_run(rerun)
+
+
+def test_release_verify_and_tamper(default_run, tmp_path):
+    release = _release(default_run)
+    ok = subprocess.run([sys.executable, "-m", "halluflow.cli", "release", "verify", str(release)],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    image = sorted((copy / "images").glob("*.png"))[0]
+    data = bytearray(image.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    image.write_bytes(bytes(data))
+    bad = subprocess.run([sys.executable, "-m", "halluflow.cli", "release", "verify", str(copy)],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert f"images/{image.name}" in bad.stdout + bad.stderr
+
+
+def test_release_content(default_run):
+    release = _release(default_run)
+    scenes = pl.read_parquet(release / "scenes.parquet")
+    queries = pl.read_parquet(release / "queries.parquet")
+    assert set(scenes["distribution"]) == {"standard", "long_tail", "random", "fictional"}
+    assert set(scenes["pair_kind"]) == {"entity_entity", "entity_environment"}
+    assert (scenes.filter(pl.col("distribution") == "fictional")["cooccurrence"] == 0).all()
+    edges = pl.read_parquet(default_run["dir"] / "results" / release.parent.name / "graph" / "edges.parquet")
+    standard = scenes.filter(pl.col("distribution") == "standard")
+    # Standard pairs are top-weighted edges: none is lighter than any unsampled edge of its pair kind would allow.
+    assert standard["cooccurrence"].min() >= edges["weight"].sort(descending=True)[len(edges) // 10]
+    assert {"generative", "existence", "attribute", "count", "counterfactual"} <= set(queries["query_type"])
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["stand_in_models_used"] is True
+
+
+def test_every_default_model_is_scored(default_run):
+    config = yaml.safe_load((default_run["dir"] / "config.yaml").read_text())
+    out = default_run["dir"] / "results" / config["release"]
+    for model in config["models"]:
+        metrics = json.loads((out / "metrics" / f"{model['name']}.json").read_text())
+        assert metrics, model["name"]
+
+
+def test_two_runs_give_identical_manifests(default_run, tmp_path):
+    other = copy_workflow(tmp_path / "second", share_models_from=None)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    target = f"results/{config['release']}/release/manifest.json"
+    run_snakemake(other, "--cores", "2", target)
+    first = (_release(default_run) / "manifest.json").read_bytes()
+    assert (other / target).read_bytes() == first

@@ -1,0 +1,54 @@
+"""Run the real workflow in a scratch copy of the repository, as a user's clone would (tests only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# What a clone holds that the workflow needs; never results/, logs/, caches or built stand-in models.
+WORKFLOW_PARTS = ("Snakefile", "config.yaml", "rules", "scripts", "schemas", "resources", "configs", "profiles",
+                  "report", "envs")
+IGNORE = shutil.ignore_patterns("models", "__pycache__", ".snakemake", "results", "logs")
+
+
+def copy_workflow(dst: Path, share_models_from: Path | None = None) -> Path:
+    """Copy the workflow into `dst`. `share_models_from` symlinks an existing resources/models (built stand-ins)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for part in WORKFLOW_PARTS:
+        src = REPO / part
+        if src.is_dir():
+            shutil.copytree(src, dst / part, ignore=IGNORE, dirs_exist_ok=True)
+        elif src.exists():
+            shutil.copy2(src, dst / part)
+    if share_models_from is not None and (share_models_from / "resources" / "models").exists():
+        (dst / "resources" / "models").symlink_to((share_models_from / "resources" / "models").resolve())
+    return dst
+
+
+def snakemake_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", *args]
+
+
+def run_snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 1500,
+                  check: bool = True) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(snakemake_cmd(*args), cwd=workdir, capture_output=True, text=True, timeout=timeout,
+                          env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def jobs_run(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    """Count finished jobs per rule from Snakemake's log ("rule NAME:" headers of executed jobs)."""
+    counts: dict[str, int] = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        line = line.strip()
+        if (line.startswith("rule ") or line.startswith("localrule ")) and line.endswith(":"):
+            name = line.split()[1].rstrip(":")
+            counts[name] = counts.get(name, 0) + 1
+    return counts
