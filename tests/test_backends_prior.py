@@ -7,6 +7,7 @@ import pytest
 
 from halluflow import registry
 from halluflow.backends.base import VLMRequest
+from halluflow.backends.prior import article
 from halluflow.errors import InputError
 from halluflow.io import write_parquet
 
@@ -65,14 +66,8 @@ def test_question_text_only_uses_marginal_frequency(prior):
     assert out[3] == "I see nothing I can name."
 
 
-def test_generative_lists_context_then_top_neighbours(prior):
-    prior.bind_queries(
-        pl.DataFrame(
-            {"query_id": ["g"], "query_type": ["generative"], "target": [None], "objects": [["dog"]], "question": ["Describe."]},
-            schema_overrides={"target": pl.String},
-        )
-    )
-    assert prior.answer([VLMRequest("g", "Describe.", "img.png")]) == ["The picture shows a dog, a grass and a frisbee."]
+def test_generative_articles():
+    assert [article(w) for w in ["egg", "unicorn", "umbrella", "dog", "orange", "user"]] == ["an", "a", "an", "a", "an", "a"]
 
 
 def test_missing_graph_names_the_file(tmp_path):

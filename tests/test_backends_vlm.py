@@ -8,7 +8,7 @@ from PIL import Image
 from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm, conversation
-from halluflow.errors import InputError
+from halluflow.errors import InputError, MissingExtraError
 from halluflow.standins import MARKER, build_standin, register_builder
 
 
@@ -72,3 +72,14 @@ def test_builder_is_deterministic(tmp_path):
     build_tiny_smolvlm(tmp_path / "b", seed=3)
     a, b = tmp_path / "a", tmp_path / "b"
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+
+
+def test_vllm_backend_names_its_extra_when_missing():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+    except ModuleNotFoundError:
+        with pytest.raises(MissingExtraError, match=r"halluflow\[vllm\]"):
+            registry.create("vlm", {"backend": "vllm", "model": "any/model"})
+    else:
+        pytest.skip("vllm is installed: the engine itself needs a GPU")

@@ -18,6 +18,14 @@ _COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
 _GENERATIVE = re.compile(r"\b(describe|description|caption)\b", re.I)
 
 
+def article(noun: str) -> str:
+    """"a" or "an" by the usual spelling rule (a unicorn, an umbrella, an egg)."""
+    lowered = noun.lower()
+    if lowered[:1] in "aeio" or (lowered[:1] == "u" and not lowered.startswith(("uni", "use", "usu", "ute", "uti"))):
+        return "an"
+    return "a"
+
+
 class LanguagePriorVLM(VLM):
     """Args:
       graph: folder with nodes.parquet + edges.parquet (data contract of build_graph); the answer stage fills in
@@ -97,7 +105,7 @@ class LanguagePriorVLM(VLM):
         objects = seen + extra
         if not objects:
             return "I see nothing I can name."
-        phrases = [f"a {o}" for o in objects]
+        phrases = [f"{article(o)} {o}" for o in objects]
         listed = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
         return f"The picture shows {listed}."
 
