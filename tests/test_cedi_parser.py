@@ -34,7 +34,7 @@ def vocab():
     ("Yes.", True, "yes"), ("No, it is not.", True, "no"), ("There is no cat in the image.", False, "reject"),
     ("I don't see any frisbee.", True, "reject"), ("The dog is brown.", False, "other"),
     ("The dog is not brown", True, "no"), ("", True, "empty"), ("It is sitting.", True, "yes"),
-    ("There is a dog.", True, "other"),  # affirms nothing about the asked object; its mentions are parsed instead
+    ("There is a dog.", True, "other"), ("I see nothing I can name.", False, "reject"),  # affirms nothing about the asked object; its mentions are parsed instead
     ("protect prehistoric populous shampoo", True, "other"),  # stand-in noise is not a "yes" (unlike POPE's rule)
 ])
 def test_answer_label(text, yes_no, label):
@@ -48,6 +48,9 @@ def test_extract_objects_attributes_relations_negation(vocab):
     assert ("relation|dog|in|park", True) in got
     assert ("object|frisbee", False) in got
     assert ("object|traffic light", True) in got and ("object|light", True) not in got  # longest match wins
+    vocab.add("can")
+    assert extract("I can see nothing I can name.", vocab) == []  # the modal verb is not the object
+    assert extract("There is a can on the table.", vocab)[0] == ("object|can", True)
 
 
 def test_premise_accepted_unless_rejected(vocab):

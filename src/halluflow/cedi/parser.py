@@ -59,7 +59,7 @@ _REJECT = re.compile(
     r"\b(there (is|are|was|were) (no|not)|there (isn't|aren't|wasn't|weren't)|(i )?(do not|don't|cannot|can't|can not|"
     r"could not|couldn't) (see|find|spot|identify)|no such|not (present|visible|shown|pictured|depicted|in (the|this) "
     r"(image|picture|photo))|(does|do)(n't| not) (appear|seem|exist|contain|show|include)|(isn't|aren't) any|"
-    r"there is nothing|false premise|not actually)\b"
+    r"there is nothing|(i )?see nothing|nothing (like that|of the sort)|false premise|not actually)\b"
 )
 _AFFIRM = re.compile(r"\b(yes|it is|it's|they are|indeed|correct|certainly)\b")  # mentions are parsed separately
 _NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
@@ -182,6 +182,12 @@ class Mention:
     negated: bool
 
 
+# Concept names that are also function words ("I can see", "it is hot"): a mention counts only after a determiner.
+_AMBIGUOUS_NAMES = {"can", "hot", "light", "watch", "fly", "top", "back", "side", "set"}
+_DETERMINERS = {"a", "an", "the", "this", "that", "these", "those", "one", "two", "three", "some", "any", "no", "of",
+                "his", "her", "their", "its", "my", "your", "another", "each", "every"}
+
+
 def _tokens(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", (text or "").lower())
 
@@ -196,6 +202,8 @@ def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
     while i < len(toks):
         for n in range(min(maxlen, len(toks) - i), 0, -1):
             name = forms.get(tuple(toks[i : i + n]))
+            if name and n == 1 and name in _AMBIGUOUS_NAMES and (i == 0 or toks[i - 1] not in _DETERMINERS):
+                name = None
             if name:
                 negated = bool(_NEGATORS & set(toks[max(0, i - 3) : i]))
                 mentions.append(Mention(i, i + n, name, negated))
