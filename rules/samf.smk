@@ -1,6 +1,7 @@
 # UniHall + SAMF (seed 003): UniHall instances from the release, standard evaluation, one controller-training job per
 # (model, subtype x question-type group) so a cluster trains groups in parallel, fuzzed evaluation with the
-# CentralFuzzController, and the standard-vs-fuzzed table. Helpers live in common.smk; logic in src/halluflow/samf/.
+# CentralFuzzController (+ the random-policy "dynamic" setting of Table 11), and the standard / dynamic / fuzzed
+# table. Helpers live in common.smk; logic in src/halluflow/samf/.
 
 
 rule samf_instances:
@@ -99,6 +100,7 @@ rule samf_fuzzed_eval:
         policies=f"{SAMF_DIR}/{{model}}/policies.json",
         table=f"{SAMF_DIR}/{{model}}/fuzzed.parquet",
         instances=f"{SAMF_DIR}/{{model}}/fuzzed_instances.json",
+        dynamic=f"{SAMF_DIR}/{{model}}/dynamic.parquet",
         images=directory(f"{SAMF_DIR}/{{model}}/fuzzed"),
     params:
         samf=SAMF_CONFIG,
@@ -129,6 +131,7 @@ rule samf_compare:
     input:
         standard=rules.samf_standard_eval.output.table,
         fuzzed=rules.samf_fuzzed_eval.output.table,
+        dynamic=rules.samf_fuzzed_eval.output.dynamic,
     output:
         table=f"{SAMF_DIR}/{{model}}/comparison.parquet",
         summary=f"{SAMF_DIR}/{{model}}/comparison.json",

@@ -10,4 +10,5 @@ run_compare(
     snakemake.wildcards.model,
     snakemake.output.table,
     snakemake.output.summary,
+    snakemake.input.dynamic,
 )

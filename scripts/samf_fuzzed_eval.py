@@ -20,5 +20,6 @@ run_fuzzed(
     snakemake.output.policies,
     snakemake.output.table,
     snakemake.output.instances,
+    snakemake.output.dynamic,
     snakemake.params.llm,
 )

@@ -86,6 +86,7 @@ def test_fuzzing_finds_hallucinations_the_standard_eval_misses(bench):
     assert overall["group"] == "overall" and overall["n"] == 16  # 20 instances - 4 pilot
     assert overall["ghr_fuzzed"] > overall["ghr_standard"] == 0.0
     assert overall["ghr_delta"] == pytest.approx(overall["ghr_fuzzed"])
+    assert overall["ghr_dynamic"] is None  # the dynamic setting was not run here: null, not a fake number
     assert all(r["stand_in"] for r in fz.iter_rows(named=True))
     for m in mutated:
         info = m["mutation_inf"]

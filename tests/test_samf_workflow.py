@@ -75,8 +75,10 @@ def _run(samf, root, out):
     for g in groups:
         W.run_train(samf, o / "instances.json", o / "split.parquet", SPEC, g, None, root, None, 3, o / "m" / "train" / f"{g}.json")
     W.run_fuzzed(samf, o / "instances.json", o / "split.parquet", [o / "m" / "train" / f"{g}.json" for g in groups], SPEC, None,
-                 root, None, 3, o / "m", o / "m" / "policies.json", o / "m" / "fuzzed.parquet", o / "m" / "fuzzed_instances.json")
-    W.run_compare(o / "m" / "standard.parquet", o / "m" / "fuzzed.parquet", "syco", o / "m" / "comparison.parquet", o / "m" / "comparison.json")
+                 root, None, 3, o / "m", o / "m" / "policies.json", o / "m" / "fuzzed.parquet", o / "m" / "fuzzed_instances.json",
+                 o / "m" / "dynamic.parquet")
+    W.run_compare(o / "m" / "standard.parquet", o / "m" / "fuzzed.parquet", "syco", o / "m" / "comparison.parquet",
+                  o / "m" / "comparison.json", o / "m" / "dynamic.parquet")
     return o
 
 
@@ -94,6 +96,9 @@ def test_rule_steps_end_to_end(setup):
     assert summary["stand_in"] is True and summary["rows"][0]["group"] == "overall"
     overall = summary["rows"][0]
     assert overall["n"] == 8 and overall["ghr_standard"] == 0.0 and overall["ghr_fuzzed"] > 0.0
+    dynamic = pl.read_parquet(o / "m" / "dynamic.parquet")
+    assert dynamic.height == 10 and dynamic["policy"].n_unique() > 1  # one random policy per instance
+    assert overall["ghr_dynamic"] == dynamic.filter(pl.col("split") == "test")["ghr"].mean()
     fuzzed = json.loads((o / "m" / "fuzzed_instances.json").read_text())
     assert all(m["mutation_inf"]["policy"] for m in fuzzed)
     trained = json.loads((o / "m" / "train" / "existence_YON.json").read_text())

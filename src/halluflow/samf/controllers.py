@@ -340,13 +340,18 @@ class HillClimbController:
         return TrainResult(group, "hill_climb", best, r_best_full, history, [], len(train), counted.evaluations)
 
 
-def make_controller(cfg: dict, seed: int):
-    """Build the controller named in the `samf.controller` config block."""
-    method = cfg.get("method", "ucb")
-    space = PolicySpace(
+def policy_space(cfg: dict) -> PolicySpace:
+    """The admissible policies of a `samf.controller` config block (operator-count ranges)."""
+    return PolicySpace(
         text_range=tuple(cfg.get("text_ops_range", (0, 5))),
         image_range=tuple(cfg.get("image_ops_range", (0, 5))),
     )
+
+
+def make_controller(cfg: dict, seed: int):
+    """Build the controller named in the `samf.controller` config block."""
+    method = cfg.get("method", "ucb")
+    space = policy_space(cfg)
     if method == "hill_climb":
         return HillClimbController(batch_size=cfg.get("batch_size", 4), steps=cfg.get("steps", 16), seed=seed, space=space)
     if method not in ("ucb", "epsilon_greedy"):

@@ -8,7 +8,7 @@ CentralFuzzController, and the standard-vs-fuzzed comparison table.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -18,7 +18,7 @@ from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
 from ..io import safe_join, sha256_file, stable_hash
 from ..progress import get_logger
-from .controllers import CentralFuzzController, Policy, TrainResult, make_controller
+from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
 from .operators import mutate_instance
 from .schema import group_of
@@ -65,7 +65,16 @@ class PolicyEvaluator:
         return value, h, stage
 
     def items(self, policy: Policy, batch: Sequence[dict]) -> list[dict]:
-        todo = [inst for inst in batch if (policy.key(), inst["instance_id"]) not in self.cache]
+        return self.pairs([(policy, inst) for inst in batch])
+
+    def pairs(self, pairs: Sequence[tuple[Policy, dict]]) -> list[dict]:
+        """Evaluate (policy, instance) pairs; all uncached ones go to the model in one batch."""
+        todo, seen = [], set()
+        for policy, inst in pairs:
+            key = (policy.key(), inst["instance_id"])
+            if key not in self.cache and key not in seen:
+                seen.add(key)
+                todo.append((policy, inst))
         mutated = [
             mutate_instance(
                 inst,
@@ -76,10 +85,10 @@ class PolicyEvaluator:
                 distractors=self.distractors,
                 policy_key=policy.key(),
             )
-            for inst in todo
+            for policy, inst in todo
         ]
         requests = [self._request(m) for m in mutated]
-        for inst, m, req, answer in zip(todo, mutated, requests, _answers(self.vlm, requests)):
+        for (policy, inst), m, req, answer in zip(todo, mutated, requests, _answers(self.vlm, requests)):
             score, h, stage = self._score(inst, answer)
             self.cache[(policy.key(), inst["instance_id"])] = {
                 "instance_id": inst["instance_id"],
@@ -92,7 +101,7 @@ class PolicyEvaluator:
                 "ghr_stage": stage,
                 "mutated": m,
             }
-        return [self.cache[(policy.key(), inst["instance_id"])] for inst in batch]
+        return [self.cache[(policy.key(), inst["instance_id"])] for policy, inst in pairs]
 
     def _request(self, mutated: dict) -> VLMRequest:
         info = mutated["mutation_inf"]
@@ -202,35 +211,55 @@ def train_group(
     return make_controller(controller_cfg, seed).train(group, train, evaluator)
 
 
-def fuzzed_eval(
-    instances, split: dict[str, str], controller: CentralFuzzController, vlm, model_name: str, images_root, out_dir,
+def policy_eval(
+    instances, split: dict[str, str], assign: Callable[[dict], Policy], vlm, model_name: str, images_root, out_dir,
     seed: int, scorer: GHRScorer | None = None, metrics: Sequence[str] = (), llm=None,
 ) -> tuple[pl.DataFrame, list[dict]]:
-    """Every instance mutated by its group's policy (default policy for unseen groups); images under out_dir/fuzzed/."""
+    """Every instance mutated by the policy `assign` gives it; one model batch; images under out_dir/fuzzed/."""
     evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, scorer, "ghr", load_distractors(instances, images_root))
-    by_policy: dict[str, list[dict]] = {}
-    policies: dict[str, Policy] = {}
-    for inst in instances:
-        p = controller.policy_for_instance(inst)
-        policies[p.key()] = p
-        by_policy.setdefault(p.key(), []).append(inst)
-    rows, mutated = [], []
+    pairs = [(assign(inst), inst) for inst in instances]
     extra = _model_fields(vlm, model_name)
-    for key in sorted(by_policy):
-        for inst, item in zip(by_policy[key], evaluator.items(policies[key], by_policy[key])):
-            rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], key, metrics, llm, **extra))
-            mutated.append(item["mutated"])
+    rows, mutated = [], []
+    for (policy, inst), item in zip(pairs, evaluator.pairs(pairs)):
+        rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], policy.key(), metrics, llm, **extra))
+        mutated.append(item["mutated"])
     return _frame(rows), sorted(mutated, key=lambda m: m["instance_id"])
 
 
-def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test") -> pl.DataFrame:
-    """GHR / risk-weighted GHR / BHR, standard vs fuzzed, per group and overall, on one split (Table 11 layout)."""
+def fuzzed_eval(instances, split, controller: CentralFuzzController, vlm, model_name, images_root, out_dir, seed, **kw):
+    """The fuzzing setting: each instance gets its group's learnt policy (the default policy for unseen groups)."""
+    return policy_eval(instances, split, controller.policy_for_instance, vlm, model_name, images_root, out_dir, seed, **kw)
+
+
+def dynamic_eval(instances, split, space: PolicySpace, vlm, model_name, images_root, out_dir, seed, **kw):
+    """Table 11's "Dynamic" setting: one random policy per instance (seeded by instance), no controller."""
+
+    def assign(inst: dict) -> Policy:
+        return random_policy(np.random.default_rng(int(stable_hash(["samf-dynamic", seed, inst["instance_id"]])[:16], 16)), space)
+
+    return policy_eval(instances, split, assign, vlm, model_name, images_root, out_dir, seed, **kw)
+
+
+def empty_table() -> pl.DataFrame:
+    return _frame([])
+
+
+SETTINGS = ("standard", "dynamic", "fuzzed")
+
+
+def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", dynamic: pl.DataFrame | None = None) -> pl.DataFrame:
+    """GHR / risk-weighted GHR / BHR (SHR, GHS when scored) per setting — standard, dynamic (null when not run),
+    fuzzed — per group and overall, on one split (Table 11 layout)."""
     rows = []
-    std, fz = standard.filter(pl.col("split") == split), fuzzed.filter(pl.col("split") == split)
+    dynamic = dynamic if dynamic is not None else empty_table()
+    tables = {name: df.filter(pl.col("split") == split) for name, df in zip(SETTINGS, (standard, dynamic, fuzzed))}
+    std, fz = tables["standard"], tables["fuzzed"]
     groups = sorted(set(std["group"].to_list()) | set(fz["group"].to_list()))
-    for name, s, f in [("overall", std, fz)] + [(g, std.filter(pl.col("group") == g), fz.filter(pl.col("group") == g)) for g in groups]:
+    for name in ["overall", *groups]:
+        sub = {k: (df if name == "overall" else df.filter(pl.col("group") == name)) for k, df in tables.items()}
+        s, f = sub["standard"], sub["fuzzed"]
         row = {"group": name, "split": split, "n": s.height}
-        for setting, df in (("standard", s), ("fuzzed", f)):
+        for setting, df in sub.items():
             row[f"ghr_{setting}"] = float(df["ghr"].mean()) if df.height else None
             row[f"ghr_risk_{setting}"] = risk_weighted(df["ghr"].to_list(), df["risk_level"].to_list()) if df.height else None
             for m in ("bhr", "shr", "ghs"):
@@ -242,10 +271,10 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test") -
         row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
         row["model"] = ";".join(sorted(set(standard["model"].to_list()) | set(fuzzed["model"].to_list())))
-        row["stand_in"] = bool(standard["stand_in"].any() or fuzzed["stand_in"].any())
+        row["stand_in"] = bool(standard["stand_in"].any() or fuzzed["stand_in"].any() or dynamic["stand_in"].any())
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
-    for setting in ("standard", "fuzzed"):
+    for setting in SETTINGS:
         schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64})
         for m in ("bhr", "shr", "ghs"):
             schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})

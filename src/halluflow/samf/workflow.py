@@ -2,8 +2,8 @@
 
 samf_instances -> fuzz/instances.json + fuzz/split.parquet; samf_standard_eval -> fuzz/<model>/standard.parquet;
 samf_train -> fuzz/<model>/train/<group>.json (one job per (s, q) group); samf_fuzzed_eval -> policies.json
-(the CentralFuzzController), fuzzed.parquet, fuzzed_instances.json, fuzzed/ images; samf_compare ->
-comparison.parquet + comparison.json (standard vs fuzzed on the test split). Stand-in models are flagged.
+(the CentralFuzzController), fuzzed.parquet, fuzzed_instances.json, dynamic.parquet (random policies), fuzzed/
+images; samf_compare -> comparison.parquet + .json (standard / dynamic / fuzzed on the test split). Stand-ins flagged.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from ..errors import ConfigError, InputError
 from ..io import read_json, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
-from .controllers import CentralFuzzController, Policy, pilot_split
+from .controllers import CentralFuzzController, Policy, pilot_split, policy_space
 from .metrics import scorer_from_config
-from .pipeline import compare, fuzzed_eval, standard_eval, train_group
+from .pipeline import compare, dynamic_eval, empty_table, fuzzed_eval, standard_eval, train_group
 from .schema import group_of, load_instances, write_instances
 
 log = get_logger(__name__)
@@ -163,7 +163,7 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
 
 def run_fuzzed(
     samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies,
-    out_fuzzed, out_instances, llm_spec=None,
+    out_fuzzed, out_instances, out_dynamic, llm_spec=None,
 ) -> None:
     controller, records = load_controller(trained)
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
@@ -171,18 +171,22 @@ def run_fuzzed(
     write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
     judge = make_judge(samf, llm_spec)
-    df, mutated = fuzzed_eval(
-        load_instances(instances_path), read_split(split_path), controller, vlm, spec["name"], images_root(samf, release_dir),
-        out_dir, seed, _scorer(samf, judge), samf["metrics"], judge,
-    )
+    items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
+    scoring = {"scorer": _scorer(samf, judge), "metrics": samf["metrics"], "llm": judge}
+    df, mutated = fuzzed_eval(items, split, controller, vlm, spec["name"], root, out_dir, seed, **scoring)
     write_parquet(out_fuzzed, df)
     write_instances(out_instances, mutated)
+    if samf["dynamic"]:
+        dynamic, _ = dynamic_eval(items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, **scoring)
+    else:
+        dynamic = empty_table()  # the setting was not run: compare reports null dynamic columns
+    write_parquet(out_dynamic, dynamic)
     log.info("samf fuzzed %s: GHR %.3f over %d", spec["name"], df["ghr"].mean() or 0.0, df.height)
 
 
-def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json) -> None:
+def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
     std, fz = pl.read_parquet(standard_path), pl.read_parquet(fuzzed_path)
-    table = compare(std, fz)
+    table = compare(std, fz, dynamic=pl.read_parquet(dynamic_path) if dynamic_path else None)
     write_parquet(out_parquet, table)
     stand_in = bool(std["stand_in"].any() or fz["stand_in"].any())
     write_json(out_json, {"model": model, "stand_in": stand_in, "split": "test", "rows": table.to_dicts()})
