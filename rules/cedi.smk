@@ -7,6 +7,7 @@ rule cedi_examine:
         release=CEDI_RELEASE_MANIFEST,
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
+        accepted=f"{OUT}/filtered/accepted.parquet",  # detector-seen objects are never asked as absent
         model=get_answer_model_input,  # stand-in / converted model folders, built by the answer stage's rules
         llm=get_cedi_llm_input,
     output:

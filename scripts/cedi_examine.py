@@ -14,4 +14,5 @@ examine_model(
     out_transcripts=snakemake.output.transcripts,
     out_truth=snakemake.output.truth,
     models_cache=snakemake.params.models_cache,
+    accepted=snakemake.input.accepted,
 )

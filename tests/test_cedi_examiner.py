@@ -151,6 +151,17 @@ def test_false_attributes_are_the_scenes_mined_contrasts(ode_release):
     assert any("sitting" in q for q in df["question"])  # actions are asked in their -ing form
 
 
+def test_detected_objects_are_never_asked_as_absent(ode_release, tmp_path):
+    release, graph = ode_release
+    accepted = tmp_path / "accepted.parquet"
+    write_parquet(accepted, pl.DataFrame({"image_id": ["img0", "img1", "img2"],
+                                          "detected": [["umbrella"], [], ["grass"]]}))
+    scenes = build_scenes(release, graph, 3, 7, vocabulary(graph, Synonyms.builtin()), accepted=accepted)
+    by_id = {s.image_id: s.neighbours for s in scenes}
+    assert by_id["img0"] == ["frisbee"]  # umbrella (weight 9) was seen by the detector
+    assert by_id["img1"] == ["table"] and by_id["img2"] == []
+
+
 def test_rejecting_model_is_correct_on_false_premises(ode_release):
     release, graph = ode_release
     _, rows = run_examiner(release, graph, RejectingVLM())

@@ -92,9 +92,19 @@ def neighbours_of(edges, names: Sequence[str], exclude: set[str]) -> list[str]:
     return sorted(best, key=lambda o: (-best[o], o))
 
 
+def detected_labels(accepted: str | Path | None) -> dict[str, set[str]]:
+    """Objects the detector saw in each image (filtered/accepted.parquet `detected`): never asked as absent, as ODE
+    excludes them from its "no" questions."""
+    if accepted is None:
+        return {}
+    table = read_table(accepted, ["image_id", "detected"])
+    return {str(r["image_id"]): set(r["detected"] or []) for r in table.iter_rows(named=True)}
+
+
 def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, seed: int,
-                 vocab: Vocabulary) -> list[Scene]:
+                 vocab: Vocabulary, accepted: str | Path | None = None) -> list[Scene]:
     release_dir, graph_dir = Path(release_dir), Path(graph_dir)
+    seen = detected_labels(accepted)
     queries = read_table(release_dir / "queries.parquet", ["image_id", "image", "scene_id"])
     scenes = read_table(release_dir / "scenes.parquet", ["scene_id", "pair_kind", "object_a", "object_b"])
     edges = read_table(graph_dir / "edges.parquet", ["source", "target", "weight"])
@@ -121,7 +131,8 @@ def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, 
             raise InputError(f"{release_dir}: image {row['image']!r} of {row['image_id']!r} not found")
         out.append(Scene(
             image_id=str(row["image_id"]), image_path=str(image), image_sha256=sha256_file(image), truth=truth,
-            neighbours=neighbours_of(edges, names, set(names)), contrasts=contrasts, scene_id=str(row["scene_id"]),
+            neighbours=neighbours_of(edges, names, set(names) | seen.get(str(row["image_id"]), set())),
+            contrasts=contrasts, scene_id=str(row["scene_id"]),
             distribution=scene.get("distribution"), pair_kind=scene.get("pair_kind"),
         ))
     return out
@@ -160,14 +171,15 @@ class Evaluatee:
 
 def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path,
                   graph_dir: str | Path, out_transcripts: str | Path, out_truth: str | Path, vlm=None,
-                  models_cache: str | Path = "resources/models") -> int:
+                  models_cache: str | Path = "resources/models", accepted: str | Path | None = None) -> int:
     """Run every configured examiner and history mode for one model; returns the number of turns written."""
     import polars as pl
 
     s = settings_of(config)
     syn = synonyms_of(s)
     vocab = vocabulary(graph_dir, syn)
-    scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab)
+    scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab,
+                          accepted=accepted)
     llm = llm_of(config, s, s.get("question_writer", "template") == "llm")
     vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir, models_cache, int(s.get("max_new_tokens", 64)))
     info = vlm.describe()
