@@ -186,3 +186,20 @@ def test_cli_mutate_and_operators(item, capsys):
     (root / "bad.json").write_text(json.dumps(dict(inst, meta_inf=dict(inst["meta_inf"], risk_level=9))))
     assert main(["fuzz", "mutate", "--instance", str(root / "bad.json"), "--op", "constraint_stack", "--level", "1", "--out", str(root / "x")]) == 1
     assert "instance 120001: field 'meta_inf.risk_level'" in capsys.readouterr().err
+
+
+def test_composition_uses_distinct_pool_images_and_tiny_images_work(item):
+    inst, root = item
+    original = Image.open(root / "images" / "car.png").convert("RGB")
+    other = Image.fromarray(np.full((60, 80, 3), 200, np.uint8))
+    m = O.mutate_instance(inst, [("multi_image_composition", 2)], 1, root, root / "o", distractors=[original.copy(), other])
+    info = m["mutation_inf"]
+    assert info["operations"][0]["details"]["images"].count("other_image") == 1  # the copy of the reference is skipped
+    imgs = [np.asarray(Image.open(root / "o" / p).convert("RGB")) for p in info["mutated_image_paths"]]
+    assert sum(np.array_equal(a, np.asarray(original)) for a in imgs) == 1
+    (root / "images" / "tiny.png").parent.mkdir(exist_ok=True)
+    Image.fromarray(np.zeros((5, 6, 3), np.uint8)).save(root / "images" / "tiny.png")
+    tiny = dict(inst, seed_data=dict(inst["seed_data"], image_path="images/tiny.png"))
+    for name in O.IMAGE_OPERATORS:
+        for seed in range(4):
+            O.mutate_instance(tiny, [(name, 5)], seed, root, root / "t")

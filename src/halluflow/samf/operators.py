@@ -308,7 +308,7 @@ def _simple_transform(img: Image.Image, level: int, rng) -> tuple[Image.Image, s
         img = ImageOps.mirror(img) if rng.random() < 0.5 else ImageOps.flip(img)
     elif kind == "crop":
         f = 1.0 - 0.3 * s
-        cw, ch = max(8, int(w * f)), max(8, int(h * f))
+        cw, ch = min(w, max(8, int(w * f))), min(h, max(8, int(h * f)))
         x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
         img = img.crop((x, y, x + cw, y + ch))
     elif kind == "noise":
@@ -433,7 +433,8 @@ def _synthetic_distractor(size: tuple[int, int], rng) -> Image.Image:
 
 def multi_image_composition(state: MutationState, level: int, rng, ctx) -> dict:
     original = state.images[state.reference].convert("RGB")
-    pool = list(ctx.distractors)
+    # "Distinct images" (C.1): a pool image identical to the reference would make "use only Image k" ambiguous.
+    pool = [im for im in ctx.distractors if not (im.size == original.size and im.convert("RGB").tobytes() == original.tobytes())]
     sources: list[str] = []
 
     def make():
