@@ -14,6 +14,16 @@ from conftest import REPO
 LLM_DIR = str(REPO / DEFAULT_LLM_DIR)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    # On a shared CPU torch's default pool spin-waits against other processes (10-30x slower); restore afterwards.
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def llm():
     # Shared cache under resources/models (git-ignored): converted once (~25 s), then loads in < 1 s.

@@ -12,6 +12,16 @@ from halluflow.errors import InputError, MissingExtraError
 from halluflow.standins import MARKER, build_standin, register_builder
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    # On a shared CPU torch's default pool spin-waits against other processes (10-30x slower); restore afterwards.
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny_vlm_dir(tmp_path_factory):
     register_builder("smolvlm", build_tiny_smolvlm)
