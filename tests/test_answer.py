@@ -149,3 +149,40 @@ def test_tiny_standin_vlm_through_the_stage(tmp_path, release):
     assert table["stand_in"].all() and set(table["status"]) == {"ok"}
     assert '"max_new_tokens": 6' in table.filter(pl.col("query_id") == "q00")["generation"][0]
     assert '"max_new_tokens": 24' in table.filter(pl.col("query_id") == "q03")["generation"][0]
+
+
+def test_cli_answers_pope_questions_and_the_pope_scorer_reads_them(tmp_path, capsys):
+    import json
+
+    from halluflow.cli import main
+
+    graph = make_graph(tmp_path / "graph")
+    images = tmp_path / "images"
+    images.mkdir()
+    labels = []
+    for i, (obj, label) in enumerate([("cloud", "yes"), ("frisbee", "no"), ("dog", "yes"), ("unicorn", "no")]):
+        Image.new("RGB", (8, 8), (i, i, i)).save(images / f"COCO_{i}.jpg")
+        labels.append({"question_id": i + 1, "image": f"COCO_{i}.jpg", "text": f"Is there a {obj} in the image?", "label": label})
+    (tmp_path / "labels.json").write_text(json.dumps(labels))  # A-OKVQA/GQA style: one JSON array
+    out = tmp_path / "answers.jsonl"
+    argv = ["answer", "run", "--source", "pope", "--questions", str(tmp_path / "labels.json"), "--images", str(images),
+            "--backend", "prior", "--arg", f"graph={graph}", "--arg", "threshold=0.15", "--out", str(out)]
+    assert main(argv) == 0
+    # No scene context in POPE: the prior uses marginal frequency / max (cloud 40/50, frisbee 4/50, dog 10/50, unicorn 1/50).
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["question_id"], r["answer"]) for r in rows] == [(1, "Yes"), (2, "No"), (3, "Yes"), (4, "No")]
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["new"] == 4
+    assert main(argv) == 0  # rerun: everything from the cache
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cache_hits"] == 4
+    assert main(["score", "pope", "--answers", str(out), "--labels", str(tmp_path / "labels.json")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["accuracy"] == 1.0 and metrics["n"] == 4
+
+
+def test_cli_bad_arg_is_one_line_error(tmp_path, capsys):
+    from halluflow.cli import main
+
+    (tmp_path / "q.jsonl").write_text('{"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?"}\n')
+    code = main(["answer", "run", "--source", "pope", "--questions", str(tmp_path / "q.jsonl"), "--images", str(tmp_path),
+                 "--backend", "prior", "--arg", "graph", "--out", str(tmp_path / "o.jsonl")])
+    assert code == 1 and "--arg 'graph': expected KEY=VALUE" in capsys.readouterr().err

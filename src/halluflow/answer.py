@@ -321,3 +321,109 @@ def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, thread
     engine_settings = {k: v for k, v in settings.items() if k != "source"}
     return answer_shard(queries, image_root, model, params["cache"], out_path, shard=shard, n_shards=int(params["shards"]),
                         settings=engine_settings)
+
+
+# ---- CLI: `halluflow answer run` (answer POPE / AMBER / ODE questions with any backend, outside Snakemake) ----
+
+CLI_DESCRIPTION = (
+    "Ask one model every question of a POPE label file, an AMBER query file or an ODE release, with the same\n"
+    "request-hash cache, retries and failure recording as the workflow's answer rule. The output is in the format\n"
+    "the matching scorer reads: POPE → JSONL {question_id, answer}; AMBER → JSON array [{id, response}];\n"
+    "ODE → JSONL {query_id, answer}. A rerun with the same --cache repeats no finished request."
+)
+
+CLI_EPILOG = """examples:
+  halluflow answer run --source pope --questions coco_pope_popular.json --images val2014/ \\
+      --backend openai --arg base_url=http://localhost:8000/v1 --arg model=llava-hf/llava-1.5-7b-hf \\
+      --name llava --out llava_popular.jsonl
+  halluflow score pope --answers llava_popular.jsonl --labels coco_pope_popular.json
+  halluflow answer run --source amber --questions data/query/query_all.json --images AMBER/ \\
+      --backend transformers --arg model=HuggingFaceTB/SmolVLM-256M-Instruct --arg device=cuda --out amber.json
+  halluflow answer run --source ode --questions results/ode-demo/release --backend blind --out blind.jsonl"""
+
+
+def configure(parser) -> None:
+    parser.add_argument("--source", choices=["pope", "amber", "ode"], required=True, help="kind of question file")
+    parser.add_argument("--questions", required=True, help="POPE label file, AMBER query_*.json, or an ODE release folder")
+    parser.add_argument("--images", help="folder holding the images (pope/amber; an ODE release holds its own)")
+    parser.add_argument("--annotations", help="AMBER annotations.json (fills truth and query types)")
+    parser.add_argument("--backend", help="vlm backend: transformers | openai | vllm | blind | prior")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="backend argument (repeatable); VALUE is read as YAML, so 8 is a number and true a boolean")
+    parser.add_argument("--model-config", help="YAML file with one `models:` entry {name, backend, args, stand_in}")
+    parser.add_argument("--name", default=None, help="model name recorded in the outputs (default: the backend name)")
+    parser.add_argument("--out", required=True, help="answers file to write (.jsonl, .json or .parquet)")
+    parser.add_argument("--cache", default=None, help="request cache folder (default: <out>.cache/)")
+    parser.add_argument("--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="yes/no answer length (default 6)")
+    parser.add_argument("--max-new-tokens-generative", type=int, default=None, help="description length (default 24)")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call")
+    parser.add_argument("--max-failed-fraction", type=float, default=1.0,
+                        help="exit non-zero when more requests fail (default 1.0: always write them as status failed)")
+
+
+def _cli_spec(args) -> dict:
+    import yaml
+
+    if args.model_config:
+        path = Path(args.model_config)
+        if not path.exists():
+            raise ConfigError(f"--model-config {path}: file not found")
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(spec, dict) and "models" in spec:
+            spec = (spec["models"] or [None])[0]
+        if not isinstance(spec, dict):
+            raise ConfigError(f"--model-config {path}: expected one models entry {{name, backend, args}}")
+    elif args.backend:
+        spec = {"name": args.name or args.backend, "backend": args.backend, "args": {}}
+    else:
+        raise ConfigError("give --backend (with --arg KEY=VALUE) or --model-config")
+    spec = dict(spec)
+    spec.setdefault("name", args.name or spec.get("backend"))
+    if args.name:
+        spec["name"] = args.name
+    extra = {}
+    for item in args.arg:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--arg {item!r}: expected KEY=VALUE")
+        extra[key] = yaml.safe_load(value)
+    spec["args"] = {**(spec.get("args") or {}), **extra}
+    return spec
+
+
+def _original_id(query_id: str):
+    # POPE / AMBER ids are integers in their files; write them back the same way so their scorers match them.
+    return int(query_id) if query_id.isdigit() else query_id
+
+
+def run(args) -> int:
+    import polars as pl
+
+    from .io import write_json, write_jsonl
+    from .sources import load_source
+
+    spec = _cli_spec(args)
+    queries, image_root = load_source(args.source, args.questions, args.images, args.annotations)
+    out = Path(args.out)
+    cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
+    lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
+    if args.max_new_tokens:
+        lengths["discriminative"] = args.max_new_tokens
+    if args.max_new_tokens_generative:
+        lengths["generative"] = args.max_new_tokens_generative
+    settings = {"yes_no_suffix": args.yes_no_suffix, "max_new_tokens": lengths, "batch_size": args.batch_size,
+                "max_failed_fraction": args.max_failed_fraction}
+    table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
+    stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
+    if out.suffix != ".parquet":
+        table = pl.read_parquet(table_path)
+        if args.source == "amber":
+            write_json(out, [{"id": _original_id(r["query_id"]), "response": r["answer"]}
+                             for r in table.iter_rows(named=True)])
+        else:
+            id_key = "question_id" if args.source == "pope" else "query_id"
+            write_jsonl(out, ({id_key: _original_id(r["query_id"]), "answer": r["answer"], "status": r["status"],
+                               **({"error": r["error"]} if r["error"] else {})} for r in table.iter_rows(named=True)))
+    print(json.dumps({"out": str(out), **stats}, sort_keys=True))
+    return 0

@@ -27,6 +27,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
     ("report", "build", "halluflow.report", "build the HTML summary for existing result folders"),
     ("standin", "build", "halluflow.standins", "build a tiny random stand-in model (FLUX, OWLv2, Grounding DINO, YOLO) offline"),
+    ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
 ]
 
 EPILOG = """examples:
