@@ -16,7 +16,7 @@ rule build_standin_vlm:
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     conda:
-        "../envs/models.yaml"
+        "../envs/answer.yaml"
     script:
         "../scripts/build_standin_vlm.py"
 
@@ -30,7 +30,7 @@ rule build_local_llm:
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
     conda:
-        "../envs/models.yaml"
+        "../envs/answer.yaml"
     script:
         "../scripts/build_local_llm.py"
 
@@ -58,6 +58,6 @@ rule answer:
         gpu=get_answer_gpus,
         api_calls=get_answer_api_calls,
     conda:
-        "../envs/models.yaml"
+        "../envs/answer.yaml"
     script:
         "../scripts/answer.py"
