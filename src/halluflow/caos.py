@@ -14,10 +14,16 @@ vocabulary's objects sorted by frequency F = (f_1, f_2, ...); e(·) is an embedd
   CAOS_{T/X}   = CAOS_T / CAOS_X          CAOS_{X/K} = CAOS_X / CAOS_K
   CAOS_avg     = (CAOS_T + CAOS_X + CAOS_K) / 3   (mean of the defined ones when X is undefined everywhere)
 
+  subsets (paper Fig. 5): the same means over in-domain h, out-of-domain h, and h ∉ {f_1, f_2, f_3}
+
+Side by side, over the same object lists (micro-averaged over captions c; undecided oracle ties left out):
+  precision = Σ|O_c \ H_c| / Σ|O_c|      recall = Σ|G_c ∩ O_c| / Σ|G_c|      objects per caption = Σ|O_c| / #c
+  CHAIR_i   = Σ|H_c| / Σ|O_c|            CHAIR_s = #{c : H_c ≠ ∅} / #c
+  rate(p)   = #{hallucinated objects at position p} / #{objects at position p}   (sequential analysis)
+POPE-F1 and the scoring stage's CHAIR are read from metrics/<model>.json, not recomputed.
+
 A cosine with a zero vector (a GloVe phrase with no known word) is undefined, never 0; a max over only undefined
-cosines is undefined. No hallucinated object → every score is null with n = 0 (never NaN). Side by side: object
-precision / recall, objects per caption, CHAIR_s / CHAIR_i over the same object lists, and hallucination rate by
-position in the caption (sequential analysis).
+cosines is undefined. No hallucinated object → every score is null with n = 0 (never NaN).
 """
 
 from __future__ import annotations
