@@ -1,6 +1,6 @@
 """CAOS — Context-Aware Object Similarities (seed 001; no public code, this is the reference implementation).
 
-Notation (per caption c with ordered, de-duplicated objects o_0, o_1, ..., ground truth G_c, and the training
+Notation (per caption c with ordered, de-duplicated objects O_c = (o_0, o_1, ...), ground truth G_c, and the training
 vocabulary's objects sorted by frequency F = (f_1, f_2, ...); e(·) is an embedding, cos the cosine similarity):
 
   H_c          = { o_i : o_i ∉ G_c }                    in-domain objects (in the vocabulary) are judged against G_c;
