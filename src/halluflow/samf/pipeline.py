@@ -16,7 +16,7 @@ from PIL import Image
 
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
-from ..io import safe_join, sha256_file, stable_hash
+from ..io import open_rgb, safe_join, sha256_file, stable_hash
 from ..progress import get_logger
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
@@ -131,8 +131,7 @@ def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: 
         if rel in seen or not path.exists():
             continue
         seen.add(rel)
-        with Image.open(path) as im:
-            out.append(im.convert("RGB"))
+        out.append(open_rgb(path, f"instance {inst['instance_id']}: image"))
         if len(out) >= limit:
             break
     return out
@@ -270,8 +269,8 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", d
                 )
         row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
-        row["model"] = ";".join(sorted(set(standard["model"].to_list()) | set(fuzzed["model"].to_list())))
-        row["stand_in"] = bool(standard["stand_in"].any() or fuzzed["stand_in"].any() or dynamic["stand_in"].any())
+        row["model"] = ";".join(sorted({m for df in (standard, fuzzed) if "model" in df.columns for m in df["model"].to_list()})) or None
+        row["stand_in"] = any(bool(df["stand_in"].any()) for df in (standard, dynamic, fuzzed) if "stand_in" in df.columns)
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in SETTINGS:
