@@ -16,7 +16,7 @@ from PIL import Image
 
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
-from ..io import open_rgb, safe_join, sha256_file, stable_hash
+from ..io import safe_join, sha256_file, stable_hash
 from ..progress import get_logger
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
@@ -131,7 +131,8 @@ def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: 
         if rel in seen or not path.exists():
             continue
         seen.add(rel)
-        out.append(open_rgb(path, f"instance {inst['instance_id']}: image"))
+        with Image.open(path) as im:
+            out.append(im.convert("RGB"))
         if len(out) >= limit:
             break
     return out
