@@ -17,7 +17,7 @@ from PIL import Image
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
 from ..io import safe_join, sha256_file, stable_hash
-from ..progress import get_logger
+from ..progress import get_logger, progress
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
 from .operators import mutate_instance
@@ -85,7 +85,7 @@ class PolicyEvaluator:
                 distractors=self.distractors,
                 policy_key=policy.key(),
             )
-            for policy, inst in todo
+            for policy, inst in progress(todo, desc="mutate", total=len(todo))
         ]
         requests = [self._request(m) for m in mutated]
         for (policy, inst), m, req, answer in zip(todo, mutated, requests, _answers(self.vlm, requests)):
