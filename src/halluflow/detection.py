@@ -17,7 +17,7 @@ import polars as pl
 
 from .backends.base import BackendInfo, Detection, Detector
 from .errors import BackendError, ConfigError, InputError, MissingExtraError
-from .io import safe_join
+from .io import open_rgb, safe_join
 from .progress import get_logger, progress
 from .standins import standin_info, tiny_clip_tokenizer
 
@@ -455,8 +455,6 @@ def image_labels(images: pl.DataFrame, scenes: pl.DataFrame, prompts: pl.DataFra
 def detect_shard(images: pl.DataFrame, labels: dict[str, list[str]], root: str | os.PathLike, detector: Detector,
                  batch_size: int = 8) -> pl.DataFrame:
     """Run the detector over a shard's images (paths relative to `root`) and return the detection table."""
-    from PIL import Image
-
     if batch_size < 1:
         raise ConfigError(f"detection.batch_size must be >= 1, got {batch_size}")
     info = detector.describe()
@@ -469,8 +467,7 @@ def detect_shard(images: pl.DataFrame, labels: dict[str, list[str]], root: str |
             path = safe_join(root, r["path"])
             if not path.exists():
                 raise InputError(f"{path}: image of {r['image_id']!r} not found")
-            with Image.open(path) as im:
-                pil.append(im.convert("RGB"))
+            pil.append(open_rgb(path, f"image of {r['image_id']!r}"))
         found = detector.detect(pil, [labels[r["image_id"]] for r in batch])
         for r, dets in zip(batch, found):
             for d in dets:

@@ -148,3 +148,24 @@ def safe_join(root: str | os.PathLike, relative: str) -> Path:
     if candidate != root_path and root_path not in candidate.parents:
         raise InputError(f"image path {relative!r} escapes its folder {root}")
     return candidate
+
+
+def open_rgb(path: str | os.PathLike, what: str = "image"):
+    """Decode an image fully as RGB; InputError naming the file when it is missing, not an image, or truncated.
+
+    PIL opens a truncated PNG lazily and only fails at decode time with a bare OSError ("image file is truncated");
+    every reader goes through here so a corrupt file is reported by name instead of as a traceback.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except FileNotFoundError:
+        raise InputError(f"{what} {path}: file not found") from None
+    except UnidentifiedImageError:
+        raise InputError(f"{what} {path}: not a readable image") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        # SyntaxError: PIL's "broken PNG file"; OSError: truncated data; ValueError/bomb: absurd headers.
+        raise InputError(f"{what} {path}: corrupt or truncated image ({exc})") from None

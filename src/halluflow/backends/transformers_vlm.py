@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import InputError, MissingExtraError
+from ..errors import MissingExtraError
 from .base import VLM, BackendInfo, VLMRequest
 from .llm import generation_kwargs, load_packaged_tokenizer, resolve_device, resolve_model_path, torch_dtype
 
@@ -101,15 +101,9 @@ def is_standin_folder(model: str) -> bool:
 
 
 def load_image(path: str):
-    from PIL import Image, UnidentifiedImageError
+    from ..io import open_rgb
 
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except FileNotFoundError:
-        raise InputError(f"image {path}: file not found") from None
-    except UnidentifiedImageError:
-        raise InputError(f"image {path}: not a readable image") from None
+    return open_rgb(path)
 
 
 def conversation(request: VLMRequest, system_prompt: str | None = None) -> list[dict]:

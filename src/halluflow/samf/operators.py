@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
 from ..errors import InputError
-from ..io import dumps_json, safe_join, sha256_file, stable_hash, write_bytes
+from ..io import dumps_json, open_rgb, safe_join, sha256_file, stable_hash, write_bytes
 from .schema import negative_answers, truth_answers
 
 MAX_PROMPT_CHARS = 80_000  # C.6: stop applying text operators once the prompt reaches this length
@@ -554,8 +554,7 @@ def load_image(instance: dict, images_root: str | Path) -> Image.Image:
     path = safe_join(images_root, rel)
     if not path.exists():
         raise InputError(f"instance {instance['instance_id']}: image {rel!r} not found under {images_root}")
-    with Image.open(path) as im:
-        return im.convert("RGB")
+    return open_rgb(path, f"instance {instance['instance_id']}: image")
 
 
 def mutate_instance(

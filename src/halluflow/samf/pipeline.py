@@ -16,7 +16,7 @@ from PIL import Image
 
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
-from ..io import safe_join, sha256_file, stable_hash
+from ..io import open_rgb, safe_join, sha256_file, stable_hash
 from ..progress import get_logger, progress
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
@@ -131,8 +131,7 @@ def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: 
         if rel in seen or not path.exists():
             continue
         seen.add(rel)
-        with Image.open(path) as im:
-            out.append(im.convert("RGB"))
+        out.append(open_rgb(path, f"instance {inst['instance_id']}: image"))
         if len(out) >= limit:
             break
     return out
