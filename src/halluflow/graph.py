@@ -154,6 +154,8 @@ def read_visual_genome(objects: str | Path, attributes: str | Path | None = None
         raise InputError(f"{objects}: expected Visual Genome's JSON array of images")
     ann = Annotations()
     for i, img in enumerate(data):
+        if not isinstance(img, dict):
+            raise InputError(f"{objects}: image {i} is not an object (Visual Genome objects.json expected)")
         if "objects" not in img:
             raise InputError(f"{objects}: image {i} lacks 'objects'")
         names = []
