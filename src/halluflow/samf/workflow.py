@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import ConfigError, InputError
-from ..io import read_json, write_json, write_parquet
+from ..io import read_json, safe_join, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
 from .controllers import CentralFuzzController, Policy, pilot_split, policy_space
@@ -67,10 +67,25 @@ def read_split(path) -> dict[str, str]:
     return dict(pl.read_parquet(path).select("instance_id", "split").iter_rows())
 
 
+def check_image_paths(items: list[dict], root: Path, source) -> None:
+    """Fail before any output is written when an instance's image escapes the images folder or is missing."""
+    for item in items:
+        rel = item["seed_data"]["image_path"]
+        where = f"{source}: instance {item['instance_id']}: field 'seed_data.image_path'"
+        try:
+            path = safe_join(root, rel)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        if not path.is_file():
+            raise InputError(f"{where}: {rel!r} not found under {root}")
+
+
 def make_instances(samf: dict, release_dir, release: str, seed: int, out_instances, out_split) -> int:
     items = source_instances(samf, release_dir, release, seed)
     if not items:
         raise InputError(f"samf: no instances from {samf['source']['format']} source (query types {samf['query_types']})")
+    if samf["source"]["format"] == "unihall":
+        check_image_paths(items, images_root(samf, release_dir), samf["source"]["path"])
     split = pilot_split(items, samf["pilot_ratio"], seed)
     write_instances(out_instances, items)
     write_split(out_split, items, split)
