@@ -1,0 +1,195 @@
+"""Bad inputs (issue 7 item 4): each is refused with a clear one-line error naming the offending file / item, and
+leaves no half-written output behind. Config errors are covered in tests/test_config.py; release tampering in
+tests/test_workflow.py; HTTP null / huge answers at the answer stage in tests/test_openai_http.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from PIL import Image
+
+from halluflow import registry
+from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.backends.transformers_vlm import load_image
+from halluflow.detection import detect_shard
+from halluflow.errors import HalluflowError
+from halluflow.graph import build_graph
+from halluflow.metrics.ode import score_answers
+from halluflow.samf import workflow as samf_workflow
+from halluflow.samf.operators import load_image as samf_load_image
+from halluflow.sources import load_source
+from halluflow.standins import build_standin
+
+from test_backends_prior import make_graph
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def png(path: Path, seed: int = 0, size: int = 32) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.random.default_rng(seed).integers(0, 255, (size, size, 3), dtype=np.uint8)).save(path)
+    return path
+
+
+def truncate(path: Path) -> Path:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # header intact: PIL opens it, decoding fails
+    return path
+
+
+def pope_set(root: Path, images: list[str], present: int | None = None) -> Path:
+    """POPE label file asking about `images`; the first `present` of them exist as PNGs under root/images."""
+    for i, name in enumerate(images[:present] if present is not None else images):
+        if ".." not in name:
+            png(root / "images" / name, seed=i)
+    rows = [{"question_id": i, "image": name, "text": "Is there a dog in the image?", "label": "yes"}
+            for i, name in enumerate(images)]
+    (root / "pope.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root / "pope.jsonl"
+
+
+def answer_pope(tmp_path: Path, label_file: Path) -> None:
+    """The answer stage with the prior model on a POPE set (its table would go to out/answers/000.parquet)."""
+    out = tmp_path / "out" / "answers" / "000.parquet"
+    queries, root = load_source("pope", label_file, tmp_path / "images")
+    spec = {"name": "prior", "backend": "prior", "args": {"graph": str(make_graph(tmp_path / "graph"))}}
+    answer_shard(queries, root, ModelUnderTest(spec), tmp_path / "out" / "cache", out)
+
+
+def unihall_instance(image_path: str) -> dict:
+    return {"instance_id": "110001", "meta_inf": {"category": "object", "subtype": "existence", "risk_level": 1},
+            "source_inf": {"source_dataset": "test", "source_id": "0"},
+            "seed_data": {"type": "YON", "image_path": image_path, "question": "Is there a dog?",
+                          "ground_truth": "Yes"}}
+
+
+def make_unihall(tmp_path: Path, image_path: str) -> None:
+    """samf_instances on a UniHall file (writes out/instances.json + out/split.parquet when it succeeds)."""
+    png(tmp_path / "data" / "images" / "0.png")
+    (tmp_path / "data" / "unihall.json").write_text(json.dumps([unihall_instance(image_path)]))
+    samf = samf_workflow_config()
+    samf["source"] = {"format": "unihall", "path": str(tmp_path / "data" / "unihall.json"), "images": None}
+    out = tmp_path / "out" / "instances.json"
+    samf_workflow.make_instances(samf, None, "test", 0, out, tmp_path / "out" / "split.parquet")
+
+
+def samf_workflow_config() -> dict:
+    from halluflow.config import load_config
+
+    return load_config(REPO / "config.yaml")["samf"]
+
+
+@pytest.fixture(scope="module")
+def owl(tmp_path_factory):
+    path = build_standin("owlv2", tmp_path_factory.mktemp("models") / "tiny-owlv2", seed=0)
+    return registry.create("detector", {"backend": "transformers", "model": str(path), "device": "cpu"})
+
+
+def graph_case(fmt: str, content, suffix: str = ".json"):
+    def run(tmp_path: Path) -> Path:
+        src = tmp_path / f"annotations{suffix}"
+        src.write_text(content if isinstance(content, str) else json.dumps(content))
+        build_graph({"format": fmt, "path": str(src)})
+    return run
+
+
+AMBER = [{"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]}]
+COCO = {"images": [{"id": 1}], "annotations": [{"image_id": 1, "category_id": 18}],
+        "categories": [{"id": 18, "name": "dog"}]}
+VISUAL_GENOME = [{"image_id": 1, "objects": [{"names": ["dog"]}]}]
+
+
+def text_file(path: Path) -> Path:
+    path.write_text("not an image")
+    return path
+
+
+def detect_truncated(tmp_path: Path, owl=None) -> Path:
+    png(tmp_path / "images" / "000" / "a.png", seed=0)
+    truncate(png(tmp_path / "images" / "000" / "b.png", seed=1))
+    images = pl.DataFrame({"image_id": ["a", "b"], "path": ["images/000/a.png", "images/000/b.png"]})
+    detect_shard(images, {"a": ["dog"], "b": ["dog"]}, tmp_path, owl)
+
+
+# name -> (action(tmp_path) that must raise, regex the one-line error must match); outputs go under tmp_path/out
+CASES = {
+    "graph: AMBER file read as COCO": (graph_case("coco", AMBER), r"annotations\.json: COCO instances JSON lacks 'annotations'"),
+    "graph: COCO file read as AMBER": (graph_case("amber", COCO), r"annotations\.json: expected AMBER's JSON array"),
+    "graph: COCO file read as Visual Genome": (graph_case("visual_genome", COCO), r"annotations\.json: expected Visual Genome"),
+    "graph: AMBER file read as Visual Genome": (graph_case("visual_genome", AMBER), r"annotations\.json: image 0 lacks 'objects'"),
+    "graph: not JSON": (graph_case("coco", "id,object\n1,dog\n"), r"annotations\.json: not valid JSON"),
+    "graph: table without the object column": (graph_case("table", "img,thing\n1,dog\n", ".csv"), r"annotations\.csv: column 'image_id' not found"),
+    "graph: VG objects not a list of images": (graph_case("visual_genome", [1, 2]), r"annotations\.json: image 0 is not an object"),
+    "static set: missing image": (lambda t: answer_pope(t, pope_set(t, ["a.jpg", "b.jpg"], present=1)),
+                                  r"1 image\(s\) missing under .*images: b\.jpg"),
+    "static set: image escaping its folder": (lambda t: answer_pope(t, pope_set(t, ["a.jpg", "../../etc/passwd"])),
+                                              r"image path '\.\./\.\./etc/passwd' escapes its folder"),
+    "UniHall: image escaping its folder": (lambda t: make_unihall(t, "../../etc/passwd"),
+                                           r"unihall\.json: instance 110001: field 'seed_data\.image_path': image path '\.\./\.\./etc/passwd' escapes"),
+    "UniHall: missing image": (lambda t: make_unihall(t, "images/9.png"),
+                               r"unihall\.json: instance 110001: field 'seed_data\.image_path': 'images/9\.png' not found"),
+    "VLM: truncated PNG": (lambda t: load_image(str(truncate(png(t / "x.png")))),
+                           r"image .*x\.png: corrupt or truncated image"),
+    "VLM: not an image": (lambda t: load_image(str(text_file(t / "x.png"))), r"image .*x\.png: not a readable image"),
+    "SAMF: truncated PNG": (lambda t: samf_load_image(unihall_instance("x.png"), truncate(png(t / "x.png")).parent),
+                            r"instance 110001: image .*x\.png: corrupt or truncated image"),
+    "detect: truncated PNG": ("detect", r"image of 'b' .*b\.png: corrupt or truncated image"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_refused_by_name(case, tmp_path, request):
+    action, message = CASES[case]
+    if action == "detect":
+        action = lambda t: detect_truncated(t, request.getfixturevalue("owl"))  # noqa: E731 - model only here
+    with pytest.raises(HalluflowError) as info:
+        action(tmp_path)
+    text = str(info.value)
+    assert "\n" not in text, text
+    assert re.search(message, text), text
+    # No half-written output: no final file under the output folders, no temporary left behind.
+    produced = [p for p in tmp_path.rglob("*") if p.is_file() and ("out" in p.relative_to(tmp_path).parts[:1]
+                                                                    and "cache" not in p.parts)]
+    assert produced == [] and not list(tmp_path.rglob("*.part")), produced
+
+
+def test_cli_reports_one_line_and_writes_nothing(tmp_path):
+    src = tmp_path / "amber.json"
+    src.write_text(json.dumps(AMBER))
+    proc = subprocess.run([sys.executable, "-m", "halluflow.cli", "graph", "build", "--format", "coco", "--path",
+                           str(src), "--out", str(tmp_path / "graph")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == f"halluflow: error: {src}: COCO instances JSON lacks 'annotations'"
+    assert "Traceback" not in proc.stderr and not (tmp_path / "graph").exists()
+
+
+def test_empty_huge_and_missing_answers_are_scored_not_crashed():
+    """An empty answer, a 10 MB answer (what the answer stage would have truncated) and no text at all."""
+    huge = "yes " * 2_500_000
+    queries = pl.DataFrame({
+        "query_id": ["d-empty", "d-huge", "d-none", "g-empty", "g-huge", "g-none"],
+        "distribution": ["standard"] * 6, "pair_kind": ["entity_entity"] * 6,
+        "task": ["discriminative"] * 3 + ["generative"] * 3,
+        "query_type": ["existence"] * 3 + ["generative"] * 3, "attribute_kind": [None] * 6,
+        "truth": ["yes"] * 3 + [None] * 3, "objects": [["dog"]] * 6,
+    })
+    answers = pl.DataFrame({"query_id": queries["query_id"], "model": ["m"] * 6,
+                            "answer": ["", huge, None, "", "a dog and a cat " * 625_000, None],
+                            "status": ["ok", "ok", "failed", "ok", "ok", "failed"]})
+    scored = score_answers(queries, answers, ["dog", "cat"]).sort("query_id")
+    row = {r["query_id"]: r for r in scored.to_dicts()}
+    assert row["d-huge"]["parsed"] == "yes" and row["d-huge"]["correct"] is True
+    # Every mention counts, as CHAIR counts them; the long answer is scored in full, not refused.
+    assert set(row["g-huge"]["hallucinated_objects"]) == {"cat"} and row["g-huge"]["n_mentions"] == 1_250_000
+    assert row["g-empty"]["n_mentions"] == 0
+    # No text = nothing to judge: neither counted right nor wrong.
+    assert row["d-none"]["correct"] is None and row["g-none"]["hallucinated"] is None
+    assert row["d-empty"]["answer"] == "" and row["g-empty"]["hallucinated"] is False
