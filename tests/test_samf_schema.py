@@ -135,3 +135,15 @@ def test_from_amber_peer_files():
         key = (i["meta_inf"]["subtype"], i["meta_inf"]["subsubtype"])
         by[key] = by.get(key, 0) + 1
     assert by == {("existence", ""): 10, ("attribute", "state"): 20, ("attribute", "number"): 10, ("relation", ""): 20}
+
+
+def test_cli_convert_pope(tmp_path, capsys):
+    from halluflow.cli import main
+
+    src = shared_data("pope-rucaibox", "coco", "coco_pope_random.json")
+    assert main(["fuzz", "convert", "--source", "pope", "--input", str(src), "--limit", "6", "--out", str(tmp_path / "u.json")]) == 0
+    items = load_instances(tmp_path / "u.json")
+    assert len(items) == 6 and sum(i["seed_data"]["ground_truth"] == "Yes" for i in items) == 3
+    assert "6 UniHall instances" in capsys.readouterr().out
+    assert main(["fuzz", "convert", "--source", "amber", "--input", str(src), "--out", str(tmp_path / "x.json")]) == 1
+    assert "--queries" in capsys.readouterr().err

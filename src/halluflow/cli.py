@@ -25,6 +25,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
     ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
+    ("fuzz", "convert", "halluflow.samf.convert", "turn ODE queries / POPE / AMBER items into UniHall instances"),
     ("report", "build", "halluflow.report", "build the HTML summary for existing result folders"),
     ("standin", "build", "halluflow.standins", "build a tiny random stand-in model (FLUX, OWLv2, Grounding DINO, YOLO) offline"),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),

@@ -201,3 +201,44 @@ def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_leve
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+CLI_DESCRIPTION = "Turn ODE release queries, POPE label files or AMBER items into a UniHall instance file (Appendix B.1)."
+CLI_EPILOG = """examples:
+  halluflow fuzz convert --source pope --input coco_pope_popular.json --limit 200 --out unihall.json
+  halluflow fuzz convert --source amber --input annotations.json --queries query_discriminative.json --out unihall.json
+  halluflow fuzz convert --source ode --input results/ode-demo/release/queries.parquet --out unihall.json
+image_path keeps the source's relative image names: pass their folder to `fuzz mutate --images` or samf.source.images."""
+
+
+def configure(parser) -> None:
+    parser.add_argument("--source", required=True, choices=["ode", "pope", "amber"], help="format of --input")
+    parser.add_argument("--input", required=True, help="ode: queries.parquet; pope: label file; amber: annotations.json")
+    parser.add_argument("--queries", default=None, help="amber: the query file (query_discriminative*.json)")
+    parser.add_argument("--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)")
+    parser.add_argument("--limit", type=int, default=None, help="keep this many items, round-robin over types (seeded)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    parser.add_argument("--risk", type=int, default=1, choices=range(1, 6), metavar="1..5", help="risk level of every instance")
+    parser.add_argument("--out", required=True, help="UniHall JSON array to write")
+
+
+def run(args) -> int:
+    from .schema import write_instances
+
+    if args.source == "ode":
+        import polars as pl
+
+        path = Path(args.input)
+        if not path.exists():
+            raise InputError(f"--input {path}: file not found")
+        items = from_ode_queries(pl.read_parquet(path).to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed)
+    elif args.source == "pope":
+        items = from_pope(args.input, args.risk, args.limit, args.seed)
+    else:
+        if not args.queries:
+            raise InputError("--queries: AMBER needs its query file besides annotations.json")
+        items = from_amber(args.input, args.queries, args.risk, args.limit, args.seed)
+    write_instances(args.out, items)
+    print(f"{len(items)} UniHall instances -> {args.out}")
+    return 0
