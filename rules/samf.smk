@@ -50,7 +50,8 @@ rule samf_standard_eval:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=1,
+        gpu=get_answer_gpus,
+        api_calls=get_answer_api_calls,
     conda:
         "../envs/samf.yaml"
     script:
@@ -83,7 +84,8 @@ rule samf_train:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=1,
+        gpu=get_answer_gpus,
+        api_calls=get_answer_api_calls,
     conda:
         "../envs/samf.yaml"
     script:
@@ -120,7 +122,8 @@ rule samf_fuzzed_eval:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=1,
+        gpu=get_answer_gpus,
+        api_calls=get_answer_api_calls,
     conda:
         "../envs/samf.yaml"
     script:
