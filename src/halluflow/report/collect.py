@@ -187,10 +187,11 @@ class Results:
         if _any_stand_in(self.manifest()) and "release" not in found:
             found.append("release")
         for model in self.models():
-            answers = self.answers(model)
-            in_answers = answers is not None and "stand_in" in answers.columns and answers["stand_in"].fill_null(False).any()
+            tables = (self.answers(model), self.cedi_per_turn(model), self.fuzz_comparison(model))
+            in_tables = any(df is not None and "stand_in" in df.columns and df["stand_in"].fill_null(False).any()
+                            for df in tables)
             docs = (self.metrics(model), self.caos(model), self.cedi_grades(model), self.json(f"fuzz/{model}/comparison.json"))
-            if in_answers or any(_any_stand_in(d) for d in docs):
+            if in_tables or any(_any_stand_in(d) for d in docs):
                 found.append(f"model {model}")
         return found
 
