@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from halluflow.answer import limit_cpu_threads
+from halluflow.devices import set_threads
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
@@ -52,7 +52,7 @@ def main() -> None:
             ("blind-smollm2", {"backend": "blind", "model": args.llm}, None),
         ]:
             for threads in args.threads:
-                limit_cpu_threads(threads)
+                set_threads(threads)
                 for batch in args.batch:
                     backend = create("vlm", {**spec, "batch_size": batch})
                     reqs = requests(args.requests, img)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
+from .devices import set_threads
 from .cache import RequestCache, request_key
 from .errors import BackendError, ConfigError
 from .io import sha256_file, stable_hash, write_parquet
@@ -294,25 +295,12 @@ def model_folder(spec: dict, models_cache: str | os.PathLike = "resources/models
     return Path(spec.get("args", {}).get("model") or Path(models_cache) / spec["name"])
 
 
-def limit_cpu_threads(threads: int) -> None:
-    """Pin torch's intra-op pool to the job's Snakemake threads.
-
-    On a shared, busy CPU torch's default pool spin-waits against other jobs: measured here under load 12 on 2 cores,
-    one SmolLM2 batch took 158 s with the default pool and 5.6 s with one thread.
-    """
-    try:
-        import torch
-    except ModuleNotFoundError:
-        return
-    torch.set_num_threads(max(1, int(threads)))
-
-
 def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, threads: int | None = None) -> dict:
     """Rule answer: load the configured source, build the model lazily, answer shard `shard` of `params['shards']`."""
     from .sources import load_source
 
     if threads is not None:
-        limit_cpu_threads(threads)
+        set_threads(threads)
 
     settings = params["answer"]
     src = settings["source"]

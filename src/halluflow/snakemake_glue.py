@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from .progress import LOG_FORMAT
@@ -14,4 +15,13 @@ def setup(smk) -> logging.Logger:
         fh = open(str(smk.log[0]), "w", buffering=1, encoding="utf-8")
         sys.stderr = fh
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr, force=True)
+    # Every job uses exactly its Snakemake `threads:` for BLAS/torch (set before torch is imported, and again
+    # through torch if a script imported it already): parallel jobs must not oversubscribe a shared CPU.
+    threads = str(max(1, int(getattr(smk, "threads", 1) or 1)))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = threads
+    if "torch" in sys.modules:
+        from .devices import set_threads
+
+        set_threads(int(threads))
     return logging.getLogger(f"halluflow.rule.{smk.rule}")

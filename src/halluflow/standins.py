@@ -136,6 +136,7 @@ for _kind, _target in [
     ("grounding_dino", "halluflow.detection:build_tiny_grounding_dino"),
     ("yolo", "halluflow.detection:build_tiny_yolo"),
     ("yolo_world", "halluflow.detection:build_tiny_yolo_world"),
+    ("smolvlm", "halluflow.backends.transformers_vlm:build_tiny_smolvlm"),
 ]:
     register_builder(_kind, _target)
 
