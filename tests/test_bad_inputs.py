@@ -172,7 +172,8 @@ def test_cli_reports_one_line_and_writes_nothing(tmp_path):
 
 
 def test_empty_huge_and_missing_answers_are_scored_not_crashed():
-    """An empty answer, a 10 MB answer (what the answer stage would have truncated) and no text at all."""
+    """An empty answer, a 10 MB yes/no answer and a 1 MB caption (the answer stage truncates at answer.max_answer_chars,
+    a user may raise it), and no text at all (failed request)."""
     huge = "yes " * 2_500_000
     queries = pl.DataFrame({
         "query_id": ["d-empty", "d-huge", "d-none", "g-empty", "g-huge", "g-none"],
@@ -182,14 +183,19 @@ def test_empty_huge_and_missing_answers_are_scored_not_crashed():
         "truth": ["yes"] * 3 + [None] * 3, "objects": [["dog"]] * 6,
     })
     answers = pl.DataFrame({"query_id": queries["query_id"], "model": ["m"] * 6,
-                            "answer": ["", huge, None, "", "a dog and a cat " * 625_000, None],
+                            "answer": ["", huge, None, "", "a dog and a cat " * 62_500, None],
                             "status": ["ok", "ok", "failed", "ok", "ok", "failed"]})
     scored = score_answers(queries, answers, ["dog", "cat"]).sort("query_id")
     row = {r["query_id"]: r for r in scored.to_dicts()}
     assert row["d-huge"]["parsed"] == "yes" and row["d-huge"]["correct"] is True
     # Every mention counts, as CHAIR counts them; the long answer is scored in full, not refused.
-    assert set(row["g-huge"]["hallucinated_objects"]) == {"cat"} and row["g-huge"]["n_mentions"] == 1_250_000
+    assert set(row["g-huge"]["hallucinated_objects"]) == {"cat"} and row["g-huge"]["n_mentions"] == 125_000
     assert row["g-empty"]["n_mentions"] == 0
     # No text = nothing to judge: neither counted right nor wrong.
     assert row["d-none"]["correct"] is None and row["g-none"]["hallucinated"] is None
     assert row["d-empty"]["answer"] == "" and row["g-empty"]["hallucinated"] is False
+    # An empty yes/no answer: POPE's evaluate.py reads anything without a negation as "yes" (kept, anchors.md);
+    # the exact parser leaves it unparsed, so it is neither right nor wrong.
+    assert row["d-empty"]["parsed"] == "yes"
+    exact = score_answers(queries, answers, ["dog", "cat"], parser="exact").filter(pl.col("query_id") == "d-empty")
+    assert exact["parsed"][0] is None and exact["hallucinated"][0] is None

@@ -28,6 +28,8 @@ OBJECTS = ["dog", "frisbee", "grass", "unicorn", "sky", "cloud", "cat", "car"]
 SUFFIX = " Answer yes or no."
 RELEASE = "faults"
 
+pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
+
 
 def write_pope_set(root: Path) -> Path:
     """A POPE-format static set: label JSONL + one small PNG per question (the images really travel as data URLs)."""

@@ -8,12 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from chat_server import ChatServer
 from test_faults import answer_targets, api_overlay, prior, workdir  # noqa: F401 (fixtures)
 from workflow_utils import run_snakemake
 
 KEY_ENV = "HALLUFLOW_SECRET_TEST_KEY"
+pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
+
 SECRET = "sk-halluflow-7c1e2a9b0d4f-must-never-be-written"
 
 
