@@ -22,12 +22,13 @@ class BrightnessVLM(VLM):
     """Answers "Yes" when the image is bright; flips its answer when the prompt is longer than `max_chars`."""
 
     def __init__(self, max_chars: int = 400):
-        self.max_chars, self.calls = max_chars, 0
+        self.max_chars, self.calls, self.batches = max_chars, 0, 0
 
     def describe(self):
         return BackendInfo("vlm", "simulated", "brightness", stand_in=True)
 
     def answer(self, requests: Sequence) -> list[str]:
+        self.batches += 1
         out = []
         for r in requests:
             self.calls += 1
@@ -134,3 +135,20 @@ def test_optional_shr_ghs_columns_reach_the_comparison(bench):
     assert overall["ghs_standard"] == 0.0 and overall["ghs_fuzzed"] == 1.0 and overall["ghr_risk_fuzzed"] == 1.0
     assert overall["bhr_fuzzed"] == 1.0 and overall["shr_fuzzed"] == 1.0  # every flipped yes/no is Contradicted
     assert overall["shr_standard"] == 0.0
+
+
+def test_batched_warm_up_equals_one_by_one(bench):
+    """Phase-1 pulls and the top-k full evaluations go to the model together; results equal the sequential path."""
+    from halluflow.samf.controllers import BanditController
+
+    items, root = bench
+    train = [i for i in items if i["instance_id"].startswith("11")]
+    ctl = BanditController("ucb", pool_size=12, batch_size=2, steps=3, top_k=3, seed=5)
+    batched_vlm, single_vlm = BrightnessVLM(), BrightnessVLM()
+    batched = P.PolicyEvaluator(batched_vlm, root, root / "b", seed=1)
+    single = P.PolicyEvaluator(single_vlm, root, root / "s", seed=1)
+    a = ctl.train("existence_YON", train, batched)
+    b = ctl.train("existence_YON", train, lambda p, batch: single(p, batch))  # no `many`: one call per pull
+    assert a.as_dict() == b.as_dict()
+    assert batched_vlm.calls == single_vlm.calls  # the same requests (memoised either way) ...
+    assert batched_vlm.batches < single_vlm.batches / 2  # ... in far fewer model calls

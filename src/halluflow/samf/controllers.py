@@ -227,6 +227,14 @@ class _CountingReward:
         self.evaluations += len(batch)
         return float(self.fn(policy, batch))
 
+    def many(self, jobs: Sequence[tuple[Policy, Sequence[dict]]]) -> list[float]:
+        """Independent (policy, batch) evaluations at once: a reward with `many` (PolicyEvaluator) sends them to the
+        model as one batch (C.4.4's parallel pulls); the result equals evaluating them one by one."""
+        self.evaluations += sum(len(b) for _, b in jobs)
+        if hasattr(self.fn, "many"):
+            return [float(r) for r in self.fn.many(jobs)]
+        return [float(self.fn(p, b)) for p, b in jobs]
+
 
 def _minibatch(rng, train: Sequence[dict], b: int) -> list[dict]:
     idx = rng.choice(len(train), size=min(b, len(train)), replace=False)
@@ -269,10 +277,13 @@ class BanditController:
         k = len(pool)
         mu, n = np.zeros(k), np.zeros(k, dtype=int)
         history: list[dict] = []
-        # Phase 1 (eq. 10): N_init pulls per arm, each on a fresh minibatch of size B.
-        for i in progress(range(k), desc=f"{group} warm-up", total=k):
-            for _ in range(self.n_init):
-                r = counted(pool[i], _minibatch(rng, train, self.batch_size))
+        # Phase 1 (eq. 10): N_init pulls per arm, each on a fresh minibatch of size B. The pulls do not depend on
+        # each other, so they are drawn first and evaluated together (chunks keep memory and progress in check).
+        jobs = [(i, _minibatch(rng, train, self.batch_size)) for i in range(k) for _ in range(self.n_init)]
+        chunk = 64
+        for start in progress(range(0, len(jobs), chunk), desc=f"{group} warm-up", total=-(-len(jobs) // chunk)):
+            part = jobs[start : start + chunk]
+            for (i, _), r in zip(part, counted.many([(pool[i], batch) for i, batch in part])):
                 n[i] += 1
                 mu[i] = running_mean(mu[i], n[i], r)
         # Phase 2: T bandit steps with the incremental mean of eq. (8).
@@ -284,7 +295,7 @@ class BanditController:
             history.append({"step": t, "arm": i, "policy": pool[i].key(), "reward": r, "mu": float(mu[i]), "n": int(n[i]), "explored": explored})
         # Phase 3 (eq. 11): the top-k arms by mu are evaluated on the whole training set.
         order = sorted(range(k), key=lambda j: (-mu[j], j))[: self.top_k]
-        full = {j: counted(pool[j], list(train)) for j in order}
+        full = dict(zip(order, counted.many([(pool[j], list(train)) for j in order])))
         best = max(order, key=lambda j: (full[j], -order.index(j)))
         arms = [
             {"arm": j, "policy": pool[j].key(), "mu": float(mu[j]), "n": int(n[j]), **({"full_reward": full[j]} if j in full else {})}

@@ -121,6 +121,15 @@ class PolicyEvaluator:
     def __call__(self, policy: Policy, batch: Sequence[dict]) -> float:
         return float(np.mean([r["score"] for r in self.items(policy, batch)])) if batch else 0.0
 
+    def many(self, jobs: Sequence[tuple[Policy, Sequence[dict]]]) -> list[float]:
+        """R(pi, D) for several (policy, batch) jobs with one model call for all their uncached items."""
+        items = self.pairs([(p, inst) for p, batch in jobs for inst in batch])
+        out, pos = [], 0
+        for _, batch in jobs:
+            out.append(float(np.mean([r["score"] for r in items[pos : pos + len(batch)]])) if batch else 0.0)
+            pos += len(batch)
+        return out
+
 
 def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: int = 8) -> list[Image.Image]:
     """Other instances' images for multi_image_composition (first `limit` distinct images by instance id)."""
