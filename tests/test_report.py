@@ -142,9 +142,15 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
     return root
 
 
+@pytest.fixture(scope="module")
+def _results_template(tmp_path_factory) -> Path:
+    return make_results(tmp_path_factory.mktemp("template") / "demo")
+
+
 @pytest.fixture
-def results(tmp_path) -> Path:
-    return make_results(tmp_path / "results" / "demo")
+def results(_results_template, tmp_path) -> Path:
+    # A private copy per test: some tests damage their folder on purpose.
+    return Path(shutil.copytree(_results_template, tmp_path / "results" / "demo"))
 
 
 def _sections(html_text: str) -> dict[str, str]:
@@ -221,15 +227,20 @@ def test_missing_stages_say_not_run(tmp_path):
 
 
 def test_rebuild_is_byte_identical_and_link_mode_writes_assets(results, tmp_path):
+    import base64
+
     opts = ReportOptions(gallery_size=4, dpi=40)
-    a = build_summary(results, tmp_path / "a.html", opts).read_bytes()
-    b = build_summary(results, tmp_path / "b.html", opts).read_bytes()
-    assert a == b
+    embedded = build_summary(results, tmp_path / "a.html", opts).read_text()
     linked = build_summary(results, tmp_path / "site" / "index.html", opts, embed=False)
     text = linked.read_text()
     assert "data:image/png" not in text
-    for src in re.findall(r'<img src="([^"]+)"', text):
-        assert (linked.parent / src).is_file(), src
+    inline = re.findall(r'<img src="data:image/png;base64,([^"]+)"', embedded)
+    files = re.findall(r'<img src="([^"]+)"', text)
+    assert len(inline) == len(files) >= 7
+    # Every figure was drawn twice (two builds): same bytes, so reruns never change the report.
+    for data, src in zip(inline, files):
+        assert base64.b64decode(data) == (linked.parent / src).read_bytes(), src
+    assert re.sub(r'<img src="[^"]+"', "", embedded) == re.sub(r'<img src="[^"]+"', "", text)
 
 
 def test_snakemake_files_written_with_placeholders(tmp_path):
