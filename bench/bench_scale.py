@@ -135,7 +135,7 @@ def scoring_throughput(n: int, seed: int = 0) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", type=Path, help="a finished workflow folder (its benchmarks/ are read)")
-    ap.add_argument("--scenes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--scenes", type=int, nargs="*", default=[10_000, 100_000], help="none: skip the dry runs")
     ap.add_argument("--scenes-per-shard", type=int, default=1_000, help="image and answer shards = scenes / this")
     ap.add_argument("--noop-jobs", type=int, default=8)
     ap.add_argument("--answers", type=int, default=100_000, help="synthetic answers for the scoring throughput")
