@@ -17,7 +17,7 @@ vocabulary's objects sorted by frequency F = (f_1, f_2, ...); e(·) is an embedd
   subsets (paper Fig. 5): the same means over in-domain h, out-of-domain h, and h ∉ {f_1, f_2, f_3}
 
 Side by side, over the same object lists (micro-averaged over captions c; undecided oracle ties left out):
-  precision = Σ|O_c \ H_c| / Σ|O_c|      recall = Σ|G_c ∩ O_c| / Σ|G_c|      objects per caption = Σ|O_c| / #c
+  precision = Σ|O_c ∖ H_c| / Σ|O_c|      recall = Σ|G_c ∩ O_c| / Σ|G_c|      objects per caption = Σ|O_c| / #c
   CHAIR_i   = Σ|H_c| / Σ|O_c|            CHAIR_s = #{c : H_c ≠ ∅} / #c
   rate(p)   = #{hallucinated objects at position p} / #{objects at position p}   (sequential analysis)
 POPE-F1 and the scoring stage's CHAIR are read from metrics/<model>.json, not recomputed.
