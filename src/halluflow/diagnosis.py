@@ -156,8 +156,9 @@ def diagnose(events, *, linkage: str = "average", metric: str = "euclidean", n_c
 
 
 def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
-                 max_rows: int = 80) -> None:
-    """Heatmap PNG with labelled axes; deterministic bytes (no software/date metadata)."""
+                 max_rows: int = 80, clusters: Sequence[int] | None = None) -> None:
+    """Heatmap PNG with labelled axes, white lines between flat clusters (contiguous in leaf order); deterministic
+    bytes (no software/date metadata)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,6 +177,11 @@ def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols
         fig.colorbar(im, ax=ax, label="hallucination rate (grey: no query)")
         ax.set_xticks(range(len(cols)), labels=cols, rotation=45, ha="right")
         ax.set_yticks(range(len(shown)), labels=shown, fontsize=7)
+        if clusters is not None:
+            shown_clusters = list(clusters)[: len(shown)]
+            for i in range(1, len(shown_clusters)):
+                if shown_clusters[i] != shown_clusters[i - 1]:
+                    ax.axhline(i - 0.5, color="white", linewidth=2)
     else:
         ax.text(0.5, 0.5, "no scored answers", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
@@ -212,7 +218,9 @@ def run_diagnosis(queries, answers, captions, *, scores=None, model: str, stand_
     )
     write_parquet(out_distributions, dist)
     label = f"{model}{' (STAND-IN model: noise)' if stand_in else ''}: concept × hallucination rate, {linkage}/{metric}"
-    plot_heatmap(out_png, matrix, rows, dims, label, max_rows=max_rows)
+    row_clusters = [c for _, c in sorted(set(zip(tidy["row"].to_list(), tidy["cluster"].to_list())))]
+    plot_heatmap(out_png, matrix, rows, dims, label + f", {n_clusters} clusters", max_rows=max_rows,
+                 clusters=row_clusters)
     log.info("diagnosis %s: %d events, %d concepts × %d dimensions (judged from %s)", model, events.height,
              len(rows), len(dims), source)
     return {"events": events.height, "concepts": len(rows), "dimensions": dims, "judged_from": source}
