@@ -152,3 +152,17 @@ def test_batched_warm_up_equals_one_by_one(bench):
     assert a.as_dict() == b.as_dict()
     assert batched_vlm.calls == single_vlm.calls  # the same requests (memoised either way) ...
     assert batched_vlm.batches < single_vlm.batches / 2  # ... in far fewer model calls
+
+
+def test_answers_are_returned_in_request_order_whatever_the_batching_order(bench):
+    from halluflow.backends.base import VLMRequest
+
+    class EchoVLM(BrightnessVLM):
+        def answer(self, requests):
+            self.seen = [r.request_id for r in requests]
+            return [r.request_id for r in requests]
+
+    vlm = EchoVLM()
+    reqs = [VLMRequest(str(i), "x" * n, None) for i, n in enumerate([50, 5, 500, 20])]
+    assert P._answers(vlm, reqs) == ["0", "1", "2", "3"]
+    assert vlm.seen == ["1", "3", "0", "2"]  # shortest prompt first

@@ -28,12 +28,18 @@ REWARD_METRICS = ("ghr", "bhr")
 
 
 def _answers(vlm, requests: list[VLMRequest]) -> list[str]:
+    """Answers in request order. Requests go out shortest prompt first: fuzzed prompts range from tens to tens of
+    thousands of characters, and backends that batch pad every prompt of a batch to its longest one."""
     if not requests:
         return []
-    texts = vlm.answer(requests)
+    order = sorted(range(len(requests)), key=lambda i: (len(requests[i].prompt), i))
+    texts = vlm.answer([requests[i] for i in order])
     if len(texts) != len(requests):
         raise BackendError(f"vlm returned {len(texts)} answers for {len(requests)} requests")
-    return [t if isinstance(t, str) else "" for t in texts]
+    out = [""] * len(requests)
+    for i, text in zip(order, texts):
+        out[i] = text if isinstance(text, str) else ""
+    return out
 
 
 class PolicyEvaluator:
