@@ -314,6 +314,9 @@ def test_cli_score_caos(tmp_path, capsys):
     assert out["subsets"]["in_domain"]["n_hallucinated"] == 1 and out["subsets"]["in_domain"]["caos_k"] == 1.0
     assert main(args) == 0
     assert capsys.readouterr().out == first  # deterministic
+    with pytest.raises(SystemExit):
+        main(args[:-4] + ["--k", "0"])
+    assert "--k: must be ≥ 1, got 0" in capsys.readouterr().err
     (tmp_path / "t.jsonl").write_text('{"image_id": "1", "objects": ["dog"]}\n')
     assert main(args) == 1
     assert "no truth for image_id '2'" in capsys.readouterr().err
