@@ -165,3 +165,10 @@ def test_real_smollm2_extractor_follows_the_json_format():
     assert ex.llm_status == "ok"
     assert ex.names[:2] == ["dog", "couch"] and ex.objects[0].extractor == "vocab+llm"
     assert all(o.surface in "a brown dog lies on a sofa next to a lamp" for o in ex.objects)
+
+
+def test_shipped_categories_are_the_coco_80():
+    tsv = shared_data("coco-categories", "coco_categories.tsv")
+    names = {line.split("\t")[2] for line in tsv.read_text().splitlines()[1:] if line.strip()}
+    assert len(names) == 80
+    assert {c for _, c in read_synonym_table(default_chair_synonyms())} == names
