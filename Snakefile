@@ -16,6 +16,12 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 
 
+wildcard_constraints:
+    shard=r"\d{3}",
+    release=r"[A-Za-z0-9._-]+",
+
+
+
 for _rule_file in sorted(glob(str(Path(workflow.basedir) / "rules" / "*.smk"))):
     if not _rule_file.endswith("common.smk"):
 

@@ -22,10 +22,6 @@ IMAGE_SHARDS = [f"{i:03d}" for i in range(config["shards"]["images"])]
 ANSWER_SHARDS = [f"{i:03d}" for i in range(config["shards"]["answers"])]
 
 
-wildcard_constraints:
-    shard=r"\d{3}",
-    release=r"[A-Za-z0-9._-]+",
-
 
 # Every stage appends a function returning its final targets; `rule all` asks for all of them.
 FINAL_TARGETS = []
@@ -142,7 +138,7 @@ FINAL_TARGETS.append(get_report_targets)
 CAOS_CONFIG = config["caos"]
 DIAGNOSIS_CONFIG = config["diagnosis"]
 CAOS_RELEASE_MANIFEST = ODE_RELEASE_MANIFEST  # rule package_release writes it last; its folder is the release
-CAOS_NODES = f"{OUT}/graph/nodes.parquet"  # rule build_graph: node frequencies = the frequent-object ranking
+CAOS_NODES = f"{OUT}/graph/nodes.parquet"  # from build_graph: node frequencies = the frequent-object ranking
 
 
 def _caos_model_names():
@@ -287,7 +283,7 @@ import re as _re
 
 ANSWER = config["answer"]
 MODELS = {m["name"]: m for m in config.get("models") or []}
-LOCAL_LLM = f"{MODELS_CACHE}/smollm2-135m-instruct"  # rule build_local_llm: the packaged SmolLM2 GGUF as an HF folder
+LOCAL_LLM = f"{MODELS_CACHE}/smollm2-135m-instruct"  # built by build_local_llm: the packaged SmolLM2 GGUF as an HF folder
 STANDIN_VLMS = [name for name, m in MODELS.items() if m.get("build")]
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing (no stand-in to build)
 ANSWER_MODEL_PATTERN = "|".join(_re.escape(n) for n in MODELS) or NEVER
@@ -375,7 +371,7 @@ FINAL_TARGETS.append(get_answer_targets)
 # ---- UniHall / SAMF (rules/samf.smk) ----
 SAMF_CONFIG = config["samf"]
 SAMF_DIR = f"{OUT}/fuzz"
-SAMF_RELEASE = f"{OUT}/release"  # rule package_release's folder: queries.parquet + images/ (ODE source)
+SAMF_RELEASE = f"{OUT}/release"  # package_release's folder: queries.parquet + images/ (ODE source)
 SAMF_GRAPH_DIR = f"{OUT}/graph"  # the `prior` baseline reads the concept graph
 
 
