@@ -22,7 +22,7 @@ from PIL import Image  # noqa: E402
 from ..io import safe_join  # noqa: E402
 from .collect import DISTRIBUTIONS, PAIR_KINDS, Results, _order_key  # noqa: E402
 
-STAND_IN_NOTE = "STAND-IN MODELS (tiny random weights): the numbers below are noise, not a measurement"
+STAND_IN_NOTE = "STAND-IN MODELS (tiny random weights): these numbers are noise, not a measurement"
 # Colour-blind-safe palette (Okabe-Ito): models keep one colour across every figure.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 BOX_COLOURS = {"a": "#00E5FF", "b": "#FFEA00", "other": "#FF4081"}
@@ -143,7 +143,7 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
     colours = model_colours(models)
     dists = [d for d in _order_key(rates["distribution"].drop_nulls().to_list(), DISTRIBUTIONS)
              if d in set(rates["distribution"].to_list())]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(max(5.5, 1.6 * len(dists) * len(models) ** 0.5) * len(tasks), 3.8),
+    fig, axes = plt.subplots(1, len(tasks), figsize=(max(4.5, 0.9 * len(dists) * len(models) ** 0.5) * len(tasks) + 1.2, 3.8),
                              squeeze=False, sharey=True)
     width = 0.8 / max(1, len(models))
     for ax, task in zip(axes.flat, tasks):
@@ -178,8 +178,10 @@ def radar(card: pl.DataFrame | None) -> Figure | str:
     """Polygons per model over every headline metric that lies in [0, 1] for all models (rates, F1, cosines)."""
     if card is None:
         return "not run: no per-model metrics yet (score / caos / cedi / samf)"
+    # Models with no headline number yet (their scoring still running or off) are left out, not fatal.
+    card = card.filter(pl.any_horizontal(pl.col(card.columns[1:]).is_not_null()))
     axes_names = [c for c in card.columns[1:]
-                  if card[c].null_count() == 0 and card[c].min() >= 0.0 and card[c].max() <= 1.0]
+                  if card.height and card[c].null_count() == 0 and card[c].min() >= 0.0 and card[c].max() <= 1.0]
     if len(axes_names) < 3:
         return f"a radar needs at least 3 metrics in [0, 1] shared by all models; found {len(axes_names)}"
     models = card["model"].to_list()
