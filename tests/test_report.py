@@ -317,3 +317,19 @@ def test_empty_rejected_gallery_ran_but_says_so(results, tmp_path):
     text = build_summary(results, tmp_path / "s.html", ReportOptions(gallery_size=2, dpi=40)).read_text()
     assert _sections(text)["gallery-rejected"] == "ran"
     assert "no rejected images in this release" in text
+
+
+def test_radar_leaves_out_models_without_numbers_and_needs_three_axes():
+    from matplotlib.figure import Figure
+
+    from halluflow.report.figures import radar
+
+    card = pl.DataFrame({"model": ["a", "b", "pending"], "f1": [0.5, 0.7, None], "chair_s": [0.2, 0.1, None],
+                         "rate": [0.3, 0.4, None], "ged": [4.0, 2.0, None]})
+    fig = radar(card)
+    assert isinstance(fig, Figure)
+    # ged (not on a 0-1 scale) is not an axis; "pending" drew no polygon.
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["f1", "chair_s", "rate"]
+    assert sorted(line.get_label() for line in ax.get_lines()) == ["a", "b"]
+    assert "at least 3" in radar(card.select("model", "f1", "ged"))
