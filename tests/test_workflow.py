@@ -57,7 +57,7 @@ def test_release_content(default_run):
     assert standard["cooccurrence"].min() >= edges["weight"].sort(descending=True)[len(edges) // 10]
     assert {"generative", "existence", "attribute", "count", "counterfactual"} <= set(queries["query_type"])
     manifest = json.loads((release / "manifest.json").read_text())
-    assert manifest["stand_in_models_used"] is True
+    assert manifest["stand_ins_used"] is True
 
 
 def test_every_default_model_is_scored(default_run):

@@ -18,7 +18,7 @@ start() {
   fi
   local host cpus mem
   host=$(hostname -s)
-  cpus=$(nproc)
+  cpus=$(getconf _NPROCESSORS_ONLN)  # not nproc: it obeys OMP_NUM_THREADS, which test processes may set
   mem=$(( $(awk '/MemTotal/{print int($2/1024)}' /proc/meminfo) * 80 / 100 ))
   mkdir -p /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /etc/slurm
   chown slurm:slurm /var/spool/slurmctld /var/log/slurm

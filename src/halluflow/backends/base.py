@@ -59,6 +59,27 @@ class BackendInfo:
         }
 
 
+class SamplingSettings:
+    """Generation settings shared by text-generating backends; recorded with every answer and in request-cache keys."""
+
+    def set_sampling(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
+                     system_prompt: str | None) -> None:
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.system_prompt = system_prompt
+
+    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
+        return {
+            "max_new_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "system_prompt": self.system_prompt,
+        }
+
+
 class Backend(ABC):
     role: str = ""
 

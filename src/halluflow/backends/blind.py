@@ -24,14 +24,7 @@ class BlindVLM(VLM):
         return BackendInfo("vlm", "blind", info.model, info.revision, info.stand_in, {"image_input": False})
 
     def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        llm = self.llm
-        return {
-            "max_new_tokens": llm.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            "temperature": llm.temperature,
-            "top_p": llm.top_p,
-            "seed": llm.seed,
-            "system_prompt": llm.system_prompt,
-        }
+        return self.llm.generation_settings(max_new_tokens)
 
     @staticmethod
     def messages(request: VLMRequest) -> list[dict]:

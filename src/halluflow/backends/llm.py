@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError, InputError, MissingExtraError
-from .base import LLM, BackendInfo
+from .base import LLM, BackendInfo, SamplingSettings
 
 PACKAGED_LLM_NAME = "smollm2-135m-instruct"
 PACKAGED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -124,7 +124,7 @@ def generation_kwargs(max_new_tokens: int, temperature: float, top_p: float, pad
     return kwargs
 
 
-class TransformersLLM(LLM):
+class TransformersLLM(SamplingSettings, LLM):
     """Chat with any causal LM that has a chat template.
 
     Args (config `llm:` block or `registry.create("llm", {"backend": "transformers", ...})`):
@@ -156,12 +156,8 @@ class TransformersLLM(LLM):
             raise MissingExtraError(f"llm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'") from exc
         self.model_name = model
         self.revision = revision
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
+        self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
         self.batch_size = max(1, int(batch_size))
-        self.system_prompt = system_prompt
         self.stand_in = stand_in
         self.device = resolve_device(device)
         path = resolve_model_path(model)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import MissingExtraError
-from .base import VLM, BackendInfo, VLMRequest
+from .base import VLM, BackendInfo, SamplingSettings, VLMRequest
 from .llm import generation_kwargs, load_packaged_tokenizer, resolve_device, resolve_model_path, torch_dtype
 
 STANDIN_VLM_NAME = "tiny-smolvlm"
@@ -122,7 +122,7 @@ def conversation(request: VLMRequest, system_prompt: str | None = None) -> list[
     return messages
 
 
-class TransformersVLM(VLM):
+class TransformersVLM(SamplingSettings, VLM):
     """A VLM under test loaded with AutoProcessor + AutoModelForImageTextToText.
 
     Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype, max_new_tokens (16; the answer stage
@@ -150,12 +150,8 @@ class TransformersVLM(VLM):
             raise MissingExtraError(f"vlm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'") from exc
         self.model_name = model
         self.revision = revision
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
+        self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
         self.batch_size = max(1, int(batch_size))
-        self.system_prompt = system_prompt
         self.stand_in = bool(stand_in) or is_standin_folder(model)
         self.device = resolve_device(device)
         path = resolve_model_path(model)
@@ -169,15 +165,6 @@ class TransformersVLM(VLM):
 
     def describe(self) -> BackendInfo:
         return BackendInfo("vlm", "transformers", self.model_name, self.revision, self.stand_in)
-
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        return {
-            "max_new_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "system_prompt": self.system_prompt,
-        }
 
     def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
         answers: dict[int, str] = {}

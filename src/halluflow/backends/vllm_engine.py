@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import MissingExtraError
-from .base import VLM, BackendInfo, VLMRequest
+from .base import VLM, BackendInfo, SamplingSettings, VLMRequest
 from .openai_http import request_messages
 
 
-class VLLMVLM(VLM):
+class VLLMVLM(SamplingSettings, VLM):
     """Args: model (folder or hub id), revision, dtype ("auto"), max_new_tokens (16), temperature (0), top_p (1),
     seed (0), tensor_parallel_size (1), gpu_memory_utilization (0.9), max_model_len (null = model default),
     max_images_per_prompt (1), system_prompt, stand_in, engine_args (dict passed to vllm.LLM as is)."""
@@ -45,11 +45,7 @@ class VLLMVLM(VLM):
         self._vllm = vllm
         self.model_name = model
         self.revision = revision
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
-        self.system_prompt = system_prompt
+        self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
         self.stand_in = stand_in
         kwargs = dict(
             model=model,
@@ -67,15 +63,6 @@ class VLLMVLM(VLM):
 
     def describe(self) -> BackendInfo:
         return BackendInfo("vlm", "vllm", self.model_name, self.revision, self.stand_in)
-
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        return {
-            "max_new_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "system_prompt": self.system_prompt,
-        }
 
     def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
         params = self._vllm.SamplingParams(
