@@ -145,8 +145,10 @@ def _dry_run(repo, *args):
 
 def test_rules_plan_stand_ins_offline_and_one_gpu_job_per_shard(repo):
     out = _dry_run(repo, "--forcerun", "synthesize", "detect", "--configfile", str(repo / "configs/ode-paper.yaml"))
-    # real weights: no stand-in builds, one synthesize and one detect job per image shard (32 in the paper config)
-    assert "build_standin" not in out
+    # real weights: no synthesizer/detector stand-in builds (the models-under-test list is another section), one
+    # synthesize and one detect job per image shard (32 in the paper config)
+    assert "build_standin_synthesizer" not in out
+    assert "build_standin_detector" not in out
     counts = dict(line.split() for line in out.splitlines() if line.startswith(("synthesize ", "detect ")))
     assert counts == {"synthesize": "32", "detect": "32"}
 
