@@ -36,3 +36,14 @@ def default_run(tmp_path_factory):
     start = time.monotonic()
     proc = run_snakemake(workdir, "--cores", "2")
     return {"dir": workdir, "proc": proc, "seconds": time.monotonic() - start}
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a test module: on a shared CPU torch's default pool spin-waits against other
+    processes (10-30x slower). Use with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -41,14 +41,7 @@ def make_release(folder, n_images=3):
     return table
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    # On a shared CPU torch's default pool spin-waits against other processes (10-30x slower); restore afterwards.
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
