@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dag import bench_config  # noqa: E402
 from bench_scoring import bench_pope  # noqa: E402
 
-from halluflow.metrics.ode import score_answers  # noqa: E402
+from halluflow.ode.scoring import score_answers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

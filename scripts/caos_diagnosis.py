@@ -5,7 +5,7 @@ log = setup(snakemake)
 
 from pathlib import Path
 
-from halluflow.diagnosis import run_workflow
+from halluflow.ode.diagnosis import run_workflow
 
 run_workflow(
     answers=list(snakemake.input.answers),

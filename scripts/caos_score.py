@@ -5,7 +5,7 @@ log = setup(snakemake)
 
 from pathlib import Path
 
-from halluflow.caos import run_workflow
+from halluflow.caos.scores import run_workflow
 
 summary = run_workflow(
     answers=list(snakemake.input.answers),

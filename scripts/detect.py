@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from halluflow.detection import detect_shard, detector_kwargs, image_labels
+from halluflow.ode.detection import detect_shard, detector_kwargs, image_labels
 from halluflow.devices import set_threads
 from halluflow.io import write_parquet
 from halluflow.registry import create

@@ -3,7 +3,7 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
-from halluflow.graph import build_graph_from_config, hallu_graph_from_config, write_graph
+from halluflow.ode.graph import build_graph_from_config, hallu_graph_from_config, write_graph
 from halluflow.io import write_parquet
 
 graph = snakemake.params.graph

@@ -5,7 +5,7 @@ log = setup(snakemake)
 
 import polars as pl
 
-from halluflow.graph import read_graph
+from halluflow.ode.graph import read_graph
 from halluflow.io import write_parquet
 from halluflow.ode.prompts import make_prompts
 from halluflow.ode.queries import detector_candidates

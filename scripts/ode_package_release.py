@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from halluflow.release import package_release
+from halluflow.ode.release import package_release
 
 manifest = package_release(
     Path(snakemake.output.manifest).parent,  # results/<release>/release

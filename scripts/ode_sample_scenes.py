@@ -3,7 +3,7 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
-from halluflow.graph import read_graph
+from halluflow.ode.graph import read_graph
 from halluflow.io import write_parquet
 from halluflow.ode.sampling import sample_scenes
 

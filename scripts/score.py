@@ -4,7 +4,7 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)  # noqa: F821
 
-from halluflow.metrics.ode import run_score  # noqa: E402
+from halluflow.ode.scoring import run_score  # noqa: E402
 
 metrics = run_score(
     answer_paths=list(snakemake.input.answers),  # noqa: F821

@@ -8,7 +8,7 @@ from pathlib import Path
 from halluflow.devices import set_threads
 from halluflow.io import write_parquet
 from halluflow.registry import create
-from halluflow.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
+from halluflow.ode.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
 
 set_threads(snakemake.threads)
 section = snakemake.params.synthesis

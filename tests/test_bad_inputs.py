@@ -19,10 +19,10 @@ from PIL import Image
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.transformers_vlm import load_image
-from halluflow.detection import detect_shard
+from halluflow.ode.detection import detect_shard
 from halluflow.errors import HalluflowError
-from halluflow.graph import build_graph
-from halluflow.metrics.ode import score_answers
+from halluflow.ode.graph import build_graph
+from halluflow.ode.scoring import score_answers
 from halluflow.samf import workflow as samf_workflow
 from halluflow.samf.operators import load_image as samf_load_image
 from halluflow.sources import load_source

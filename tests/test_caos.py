@@ -13,7 +13,7 @@ import pytest
 
 from halluflow import registry
 from halluflow.backends.base import VLM, BackendInfo, VLMRequest
-from halluflow.caos import (
+from halluflow.caos.scores import (
     Oracle,
     caos_summary,
     cosine_matrix,
@@ -30,7 +30,7 @@ from halluflow.caos import (
 )
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
-from halluflow.extract import ExtractedObject, ObjectExtractor, build_vocabulary
+from halluflow.caos.extract import ExtractedObject, ObjectExtractor, build_vocabulary
 
 R2 = 1 / math.sqrt(2)
 # dog ⟂ cat ⟂ car; frisbee = dog + cat; person = dog + car.  cos(frisbee, dog) = 1/√2, cos(frisbee, person) = 1/2.
@@ -333,7 +333,7 @@ def test_metrics_side_by_side_reads_the_scoring_json():
 
 
 def test_run_workflow_writes_the_rule_outputs(tmp_path):
-    from halluflow.diagnosis import run_workflow as run_diagnosis_workflow
+    from halluflow.ode.diagnosis import run_workflow as run_diagnosis_workflow
     from halluflow.io import write_json
 
     queries, answers, nodes = _release_tables()

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from halluflow.detection import DETECTION_SCHEMA, detect_shard, detector_kwargs, image_labels
+from halluflow.ode.detection import DETECTION_SCHEMA, detect_shard, detector_kwargs, image_labels
 from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
 from halluflow.registry import create
 from halluflow.standins import build_standin

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from halluflow.diagnosis import cluster_rows, diagnose, discriminative_events, generative_events, run_diagnosis
+from halluflow.ode.diagnosis import cluster_rows, diagnose, discriminative_events, generative_events, run_diagnosis
 from halluflow.errors import ConfigError, InputError
 
 

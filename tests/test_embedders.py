@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from halluflow import registry
-from halluflow.caos import cosine_matrix
+from halluflow.caos.scores import cosine_matrix
 from halluflow.errors import ConfigError, InputError
 
 

@@ -9,7 +9,7 @@ import pytest
 from halluflow import registry
 from halluflow.backends.base import LLM, BackendInfo
 from halluflow.errors import InputError
-from halluflow.extract import (
+from halluflow.caos.extract import (
     ObjectExtractor,
     Vocabulary,
     build_vocabulary,

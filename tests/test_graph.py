@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from halluflow.errors import InputError
-from halluflow.graph import (Annotations, build_graph, build_tables, read_amber, read_coco, read_seed, read_table,
+from halluflow.ode.graph import (Annotations, build_graph, build_tables, read_amber, read_coco, read_seed, read_table,
                              read_visual_genome, write_graph, write_seed)
 
 from conftest import shared_data
@@ -183,7 +183,7 @@ def test_shipped_seed_regenerates_byte_identically(tmp_path, repo):
 
 
 def test_extra_sources_merge_and_add_up(tmp_path):
-    from halluflow.graph import build_graph_from_config
+    from halluflow.ode.graph import build_graph_from_config
 
     table = tmp_path / "traffic.csv"
     table.write_text("image_id,object\n1,car\n1,sky\n2,car\n2,cloud\n")
@@ -206,7 +206,7 @@ def test_extra_sources_merge_and_add_up(tmp_path):
 def test_hallucination_graph_matches_odes_h_graph():
     from collections import Counter
 
-    from halluflow.graph import build_hallu_edges, hallu_graph
+    from halluflow.ode.graph import build_hallu_edges, hallu_graph
 
     ann = Annotations(images=[["sky", "dog", "dog"], ["dog"]], hallu=[["cat", "sky"], ["cat"]])
     assert {(s, t): w for s, t, w in build_hallu_edges(ann).iter_rows()} == {

@@ -9,7 +9,7 @@ import pytest
 
 from halluflow.errors import InputError
 from halluflow.io import write_parquet
-from halluflow.metrics.ode import ConceptMatcher, ode_metrics, run_score, score_answers
+from halluflow.ode.scoring import ConceptMatcher, ode_metrics, run_score, score_answers
 
 Q_SCHEMA = {"query_id": pl.String, "distribution": pl.String, "pair_kind": pl.String, "task": pl.String,
             "query_type": pl.String, "attribute_kind": pl.String, "truth": pl.String, "target": pl.String,

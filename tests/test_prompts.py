@@ -56,7 +56,7 @@ def test_custom_templates_and_errors():
 
 
 def test_tables_are_byte_identical_across_runs(tmp_path):
-    from halluflow.graph import build_graph
+    from halluflow.ode.graph import build_graph
     from halluflow.io import write_parquet
     from halluflow.ode.queries import detector_candidates
     from halluflow.ode.sampling import sample_scenes

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from halluflow.errors import ConfigError, InputError
-from halluflow.graph import Annotations, build_tables
+from halluflow.ode.graph import Annotations, build_tables
 from halluflow.ode.queries import detector_candidates, make_queries, plural
 from halluflow.ode.sampling import SCENE_SCHEMA
 

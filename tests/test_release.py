@@ -14,7 +14,7 @@ from PIL import Image
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.io import sha256_bytes
-from halluflow.release import package_release, verify_release
+from halluflow.ode.release import package_release, verify_release
 
 
 def _png(colour) -> bytes:

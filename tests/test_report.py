@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from halluflow.cli import main as cli_main
 from halluflow.errors import InputError
 from halluflow.io import write_json, write_parquet
-from halluflow.metrics.ode import ode_metrics, score_answers
+from halluflow.ode.scoring import ode_metrics, score_answers
 from halluflow.samf.pipeline import compare as samf_compare
 from halluflow.report.collect import Results, counts_table, hallucination_by_distribution, scorecard
 from halluflow.report.figures import cedi_curve_data, samf_bar_data

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from halluflow.errors import ConfigError
-from halluflow.graph import Annotations, build_graph, build_tables
+from halluflow.ode.graph import Annotations, build_graph, build_tables
 from halluflow.ode.sampling import sample_scenes
 
 # entities a..e, environments sky, sea; hand-made weights

@@ -13,7 +13,7 @@ from halluflow.errors import BackendError, ConfigError, InputError, MissingExtra
 from halluflow.io import sha256_file, write_parquet
 from halluflow.registry import create
 from halluflow.standins import build_standin
-from halluflow.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
+from halluflow.ode.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
 
 SMALL = dict(steps=2, height=32, width=48)
 

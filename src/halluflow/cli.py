@@ -15,12 +15,12 @@ from .progress import configure_logging
 
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
-    ("release", "verify", "halluflow.release", "check every file of a release against its manifest.json"),
-    ("graph", "build", "halluflow.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
+    ("release", "verify", "halluflow.ode.release", "check every file of a release against its manifest.json"),
+    ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
     ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
-    ("score", "caos", "halluflow.caos", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
+    ("score", "caos", "halluflow.caos.scores", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),

@@ -131,11 +131,11 @@ def tiny_t5_tokenizer(max_length: int = 128):
 
 
 for _kind, _target in [
-    ("flux", "halluflow.synthesis:build_tiny_flux"),
-    ("owlv2", "halluflow.detection:build_tiny_owlv2"),
-    ("grounding_dino", "halluflow.detection:build_tiny_grounding_dino"),
-    ("yolo", "halluflow.detection:build_tiny_yolo"),
-    ("yolo_world", "halluflow.detection:build_tiny_yolo_world"),
+    ("flux", "halluflow.ode.synthesis:build_tiny_flux"),
+    ("owlv2", "halluflow.ode.detection:build_tiny_owlv2"),
+    ("grounding_dino", "halluflow.ode.detection:build_tiny_grounding_dino"),
+    ("yolo", "halluflow.ode.detection:build_tiny_yolo"),
+    ("yolo_world", "halluflow.ode.detection:build_tiny_yolo_world"),
     ("smolvlm", "halluflow.backends.transformers_vlm:build_tiny_smolvlm"),
 ]:
     register_builder(_kind, _target)

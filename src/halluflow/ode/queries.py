@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import ConfigError, InputError
-from ..graph import neighbours
+from .graph import neighbours
 from ..progress import progress
 from .sampling import derived_rng
 

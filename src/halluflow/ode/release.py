@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .errors import InputError
-from .progress import progress
-from .io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
+from ..errors import InputError
+from ..progress import progress
+from ..io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
 
 MANIFEST = "manifest.json"
 FORMAT = "halluflow-release/1"

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from .backends.base import BackendInfo, Detection, Detector
-from .errors import BackendError, ConfigError, InputError, MissingExtraError
-from .io import open_rgb, safe_join
-from .progress import get_logger, progress
-from .standins import standin_info, tiny_clip_tokenizer
+from ..backends.base import BackendInfo, Detection, Detector
+from ..errors import BackendError, ConfigError, InputError, MissingExtraError
+from ..io import open_rgb, safe_join
+from ..progress import get_logger, progress
+from ..standins import standin_info, tiny_clip_tokenizer
 
 log = get_logger(__name__)
 
@@ -59,7 +59,7 @@ class TransformersDetector(Detector):
 
     def __init__(self, model: str, revision: str | None = None, device: str = "auto", dtype: str = "float32",
                  box_threshold: float = 0.1, max_detections: int = 100, prompt_template: str = "{label}"):
-        from .devices import resolve_device, resolve_dtype
+        from ..devices import resolve_device, resolve_dtype
 
         try:
             import torch  # noqa: F401
@@ -226,7 +226,7 @@ class UltralyticsDetector(Detector):
     def __init__(self, model: str, revision: str | None = None, device: str = "auto", box_threshold: float = 0.1,
                  max_detections: int = 100, imgsz: int = 640, class_map: dict | None = None,
                  open_vocabulary: str | bool = "auto", dtype: str = "float32", prompt_template: str = "{label}"):
-        from .devices import resolve_device
+        from ..devices import resolve_device
 
         ultralytics = _import_ultralytics()
         self.model_id, self.revision = str(model), revision

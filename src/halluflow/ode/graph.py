@@ -19,10 +19,10 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
-from .errors import InputError
-from .io import atomic_path, read_json, write_parquet, write_text
+from ..errors import InputError
+from ..io import atomic_path, read_json, write_parquet, write_text
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_ENVIRONMENTS = REPO_ROOT / "resources" / "vocab" / "environments.txt"
 DEFAULT_SEED_DIR = REPO_ROOT / "resources" / "graph_seed"
 

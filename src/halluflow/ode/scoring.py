@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from ..errors import InputError
-from .chair import tokenize
-from .parsers import parse_answers
-from .pope import confusion_counts, metrics_from_counts, aggregation_for
-from .singular import singularize_cached
+from ..metrics.chair import tokenize
+from ..metrics.parsers import parse_answers
+from ..metrics.pope import confusion_counts, metrics_from_counts, aggregation_for
+from ..metrics.singular import singularize_cached
 
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
@@ -148,7 +148,7 @@ def _amber_block(df: pl.DataFrame) -> dict | None:
     configured (looser) parse: existence + counterfactual → existence, attribute state/action → state/action,
     count → number. Generative: AMBER's CHAIR / Cover / Hal over our concept mentions (no Cog: ODE has no
     annotated hallucination-prone objects)."""
-    from .amber import _accumulate, _accumulated, _r, discriminative_scores
+    from ..metrics.amber import _accumulate, _accumulated, _r, discriminative_scores
 
     ok = df.filter(pl.col("status") == "ok")
     disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(

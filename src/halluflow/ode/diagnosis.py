@@ -17,10 +17,10 @@ from typing import Sequence
 
 import numpy as np
 
-from .caos import parse_yes_no
-from .errors import ConfigError, InputError
-from .io import atomic_path, write_parquet
-from .progress import get_logger
+from ..caos.scores import parse_yes_no
+from ..errors import ConfigError, InputError
+from ..io import atomic_path, write_parquet
+from ..progress import get_logger
 
 log = get_logger(__name__)
 

@@ -37,10 +37,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ConfigError, InputError
+from ..errors import ConfigError, InputError
 from .extract import ExtractedObject, ObjectExtractor, Vocabulary, build_vocabulary, tokens
-from .io import dumps_json, read_jsonl, write_text
-from .progress import get_logger, progress
+from ..io import dumps_json, read_jsonl, write_text
+from ..progress import get_logger, progress
 
 log = get_logger(__name__)
 
@@ -160,7 +160,7 @@ class Oracle:
 
     def judge(self, items: Sequence[tuple[str, str | None, str]]) -> list[OracleVerdict]:
         """items: (request_id, image_path, object). One batch per member, so a model is loaded once."""
-        from .backends.base import VLMRequest
+        from ..backends.base import VLMRequest
 
         if not items:
             return []
@@ -520,8 +520,8 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
     """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs."""
     import polars as pl
 
-    from . import registry
-    from .io import read_json, write_json, write_parquet
+    from .. import registry
+    from ..io import read_json, write_json, write_parquet
 
     answers_df = pl.concat([pl.read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
     if answers_df is None:
@@ -540,7 +540,7 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         llm = registry.create("llm", _backend_spec(spec))
     oracle = None
     if oracle_members:
-        from .answer import ModelUnderTest
+        from ..answer import ModelUnderTest
 
         # Built like the answer stage builds a model under test (stand-in folders, the prior's graph), so a
         # `models:` entry means the same backend in both roles.
@@ -635,7 +635,7 @@ def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dic
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import registry
+    from .. import registry
 
     objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
     truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import InputError
+from ..errors import InputError
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -136,7 +136,7 @@ class Vocabulary:
 def default_chair_synonyms() -> Path | None:
     """CHAIR's synonym table: the derived table we ship (same on every machine, so results do not depend on what
     sits beside the clone), else ../shared/data's copy."""
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     for candidate in (
         repo / "resources" / "caos" / "coco_synonyms.tsv",
         repo.parent / "shared" / "data" / "chair-lisaanne-hallucination" / "chair_synonym_to_category.tsv",
@@ -172,7 +172,7 @@ def read_synonym_table(path: str | Path) -> list[tuple[str, str]]:
 
 def derive_synonym_table(source: str | Path, target: str | Path) -> int:
     """Write resources/caos/coco_synonyms.tsv from CHAIR's synonym table (see resources/README.md); returns rows."""
-    from .io import write_text
+    from ..io import write_text
 
     pairs = read_synonym_table(source)
     seen: set[str] = set()

@@ -16,11 +16,11 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from .backends.base import BackendInfo, ImagePrompt, Synthesizer
-from .errors import BackendError, ConfigError, InputError
-from .io import read_jsonl, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
-from .progress import get_logger, progress
-from .standins import standin_info, tiny_clip_tokenizer, tiny_t5_tokenizer
+from ..backends.base import BackendInfo, ImagePrompt, Synthesizer
+from ..errors import BackendError, ConfigError, InputError
+from ..io import read_jsonl, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
+from ..progress import get_logger, progress
+from ..standins import standin_info, tiny_clip_tokenizer, tiny_t5_tokenizer
 
 log = get_logger(__name__)
 
@@ -59,13 +59,13 @@ class DiffusersSynthesizer(Synthesizer):
         width: int = 128,
         call_args: dict | None = None,
     ):
-        from .devices import resolve_device, resolve_dtype
+        from ..devices import resolve_device, resolve_dtype
 
         try:
             import torch  # noqa: F401
             from diffusers import DiffusionPipeline
         except ModuleNotFoundError as exc:
-            from .errors import MissingExtraError
+            from ..errors import MissingExtraError
 
             raise MissingExtraError(
                 f"synthesizer 'diffusers' needs the package {exc.name!r}: pip install 'halluflow[models]'"
