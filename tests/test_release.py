@@ -58,7 +58,8 @@ def test_release_contents_and_determinism(stage):
     m2 = package_release(tmp / "two" / "release", **kwargs)
     one, two = tmp / "one" / "release", tmp / "two" / "release"
     assert (one / "manifest.json").read_bytes() == (two / "manifest.json").read_bytes()
-    assert sorted(m1["files"]) == ["DATACARD.md", "images/a-i00.png", "queries.jsonl", "queries.parquet", "scenes.parquet"]
+    assert sorted(m1["files"]) == ["DATACARD.md", "README.md", "images/a-i00.png", "metadata.jsonl", "queries.jsonl",
+                                   "queries.parquet", "scenes.parquet"]
     assert m1 == m2 and m1["stand_ins_used"] is True
     assert {(m["role"], m["model"]) for m in m1["models"]} == {("synthesizer", "tiny-flux"), ("detector", "tiny-owl")}
     assert str(tmp) not in (one / "manifest.json").read_text()  # no absolute paths
@@ -89,7 +90,7 @@ def test_verify_cli_names_each_problem(stage, capsys):
     rel = tmp / "release"
     package_release(rel, **kwargs)
     assert main(["release", "verify", str(rel)]) == 0
-    assert capsys.readouterr().out.startswith("ok: 5 files")
+    assert capsys.readouterr().out.startswith("ok: 7 files")
     data = bytearray((rel / "images" / "a-i00.png").read_bytes())
     data[20] ^= 0x01  # flip one bit of one image
     (rel / "images" / "a-i00.png").write_bytes(bytes(data))

@@ -16,11 +16,14 @@ from .progress import configure_logging
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
     ("release", "verify", "halluflow.ode.release", "check every file of a release against its manifest.json"),
+    ("release", "export", "halluflow.ode.export", "write a release as llava / sharegpt / dpo training data or an lmms-eval task"),
+    ("release", "contamination", "halluflow.ode.contamination", "Fréchet distance and near-duplicates of a release vs real images"),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
     ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
     ("score", "caos", "halluflow.caos.scores", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
+    ("score", "compare", "halluflow.metrics.uncertainty", "bootstrap 95% intervals per model and paired model comparisons"),
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),

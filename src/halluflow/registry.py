@@ -1,4 +1,4 @@
-"""Backend registries, one per role (synthesizer, detector, vlm, llm, embedder).
+"""Backend registries, one per role (synthesizer, detector, vlm, llm, embedder, image_embedder).
 
 A registry maps a short name to "package.module:Class" and imports it only when used, so the heavy
 stacks (torch, diffusers, ultralytics, vllm) load only in the jobs that need them. Unknown names fail
@@ -67,6 +67,7 @@ DETECTORS = Registry("detector")
 VLMS = Registry("vlm")
 LLMS = Registry("llm")
 EMBEDDERS = Registry("embedder")
+IMAGE_EMBEDDERS = Registry("image_embedder")
 
 REGISTRIES = {
     "synthesizer": SYNTHESIZERS,
@@ -74,6 +75,7 @@ REGISTRIES = {
     "vlm": VLMS,
     "llm": LLMS,
     "embedder": EMBEDDERS,
+    "image_embedder": IMAGE_EMBEDDERS,
 }
 
 
@@ -99,5 +101,6 @@ for _registry, _name, _target in [
     (EMBEDDERS, "glove", "halluflow.backends.embedders:GloVeEmbedder"),
     (EMBEDDERS, "minilm", "halluflow.backends.embedders:MiniLMEmbedder"),
     (EMBEDDERS, "table", "halluflow.backends.embedders:TableEmbedder"),
+    (IMAGE_EMBEDDERS, "transformers", "halluflow.backends.image_embedders:TransformersImageEmbedder"),
 ]:
     _registry.register(_name, _target)

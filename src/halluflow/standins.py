@@ -137,6 +137,7 @@ for _kind, _target in [
     ("yolo", "halluflow.ode.detection:build_tiny_yolo"),
     ("yolo_world", "halluflow.ode.detection:build_tiny_yolo_world"),
     ("smolvlm", "halluflow.backends.transformers_vlm:build_tiny_smolvlm"),
+    ("dinov2", "halluflow.backends.image_embedders:build_tiny_dinov2"),
 ]:
     register_builder(_kind, _target)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from .export import write_hub_files
 from ..progress import progress
 from ..io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
 
@@ -97,6 +98,7 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
     lines += ["", "## Files", "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
+              "`metadata.jsonl` + `README.md` make the folder load with `datasets.load_dataset(<dir>)`;",
               "`manifest.json` lists every file with its sha256: check with `halluflow release verify <dir>`.", ""]
     return "\n".join(lines)
 
@@ -167,7 +169,9 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         models = models_used({"synthesizer": images, "detector": detections})
         stand_ins = any(m["stand_in"] for m in models)
         counts = _counts(accepted, queries, kept_scenes, rejected)
-        write_text(tmp / "DATACARD.md", _datacard(name, counts, models, stand_ins, seed, config))
+        card = _datacard(name, counts, models, stand_ins, seed, config)
+        write_text(tmp / "DATACARD.md", card)
+        write_hub_files(tmp, name, queries, card)
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             rel = path.relative_to(tmp).as_posix()
