@@ -417,7 +417,7 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     objects = pl.read_parquet(out["objects.parquet"])
     assert objects["object"].to_list() == ["dog", "lighthouse"]
     row = objects.filter(pl.col("object") == "lighthouse").to_dicts()[0]
-    assert row["extractor"] == "llm" and row["in_domain"] is False and row["judged_by"] == "oracle"
+    assert row["extractor"] == "vocab+llm" and row["in_domain"] is False and row["judged_by"] == "oracle"
     assert (row["oracle_yes"], row["oracle_no"], row["oracle_tie"], row["hallucinated"]) == (0, 2, False, True)
     assert summary["objects"]["n_oracle_judged"] == 1 and summary["objects"]["n_oracle_ties"] == 0
     assert summary["oracle"] == {"members": ["oracle-0", "oracle-1"], "vote": "majority", "tie": "exclude"}

@@ -1,8 +1,10 @@
-"""Object extraction from captions in generation order (CAOS, seed 001: "LLM-augmented object identification").
+"""Object extraction from captions in generation order (CAOS: "LLM-augmented object identification").
 
 A vocabulary matcher (COCO 80 + CHAIR synonyms, plus the release's concept-graph nodes; multi-word objects, plurals)
-finds in-domain objects; an optional LLM (the `llm` registry) adds out-of-domain objects through a strict JSON reply.
-When the reply does not parse, the vocabulary result is used alone. Every object records which extractor found it.
+finds in-domain objects; an open vocabulary (Visual Genome's 1600 object classes) finds out-of-domain ones; an
+optional LLM (the `llm` registry) adds out-of-domain objects through a strict JSON reply. When the reply does not
+parse, the vocabulary result is used alone. Mentions in a negation's scope ("There is no dog.") are left out unless
+`negation="ignore"` (CHAIR's reading). Every object records which extractor found it.
 """
 
 from __future__ import annotations
@@ -70,6 +72,21 @@ class Mention:
     canonical: str
     surface: str
     token_index: int
+    negated: bool = False
+
+
+# Negation cues: "no dog", "not a dog", "without a hat", "isn't any cat" ("isn't" tokenises as isn + t).
+NEGATION_CUES = {"no", "not", "without", "nor", "never", "none", "neither", "t", "cannot"}
+# A negation reaches the next mention across at most this many tokens, never across a preposition or a clause break:
+# "no red car" and "not a single dog" are negated, "not sleeping on the sofa" says nothing about the sofa.
+NEGATION_REACH = 3
+SCOPE_BREAKERS = {"on", "in", "at", "under", "near", "next", "behind", "beside", "above", "below", "by", "with",
+                  "while", "but", "although", "though", "which", "that", "where", "who", "is", "are", "was",
+                  "were", "has", "have"}
+# Coordinated objects stay in the scope: "no dogs or cats", "neither a cup nor a plate".
+COORDINATORS = {"or", "nor", "and", "a", "an", "any", "the"}
+_CLAUSE = re.compile(r"[.;:!?\n]+")
+NEGATION_MODES = ("skip", "ignore")
 
 
 class Vocabulary:
@@ -101,6 +118,10 @@ class Vocabulary:
     def __contains__(self, canonical: str) -> bool:
         return " ".join(tokens(canonical)) in self.source_of
 
+    def in_domain(self, canonical: str) -> bool:
+        """Known and not only from the open (out-of-domain) vocabulary: judged against the truth."""
+        return self.source_of.get(" ".join(tokens(canonical)), OPEN) != OPEN
+
     def __len__(self) -> int:
         return len(self.source_of)
 
@@ -112,25 +133,53 @@ class Vocabulary:
         """Canonical name when known, else the lower-cased phrase: how truth lists and LLM objects are compared."""
         return self.canonical(phrase) or " ".join(tokens(phrase))
 
-    def match(self, text: str) -> list[Mention]:
+    def match(self, text: str, negation: str = "skip") -> list[Mention]:
         """Greedy longest match left to right, so "hot dog" is one object and not "dog".
 
-        Like CHAIR, the matcher does not read negation ("no dog" is a mention of dog); the LLM extractor is told
-        to leave absent objects out.
+        negation "skip" marks mentions inside a negation's scope (`negated=True`: "There is no dog.", "a man
+        without a hat", "no cats or dogs"); "ignore" reads every mention as present, as CHAIR's matcher does.
         """
-        toks = tokens(text)
+        if negation not in NEGATION_MODES:
+            raise ValueError(f"negation must be one of {NEGATION_MODES}, got {negation!r}")
         out: list[Mention] = []
+        offset = 0
+        for clause in _CLAUSE.split(text):
+            toks = tokens(clause)
+            out.extend(self._match_clause(toks, offset, negation == "skip"))
+            offset += len(toks)
+        return out
+
+    def _match_clause(self, toks: list[str], offset: int, read_negation: bool) -> list[Mention]:
+        out: list[Mention] = []
+        scope_left = 0  # tokens a pending negation may still cross before its mention
+        in_coordination = False
         i = 0
         while i < len(toks):
             for n in range(min(self.max_len, len(toks) - i), 0, -1):
                 key = tuple(toks[i : i + n])
                 if key in self.surfaces:
-                    out.append(Mention(self.surfaces[key], " ".join(key), i))
+                    negated = read_negation and (scope_left > 0 or in_coordination)
+                    out.append(Mention(self.surfaces[key], " ".join(key), offset + i, negated))
+                    in_coordination = negated
+                    scope_left = 0
                     i += n
                     break
             else:
+                tok = toks[i]
+                if tok in NEGATION_CUES:
+                    scope_left, in_coordination = NEGATION_REACH + 1, False
+                elif in_coordination and tok not in COORDINATORS:
+                    in_coordination = False
+                elif scope_left:
+                    scope_left = 0 if tok in SCOPE_BREAKERS else scope_left - 1
                 i += 1
         return out
+
+
+OPEN = "open"  # vocabulary source of out-of-domain objects
+RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "caos"
+COCO_FREQUENCY = RESOURCES / "coco_train2014_frequency.tsv"
+OPEN_VOCABULARY = RESOURCES / "open_objects.tsv"
 
 
 def default_chair_synonyms() -> Path | None:
@@ -185,14 +234,94 @@ def derive_synonym_table(source: str | Path, target: str | Path) -> int:
     return len(lines) - 1
 
 
+def derive_coco_frequency(source: str | Path, target: str | Path) -> int:
+    """Write resources/caos/coco_train2014_frequency.tsv (object, images; most frequent first, ties by name) from
+    ML-GCN's COCO train2014 per-category image counts (`name` and `image_count` columns); returns rows."""
+    from ..io import write_text
+
+    source = Path(source)
+    if not source.is_file():
+        raise InputError(f"{source}: COCO category counts not found")
+    lines = source.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t") if lines else []
+    if "name" not in header or "image_count" not in header:
+        raise InputError(f"{source}: header must have 'name' and 'image_count' columns, got {header}")
+    n_col, c_col = header.index("name"), header.index("image_count")
+    rows = []
+    for lineno, line in enumerate(lines[1:], 2):
+        cells = line.split("\t")
+        try:
+            rows.append((cells[n_col].strip(), int(cells[c_col])))
+        except (IndexError, ValueError):
+            raise InputError(f"{source}:{lineno}: expected a name and an integer image_count") from None
+    rows.sort(key=lambda r: (-r[1], r[0]))
+    write_text(target, "object\timages\n" + "".join(f"{n}\t{c}\n" for n, c in rows))
+    return len(rows)
+
+
+def read_frequency(path: str | Path) -> list[str]:
+    """Training objects, most frequent first: a TSV with an `object` column, or a text file of one name per line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: frequent-objects file not found")
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    if lines and lines[0].split("\t")[0] == "object":
+        lines = [line.split("\t")[0] for line in lines[1:]]
+    items = [line.strip() for line in lines if line.strip()]
+    if not items:
+        raise InputError(f"{path}: no objects listed")
+    return items
+
+
+def derive_open_vocabulary(source: str | Path, target: str | Path) -> int:
+    """Write resources/caos/open_objects.tsv (surface, canonical) from Visual Genome's 1600 object classes (one
+    class per line, comma-separated synonyms, the first canonical — the bottom-up-attention vocabulary); returns rows."""
+    from ..io import write_text
+
+    source = Path(source)
+    if not source.is_file():
+        raise InputError(f"{source}: object vocabulary not found")
+    seen: set[str] = set()
+    out = ["surface\tcanonical"]
+    for line in source.read_text(encoding="utf-8").splitlines():
+        names = [" ".join(tokens(n)) for n in line.split(",")]
+        names = [n for n in names if n]
+        for name in names:
+            if name not in seen:
+                seen.add(name)
+                out.append(f"{name}\t{names[0]}")
+    write_text(target, "\n".join(out) + "\n")
+    return len(out) - 1
+
+
+def read_open_vocabulary(path: str | Path) -> list[tuple[str, str]]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: open object vocabulary not found")
+    pairs = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines()[1:], 2):
+        cells = line.split("\t")
+        if len(cells) != 2:
+            raise InputError(f"{path}:{lineno}: expected surface<TAB>canonical")
+        pairs.append((cells[0], cells[1]))
+    return pairs
+
+
 def build_vocabulary(
     graph_terms: Iterable[str] = (),
     synonyms: str | Path | None | bool = True,
     extra_terms: Iterable[str] = (),
+    open_vocabulary: str | Path | None | bool = False,
 ) -> Vocabulary:
-    """Vocabulary = graph nodes (the release's concepts) first, then COCO categories + CHAIR synonyms.
+    """Vocabulary = graph nodes (the release's concepts) first, then COCO categories + CHAIR synonyms: the domain.
+    Then, optionally, an open vocabulary of other objects (Visual Genome's 1600 classes): these are OUT of the domain,
+    judged by the oracle as in CAOS, since the truth cannot say they are absent.
 
     `synonyms`: a path, True for the default table (see default_chair_synonyms), False/None for none.
+    `open_vocabulary`: a path, True for resources/caos/open_objects.tsv, False/None for none.
     """
     vocab = Vocabulary()
     vocab.add_terms(graph_terms, "graph")
@@ -205,6 +334,11 @@ def build_vocabulary(
         vocab.add_terms(sorted({c for _, c in pairs}), "coco")
         for syn, cat in pairs:
             vocab.add(syn, cat, "coco")
+    if open_vocabulary is True:
+        open_vocabulary = OPEN_VOCABULARY
+    if open_vocabulary:
+        for surface, canonical in read_open_vocabulary(open_vocabulary):
+            vocab.add(surface, canonical, OPEN)
     return vocab
 
 
@@ -256,7 +390,7 @@ class ExtractedObject:
     surface: str  # words as written in the caption
     token_index: int  # first mention, in caption tokens: the generation order
     extractor: str  # vocab | llm | vocab+llm
-    in_domain: bool  # in the vocabulary (judged against truth) or not (judged by the oracle)
+    in_domain: bool  # in the domain vocabulary (judged against truth) or not (judged by the oracle)
 
 
 @dataclass
@@ -264,6 +398,7 @@ class Extraction:
     objects: list[ExtractedObject]
     llm_status: str  # not_used | ok | unparsed (fell back to the vocabulary matcher)
     llm_dropped: list[str] = field(default_factory=list)  # LLM objects not found in the caption text
+    negated: list[str] = field(default_factory=list)  # objects the caption says are absent ("no dog")
 
     @property
     def names(self) -> list[str]:
@@ -292,9 +427,12 @@ class ObjectExtractor:
     `llm`: an LLM backend (registry role "llm") or None for the vocabulary matcher alone.
     """
 
-    def __init__(self, vocabulary: Vocabulary, llm=None):
+    def __init__(self, vocabulary: Vocabulary, llm=None, negation: str = "skip"):
+        if negation not in NEGATION_MODES:
+            raise InputError(f"negation {negation!r}: expected one of {', '.join(NEGATION_MODES)}")
         self.vocabulary = vocabulary
         self.llm = llm
+        self.negation = negation
 
     def extract(self, caption: str) -> Extraction:
         return self.extract_many([caption])[0]
@@ -314,9 +452,13 @@ class ObjectExtractor:
         # token → the vocabulary object matched there: an LLM phrase overlapping a match ("dog" of "hot dog",
         # "graffiti wall" around "wall") confirms that object instead of adding a second, out-of-domain one.
         covered: dict[int, str] = {}
-        for m in vocab.match(caption):
+        negated: list[str] = []
+        for m in vocab.match(caption, self.negation):
             for t in range(m.token_index, m.token_index + len(m.surface.split())):
                 covered[t] = m.canonical
+            if m.negated:
+                negated.append(m.canonical)
+                continue
             if m.canonical not in found:
                 found[m.canonical] = [m.token_index, m.surface, {"vocab"}]
         status, dropped = "not_used", []
@@ -337,8 +479,9 @@ class ObjectExtractor:
                     span = range(where[0], where[0] + len(where[1].split()))
                     overlap = next((covered[t] for t in span if t in covered), None)
                     if name not in found and overlap is not None:
-                        found[overlap][2].add("llm")
-                        continue
+                        if overlap in found:
+                            found[overlap][2].add("llm")
+                        continue  # overlaps a negated mention: the caption says it is absent
                     entry = found.setdefault(name, [where[0], where[1], set()])
                     entry[2].add("llm")
                     if where[0] < entry[0]:
@@ -350,8 +493,9 @@ class ObjectExtractor:
                 surface=surface,
                 token_index=idx,
                 extractor="+".join(sorted(ex, key=["vocab", "llm"].index)),
-                in_domain=name in vocab,
+                in_domain=vocab.in_domain(name),
             )
             for name, (idx, surface, ex) in ordered
         ]
-        return Extraction(objects=objects, llm_status=status, llm_dropped=dropped)
+        return Extraction(objects=objects, llm_status=status, llm_dropped=dropped,
+                          negated=sorted(set(negated) - set(found)))

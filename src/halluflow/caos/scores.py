@@ -1,4 +1,5 @@
-"""CAOS — Context-Aware Object Similarities (seed 001; no public code, this is the reference implementation).
+"""CAOS — Context-Aware Object Similarities ("Evaluating Hallucination in Large Vision-Language Models based on
+Context-Aware Object Similarities"; no public code, this is the reference implementation).
 
 Notation (per caption c with ordered, de-duplicated objects O_c = (o_0, o_1, ...), ground truth G_c, and the training
 vocabulary's objects sorted by frequency F = (f_1, f_2, ...); e(·) is an embedding, cos the cosine similarity):
@@ -20,7 +21,11 @@ Side by side, over the same object lists (micro-averaged over captions c; undeci
   precision = Σ|O_c ∖ H_c| / Σ|O_c|      recall = Σ|G_c ∩ O_c| / Σ|G_c|      objects per caption = Σ|O_c| / #c
   CHAIR_i   = Σ|H_c| / Σ|O_c|            CHAIR_s = #{c : H_c ≠ ∅} / #c
   rate(p)   = #{hallucinated objects at position p} / #{objects at position p}   (sequential analysis)
-POPE-F1 and the scoring stage's CHAIR are read from metrics/<model>.json, not recomputed.
+POPE-F1 (over existence questions, as POPE defines it) and the scoring stage's CHAIR are read from
+metrics/<model>.json, not recomputed. F = MSCOCO train2014 objects by image count by default (the paper's training
+set; resources/caos/coco_train2014_frequency.tsv), or the release graph's node frequencies (`frequent: graph`).
+Out-of-domain objects without an oracle are judged against the truth (or left undecided with
+`ood_without_oracle: exclude`) and the summary carries a warning saying so.
 
 A cosine with a zero vector (a GloVe phrase with no known word) is undefined, never 0; a max over only undefined
 cosines is undefined. No hallucinated object → every score is null with n = 0 (never NaN).
@@ -38,7 +43,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .extract import ExtractedObject, ObjectExtractor, Vocabulary, build_vocabulary, tokens
+from .extract import (COCO_FREQUENCY, ExtractedObject, ObjectExtractor, Vocabulary, build_vocabulary, read_frequency,
+                      tokens)
 from ..io import dumps_json, read_jsonl, write_text
 from ..progress import get_logger, progress
 
@@ -149,7 +155,7 @@ def vote(answers: Sequence[str | None], rule: str = "majority", tie: str = "abse
 
 
 class Oracle:
-    """Ensemble of VLM backends judging out-of-domain objects (seed 001: "an ensemble of LVLMs" as oracle)."""
+    """Ensemble of VLM backends judging out-of-domain objects (CAOS: "an ensemble LVLM oracle")."""
 
     def __init__(self, members: Sequence[tuple[str, object]], rule: str = "majority", tie: str = "absent",
                  question: str = ORACLE_QUESTION):
@@ -194,15 +200,24 @@ class Caption:
     verdicts: list[OracleVerdict | None] = field(default_factory=list)
 
 
+OOD_WITHOUT_ORACLE = ("hallucinated", "exclude")
+
+
 def judge_caption(caption_id: str, image_id: str, objects: Sequence[ExtractedObject], truth: Iterable[str],
-                  vocabulary: Vocabulary, verdicts: Mapping[str, OracleVerdict] | None = None) -> Caption:
-    """In-domain objects against the truth; out-of-domain against the oracle verdicts when an oracle ran."""
+                  vocabulary: Vocabulary, verdicts: Mapping[str, OracleVerdict] | None = None,
+                  ood_without_oracle: str = "hallucinated") -> Caption:
+    """In-domain objects against the truth; out-of-domain against the oracle verdicts when an oracle ran, else
+    against the truth (`hallucinated`) or left undecided (`exclude`)."""
     truth_norm = sorted({vocabulary.normalise(t) for t in truth if tokens(t)})
     truth_set = set(truth_norm)
     hallucinated, judged_by, used = [], [], []
     for obj in objects:
         v = (verdicts or {}).get(obj.name)
-        if obj.in_domain or obj.name in truth_set or v is None:
+        if v is None and not obj.in_domain and obj.name not in truth_set and ood_without_oracle == "exclude":
+            hallucinated.append(None)
+            judged_by.append("none")
+            used.append(None)
+        elif obj.in_domain or obj.name in truth_set or v is None:
             hallucinated.append(obj.name not in truth_set)
             judged_by.append("truth")
             used.append(None)
@@ -393,15 +408,39 @@ def run_oracle(captions_objects: Sequence[tuple[str, str | None, Sequence[Extrac
 # ---- the workflow entry point -------------------------------------------------------------------------------------
 
 
+def resolve_frequent(spec: str, nodes=None) -> list[str]:
+    """`coco` = MSCOCO train2014 objects by image count (shipped); `graph` = the release graph; else a file path."""
+    if spec == "coco":
+        return read_frequency(COCO_FREQUENCY)
+    if spec == "graph":
+        if nodes is None:
+            raise ConfigError("config key 'caos.frequent': 'graph' needs the release's graph nodes")
+        return frequent_from_nodes(nodes)
+    return read_frequency(spec)
+
+
 def frequent_from_nodes(nodes) -> list[str]:
     """Graph nodes by image frequency, most frequent first (ties by name, so the order is deterministic)."""
     rows = sorted(zip(nodes["node"].to_list(), nodes["frequency"].to_list()), key=lambda r: (-int(r[1] or 0), r[0]))
     return [n for n, _ in rows]
 
 
+def ood_warning(captions: Sequence[Caption], oracle_ran: bool, policy: str) -> str | None:
+    """The loud line CAOS prints (log, JSON, report) when out-of-domain objects were judged without an oracle."""
+    n = sum(1 for c in captions for o, j in zip(c.objects, c.judged_by) if not o.in_domain and j != "oracle"
+            and o.name not in c.truth)
+    if oracle_ran or n == 0:
+        return None
+    how = ("counted as hallucinated because the truth does not list them" if policy == "hallucinated"
+           else "left undecided (excluded)")
+    return (f"{n} out-of-domain object mention(s) were judged WITHOUT an oracle: {how}. CAOS judges out-of-domain "
+            f"objects with an ensemble of VLMs (set caos.oracle.members)")
+
+
 def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | None, extractor: ObjectExtractor,
                           embedders: Mapping[str, object], oracle: Oracle | None = None, k: int = 3,
-                          ks: Sequence[int] = K_SWEEP) -> tuple[dict, "object", "object"]:
+                          ks: Sequence[int] = K_SWEEP, frequent: Sequence[str] | None = None,
+                          ood_without_oracle: str = "hallucinated") -> tuple[dict, "object", "object"]:
     """CAOS on the generative answers of an ODE release for one model → (summary JSON dict, per-object DataFrame,
     per-caption DataFrame).
 
@@ -426,16 +465,25 @@ def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | 
     paths = [str(root / r["image"]) if root is not None and r.get("image") else None for r in recs]
     verdicts = run_oracle([(r["query_id"], p, e.objects) for r, p, e in zip(recs, paths, extractions)], oracle)
     captions = [
-        judge_caption(r["query_id"], r["image_id"], e.objects, r["objects"] or [], extractor.vocabulary, v)
+        judge_caption(r["query_id"], r["image_id"], e.objects, r["objects"] or [], extractor.vocabulary, v,
+                      ood_without_oracle=ood_without_oracle)
         for r, e, v in zip(progress(recs, desc="judge captions"), extractions, verdicts)
     ]
-    summary, rows = score(captions, frequent_from_nodes(nodes), embedders, k=k, ks=ks)
+    if frequent is None:
+        frequent = frequent_from_nodes(nodes)
+    summary, rows = score(captions, [extractor.vocabulary.normalise(f) for f in frequent], embedders, k=k, ks=ks)
+    warning = ood_warning(captions, oracle is not None, ood_without_oracle)
+    summary["warnings"] = [warning] if warning else []
+    if warning:
+        log.warning("CAOS: %s", warning)
     summary["n_generative_queries"] = gen.height
     summary["n_answers_failed"] = joined.height - ok.height
     summary["n_answers_missing"] = gen.height - joined.height
     summary["extraction"] = {
         "llm_status": {s: sum(e.llm_status == s for e in extractions) for s in ("not_used", "ok", "unparsed")},
         "llm_dropped": sum(len(e.llm_dropped) for e in extractions),
+        "negated_mentions_left_out": sum(len(e.negated) for e in extractions),
+        "negation": extractor.negation,
     }
     stand_in = bool(ok["stand_in"].any()) if "stand_in" in ok.columns and ok.height else False
     summary["stand_in"] = stand_in
@@ -486,8 +534,9 @@ def _backend_spec(spec: Mapping) -> dict:
 def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> dict:
     """POPE-F1 / CHAIR_s / CHAIR_i from the scoring stage's metrics JSON (not recomputed here).
 
-    The JSON is searched for the keys f1, chair_s, chair_i; the shortest path wins, preferring paths naming pope /
-    overall (F1) or chair / generative (CHAIR). The dotted path used is recorded next to each number.
+    POPE-F1 is F1 over existence questions (POPE asks only about object existence): a path naming `existence` and
+    `pope` wins; other F1s (over every yes/no type) are used only when no existence F1 exists, and the path says so.
+    CHAIR: the shortest path naming chair / generative. The dotted path used is recorded next to each number.
     """
     out: dict = {"source": source, "pope_f1": None, "chair_s": None, "chair_i": None, "paths": {}}
     if not metrics:
@@ -502,13 +551,15 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
             flat.append((prefix, node))
 
     walk(metrics, "")
-    wanted = {"pope_f1": ("f1", ("pope", "overall", "existence")), "chair_s": ("chair_s", ("chair", "generative")),
+    wanted = {"pope_f1": ("f1", ("existence", "pope")), "chair_s": ("chair_s", ("chair", "generative")),
               "chair_i": ("chair_i", ("chair", "generative"))}
     for name, (key, prefer) in wanted.items():
         hits = [(p, v) for p, v in flat if p.split(".")[-1].lower() == key]
         if not hits:
             continue
-        hits.sort(key=lambda pv: (not any(w in pv[0].lower() for w in prefer), pv[0].count("."), pv[0]))
+        # Rank by how many preferred words the path names (all first), then by length.
+        hits.sort(key=lambda pv: (-sum(w in pv[0].lower() for w in prefer),
+                                  pv[0].count("."), pv[0]))
         out[name], out["paths"][name] = _r(float(hits[0][1])), hits[0][0]
     return out
 
@@ -531,7 +582,9 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         raise InputError(f"{queries_path}: release queries not found")
     queries = pl.read_parquet(queries_path)
     nodes_df = pl.read_parquet(nodes)
-    vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]))
+    vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]),
+                             open_vocabulary=bool(cfg.get("open_vocabulary", True)))
+    frequent = resolve_frequent(cfg.get("frequent", "coco"), nodes_df)
     llm = None
     if cfg["extractor"] == "llm":
         spec = cfg.get("llm") or default_llm
@@ -553,8 +606,10 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
     summary, objects, captions = score_release_answers(
-        answers_df, queries, nodes_df, release_dir=release_dir, extractor=ObjectExtractor(vocab, llm),
-        embedders=embedders, oracle=oracle, k=int(cfg["k"]), ks=sorted(set(cfg["k_sweep"])),
+        answers_df, queries, nodes_df, release_dir=release_dir,
+        extractor=ObjectExtractor(vocab, llm, negation=cfg.get("negation", "skip")),
+        embedders=embedders, oracle=oracle, k=int(cfg["k"]), ks=sorted(set(cfg["k_sweep"])), frequent=frequent,
+        ood_without_oracle=cfg.get("ood_without_oracle", "hallucinated"),
     )
     metrics_json = read_json(metrics[0]) if metrics else None
     summary.update(
@@ -565,6 +620,7 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         llm=llm.describe().as_dict() if llm is not None else None,
         oracle={"members": [n for n, _ in oracle.members], "vote": oracle.rule, "tie": oracle.tie} if oracle else None,
         vocabulary_size=len(vocab),
+        frequent_source=str(cfg.get("frequent", "coco")),
     )
     write_parquet(out_objects, objects)
     write_parquet(out_captions, captions)
@@ -574,7 +630,7 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
 
 # ---- CLI: halluflow score caos ------------------------------------------------------------------------------------
 
-CLI_DESCRIPTION = "CAOS_T / CAOS_X / CAOS_K context-aware object similarities of hallucinated objects (seed 001)."
+CLI_DESCRIPTION = "CAOS_T / CAOS_X / CAOS_K context-aware object similarities of hallucinated objects (CAOS)."
 CLI_EPILOG = """examples:
   halluflow score caos --objects objects.jsonl --truth truth.jsonl --frequent coco_frequent.txt --embedder glove
   halluflow score caos --objects captions.jsonl --truth truth.jsonl --frequent f.txt --embedder minilm --k 3
@@ -599,25 +655,19 @@ def _positive_int(text: str) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
     parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")
-    parser.add_argument("--frequent", required=True, help="text file: training objects, most frequent first")
+    parser.add_argument("--frequent", default="coco",
+                        help="training objects, most frequent first: 'coco' (MSCOCO train2014, shipped; default) "
+                             "or a text file (one per line) / TSV with an 'object' column")
     parser.add_argument("--embedder", default="glove", help="embedder backend: glove, minilm or table")
     parser.add_argument("--vectors", help="TSV word<TAB>v1<TAB>... for --embedder table")
     parser.add_argument("--k", type=_positive_int, default=3,
                         help="k of the headline CAOS_K, ≥ 1 (the sweep 1..10 is always given)")
     parser.add_argument("--synonyms", default="default",
                         help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable")
+    parser.add_argument("--negation", choices=("skip", "ignore"), default="skip",
+                        help="captions: leave out objects said to be absent ('no dog') [skip] or read them (CHAIR)")
     parser.add_argument("--no-per-object", action="store_true", help="leave the per_object rows out of the JSON")
     parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
-
-
-def _read_frequent(path: str) -> list[str]:
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: frequent-objects file not found")
-    items = [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not items:
-        raise InputError(f"{p}: no objects listed")
-    return items
 
 
 def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dict]:
@@ -639,7 +689,7 @@ def run(args: argparse.Namespace) -> int:
 
     objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
     truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))
-    frequent = _read_frequent(args.frequent)
+    frequent = resolve_frequent(args.frequent)
     spec: dict = {"backend": args.embedder}
     if args.vectors:
         spec["path"] = args.vectors
@@ -654,7 +704,7 @@ def run(args: argparse.Namespace) -> int:
     vocab = build_vocabulary(
         extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent)), synonyms=synonyms
     )
-    extractor = ObjectExtractor(vocab)
+    extractor = ObjectExtractor(vocab, negation=args.negation)
     captions = []
     for iid, row in objects.items():
         if iid not in truth_lists:
@@ -691,5 +741,5 @@ def run(args: argparse.Namespace) -> int:
 __all__ = [
     "cosine_matrix", "max_cosine", "parse_yes_no", "vote", "Oracle", "OracleVerdict", "Caption", "judge_caption",
     "object_rows", "caos_summary", "caos_subsets", "object_statistics", "sequential", "score", "score_release_answers",
-    "frequent_from_nodes", "rows_frame", "configure", "run", "K_SWEEP", "metrics_side_by_side", "run_workflow",
+    "frequent_from_nodes", "resolve_frequent", "ood_warning", "rows_frame", "configure", "run", "K_SWEEP", "metrics_side_by_side", "run_workflow",
 ]

@@ -125,6 +125,7 @@ section h2 { margin:0 0 10px; font-size:17px; }
 section h3 { font-size:14px; margin:14px 0 6px; }
 section.not-run h2::after { content:"not run"; margin-left:10px; font-size:11px; font-weight:600; color:#fff; background:#9aa5b1; border-radius:10px; padding:2px 8px; vertical-align:middle; }
 p.note { color:var(--muted); margin:4px 0; }
+p.warn { background:#fff3e0; border-left:4px solid #ef6c00; padding:6px 10px; margin:6px 0; }
 table { border-collapse:collapse; font-size:13px; margin:6px 0 10px; }
 th, td { border-bottom:1px solid var(--line); padding:4px 10px; text-align:right; white-space:nowrap; }
 th { background:#f0f4f8; font-weight:600; }
@@ -238,7 +239,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 body = html_table(card) if card is not None else ""
                 if full is not None:
                     body += f"<details><summary>All {full.height} numbers from metrics/&lt;model&gt;.json</summary>{html_table(full)}</details>"
-                page.add(sid, title, body)
+                page.add(sid, title, _warnings(res, models) + body)
         elif sid == "radar":
             figure_section(sid, title, "radar", "Each axis is a headline metric on a 0–1 scale; for rates such as "
                            "CHAIR and hallucination rate lower is better, for accuracy and F1 higher is better.")
@@ -272,6 +273,15 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                            "instances after the trained fuzzing policy's mutations.")
     write_text(out, _render_page(res, page, stand_in))
     return out
+
+
+def _warnings(res: Results, models: list[str]) -> str:
+    """Warnings the stages wrote into their JSON (e.g. CAOS judging out-of-domain objects without an oracle)."""
+    lines = []
+    for model in models:
+        for w in (res.caos(model) or {}).get("warnings") or []:
+            lines.append(f'<p class="warn">CAOS, {_esc(model)}: {_esc(w)}</p>')
+    return "".join(lines)
 
 
 def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
