@@ -124,3 +124,17 @@ def test_shipped_resources_rederive_byte_exact(tmp_path):
     vocab = shared_data("visual-genome-bottom-up-vocab", "objects_vocab.txt")
     derive_open_vocabulary(vocab, tmp_path / "o.tsv")
     assert (tmp_path / "o.tsv").read_bytes() == OPEN_VOCABULARY.read_bytes()
+
+
+def test_no_oracle_warning_reaches_the_report(tmp_path):
+    from halluflow.report.summary import build_summary
+
+    root = tmp_path / "results" / "r"
+    (root / "caos").mkdir(parents=True)
+    (root / "metrics").mkdir()
+    (root / "metrics" / "m.json").write_text(json.dumps({"model": "m", "pope": {"f1": 0.5}}))
+    doc = {"embedders": {"glove": {"caos_t": 0.4, "caos_x": 0.3, "caos_k": 0.2}},
+           "warnings": ["3 out-of-domain object mention(s) were judged WITHOUT an oracle: counted as hallucinated"]}
+    (root / "caos" / "m.json").write_text(json.dumps(doc))
+    html = build_summary(root, tmp_path / "s.html").read_text()
+    assert 'class="warn">CAOS, m: 3 out-of-domain object mention(s) were judged WITHOUT an oracle' in html
