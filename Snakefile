@@ -1,7 +1,5 @@
 # halluflow: hallucination evaluation of vision-language models (ODE, CAOS, CEDI, UniHall/SAMF, POPE, CHAIR, AMBER).
-# Thin by design: config + validation + one rule file per stage; all logic lives in src/halluflow.
-from glob import glob
-
+# Thin by design: the config is checked by the library, one rule file per stage, all logic in src/halluflow.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -13,22 +11,27 @@ configfile: "config.yaml"
 report: "report/workflow.rst"
 
 
-include: "rules/common.smk"
-
-
 wildcard_constraints:
     shard=r"\d{3}",
     release=r"[A-Za-z0-9._-]+",
 
 
-
-for _rule_file in sorted(glob(str(Path(workflow.basedir) / "rules" / "*.smk"))):
-    if not _rule_file.endswith("common.smk"):
-
-        include: _rule_file
+# Input functions and the stage plan (which stages run on this config, and why the others do not).
+include: "rules/common.smk"
+# Stage files in data-flow order: a rule names its inputs through `rules.<upstream>.output.<key>`.
+include: "rules/standins.smk"
+include: "rules/ode.smk"
+include: "rules/images.smk"
+include: "rules/release.smk"
+include: "rules/answer.smk"
+include: "rules/score.smk"
+include: "rules/caos.smk"
+include: "rules/cedi.smk"
+include: "rules/samf.smk"
+include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_output(),
-    default_target: True

@@ -1,58 +1,60 @@
-# CAOS (seed 001) on each model's generative answers, and ODE's clustered hallucination diagnosis (seed 002 §04).
-# Helpers live in common.smk; logic in src/halluflow/{caos.py,extract.py,diagnosis.py}.
+# CAOS (context-aware object similarities of hallucinated objects) on each model's generative answers, and ODE's
+# clustered concept x hallucination diagnosis. Logic in src/halluflow/caos/ and src/halluflow/ode/diagnosis.py.
 
 
 rule caos_score:
     input:
-        answers=get_caos_answers,
-        release=CAOS_RELEASE_MANIFEST,
-        nodes=CAOS_NODES,
-        metrics=get_caos_metrics,
+        answers=get_model_answers,
+        release=rules.package_release.output.manifest,
+        nodes=rules.build_graph.output.nodes,  # node frequencies = the frequent-object ranking
+        metrics=[rules.score.output.metrics],  # POPE-F1 / CHAIR shown beside CAOS (a list: the job reads many)
         models=get_caos_model_inputs,
     output:
         summary=f"{OUT}/caos/{{model}}.json",
         objects=f"{OUT}/caos/{{model}}.objects.parquet",
         captions=f"{OUT}/caos/{{model}}.captions.parquet",
-    params:
-        caos=CAOS_CONFIG,
-        oracle_members=get_caos_oracle_members(),
-        llm=get_caos_llm(),
-        models_cache=MODELS_CACHE,
-    wildcard_constraints:
-        model=r"[^/.]+",
     log:
         f"{LOGS}/caos_score/{{model}}.log",
     benchmark:
         f"{BENCH}/caos_score/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "caos")),
+    conda:
+        "../envs/caos.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
-    conda:
-        "../envs/caos.yaml"
+        gpu=get_caos_gpus,  # oracle members on a GPU
+    params:
+        caos=config["caos"],
+        oracle_members=oracle_members(config),
+        # Only when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS otherwise.
+        llm=config["llm"] if uses_default_llm("caos", "extractor") else None,
+        models_cache=MODELS_CACHE,
     script:
         "../scripts/caos_score.py"
 
 
 rule ode_diagnosis:
     input:
-        answers=get_caos_answers,
-        release=CAOS_RELEASE_MANIFEST,
+        answers=get_model_answers,
+        release=rules.package_release.output.manifest,
         captions=rules.caos_score.output.captions,
-        scores=get_diagnosis_scores,
+        scores=[rules.score.output.scores],
     output:
         matrix=f"{OUT}/diagnosis/{{model}}.parquet",
         heatmap=f"{OUT}/diagnosis/{{model}}.png",
         distributions=f"{OUT}/diagnosis/{{model}}.distributions.parquet",
-    params:
-        diagnosis=DIAGNOSIS_CONFIG,
-    wildcard_constraints:
-        model=r"[^/.]+",
     log:
         f"{LOGS}/ode_diagnosis/{{model}}.log",
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "diagnosis")),
+    conda:
+        "../envs/caos.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
-    conda:
-        "../envs/caos.yaml"
+    params:
+        diagnosis=config["diagnosis"],
     script:
         "../scripts/caos_diagnosis.py"

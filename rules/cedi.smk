@@ -1,35 +1,36 @@
-# CEDI (seed 000): multi-turn examiner over each image's scene graph (per model), then the scene-graph grader.
-# Helpers live in common.smk; logic in src/halluflow/cedi/.
+# CEDI: multi-turn examiner over each image's scene graph (per model), then the scene-graph edit-distance grader.
+# Logic in src/halluflow/cedi/.
 
 
 rule cedi_examine:
     input:
-        release=CEDI_RELEASE_MANIFEST,
-        nodes=f"{OUT}/graph/nodes.parquet",
-        edges=f"{OUT}/graph/edges.parquet",
-        accepted=f"{OUT}/filtered/accepted.parquet",  # detector-seen objects are never asked as absent
-        model=get_answer_model_input,  # stand-in / converted model folders, built by the answer stage's rules
+        release=rules.package_release.output.manifest,
+        nodes=rules.build_graph.output.nodes,
+        edges=rules.build_graph.output.edges,
+        accepted=rules.filter_images.output.accepted,  # detector-seen objects are never asked as absent
+        model=get_model_input,
         llm=get_cedi_llm_input,
     output:
-        transcripts=f"{CEDI_DIR}/{{model}}/transcripts.parquet",
-        truth=f"{CEDI_DIR}/{{model}}/truth_graphs.json",
-    params:
-        config=get_cedi_params(),
-        model=get_cedi_model_spec,
-        models_cache=MODELS_CACHE,
-    wildcard_constraints:
-        model=r"[^/.]+",
+        transcripts=f"{OUT}/cedi/{{model}}/transcripts.parquet",
+        truth=f"{OUT}/cedi/{{model}}/truth_graphs.json",
     log:
         f"{LOGS}/cedi_examine/{{model}}.log",
     benchmark:
         f"{BENCH}/cedi_examine/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "cedi")),
+    conda:
+        "../envs/cedi.yaml"
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=get_answer_gpus,
-    conda:
-        "../envs/cedi.yaml"
+        gpu=get_gpus,
+    params:
+        # Only what the CEDI jobs read, so editing another stage's config does not rerun them.
+        config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
+        model=get_model_spec,
+        models_cache=MODELS_CACHE,
     script:
         "../scripts/cedi_examine.py"
 
@@ -38,24 +39,24 @@ rule cedi_grade:
     input:
         transcripts=rules.cedi_examine.output.transcripts,
         truth=rules.cedi_examine.output.truth,
-        nodes=f"{OUT}/graph/nodes.parquet",
+        nodes=rules.build_graph.output.nodes,
         llm=get_cedi_llm_input,
     output:
-        grades=f"{CEDI_DIR}/{{model}}/grades.json",
-        per_turn=f"{CEDI_DIR}/{{model}}/per_turn.parquet",
-        pred=f"{CEDI_DIR}/{{model}}/pred_graphs.json",
-    params:
-        config=get_cedi_params(),
-    wildcard_constraints:
-        model=r"[^/.]+",
+        grades=f"{OUT}/cedi/{{model}}/grades.json",
+        per_turn=f"{OUT}/cedi/{{model}}/per_turn.parquet",
+        pred=f"{OUT}/cedi/{{model}}/pred_graphs.json",
     log:
         f"{LOGS}/cedi_grade/{{model}}.log",
     benchmark:
         f"{BENCH}/cedi_grade/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "cedi")),
+    conda:
+        "../envs/cedi.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
-    conda:
-        "../envs/cedi.yaml"
+    params:
+        config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
     script:
         "../scripts/cedi_grade.py"

@@ -1,27 +1,28 @@
-# UniHall + SAMF (seed 003): UniHall instances from the release, standard evaluation, one controller-training job per
+# UniHall + SAMF (self-adaptive mutation fuzzing of hallucination benchmarks): UniHall instances from the release,
+# standard evaluation, one controller-training job per
 # (model, subtype x question-type group) so a cluster trains groups in parallel, fuzzed evaluation with the
 # CentralFuzzController (+ the random-policy "dynamic" setting of Table 11), and the standard / dynamic / fuzzed
-# table. Helpers live in common.smk; logic in src/halluflow/samf/.
+# table. Logic in src/halluflow/samf/.
 
 
-rule samf_instances:
+checkpoint samf_instances:
     input:
         source=get_samf_source_input,
     output:
-        instances=f"{SAMF_DIR}/instances.json",
-        split=f"{SAMF_DIR}/split.parquet",
-    params:
-        samf=SAMF_CONFIG,
-        release_dir=SAMF_RELEASE,
-        release=RELEASE,
-        seed=config["seed"],
+        instances=f"{OUT}/fuzz/instances.json",
+        split=f"{OUT}/fuzz/split.parquet",
     log:
         f"{LOGS}/samf_instances.log",
+    conda:
+        "../envs/samf.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 1000 * attempt,
-    conda:
-        "../envs/samf.yaml"
+    params:
+        samf=config["samf"],
+        release_dir=ode_release_dir(),
+        release=RELEASE,
+        seed=config["seed"],
     script:
         "../scripts/samf_instances.py"
 
@@ -30,30 +31,30 @@ rule samf_standard_eval:
     input:
         instances=rules.samf_instances.output.instances,
         split=rules.samf_instances.output.split,
-        model=get_samf_model_input,
+        model=get_model_input,
     output:
-        table=f"{SAMF_DIR}/{{model}}/standard.parquet",
-    params:
-        samf=SAMF_CONFIG,
-        model=get_samf_model_spec,
-        release_dir=SAMF_RELEASE,
-        models_cache=MODELS_CACHE,
-        graph_dir=SAMF_GRAPH_DIR,
-        llm=get_samf_llm(),
-    wildcard_constraints:
-        model=r"[^/.]+",
+        table=f"{OUT}/fuzz/{{model}}/standard.parquet",
     log:
         f"{LOGS}/samf_standard_eval/{{model}}.log",
     benchmark:
         f"{BENCH}/samf_standard_eval/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "samf")),
+    conda:
+        "../envs/samf.yaml"
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=get_answer_gpus,
-        api_calls=get_answer_api_calls,
-    conda:
-        "../envs/samf.yaml"
+        gpu=get_gpus,
+        api_calls=get_api_calls,
+    params:
+        samf=config["samf"],
+        model=get_model_spec,
+        release_dir=ode_release_dir(),
+        models_cache=MODELS_CACHE,
+        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
+        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
     script:
         "../scripts/samf_standard_eval.py"
 
@@ -62,32 +63,32 @@ rule samf_train:
     input:
         instances=rules.samf_instances.output.instances,
         split=rules.samf_instances.output.split,
-        model=get_samf_model_input,
+        model=get_model_input,
     output:
-        policy=f"{SAMF_DIR}/{{model}}/train/{{group}}.json",
-    params:
-        samf=SAMF_CONFIG,
-        model=get_samf_model_spec,
-        release_dir=SAMF_RELEASE,
-        models_cache=MODELS_CACHE,
-        graph_dir=SAMF_GRAPH_DIR,
-        llm=get_samf_llm(),
-        seed=config["seed"],
-    wildcard_constraints:
-        model=r"[^/.]+",
-        group=r"[a-z_]+_(YON|VQA)",
+        policy=f"{OUT}/fuzz/{{model}}/train/{{group}}.json",
     log:
         f"{LOGS}/samf_train/{{model}}/{{group}}.log",
     benchmark:
         f"{BENCH}/samf_train/{{model}}/{{group}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "samf")),
+        group=r"[a-z_]+_(YON|VQA)",
+    conda:
+        "../envs/samf.yaml"
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=get_answer_gpus,
-        api_calls=get_answer_api_calls,
-    conda:
-        "../envs/samf.yaml"
+        gpu=get_gpus,
+        api_calls=get_api_calls,
+    params:
+        samf=config["samf"],
+        model=get_model_spec,
+        release_dir=ode_release_dir(),
+        models_cache=MODELS_CACHE,
+        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
+        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
+        seed=config["seed"],
     script:
         "../scripts/samf_train.py"
 
@@ -97,35 +98,35 @@ rule samf_fuzzed_eval:
         instances=rules.samf_instances.output.instances,
         split=rules.samf_instances.output.split,
         trained=get_samf_trained,
-        model=get_samf_model_input,
+        model=get_model_input,
     output:
-        policies=f"{SAMF_DIR}/{{model}}/policies.json",
-        table=f"{SAMF_DIR}/{{model}}/fuzzed.parquet",
-        instances=f"{SAMF_DIR}/{{model}}/fuzzed_instances.json",
-        dynamic=f"{SAMF_DIR}/{{model}}/dynamic.parquet",
-        images=directory(f"{SAMF_DIR}/{{model}}/fuzzed"),
-    params:
-        samf=SAMF_CONFIG,
-        model=get_samf_model_spec,
-        release_dir=SAMF_RELEASE,
-        models_cache=MODELS_CACHE,
-        graph_dir=SAMF_GRAPH_DIR,
-        llm=get_samf_llm(),
-        seed=config["seed"],
-    wildcard_constraints:
-        model=r"[^/.]+",
+        policies=f"{OUT}/fuzz/{{model}}/policies.json",
+        table=f"{OUT}/fuzz/{{model}}/fuzzed.parquet",
+        instances=f"{OUT}/fuzz/{{model}}/fuzzed_instances.json",
+        dynamic=f"{OUT}/fuzz/{{model}}/dynamic.parquet",
+        images=directory(f"{OUT}/fuzz/{{model}}/fuzzed"),
     log:
         f"{LOGS}/samf_fuzzed_eval/{{model}}.log",
     benchmark:
         f"{BENCH}/samf_fuzzed_eval/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "samf")),
+    conda:
+        "../envs/samf.yaml"
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=get_answer_gpus,
-        api_calls=get_answer_api_calls,
-    conda:
-        "../envs/samf.yaml"
+        gpu=get_gpus,
+        api_calls=get_api_calls,
+    params:
+        samf=config["samf"],
+        model=get_model_spec,
+        release_dir=ode_release_dir(),
+        models_cache=MODELS_CACHE,
+        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
+        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
+        seed=config["seed"],
     script:
         "../scripts/samf_fuzzed_eval.py"
 
@@ -136,16 +137,16 @@ rule samf_compare:
         fuzzed=rules.samf_fuzzed_eval.output.table,
         dynamic=rules.samf_fuzzed_eval.output.dynamic,
     output:
-        table=f"{SAMF_DIR}/{{model}}/comparison.parquet",
-        summary=f"{SAMF_DIR}/{{model}}/comparison.json",
-    wildcard_constraints:
-        model=r"[^/.]+",
+        table=f"{OUT}/fuzz/{{model}}/comparison.parquet",
+        summary=f"{OUT}/fuzz/{{model}}/comparison.json",
     log:
         f"{LOGS}/samf_compare/{{model}}.log",
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "samf")),
+    conda:
+        "../envs/samf.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 1000 * attempt,
-    conda:
-        "../envs/samf.yaml"
     script:
         "../scripts/samf_compare.py"

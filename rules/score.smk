@@ -1,26 +1,52 @@
-# Scoring (anchors.md POPE / AMBER / CHAIR; seed 002 §4): one job per model under test, after all its answer shards.
-# Helpers (get_score_answers, SCORING) live in common.smk; logic in src/halluflow/metrics/ode.py.
+# Scoring, one job per model after all its answer shards. ODE source: POPE-style metrics with ODE's breakdowns and
+# CHAIR-like generative scores (src/halluflow/ode/scoring.py). POPE / AMBER sources: the answers are written in the
+# benchmark's own answer format and scored by the same code as `halluflow score pope|amber`.
 
+if SOURCE["kind"] == "ode":
 
-rule score:
-    input:
-        answers=get_score_answers,
-        queries=f"{OUT}/queries/queries.parquet",
-        nodes=f"{OUT}/graph/nodes.parquet",
-    output:
-        scores=f"{OUT}/scores/{{model}}/answers.parquet",
-        metrics=f"{OUT}/metrics/{{model}}.json",
-    params:
-        scoring=SCORING,
-    log:
-        f"{LOGS}/score/{{model}}.log",
-    benchmark:
-        f"{BENCH}/score/{{model}}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=lambda wildcards, attempt: 10 * attempt,
-    conda:
-        "../envs/score.yaml"
-    script:
-        "../scripts/score.py"
+    rule score:
+        input:
+            answers=get_model_answers,
+            queries=rules.make_queries.output.queries,
+            nodes=rules.build_graph.output.nodes,
+        output:
+            scores=f"{OUT}/scores/{{model}}/answers.parquet",
+            metrics=f"{OUT}/metrics/{{model}}.json",
+        log:
+            f"{LOGS}/score/{{model}}.log",
+        benchmark:
+            f"{BENCH}/score/{{model}}.tsv"
+        conda:
+            "../envs/score.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            runtime=lambda wildcards, attempt: 10 * attempt,
+        params:
+            scoring=config["scoring"],
+        script:
+            "../scripts/score.py"
+
+else:
+
+    rule score:
+        input:
+            answers=get_model_answers,
+            source=get_answer_source_input,
+        output:
+            # POPE: JSONL {question_id, answer}; AMBER: JSON array [{id, response}] (what their scorers read)
+            scores=f"{OUT}/scores/{{model}}/answers.{'jsonl' if SOURCE['kind'] == 'pope' else 'json'}",
+            metrics=f"{OUT}/metrics/{{model}}.json",
+        log:
+            f"{LOGS}/score/{{model}}.log",
+        conda:
+            "../envs/score.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            runtime=lambda wildcards, attempt: 10 * attempt,
+        params:
+            source=SOURCE,
+            scoring=config["scoring"],
+        script:
+            "../scripts/score_source.py"

@@ -20,8 +20,9 @@ from .devices import set_threads
 from .cache import RequestCache, request_key
 from .errors import BackendError, ConfigError
 from .io import sha256_file, stable_hash, write_parquet
+from .models import resolve
 from .progress import progress
-from .sources import resolve_images
+from .sources import original_id, resolve_images
 
 log = logging.getLogger("halluflow.answer")
 
@@ -96,14 +97,13 @@ class ModelUnderTest:
         for key in ("name", "backend"):
             if key not in spec:
                 raise ConfigError(f"models entry {spec!r}: missing key {key!r}")
+        resolved = resolve(spec, models_cache)  # the workflow's resolver: same folder the DAG built
         self.name = spec["name"]
         self.backend_name = spec["backend"]
-        self.args = dict(spec.get("args") or {})
+        self.args = dict(resolved.args)
         self.spec_stand_in = bool(spec.get("stand_in", False))
         self.build = spec.get("build")
-        if self.build and "model" not in self.args:
-            self.args["model"] = str(model_folder(spec, models_cache))
-        if self.backend_name == "prior" and "graph" not in self.args and graph_dir is not None:
+        if resolved.reads_graph and graph_dir is not None:
             self.args["graph"] = str(graph_dir)
         self._queries = queries
         self._backend = None
@@ -276,25 +276,6 @@ def answer_shard(
     return stats
 
 
-def models_by_name(config: dict) -> dict[str, dict]:
-    specs = {}
-    for i, spec in enumerate(config.get("models") or []):
-        name = spec.get("name")
-        if not name:
-            raise ConfigError(f"config key 'models.{i}.name': missing")
-        if name in specs:
-            raise ConfigError(f"config key 'models.{i}.name': duplicate model name {name!r}")
-        specs[name] = spec
-    return specs
-
-
-def model_folder(spec: dict, models_cache: str | os.PathLike = "resources/models") -> Path | None:
-    """Folder a `build:` stand-in is built into (args.model defaults to it)."""
-    if not spec.get("build"):
-        return None
-    return Path(spec.get("args", {}).get("model") or Path(models_cache) / spec["name"])
-
-
 def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, threads: int | None = None) -> dict:
     """Rule answer: load the configured source, build the model lazily, answer shard `shard` of `params['shards']`."""
     from .sources import load_source
@@ -380,11 +361,6 @@ def _cli_spec(args) -> dict:
     return spec
 
 
-def _original_id(query_id: str):
-    # POPE / AMBER ids are integers in their files; write them back the same way so their scorers match them.
-    return int(query_id) if query_id.isdigit() else query_id
-
-
 def run(args) -> int:
     import polars as pl
 
@@ -407,11 +383,11 @@ def run(args) -> int:
     if out.suffix != ".parquet":
         table = pl.read_parquet(table_path)
         if args.source == "amber":
-            write_json(out, [{"id": _original_id(r["query_id"]), "response": r["answer"]}
+            write_json(out, [{"id": original_id(r["query_id"]), "response": r["answer"]}
                              for r in table.iter_rows(named=True)])
         else:
             id_key = "question_id" if args.source == "pope" else "query_id"
-            write_jsonl(out, ({id_key: _original_id(r["query_id"]), "answer": r["answer"], "status": r["status"],
+            write_jsonl(out, ({id_key: original_id(r["query_id"]), "answer": r["answer"], "status": r["status"],
                                **({"error": r["error"]} if r["error"] else {})} for r in table.iter_rows(named=True)))
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
     return 0

@@ -1,7 +1,10 @@
 """Load and validate the workflow config against schemas/config.schema.yaml (JSON Schema 2020-12).
 
 Validation fills in schema defaults and stops with a one-line message naming the offending key
-(`config key 'sampling.sizes.standard': 'ten' is not of type 'integer'`) before any job runs.
+(`config key 'sampling.sizes.standard': 'ten' is not of type 'integer'`) before any job runs. After the schema
+(types, ranges, name patterns) come the checks a schema cannot express: unique model names, cross-references between
+sections (cedi.models, samf.models, caos.oracle.members, the LLM a judge or examiner needs), and which stages can
+run on the configured answer source (`stage_plan`).
 """
 
 from __future__ import annotations
@@ -68,7 +71,91 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         raise ConfigError(_message(errors[0]))
+    check_semantics(config)
     return config
+
+
+# Methods evaluating models under test; each has `<method>.models` or (caos, diagnosis) runs every model.
+METHODS = ("caos", "diagnosis", "cedi", "samf")
+LLM_BACKENDS = ("transformers", "openai")
+
+
+def check_semantics(config: dict) -> None:
+    """Cross-key checks of a schema-valid config; ConfigError names the key."""
+    names: dict[str, int] = {}
+    for i, spec in enumerate(config.get("models") or []):
+        name = spec["name"]
+        if name in names:
+            raise ConfigError(f"config key 'models.{i}.name': duplicate model name {name!r} (also models.{names[name]})")
+        names[name] = i
+    for method in ("cedi", "samf"):
+        chosen = (config.get(method) or {}).get("models")
+        if isinstance(chosen, str) and chosen != "all":
+            raise ConfigError(f"config key '{method}.models': {chosen!r}: expected all, null or a list of model names")
+        for j, name in enumerate(chosen if isinstance(chosen, list) else []):
+            if name not in names:
+                raise ConfigError(f"config key '{method}.models.{j}': no model named {name!r} in models "
+                                  f"(models: {', '.join(names) or 'none'}; use all for every model)")
+    for j, member in enumerate(config.get("caos", {}).get("oracle", {}).get("members") or []):
+        if isinstance(member, str) and member not in names:
+            raise ConfigError(f"config key 'caos.oracle.members.{j}': no model named {member!r} in models")
+        if isinstance(member, dict) and "backend" not in member:
+            raise ConfigError(f"config key 'caos.oracle.members.{j}': an inline member needs a backend")
+    for section in ("caos", "cedi"):
+        spec = (config.get(section) or {}).get("llm")
+        if spec is not None and spec.get("backend") not in LLM_BACKENDS:
+            raise ConfigError(f"config key '{section}.llm.backend': {spec.get('backend')!r}: expected one of "
+                              f"{', '.join(LLM_BACKENDS)} (or set {section}.llm to null for the top-level llm)")
+    source = config.get("answer", {}).get("source") or {}
+    if source.get("kind") in ("pope", "amber"):
+        for key in ("path", "images") + (("annotations",) if source["kind"] == "amber" else ()):
+            if not source.get(key):
+                raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
+    samf_source = config.get("samf", {}).get("source") or {}
+    if samf_source.get("format") == "unihall" and not samf_source.get("path"):
+        raise ConfigError("config key 'samf.source.path': required for a unihall source")
+
+
+def method_models(config: dict, method: str) -> list[str]:
+    """Names of the models `method` evaluates: its `models` list, or every model not skipping it."""
+    chosen = (config.get(method) or {}).get("models")
+    if isinstance(chosen, list):
+        return list(chosen)
+    return [m["name"] for m in config.get("models") or [] if method not in (m.get("skip") or [])]
+
+
+def stage_plan(config: dict) -> dict[str, str | None]:
+    """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
+    kind = config["answer"]["source"]["kind"]
+    ode = kind == "ode" and not config["answer"]["source"]["path"]
+    no_release = (f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs" if kind != "ode"
+                  else "answer.source.path names an existing release: it needs this config's concept graph")
+    plan: dict[str, str | None] = {
+        "ode": None if ode else f"answer.source is {kind} {config['answer']['source']['path'] or ''}".rstrip(),
+        "answer": None if config.get("models") else "no models under test",
+        "score": None if config.get("models") else "no models under test",
+    }
+    for method in ("caos", "diagnosis", "cedi"):
+        if not config[method]["enabled"]:
+            plan[method] = f"{method}.enabled is false"
+        elif plan["ode"]:
+            plan[method] = no_release
+        elif not method_models(config, method):
+            plan[method] = f"no model selected ({method}.models / models.*.skip)"
+        else:
+            plan[method] = None
+    samf = config["samf"]
+    if not samf["enabled"]:
+        plan["samf"] = "samf.enabled is false"
+    elif samf["source"]["format"] == "ode" and plan["ode"]:
+        plan["samf"] = f"samf.source.format is ode but {no_release}; set samf.source to a unihall file instead"
+    elif not method_models(config, "samf"):
+        plan["samf"] = "no model selected (samf.models / models.*.skip)"
+    else:
+        plan["samf"] = None
+    plan["report"] = ("report.enabled is false" if not config["report"]["enabled"]
+                      else None if not plan["ode"] else f"the report audits this config's ODE release; {plan['ode']}")
+    return plan
 
 
 def load_config(path: str | os.PathLike) -> dict:
@@ -89,3 +176,16 @@ def section(config: dict, dotted: str) -> Any:
     for part in dotted.split("."):
         node = node[part]
     return node
+
+
+def graph_source_files(config: dict) -> list[str]:
+    """Annotation files rule build_graph reads, so editing one reruns the graph (and everything after it)."""
+    graph = config["ode"]["graph"]
+    files = [graph["environments"] or "resources/vocab/environments.txt"]
+    for source in [graph["source"], *graph["extra_sources"]]:
+        if source["format"] == "seed":
+            seed_dir = source["path"] or "resources/graph_seed"
+            files += [f"{seed_dir}/nodes.tsv", f"{seed_dir}/edges.tsv"]
+        else:
+            files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
+    return files

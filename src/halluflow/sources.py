@@ -157,3 +157,43 @@ def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int =
             + (" ..." if len(missing) > show else "")
         )
     return paths
+
+
+def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answers: str | os.PathLike,
+                 out_metrics: str | os.PathLike, model: str, scoring: dict) -> dict:
+    """Rule score on a POPE / AMBER source: write the model's answers in the benchmark's answer format (POPE JSONL
+    {question_id, answer}; AMBER JSON [{id, response}]) and score that file with the code behind `halluflow score
+    pope|amber`, so the workflow's numbers are the CLI's numbers. Failed answers are left out and counted: a failed
+    request never becomes a "no"."""
+    import polars as pl
+
+    from .io import write_json, write_jsonl
+    from .metrics import amber, pope
+
+    answers = pl.concat([pl.read_parquet(p) for p in answer_paths], how="diagonal_relaxed").sort("query_id")
+    wrong = answers.filter(pl.col("model") != model)
+    if wrong.height:
+        raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
+    ok = answers.filter(pl.col("status") == "ok")
+    if kind == "pope":
+        write_jsonl(out_answers, ({"question_id": original_id(q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()))
+        labels = pope.load_labels(source["path"])
+        labels = labels.filter(pl.col("question_id").is_in(ok["query_id"].to_list()))
+        joined = pope.align(pope.load_answers(out_answers), labels)
+        scores = pope.pope_metrics(joined["answer"], joined["truth"], parser=scoring["parser"],
+                                   positive=scoring["positive"])
+    elif kind == "amber":
+        write_json(out_answers, [{"id": int(q), "response": a} for q, a in ok.select("query_id", "answer").iter_rows()])
+        data = amber.load_amber(Path(source["annotations"]).parent)
+        scores = amber.amber_scores(amber.load_responses(out_answers, len(data.annotations)), data)
+    else:
+        raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
+    metrics = {"model": model, "source": kind, "n_answers": answers.height, "n_failed": answers.height - ok.height,
+               "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False, kind: scores}
+    write_json(out_metrics, metrics)
+    return metrics
+
+
+def original_id(query_id: str):
+    # POPE / AMBER ids are integers in their files; written back the same way so their scorers match them.
+    return int(query_id) if str(query_id).isdigit() else query_id

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError, InputError, MissingExtraError
 from .base import LLM, BackendInfo, SamplingSettings
+from ..models import resolve_model_path  # the one model resolver (re-exported for the backends)
 
 PACKAGED_LLM_NAME = "smollm2-135m-instruct"
 PACKAGED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -81,18 +82,6 @@ def convert_packaged_llm(out_dir: str | os.PathLike) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def resolve_model_path(model: str) -> str:
-    """A local folder, a hub id, or the packaged SmolLM2 folder (built on first use when missing)."""
-    path = Path(model)
-    if path.exists():
-        return str(path)
-    if path.name == PACKAGED_LLM_NAME:
-        return str(convert_packaged_llm(path))
-    if path.is_absolute() or model.startswith((".", "resources/")):
-        raise ConfigError(f"model folder {model!r} does not exist")
-    return model  # a hub id: transformers resolves it (offline machines need it in the HF cache)
 
 
 def torch_dtype(name: str):

@@ -1,0 +1,79 @@
+# ODE data pipeline, second half: detector filter -> queries -> the versioned release (manifest written last).
+# Logic in src/halluflow/ode/{filtering,queries,release}.py.
+
+
+rule filter_images:
+    input:
+        images=expand(rules.synthesize.output.table, shard=IMAGE_SHARDS),
+        detections=expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+        scenes=rules.sample_scenes.output.scenes,
+    output:
+        accepted=f"{OUT}/filtered/accepted.parquet",
+        rejected=f"{OUT}/filtered/rejected.parquet",
+    log:
+        f"{LOGS}/filter_images.log",
+    benchmark:
+        f"{BENCH}/filter_images.tsv"
+    conda:
+        "../envs/ode-data.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        filter=config["ode"]["filter"],
+        seed=config["seed"],
+    script:
+        "../scripts/ode_filter_images.py"
+
+
+rule make_queries:
+    input:
+        accepted=rules.filter_images.output.accepted,
+        scenes=rules.sample_scenes.output.scenes,
+        nodes=rules.build_graph.output.nodes,
+        edges=rules.build_graph.output.edges,
+        hallu=rules.build_graph.output.hallu,
+    output:
+        queries=f"{OUT}/queries/queries.parquet",
+    log:
+        f"{LOGS}/make_queries.log",
+    conda:
+        "../envs/ode-data.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        queries=config["ode"]["queries"],
+        seed=config["seed"],
+    script:
+        "../scripts/ode_make_queries.py"
+
+
+rule package_release:
+    input:
+        accepted=rules.filter_images.output.accepted,
+        rejected=rules.filter_images.output.rejected,
+        queries=rules.make_queries.output.queries,
+        scenes=rules.sample_scenes.output.scenes,
+        images=expand(rules.synthesize.output.table, shard=IMAGE_SHARDS),
+        detections=expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+    output:
+        # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
+        # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole.
+        manifest=f"{OUT}/release/manifest.json",
+    log:
+        f"{LOGS}/package_release.log",
+    benchmark:
+        f"{BENCH}/package_release.tsv"
+    conda:
+        "../envs/ode-data.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        # Only the sections that shape the release: another stage's settings must not rerun or alter it.
+        config={k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection") if k in config},
+        seed=config["seed"],
+        name=RELEASE,
+    script:
+        "../scripts/ode_package_release.py"

@@ -1,0 +1,135 @@
+"""One model resolver for the workflow and the library: a config model spec -> what it loads and what it needs.
+
+`resolve(spec)` answers, for a `models:` entry (or an `llm:` block, or a CAOS oracle member): the local folder the
+backend loads (None for hub ids and servers), the workflow rule that builds that folder first (the stand-in VLM
+builder, or the SmolLM2 conversion), whether a job running it needs a GPU or an API slot, whether it reads the
+concept graph, and the backend arguments with the built folder filled in. Snakemake input functions, the Slurm
+resources of every model rule, and `halluflow.answer.ModelUnderTest` all use this one answer, so a model cannot be
+resolved one way when planned and another way when run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+
+MODELS_CACHE = "resources/models"
+# The packaged SmolLM2-135M-Instruct GGUF converted into a Hugging Face folder by rule build_local_llm.
+LOCAL_LLM_NAME = "smollm2-135m-instruct"
+LOCAL_LLM = f"{MODELS_CACHE}/{LOCAL_LLM_NAME}"
+
+# Backends that load local weights through transformers (their `device` decides CPU or GPU).
+_TORCH_BACKENDS = ("transformers", "blind")
+# Default `device` of each torch backend when the spec leaves it out (the backends' own defaults).
+_DEFAULT_DEVICE = "cpu"
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str
+    backend: str
+    folder: str | None  # local folder the backend loads; None = a hub id, a server, or no weights
+    build_rule: str | None  # workflow rule that writes `folder` first; None = the user provides it
+    gpu: bool  # a job running this model asks the scheduler for one GPU
+    api: bool  # a job running this model uses an HTTP API slot (throttled with --resources api_calls=N)
+    reads_graph: bool  # the prior baseline reads results/<release>/graph unless args.graph points elsewhere
+    args: dict = field(default_factory=dict)  # backend arguments, args.model filled in for a `build:` stand-in
+
+    def inputs(self) -> list[str]:
+        """The folder as a file dependency: built by a rule, or local weights whose change reruns the job."""
+        if self.folder and (self.build_rule or Path(self.folder).exists()):
+            return [self.folder]
+        return []
+
+
+def _wants_gpu(backend: str, args: dict, gpu_available: bool) -> bool:
+    if backend == "vllm":
+        return True
+    if backend not in _TORCH_BACKENDS:
+        return False
+    device = str(args.get("device", _DEFAULT_DEVICE))
+    return device.startswith("cuda") or (device == "auto" and gpu_available)
+
+
+def resolve(spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False) -> ResolvedModel:
+    """Resolve one model spec {name, backend, args, build, ...}; `gpu_available` = config key `gpu` (device auto)."""
+    backend = spec.get("backend")
+    if not backend:
+        raise ConfigError(f"model spec {spec!r}: missing key 'backend'")
+    name = str(spec.get("name") or backend)
+    args = dict(spec.get("args") or {})
+    folder = build_rule = None
+    if spec.get("build"):
+        folder = str(args.get("model") or Path(models_cache) / name)
+        build_rule = "build_standin_vlm"
+    elif backend in _TORCH_BACKENDS:
+        folder = args.get("model") or (str(Path(models_cache) / LOCAL_LLM_NAME) if backend == "blind" else None)
+        if folder and not _is_local(folder):
+            folder = None  # a hub id: transformers resolves it from its cache
+    if folder and not build_rule and Path(folder) == Path(models_cache) / LOCAL_LLM_NAME:
+        folder, build_rule = str(Path(models_cache) / LOCAL_LLM_NAME), "build_local_llm"
+    if spec.get("build"):
+        args["model"] = str(folder)  # only a stand-in's folder is implied; other specs keep their args (cache keys)
+    return ResolvedModel(
+        name=name,
+        backend=backend,
+        folder=str(folder) if folder else None,
+        build_rule=build_rule,
+        gpu=_wants_gpu(backend, args, gpu_available),
+        api=backend == "openai",
+        reads_graph=backend == "prior" and not args.get("graph"),
+        args=args,
+    )
+
+
+def resolve_llm(llm: dict | None, models_cache: str | os.PathLike = MODELS_CACHE,
+                gpu_available: bool = False) -> ResolvedModel | None:
+    """The `llm:` block (CEDI examiner/parser, CAOS extractor, SAMF judge) resolved like a model under test."""
+    if not llm:
+        return None
+    return resolve({"name": "llm", "backend": llm.get("backend", "transformers"),
+                    "args": {k: v for k, v in llm.items() if k != "backend"}}, models_cache, gpu_available)
+
+
+def _is_local(model: str) -> bool:
+    # A hub id is "org/name"; a path that exists, is absolute, starts with "." or lives under resources/ is local.
+    path = Path(model)
+    return path.exists() or path.is_absolute() or model.startswith((".", "resources/")) or path.name == LOCAL_LLM_NAME
+
+
+def resolve_model_path(model: str) -> str:
+    """The folder or hub id a backend loads. The packaged SmolLM2 folder is converted on first use for library and
+    CLI callers; inside the workflow every rule loading it lists it as an input (ResolvedModel.inputs), so there it
+    is always built first by rule build_local_llm, as a planned job."""
+    path = Path(model)
+    if path.exists():
+        return str(path)
+    if path.name == LOCAL_LLM_NAME:
+        from .backends.llm import convert_packaged_llm
+
+        return str(convert_packaged_llm(path))
+    if _is_local(model):
+        raise ConfigError(f"model folder {model!r} does not exist")
+    return model  # a hub id: transformers resolves it (offline machines need it in the HF cache)
+
+
+def stage_model(section: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> str:
+    """The model a synthesis / detection backend loads: its stand-in folder, or the configured hub id / path."""
+    stand_in = section["stand_in"]
+    return str(Path(models_cache) / stand_in["name"]) if stand_in["enabled"] else section["model"]
+
+
+def stage_model_inputs(section: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> list[str]:
+    # A stand-in (or local weights) is a file dependency, so rebuilding it reruns the stage; a hub id is not.
+    model = stage_model(section, models_cache)
+    return [model] if section["stand_in"]["enabled"] or Path(model).exists() else []
+
+
+def oracle_members(config: dict) -> list[dict]:
+    """CAOS oracle members as model specs: names are looked up in `models:` so one spec serves both roles."""
+    by_name = {m["name"]: m for m in config.get("models") or []}
+    return [dict(by_name[m]) if isinstance(m, str) else {"name": f"oracle-{i}", **m}
+            for i, m in enumerate(config["caos"]["oracle"]["members"])]
