@@ -27,6 +27,24 @@ if SOURCE["kind"] == "ode":
         script:
             "../scripts/score.py"
 
+    rule score_compare:
+        input:
+            scores=lambda wildcards: expand(rules.score.output.scores, model=list(MODELS)),
+        output:
+            comparison=f"{OUT}/compare/models.json",
+        log:
+            f"{LOGS}/score/comparison.log",
+        conda:
+            "../envs/score.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            runtime=lambda wildcards, attempt: 10 * attempt,
+        params:
+            bootstrap=config["scoring"]["bootstrap"],
+        script:
+            "../scripts/score_compare.py"
+
 else:
 
     rule score:

@@ -27,7 +27,7 @@ from halluflow.report.summary import ReportOptions, build_summary, write_figure_
 
 CHROMIUM = Path("/usr/bin/chromium")
 SECTION_IDS = ["overview", "counts", "gallery-accepted", "gallery-rejected", "metrics", "radar", "rates",
-               "diagnosis", "cedi", "samf"]
+               "uncertainty", "diagnosis", "cedi", "samf"]
 DISTS = ["standard", "long_tail", "random", "fictional"]
 KINDS = ["entity_entity", "entity_environment"]
 PAIRS = {
@@ -104,6 +104,11 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
             scored = score_answers(queries_df, answers, vocabulary)
             write_parquet(root / f"scores/{model}/answers.parquet", scored)
             write_json(root / f"metrics/{model}.json", ode_metrics(scored, model))
+        if "answers" in stages and m == len(models) - 1:
+            from halluflow.metrics.uncertainty import compare_score_files
+
+            compare_score_files([str(root / f"scores/{x}/answers.parquet") for x in models],
+                                str(root / "compare" / "models.json"), resamples=200)
         if "caos" in stages:
             write_json(root / f"caos/{model}.json", {"model": model, "embedders": {
                 "glove": {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3},
@@ -209,7 +214,8 @@ def test_summary_has_every_section_and_stand_in_banner(results, tmp_path):
     assert _sections(text) == {sid: "ran" for sid in SECTION_IDS}
     assert 'id="stand-in-banner"' in text and "model tiny-vlm" in text and "synthesis" in text
     assert "horse below 0.65" in re.sub(r"data:image/png;base64,[^\"]+", "", text) or "Rejection reasons" in text
-    assert text.count("data:image/png;base64,") >= 7  # 6 figures + 2 diagnosis heatmaps, no external files
+    assert text.count("data:image/png;base64,") >= 8  # 7 figures + 2 diagnosis heatmaps, no external files
+    assert "<h3>Paired comparisons</h3>" in text and "blind" in text
 
 
 def test_missing_stages_say_not_run(tmp_path):

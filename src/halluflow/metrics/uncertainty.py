@@ -215,6 +215,19 @@ def compare_models(tables: dict[str, pl.DataFrame], *, n_resamples: int = 2000, 
             "comparisons": comparisons}
 
 
+def compare_score_files(scores: list[str], out: str, *, resamples: int = 1000, seed: int = 0,
+                        confidence: float = 0.95) -> dict:
+    """Rule score_compare: every model's scores/<model>/answers.parquet -> compare/models.json."""
+    tables = {}
+    for p in map(Path, scores):
+        table = pl.read_parquet(p)
+        tables[_model_name(p, table)] = table
+    result = compare_models(tables, n_resamples=resamples, seed=seed, alpha=1 - confidence)
+    result["stand_in"] = any(bool(t["stand_in"].any()) for t in tables.values() if "stand_in" in t.columns)
+    write_json(out, result)
+    return result
+
+
 def _model_name(path: Path, table: pl.DataFrame) -> str:
     if "model" in table.columns and table.height and table["model"][0]:
         return str(table["model"][0])

@@ -173,6 +173,38 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
     return fig
 
 
+# ---- uncertainty: headline metrics with bootstrap intervals ----------------------------------------------------
+INTERVAL_METRICS = (("accuracy", "POPE accuracy"), ("f1", "POPE F1"), ("hallucination_rate", "hallucination rate"))
+
+
+def metric_intervals(doc: dict | None) -> Figure | str:
+    """Per model, each headline metric as a dot with its bootstrap interval (compare/models.json)."""
+    if not doc or not doc.get("models"):
+        return "not run: no compare/models.json (the score_compare rule did not run)"
+    models = sorted(doc["models"])
+    colours = model_colours(models)
+    fig, axes = plt.subplots(1, len(INTERVAL_METRICS), figsize=(3.2 * len(INTERVAL_METRICS) + 1.2, 0.5 * len(models) + 1.8),
+                             squeeze=False, sharey=True)
+    for ax, (key, label) in zip(axes.flat, INTERVAL_METRICS):
+        for i, model in enumerate(models):
+            m = (doc["models"][model] or {}).get(key) or {}
+            if m.get("value") is None:
+                ax.text(0.5, i, "n/a", ha="center", va="center", fontsize=8, color="#888888")
+                continue
+            lo, hi = m.get("ci_low"), m.get("ci_high")
+            err = [[m["value"] - lo], [hi - m["value"]]] if lo is not None and hi is not None else None
+            ax.errorbar([m["value"]], [i], xerr=err, fmt="o", color=colours[model], capsize=4, ms=6)
+        ax.set_xlim(0, 1)
+        ax.set_title(label)
+        ax.grid(axis="x", alpha=0.3)
+    axes.flat[0].set_yticks(range(len(models)), models)
+    axes.flat[0].set_ylim(-0.6, len(models) - 0.4)
+    level = int(round(100 * float(doc.get("confidence", 0.95))))
+    fig.suptitle(f"Headline metrics with {level}% bootstrap intervals ({doc.get('n_resamples')} resamples)", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
 # ---- CEDI-style radar --------------------------------------------------------------------------------------
 def radar(card: pl.DataFrame | None) -> Figure | str:
     """Polygons per model over every headline metric that lies in [0, 1] for all models (rates, F1, cosines)."""

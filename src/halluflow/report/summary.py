@@ -47,6 +47,7 @@ SECTIONS = [
     ("metrics", "Per-model metrics", None),
     ("radar", "Models across metrics", "radar"),
     ("rates", "Hallucination rate by distribution", "rates"),
+    ("uncertainty", "Uncertainty: intervals and model comparisons", "intervals"),
     ("diagnosis", "Concept × hallucination (clustered)", None),
     ("cedi", "CEDI: per-turn hallucination", "cedi"),
     ("samf", "SAMF: standard vs fuzzed", "samf"),
@@ -57,6 +58,7 @@ FIGURE_TITLES = {
     "gallery_rejected": "Rejected images",
     "radar": "Models across metrics",
     "rates": "Hallucination rate by distribution",
+    "intervals": "Headline metrics with bootstrap intervals",
     "diagnosis": "Concept × hallucination heatmaps",
     "cedi": "CEDI per-turn curves",
     "samf": "SAMF standard vs fuzzed",
@@ -70,6 +72,7 @@ def figure_builders(res: Results, opts: ReportOptions) -> dict[str, Callable[[],
         "gallery_rejected": lambda: figures.gallery(res, "rejected", opts.gallery_size, opts.max_boxes),
         "radar": lambda: figures.radar(scorecard(res)),
         "rates": lambda: figures.rates_by_distribution(hallucination_by_distribution(res)),
+        "intervals": lambda: figures.metric_intervals(res.json("compare/models.json")),
         "diagnosis": lambda: figures.diagnosis_panels(res, models),
         "cedi": lambda: figures.cedi_curves(res, models),
         "samf": lambda: figures.samf_bars(res, models),
@@ -254,6 +257,13 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                                   "distribution (standard → fictional = frequent → never co-occurring concepts).")
                 body += "<details><summary>Table</summary>" + html_table(rates, percent=("rate",)) + "</details>"
                 page.add(sid, title, body)
+        elif sid == "uncertainty":
+            figure_section(sid, title, "intervals", "Dots: the metric on all judged answers; bars: percentile "
+                           "bootstrap interval over answers (failed and unread answers excluded).")
+            table = comparison_table(res.json("compare/models.json"))
+            if table is not None:
+                page.sections[-1] = (*page.sections[-1][:2], page.sections[-1][2] + "<h3>Paired comparisons</h3>"
+                                     + html_table(table), page.sections[-1][3])
         elif sid == "diagnosis":
             parts = []
             for model in models:
@@ -273,6 +283,19 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                            "instances after the trained fuzzing policy's mutations.")
     write_text(out, _render_page(res, page, stand_in))
     return out
+
+
+def comparison_table(doc: dict | None) -> pl.DataFrame | None:
+    """One row per model pair and metric: difference, interval and whether it is outside the noise."""
+    if not doc or not doc.get("comparisons"):
+        return None
+    rows = []
+    for pair in doc["comparisons"]:
+        for metric, d in sorted(pair["metrics"].items()):
+            rows.append({"a": pair["a"], "b": pair["b"], "metric": metric, "a_value": d["a"], "b_value": d["b"],
+                         "difference": d["difference"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                         "n_shared": d["n"], "significant": "yes" if d["significant"] else "no (inside the noise)"})
+    return pl.DataFrame(rows)
 
 
 def _warnings(res: Results, models: list[str]) -> str:
