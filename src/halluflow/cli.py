@@ -16,6 +16,7 @@ from .progress import configure_logging
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
     ("release", "verify", "halluflow.ode.release", "check every file of a release against its manifest.json"),
+    ("release", "diff", "halluflow.ode.lineage", "pairs, concepts, graph edges and queries added/removed between two releases"),
     ("release", "export", "halluflow.ode.export", "write a release as llava / sharegpt / dpo training data or an lmms-eval task"),
     ("release", "contamination", "halluflow.ode.contamination", "Fréchet distance and near-duplicates of a release vs real images"),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
