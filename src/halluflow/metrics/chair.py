@@ -1,16 +1,18 @@
-"""CHAIR (Rohrbach et al. 2018, LisaAnne/Hallucination utils/chair.py; anchors.md "CHAIR"), vectorised with polars.
+"""CHAIR (Rohrbach, Hendricks, Burns, Darrell, Saenko, "Object Hallucination in Image Captioning", EMNLP 2018;
+code: LisaAnne/Hallucination utils/chair.py), vectorised with polars.
 
-Per caption: lower-case, tokenize, singularize each token, merge double words (left to right, a merged pair
-consumes both tokens), drop "seat" when "toilet" is present, keep synonyms and map each to its COCO category.
+Per caption: lower-case, word_tokenize (halluflow.metrics.treebank), singularize each token the way
+pattern.en.singularize does (halluflow.metrics.singular), merge double words (left to right, a merged pair consumes
+both tokens), drop "seat" when "toilet" is present, keep synonyms and map each to its COCO category.
 CHAIR_s = captions with >= 1 mention outside the truth / captions; CHAIR_i = such mentions / all mentions
-(duplicates counted). Tokenizer: a regex stand-in for nltk.word_tokenize (nltk data cannot be downloaded):
-words are runs of letters/digits joined by '-' or '.', so "dog's" → "dog", "'s" is dropped as nltk splits it.
+(duplicates counted). The synonym list and the hard-coded rules ship with the package (data/chair_synonyms.tsv,
+data/chair_rules.json; see resources/README.md), so scoring needs nothing beside the clone.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import polars as pl
 from ..errors import InputError
 from ..io import read_jsonl
 from .singular import singularize, singularize_cached
+from .treebank import token_frame
 
 CLI_DESCRIPTION = "CHAIR_s / CHAIR_i of captions against per-image COCO objects (LisaAnne/Hallucination rules)."
 CLI_EPILOG = """examples:
@@ -26,34 +29,30 @@ CLI_EPILOG = """examples:
   halluflow score chair --captions c.jsonl --truth t.jsonl --synonyms path/to/synonyms.txt --out chair.json
   halluflow score chair --captions c.jsonl --truth t.jsonl --fix-synonym-spaces --per-caption rows.parquet
 captions: JSONL {"image_id", "caption"}; truth: JSONL {"image_id", "objects": [COCO categories or synonyms]}.
---synonyms defaults to ../shared/data/chair-lisaanne-hallucination/synonyms.txt (the file is not shipped)."""
+--synonyms: CHAIR's synonyms.txt format; default: the list shipped with halluflow (derived from CHAIR's)."""
 
-# Constants of chair.py's CHAIR.__init__ (BSD-2-Clause per the repository README): two-word names merged into one
-# token before synonym lookup; "baby/adult <animal>" → the animal and "passenger <vehicle>" → the vehicle so that
-# "baby"/"passenger" do not fire for person; "home plate"/"train track" deliberately swallow "train".
-_COCO_DOUBLE_WORDS = [
-    "motor bike", "motor cycle", "air plane", "traffic light", "street light", "traffic signal", "stop light",
-    "fire hydrant", "stop sign", "parking meter", "suit case", "sports ball", "baseball bat", "baseball glove",
-    "tennis racket", "wine glass", "hot dog", "cell phone", "mobile phone", "teddy bear", "hair drier",
-    "potted plant", "bow tie", "laptop computer", "stove top oven", "hot dog", "teddy bear", "home plate",
-    "train track"]
-_ANIMAL_WORDS = ["bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "animal", "cub"]
-_VEHICLE_WORDS = ["jet", "train"]
+DATA_DIR = Path(__file__).resolve().parent / "data"
+SYNONYMS_TSV = DATA_DIR / "chair_synonyms.tsv"
+RULES_JSON = DATA_DIR / "chair_rules.json"
 
 
-def _double_word_dict() -> dict[str, str]:
-    d = {w: w for w in _COCO_DOUBLE_WORDS}
-    d.update({f"{p} {a}": a for a in _ANIMAL_WORDS for p in ("baby", "adult")})
-    d.update({f"passenger {v}": v for v in _VEHICLE_WORDS})
-    d["bow tie"] = "tie"
-    d["toilet seat"] = "toilet"
-    d["wine glas"] = "wine glass"  # singularize("glass") == "glas"
+def load_rules(path: str | Path = RULES_JSON) -> dict[str, str]:
+    """double_word_dict built from the shipped rule lists exactly as CHAIR.__init__ builds it: two-word names merged
+    into one token; "baby/adult <animal>" → the animal and "passenger <vehicle>" → the vehicle (so "baby" and
+    "passenger" do not fire for person); "home plate"/"train track" deliberately swallow "train"; explicit
+    overrides last ("wine glas" because singularize("glass") == "glas")."""
+    rules = json.loads(Path(path).read_text(encoding="utf-8"))
+    d = {w: w for w in rules["coco_double_words"]}
+    d.update({f"{p} {a}": a for a in rules["animal_words"] for p in ("baby", "adult")})
+    d.update({f"passenger {v}": v for v in rules["vehicle_words"]})
+    d.update(rules["explicit_overrides"])
     return d
 
 
-DOUBLE_WORD_DICT = _double_word_dict()
+DOUBLE_WORD_DICT = load_rules()
 
-# Runs of letters/digits, joined by inner '-' or '.' (nltk keeps "t-shirt", "e.g"); apostrophes split like nltk.
+# Plain word tokenizer (runs of letters/digits joined by '-' or '.') for concept matchers that want words only;
+# CHAIR itself tokenizes like nltk (treebank.token_frame).
 TOKEN_PATTERN = r"[^\W_]+(?:[-.][^\W_]+)*"
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
@@ -62,48 +61,62 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
-def default_synonyms_path() -> Path:
-    shared = Path(os.environ.get("HALLUFLOW_SHARED", Path(__file__).resolve().parents[3].parent / "shared"))
-    return shared / "data" / "chair-lisaanne-hallucination" / "synonyms.txt"
-
-
-def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> dict[str, str]:
+def parse_synonym_lines(lines, fix_spaces: bool = False) -> dict[str, str]:
     """synonym → COCO category (first entry of its line), parsed like chair.py: line.strip().split(', ').
 
     chair.py keeps the two entries written after a double space (' motor bike', ' cheesecake') with their leading
     space, so they never match; `fix_spaces=True` strips them (a named divergence from the original)."""
-    path = Path(path) if path else default_synonyms_path()
-    if not path.exists():
-        raise InputError(f"CHAIR synonyms file {path} not found (pass --synonyms / scoring.chair_synonyms)")
     mapping: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         entries = line.strip().split(", ")
         if fix_spaces:
             entries = [e.strip() for e in entries]
         if not entries[0]:
-            raise InputError(f"{path}:{lineno}: empty category name")
+            raise InputError(f"synonyms line {lineno}: empty category name")
         for e in entries:
             mapping[e] = entries[0]  # chair.py: a later line overwrites an earlier one
     return mapping
 
 
+def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> dict[str, str]:
+    """The shipped synonym table (default) or a synonyms.txt in CHAIR's own format."""
+    if path is None:
+        table = pl.read_csv(SYNONYMS_TSV, separator="\t", quote_char=None,
+                            schema={"synonym": pl.String, "coco_category": pl.String, "leading_space": pl.String})
+        keys = table["synonym"] if fix_spaces else pl.Series(
+            [(" " + s if lead == "yes" else s) for s, lead in zip(table["synonym"], table["leading_space"])])
+        return dict(zip(keys.to_list(), table["coco_category"].to_list()))
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"CHAIR synonyms file {path} not found (pass --synonyms / scoring.chair_synonyms)")
+    try:
+        return parse_synonym_lines(path.read_text(encoding="utf-8").splitlines(), fix_spaces)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def derive_resources(synonyms_txt: str | Path, special_cases_json: str | Path, out_dir: str | Path = DATA_DIR) -> int:
+    """Write data/chair_synonyms.tsv and data/chair_rules.json from CHAIR's synonyms.txt and the transcription of
+    chair.py's hard-coded lists (see resources/README.md); returns the number of synonym rows."""
+    from ..io import write_text
+
+    out_dir = Path(out_dir)
+    entries = parse_synonym_lines(Path(synonyms_txt).read_text(encoding="utf-8").splitlines())
+    lines = ["synonym\tcoco_category\tleading_space"]
+    lines += [f"{e.strip()}\t{cat}\t{'yes' if e != e.strip() else 'no'}" for e, cat in entries.items()]
+    write_text(out_dir / SYNONYMS_TSV.name, "\n".join(lines) + "\n")
+    special = json.loads(Path(special_cases_json).read_text(encoding="utf-8"))
+    keys = ("coco_double_words", "animal_words", "vehicle_words", "explicit_overrides")
+    write_text(out_dir / RULES_JSON.name, json.dumps({k: special[k] for k in keys}, indent=1) + "\n")
+    return len(entries)
+
+
 def caption_mentions(caption: str, synonyms: dict[str, str]) -> list[tuple[str, str]]:
-    """(word, category) mentions of one caption, in order — the per-caption reference path (chair.py logic)."""
-    words = [singularize_cached(w) for w in tokenize(caption.lower())]
-    merged, i = [], 0
-    while i < len(words):
-        pair = " ".join(words[i:i + 2])
-        if pair in DOUBLE_WORD_DICT:
-            merged.append(DOUBLE_WORD_DICT[pair])
-            i += 2
-        else:
-            merged.append(words[i])
-            i += 1
-    if "toilet" in merged and "seat" in merged:
-        merged = [w for w in merged if w != "seat"]
-    return [(w, synonyms[w]) for w in merged if w in synonyms]
+    """(word, category) mentions of one caption, in order."""
+    frame = mentions_frame(pl.DataFrame({"caption": [caption]}, schema={"caption": pl.String}), synonyms)
+    return list(zip(frame["word"].to_list(), frame["category"].to_list()))
 
 
 def normalise_truth(objects, synonyms: dict[str, str]) -> list[str]:
@@ -121,13 +134,7 @@ def mentions_frame(captions: pl.DataFrame, synonyms: dict[str, str]) -> pl.DataF
 
     Rows stay sorted by (cap, pos), so "the next token of the same caption" is a global shift guarded by
     cap == shifted cap (window functions over 10^6 tokens are an order of magnitude slower)."""
-    tokens = (
-        captions.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("cap"),
-                        pl.col("caption").str.to_lowercase().str.extract_all(TOKEN_PATTERN).alias("tok"))
-        .with_columns(pos=pl.int_ranges(0, pl.col("tok").list.len(), dtype=pl.UInt32))
-        .explode("tok", "pos")
-        .drop_nulls("tok")
-    )
+    tokens = token_frame(captions["caption"].str.to_lowercase()).rename({"doc": "cap"})
     # singularize each distinct token once (a few thousand distinct words for 10^5 captions)
     uniq = tokens["tok"].unique()
     sing = pl.DataFrame({"tok": uniq, "word": [singularize_cached(t) for t in uniq]},
@@ -191,7 +198,31 @@ def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: 
     return metrics, rows
 
 
+def _read_ndjson(path, required: dict) -> pl.DataFrame | None:
+    """The JSONL file parsed by polars (no per-line Python objects) when every record has the `required` columns
+    with the expected dtypes; None otherwise, so the caller's line-by-line reader can name the bad record."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    try:
+        df = pl.read_ndjson(path, infer_schema_length=None)
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None
+    for name, ok in required.items():
+        if name not in df.columns or not ok(df.schema[name]) or df[name].null_count():
+            return None
+        # polars turns a nested value into its JSON text when other records hold strings: let the line-by-line
+        # reader judge those records
+        if df.schema[name] == pl.String and df[name].str.contains(r"^[\[{]").any():
+            return None
+    return df
+
+
 def load_captions(path) -> pl.DataFrame:
+    """JSONL {"image_id", "caption"} → columns image_id (String), caption (String)."""
+    df = _read_ndjson(path, {"image_id": lambda t: t.is_integer() or t == pl.String, "caption": lambda t: t == pl.String})
+    if df is not None:
+        return df.select(pl.col("image_id").cast(pl.String), "caption")
     rows = read_jsonl(path)
     for i, r in enumerate(rows, 1):
         if "image_id" not in r or not isinstance(r.get("caption"), str):
@@ -201,12 +232,20 @@ def load_captions(path) -> pl.DataFrame:
 
 
 def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
+    """JSONL {"image_id", "objects" (or "truth"): [...]} → {image_id: sorted COCO categories}."""
+    df = _read_ndjson(path, {"image_id": lambda t: t.is_integer() or t == pl.String,
+                             "objects": lambda t: t == pl.List(pl.String)})
+    if df is not None:
+        pairs = zip(df["image_id"].cast(pl.String).to_list(), df["objects"].to_list())
+    else:
+        pairs = []
+        for i, r in enumerate(read_jsonl(path), 1):
+            objs = r.get("objects", r.get("truth"))
+            if "image_id" not in r or not isinstance(objs, list):
+                raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
+            pairs.append((str(r["image_id"]), objs))
     truth: dict[str, list[str]] = {}
-    for i, r in enumerate(read_jsonl(path), 1):
-        objs = r.get("objects", r.get("truth"))
-        if "image_id" not in r or not isinstance(objs, list):
-            raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
-        key = str(r["image_id"])
+    for key, objs in pairs:
         if key in truth:
             raise InputError(f"{path}: image_id {key!r} appears more than once")
         truth[key] = normalise_truth(objs, synonyms)
@@ -216,7 +255,7 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--captions", required=True, help='JSONL of {"image_id", "caption"}')
     parser.add_argument("--truth", required=True, help='JSONL of {"image_id", "objects": [...]}')
-    parser.add_argument("--synonyms", help="CHAIR synonyms.txt (default: ../shared/data/chair-lisaanne-hallucination/)")
+    parser.add_argument("--synonyms", help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)")
     parser.add_argument("--fix-synonym-spaces", action="store_true",
                         help="count ' motor bike' / ' cheesecake' (the original never matches them)")
     parser.add_argument("--per-caption", help="write per-caption rows (mentions, hallucinated objects) to this parquet")

@@ -17,21 +17,23 @@ _PREPOSITIONS = frozenset(
     "until unto upon with".split())
 
 # pattern tests `uninflected_word.endswith(w)`, i.e. any word that is a SUFFIX of these stays as it is
-# ("ears" ⊂ "shears", "apes" ⊂ "jackanapes"): a quirk we keep.
+# ("ears" ⊂ "shears", "apes" ⊂ "jackanapes"): a quirk we keep. pattern's lists lack three commas, so Python joins
+# "wildebeest" "carp", "water" "cheese" and "zombie" "bogie" into one string each; kept joined ("zombies" →
+# "zombie" by the suffix rules, "bogies" → "bogy").
 _UNINFLECTED = (
     "bison debris headquarters pincers trout bream diabetes herpes pliers tuna breeches djinn high-jinks "
-    "proceedings whiting britches eland homework rabies wildebeest carp elk innings salmon chassis flounder "
+    "proceedings whiting britches eland homework rabies wildebeestcarp elk innings salmon chassis flounder "
     "jackanapes scissors christmas gallows mackerel series clippers georgia measles shears cod graffiti mews "
     "species contretemps mumps swine corps news swiss").split()
 _UNCOUNTABLE = (
     "advice equipment happiness luggage news software bread fruit information mathematics progress "
-    "understanding butter furniture ketchup mayonnaise research water cheese garbage knowledge meat rice "
+    "understanding butter furniture ketchup mayonnaise research watercheese garbage knowledge meat rice "
     "electricity gravel love mustard sand").split()
 # "-ies" words whose singular ends in "-ie"; pattern returns such words UNCHANGED (another kept quirk). The
 # "^pie"/"^tie" entries contain a literal caret and so never match — which is why "ties" becomes "ty".
 _IE = (
     "alergie cutie hoagie newbie softie veggie auntie doggie hottie nightie sortie weenie beanie eyrie indie "
-    "oldie stoolie yuppie birdie freebie junkie ^pie sweetie zombie bogie goonie laddie pixie techie bombie "
+    "oldie stoolie yuppie birdie freebie junkie ^pie sweetie zombiebogie goonie laddie pixie techie bombie "
     "groupie laramie quickie ^tie collie hankie lingerie reverie toughie cookie hippie meanie rookie "
     "valkyrie").split()
 _IRREGULAR = {
