@@ -1,17 +1,26 @@
-"""AMBER: the real annotation files (counts a human can check), AMBER's quirks on a hand-made folder, CLI."""
+"""AMBER: the real annotation files (counts a human can check), AMBER's quirks on a hand-made folder, CLI, and the
+scorer against a port of AMBER's inference.py that imports nothing from halluflow (bench/official_ports.py)."""
 
 from __future__ import annotations
 
 import json
+import random
+import sys
 
 import polars as pl
 import pytest
-from conftest import shared_data
+from conftest import REPO, shared_data
+
 
 from halluflow.cli import main
 from halluflow.errors import InputError
+from halluflow.metrics import amber as amber_module
 from halluflow.metrics.amber import (
     DEFAULT_START, amber_scores, extract_nouns, load_amber, load_responses, read_start_value)
+
+sys.path.insert(0, str(REPO / "bench"))
+from official_ports import (  # noqa: E402
+    amber_evaluate, amber_nltk_extract_nouns, amber_rules_extract_nouns, nltk_word_tokenize)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +40,7 @@ def test_metrics_txt_is_the_initial_counters(amber):
 
 def test_perfect_answers(amber):
     r = amber_scores(_responses(amber, lambda a: " ".join(a["truth"]),
-                                lambda a: "Yes" if a["truth"] == "yes" else "No"), amber)
+                                lambda a: "Yes" if a["truth"] == "yes" else "No"), amber, nouns="rules")
     for section in ("overall", "existence", "attribute", "state", "number", "action", "relation"):
         assert [r[section][k] for k in ("accuracy", "precision", "recall", "f1")] == [100.0] * 4, section
     assert [r[s]["n"] for s in ("existence", "state", "number", "action", "relation")] == [4924, 4764, 2072, 792, 1664]
@@ -42,7 +51,7 @@ def test_perfect_answers(amber):
 
 
 def test_always_yes_and_hallu_objects(amber):
-    r = amber_scores(_responses(amber, lambda a: " ".join(a["hallu"]), lambda a: "Yes"), amber)
+    r = amber_scores(_responses(amber, lambda a: " ".join(a["hallu"]), lambda a: "Yes"), amber, nouns="rules")
     # 'No' is the positive class: nobody answered No → P = R = F1 = 0 (denominators 0.001, no crash)
     assert r["existence"] == {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": 4924}
     assert r["attribute"]["accuracy"] == 50.0  # yes/no balanced
@@ -84,7 +93,9 @@ def test_generative_rules_by_hand(tiny):
     responses = pl.DataFrame({"id": [1, 2], "response": [
         "A puppy and a kitten on the lawn, a light and two trees.",  # puppy→dog, lawn→grass, kitten: cog + hal
         "clouds in the sky. Clouds."]})  # 'Clouds' stays capitalised → not a vocabulary noun (as in AMBER)
-    r = amber_scores(responses, data, dimension="g")["generative"]
+    out = amber_scores(responses, data, dimension="g", nouns="rules")
+    assert out["noun_extractor"] == "rules"
+    r = out["generative"]
     # mentions: puppy lawn kitten light tree | cloud sky → 7; hallucinated: kitten, tree → CHAIR 2/7 = 28.6
     assert r["chair"] == round(2 / (7 + 0.001) * 100, 1) == 28.6
     assert r["cover"] == round(3 / 3.001 * 100, 1) == 100.0  # dog, grass, sky all covered
@@ -117,7 +128,8 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
     resp = tmp_path / "r.json"
     resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 2, "response": "The sky."}]))
     out = tmp_path / "m.json"
-    assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tiny), "--out", str(out)]) == 0
+    assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tiny), "--out", str(out),
+                 "--nouns", "rules"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(out.read_text()) and printed["generative"]["cover"] == round(1 / 1.001 * 100, 1) == 99.9
     assert printed["existence"]["accuracy"] == round(1 / 1.001 * 100, 1) == 99.9
@@ -128,33 +140,87 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def test_equals_loop_port_on_random_responses(amber):
-    """Our restructured AMBER scorer vs a line-by-line port of inference.py (same noun extractor, no spaCy)."""
-    import random
-    import sys
+def _plural(word, rnd):
+    """A regular plural shape of `word` ("es", "ies", "ves" included), or a wrong one now and then."""
+    shapes = [word + "s", word + "es"]
+    if word.endswith("y"):
+        shapes.append(word[:-1] + "ies")
+    if word.endswith(("f", "fe")):
+        shapes.append(word.rsplit("f", 1)[0] + "ves")
+    if word.endswith(("ch", "sh", "x", "z", "s")):
+        shapes = [word + "es"] * 3 + shapes
+    return rnd.choice(shapes)
 
-    from conftest import REPO
 
-    sys.path.insert(0, str(REPO / "bench"))
-    from official_ports import amber_evaluate
-
-    rnd = random.Random(7)
+def _random_responses(amber, n, seed=7):
+    rnd = random.Random(seed)
     vocab = sorted(amber.vocabulary)
+    fillers = ["the", "Tree", "a", ",", ".", "'s", "is", "on", "(", ")", "two", "Dogs", "children", "men"]
     responses = []
-    for a in rnd.sample(amber.annotations, 3000):
+    for a in rnd.sample(amber.annotations, n):
         if a["type"] == "generative":
             words = rnd.sample(a["truth"], min(3, len(a["truth"]))) + rnd.sample(vocab, rnd.randint(0, 4))
-            words += [w + "s" for w in rnd.sample(vocab, 2)] + rnd.sample(amber.safe_words, 1) + ["the", "Tree"]
+            words += [_plural(w, rnd) for w in rnd.sample(vocab, 3)] + rnd.sample(amber.safe_words, 1)
+            words += rnd.sample(fillers, 4)
             rnd.shuffle(words)
-            text = " ".join(words)
+            text = " ".join(words) + rnd.choice([".", "", " ."])
         else:
             text = rnd.choice(["Yes", "No", "yes", "No.", "Yes"])
         responses.append({"id": a["id"], "response": text})
-    ours = amber_scores(pl.DataFrame(responses), amber)
-    ref = amber_evaluate(responses, amber.annotations, amber.association, amber.safe_words,
-                         lambda t: extract_nouns(t, amber.vocabulary))
-    for section, values in ref.items():
-        assert {k: ours[section][k] for k in values} == values, section
+    return responses
+
+
+def _port_mismatches(amber, responses, nouns, extract_nouns):
+    ours = amber_scores(pl.DataFrame(responses), amber, nouns=nouns)
+    ref = amber_evaluate(responses, amber.annotations, amber.association, amber.safe_words, extract_nouns)
+    return {s: ({k: ours[s][k] for k in v}, v) for s, v in ref.items() if {k: ours[s][k] for k in v} != v}
+
+
+@pytest.fixture(scope="module")
+def rules_oracle(amber):
+    pytest.importorskip("nltk", reason="nltk (dev extra) provides the reference tokenizer and WordNet's morphy rules")
+    return amber_rules_extract_nouns(amber.vocabulary, nltk_word_tokenize()[0])
+
+
+def test_rules_equal_port_on_random_responses(amber, rules_oracle):
+    """Our vectorised AMBER scorer (offline noun rules) vs a line-by-line port of inference.py whose noun step is
+    written independently (nltk's tokenizer and WordNet suffix table), no spaCy."""
+    assert _port_mismatches(amber, _random_responses(amber, 3000), "rules", rules_oracle) == {}
+
+
+def test_rules_nouns_equal_port_response_by_response(amber, rules_oracle):
+    texts = [r["response"] for r in _random_responses(amber, 3000, seed=3) if not r["response"].istitle()]
+    ours = amber_module.RulesNouns(amber.vocabulary).extract_many(texts)
+    assert [(t, o) for t, o in zip(texts, ours) if o != rules_oracle(t)] == []
+
+
+def test_oracle_catches_a_broken_lemmatizer(amber, rules_oracle, monkeypatch):
+    """Mutation check: without the "ies" → "y" rule our nouns differ from the port's, and the scores follow."""
+    monkeypatch.setattr(amber_module, "_MORPHY_NOUN", [r for r in amber_module._MORPHY_NOUN if r != ("ies", "y")])
+    texts = ["Two puppies and some strawberries on the bodies of the ponies"]
+    assert amber_module.RulesNouns(amber.vocabulary).extract_many(texts)[0] != rules_oracle(texts[0])
+    responses = [{"id": a["id"], "response": "puppies, strawberries, ponies, bodies, butterflies, flies"}
+                 for a in amber.annotations[:300]]
+    assert _port_mismatches(amber, responses, "rules", rules_oracle)
+
+
+def test_nltk_nouns_equal_amber(amber):
+    """With nltk's punkt, tagger and WordNet data installed, nouns="nltk" is AMBER's own noun step."""
+    extract = amber_nltk_extract_nouns()
+    if extract is None:
+        pytest.skip("nltk or its punkt_tab / averaged_perceptron_tagger_eng / wordnet data is not installed "
+                    "(nothing is downloaded); the offline rules are checked instead")
+    responses = _random_responses(amber, 2000, seed=11)
+    assert _port_mismatches(amber, responses, "nltk", extract) == {}
+    assert amber_scores(pl.DataFrame(responses[:5]), amber)["noun_extractor"] == "nltk"
+
+
+def test_auto_says_which_noun_step_ran(amber):
+    out = amber_scores(pl.DataFrame([{"id": 1, "response": "A dog."}]), amber, dimension="g")
+    expected = "nltk" if amber_nltk_extract_nouns() else "rules"
+    assert out["noun_extractor"] == expected
+    with pytest.raises(InputError, match="unknown noun extractor 'spacy'"):
+        amber_scores(pl.DataFrame([{"id": 1, "response": "A dog."}]), amber, dimension="g", nouns="spacy")
 
 
 def test_similarity_matcher_glove(tmp_path):
@@ -169,7 +235,7 @@ def test_similarity_matcher_glove(tmp_path):
     (d / "safe_words.txt").write_text("")
     data = load_amber(d)
     responses = pl.DataFrame({"id": [1], "response": ["A car on the road."]})
-    exact = amber_scores(responses, data, "g")["generative"]
-    glove = amber_scores(responses, data, "g", matcher=make_matcher("glove", 0.8))
+    exact = amber_scores(responses, data, "g", nouns="rules")["generative"]
+    glove = amber_scores(responses, data, "g", matcher=make_matcher("glove", 0.8), nouns="rules")
     assert (exact["chair"], exact["cover"]) == (round(1 / 1.001 * 100, 1), 0.0)
     assert (glove["generative"]["chair"], glove["generative"]["cover"], glove["similarity"]) == (0.0, 99.9, "glove")

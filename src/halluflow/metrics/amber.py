@@ -1,12 +1,15 @@
-"""AMBER scores (junyangwang0410/AMBER inference.py; anchors.md "AMBER"), in AMBER's percent scale and rounding.
+"""AMBER scores (Wang et al., "An LLM-free Multi-dimensional Benchmark for MLLMs Hallucination Evaluation";
+code: junyangwang0410/AMBER inference.py), in AMBER's percent scale and rounding.
 
 Discriminative: the response must be exactly "Yes"/"No"; "No" is the positive class; counters start at the
 0.001 of AMBER's metrics.txt; F1 is computed from the ROUNDED precision/recall with +1e-4 (+1e-3 for existence,
 as in the original). Generative: CHAIR / Cover / Hal / Cog with AMBER's association (relation.json) and safe-word
-rules. Two parts of the original cannot run offline and are replaced by documented defaults:
-- noun extraction (nltk POS tags NN* + WordNet lemmatizer): we take every word token whose noun lemma (WordNet
-  "morphy" suffix rules + irregular plurals, candidates checked against AMBER's vocabulary, shortest wins, as
-  WordNetLemmatizer does) is in relation.json. Case is kept, as in the original ("Trees" is not "tree"). Words
+rules. Two steps of the original depend on downloadable data:
+- noun extraction (nltk word_tokenize + POS tags NN* + WordNet lemmatizer): used as is when nltk and its punkt,
+  tagger and WordNet data are installed ("noun_extractor": "nltk" in the output). Otherwise the documented
+  offline rules ("rules"): every token (nltk's tokenization, halluflow.metrics.treebank) whose noun lemma
+  (WordNet morphy suffix rules + irregular plurals, candidates checked against AMBER's vocabulary, shortest wins,
+  as WordNetLemmatizer does) is in relation.json. Case is kept, as in the original ("Trees" is not "tree"). Words
   used as verbs/adjectives are not filtered out (no tagger): a divergence, visible in the per-response rows.
 - spaCy en_core_web_lg similarity > 0.8: a pluggable `similarity` matcher; default "exact" (no similarity step:
   only exact words and relation.json associations count); any embedder backend name (glove, minilm) uses cosine
@@ -25,13 +28,14 @@ import polars as pl
 from ..errors import InputError
 from ..io import read_json
 from ..progress import progress
-from .chair import tokenize
+from .treebank import token_frame
 
 CLI_DESCRIPTION = "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative (Acc, P, R, F1) scores, in percent."
 CLI_EPILOG = """examples:
   halluflow score amber --responses responses.json --annotations ../shared/data/amber/data
   halluflow score amber --responses r.json --annotations DIR --dimension d --out amber.json
   halluflow score amber --responses r.json --annotations DIR --dimension g --similarity glove
+  halluflow score amber --responses r.json --annotations DIR --nouns rules   # same numbers on every machine
 responses: JSON array [{"id": <1-based AMBER id>, "response": "..."}]; DIR holds annotations.json, relation.json,
 safe_words.txt (and metrics.txt, whose initial counters are used when present).
 dimensions: all (a), g = generative, d = all discriminative, de = existence, da = attribute, dr = relation."""
@@ -129,13 +133,74 @@ def noun_lemma(word: str, vocabulary: set[str]) -> str:
 
 
 def extract_nouns(text: str, vocabulary: set[str]) -> list[str]:
-    """Vocabulary nouns of a response, in order, duplicates kept (AMBER counts every mention)."""
-    out = []
-    for tok in tokenize(text):
-        lemma = noun_lemma(tok, vocabulary)
-        if lemma in vocabulary:
-            out.append(lemma)
-    return out
+    """Vocabulary nouns of one response by the offline rules, in order, duplicates kept (AMBER counts every
+    mention)."""
+    return RulesNouns(vocabulary).extract_many([text])[0]
+
+
+class RulesNouns:
+    """The offline noun rules, vectorised: tokenize every response at once, lemmatize each distinct token once."""
+
+    name = "rules"
+
+    def __init__(self, vocabulary: set[str]):
+        self.vocabulary = vocabulary
+
+    def extract_many(self, texts: list[str]) -> list[list[str]]:
+        tokens = token_frame(pl.Series(texts, dtype=pl.String))
+        uniq = tokens["tok"].unique()
+        lemmas = pl.DataFrame({"tok": uniq, "lemma": [noun_lemma(t, self.vocabulary) for t in uniq]},
+                              schema={"tok": pl.String, "lemma": pl.String})
+        nouns = (tokens.join(lemmas, on="tok", how="left", maintain_order="left")
+                 .filter(pl.col("lemma").is_in(list(self.vocabulary)))
+                 .group_by("doc", maintain_order=True).agg("lemma"))
+        by_doc = dict(zip(nouns["doc"].to_list(), nouns["lemma"].to_list()))
+        return [by_doc.get(i, []) for i in range(len(texts))]
+
+
+class NltkNouns:
+    """AMBER's own extract_nouns: nltk.word_tokenize, pos_tag, keep NN*, WordNetLemmatizer.lemmatize."""
+
+    name = "nltk"
+    DATA = ("tokenizers/punkt_tab/english/", "taggers/averaged_perceptron_tagger_eng/", "corpora/wordnet")
+
+    def __init__(self):
+        import nltk
+        from nltk.stem import WordNetLemmatizer
+
+        missing = []
+        for resource in self.DATA:
+            try:
+                nltk.data.find(resource)
+            except LookupError:
+                missing.append(resource)
+        if missing:
+            raise InputError(f"nltk data not installed: {', '.join(missing)} (nltk.download them, or use --nouns rules)")
+        self._nltk, self._lemmatizer = nltk, WordNetLemmatizer()
+
+    def extract_many(self, texts: list[str]) -> list[list[str]]:
+        out = []
+        for text in texts:
+            tagged = self._nltk.pos_tag(self._nltk.word_tokenize(text))
+            out.append([self._lemmatizer.lemmatize(word) for word, pos in tagged if pos.startswith("NN")])
+        return out
+
+
+def make_noun_extractor(name: str, vocabulary: set[str]):
+    """"nltk" (AMBER's exact step; needs nltk and its data), "rules" (offline), or "auto": nltk when usable."""
+    if name == "rules":
+        return RulesNouns(vocabulary)
+    if name == "nltk":
+        try:
+            return NltkNouns()
+        except ImportError:
+            raise InputError("--nouns nltk needs the nltk package (pip install 'halluflow[nlp]')") from None
+    if name == "auto":
+        try:
+            return NltkNouns()
+        except (ImportError, InputError):
+            return RulesNouns(vocabulary)
+    raise InputError(f"unknown noun extractor {name!r} (known: auto, nltk, rules)")
 
 
 # ---------------------------------------------------------------- similarity matchers
@@ -250,7 +315,7 @@ def discriminative_scores(rows: pl.DataFrame, start: float = DEFAULT_START) -> d
     return out
 
 
-def generative_row(response: str, ann: dict, data: AmberData, matcher) -> dict:
+def generative_row(nouns: list[str], ann: dict, data: AmberData, matcher) -> dict:
     """One generative response: AMBER's mention-by-mention rules (association, safe words, similarity)."""
     truth, hallu = ann["truth"], ann["hallu"]
     # association words first (in object order), then the objects themselves: the first hit decides which object a
@@ -260,7 +325,7 @@ def generative_row(response: str, ann: dict, data: AmberData, matcher) -> dict:
     ha_words = [w for h in hallu for w in data.association[h]] + hallu
     ha_owner = [i for i, h in enumerate(hallu) for _ in data.association[h]] + list(range(len(hallu)))
     covered, cognitive = [0] * len(truth), [0] * len(hallu)
-    nouns = extract_nouns(response, data.vocabulary)
+    nouns = [n for n in nouns if n in data.vocabulary]  # AMBER's after_process_nouns
     hallucinated = []
     for noun in nouns:
         if noun in data.safe_words:
@@ -293,26 +358,46 @@ def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
 
 
 def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
+    """JSON array [{"id", "response"}] → columns id (Int64), response (String). polars parses the file; the
+    line-by-line checks below run only when its columns are not what AMBER expects, to name the bad item."""
+    try:
+        df = pl.read_json(path, infer_schema_length=None)
+        if not (df.schema.get("id", pl.Null).is_integer() and df.schema.get("response") == pl.String
+                and df["id"].null_count() == 0 and df["response"].null_count() == 0
+                and not df["response"].str.contains(r"^[\[{]").any()):
+            df = None
+    except (pl.exceptions.PolarsError, OSError, ValueError, TypeError):
+        df = None
+    if df is None:
+        df = _load_responses_checked(path)
+    ids = df["id"]
+    bad = ((ids < 1) | (ids > n_annotations)).arg_true()
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(f"{path}: item {i} has id {ids[i]}, outside AMBER's 1..{n_annotations}")
+    dup = (~ids.is_first_distinct()).arg_true()
+    if len(dup):
+        i = int(dup[0])
+        raise InputError(f"{path}: id {ids[i]} appears more than once (item {i})")
+    return df.select(pl.col("id").cast(pl.Int64), pl.col("response"))
+
+
+def _load_responses_checked(path: str | Path) -> pl.DataFrame:
     data = read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON array of {{\"id\", \"response\"}}")
-    ids, texts, seen = [], [], set()
     for i, r in enumerate(data):
         if not isinstance(r, dict) or not isinstance(r.get("id"), int) or not isinstance(r.get("response"), str):
             raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
-        if not 1 <= r["id"] <= n_annotations:
-            raise InputError(f"{path}: item {i} has id {r['id']}, outside AMBER's 1..{n_annotations}")
-        if r["id"] in seen:
-            raise InputError(f"{path}: id {r['id']} appears more than once (item {i})")
-        seen.add(r["id"])
-        ids.append(r["id"])
-        texts.append(r["response"])
-    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+    return pl.DataFrame({"id": [r["id"] for r in data], "response": [r["response"] for r in data]},
+                        schema={"id": pl.Int64, "response": pl.String})
 
 
 def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all", matcher=None,
-                 with_rows: bool = False):
-    """AMBER sections for `dimension`; with_rows also returns (discriminative rows, generative rows)."""
+                 with_rows: bool = False, nouns: str = "auto"):
+    """AMBER sections for `dimension`; with_rows also returns (discriminative rows, generative rows).
+    `nouns`: the generative noun step, "auto" (nltk when its data is installed, else the rules), "nltk", "rules";
+    the output's "noun_extractor" says which ran."""
     if dimension not in DIMENSIONS:
         raise InputError(f"unknown AMBER dimension {dimension!r} (known: {', '.join(DIMENSIONS)})")
     matcher = matcher or ExactMatcher()
@@ -322,9 +407,12 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
     if "generative" in wanted:
         gen_ids = [i for i in responses["id"].to_list() if data.annotations[i - 1]["type"] == "generative"]
         text = dict(zip(responses["id"].to_list(), responses["response"].to_list()))
-        gen_rows = [generative_row(text[i], data.annotations[i - 1], data, matcher)
-                    for i in progress(gen_ids, desc="AMBER generative")]
+        extractor = make_noun_extractor(nouns, data.vocabulary)
+        all_nouns = extractor.extract_many([text[i] for i in gen_ids])
+        gen_rows = [generative_row(n, data.annotations[i - 1], data, matcher)
+                    for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")]
         out["generative"] = generative_scores(gen_rows, data.start)
+        out["noun_extractor"] = extractor.name
     disc = discriminative_rows(responses, data)
     if set(wanted) - {"generative"}:
         scores = discriminative_scores(disc, data.start)
@@ -341,6 +429,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--similarity", default="exact",
                         help="near-synonym matcher: exact (default) or an embedder backend (glove, minilm)")
     parser.add_argument("--similarity-threshold", type=float, default=0.8, help="cosine threshold (AMBER: 0.8)")
+    parser.add_argument("--nouns", default="auto", choices=("auto", "nltk", "rules"),
+                        help="generative noun step: nltk = AMBER's (needs nltk + punkt/tagger/WordNet data), rules = "
+                             "offline rules, auto (default) = nltk when its data is installed")
     parser.add_argument("--out", help="also write the JSON to this file")
 
 
@@ -349,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
 
     data = load_amber(args.annotations)
     responses = load_responses(args.responses, len(data.annotations))
-    emit(amber_scores(responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold)),
-         args.out)
+    emit(amber_scores(responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold),
+                      nouns=args.nouns), args.out)
     return 0
 
