@@ -1,17 +1,22 @@
-"""Scoring speed: our vectorised POPE / CHAIR scorers vs plain ports of the official scripts, in the same run.
+"""Scoring speed: our vectorised POPE / CHAIR / AMBER scorers vs plain ports of the official scripts, same run.
 
 POPE: 1,000,000 answers (LLaVA-style verbose answers + short ones) against POPE-style labels, (a) from in-memory
-lists (best of 3) and (b) end to end from JSONL files (JSON parsing dominates both sides there). CHAIR: 100,000 captions. Prints the speed-up (target >= 20x) and
-asserts the numbers are identical; speed itself is never asserted.
+lists (best of 3) and (b) end to end from JSONL files (JSON parsing dominates both sides there).
+CHAIR: 100,000 captions and AMBER: 100,000 responses, each whole-process from files: `halluflow score chair|amber`
+vs `python bench/official_ports.py chair|amber` (the ports, with nltk's tokenizer and pattern's singularize as the
+originals use), each in its own process, imports included. Prints the speed-ups and asserts the numbers are
+identical; speed itself is never asserted.
 
-    python bench/bench_scoring.py [--pope 1000000] [--chair 100000] [--out bench_scoring.json]
+    python bench/bench_scoring.py [--pope 1000000] [--chair 100000] [--amber 100000] [--out bench_scoring.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,11 +25,13 @@ from pathlib import Path
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from official_ports import chair_compute, pope_evaluate  # noqa: E402
+from official_ports import pope_evaluate  # noqa: E402
 
 from halluflow.io import dumps_json  # noqa: E402
-from halluflow.metrics.chair import chair_scores, default_synonyms_path, load_synonyms  # noqa: E402
 from halluflow.metrics.pope import pope_metrics, score_files  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("HALLUFLOW_SHARED", BENCH.parents[1] / "shared"))
 
 OBJECTS = ["dog", "cat", "person", "car", "chair", "dining table", "cup", "bottle", "bench", "traffic light",
            "umbrella", "handbag", "tie", "sink", "toilet", "pizza", "cake", "bed", "laptop", "clock"]
@@ -114,38 +121,102 @@ def bench_pope(n: int) -> dict:
             "in_memory": _side(t_ref, t_ours), "from_files": _side(t_ref_f, t_ours_f)}
 
 
-def bench_chair(n: int, synonyms_path: Path, seed: int = 0) -> dict:
+def _process(cmd: list[str]) -> tuple[dict, float, float]:
+    """(printed JSON, wall seconds, CPU seconds of the child) of one whole process."""
+    before = os.times()
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = os.times()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:4])} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout), wall, (after.children_user - before.children_user) + (
+        after.children_system - before.children_system)
+
+
+_OURS = [sys.executable, "-c", "import sys; from halluflow.cli import main; sys.exit(main(sys.argv[1:]))"]
+_PORTS = [sys.executable, str(BENCH / "official_ports.py")]
+
+
+def bench_chair(n: int, synonyms_path: Path, tmp: Path, seed: int = 0) -> dict:
     rnd = random.Random(seed)
     n_images = max(1, n // 5)
-    truth = {str(i): sorted(set(rnd.sample(COCO, rnd.randint(1, 6)))) for i in range(n_images)}
-    captions = []
-    for i in range(n):
-        words = [rnd.choice(CAPTION_WORDS) if rnd.random() < 0.3 else rnd.choice(FILLER)
-                 for _ in range(rnd.randint(6, 18))]
-        captions.append({"image_id": str(i % n_images), "caption": " ".join(words).capitalize() + "."})
-    syn = load_synonyms(synonyms_path)
-    ref, *t_ref = timed(chair_compute, captions, {k: set(v) for k, v in truth.items()}, synonyms_path)
-    (ours, _rows), *t_ours = timed(chair_scores, pl.DataFrame(captions), truth, syn)
+    cap_path, truth_path = tmp / "captions.jsonl", tmp / "truth.jsonl"
+    with open(truth_path, "w") as fh:
+        for i in range(n_images):
+            fh.write(json.dumps({"image_id": i, "objects": sorted(set(rnd.sample(COCO, rnd.randint(1, 6))))}) + "\n")
+    with open(cap_path, "w") as fh:
+        for i in range(n):
+            words = [rnd.choice(CAPTION_WORDS) if rnd.random() < 0.3 else rnd.choice(FILLER)
+                     for _ in range(rnd.randint(6, 18))]
+            fh.write(json.dumps({"image_id": i % n_images, "caption": " ".join(words).capitalize() + "."}) + "\n")
+    ref, *t_ref = _process(_PORTS + ["chair", "--captions", str(cap_path), "--truth", str(truth_path),
+                                     "--synonyms", str(synonyms_path)])
+    ours, *t_ours = _process(_OURS + ["score", "chair", "--captions", str(cap_path), "--truth", str(truth_path)])
     assert ours == ref, (ours, ref)
     return {"n": n, "identical": True, "metrics": ours} | _side(t_ref, t_ours)
 
 
+def bench_amber(n: int, amber_dir: Path, tmp: Path, seed: int = 0) -> dict:
+    """AMBER has 15,220 items: the bench folder repeats them (new ids) until `n` responses fit."""
+    rnd = random.Random(seed)
+    base = json.loads((amber_dir / "annotations.json").read_text())
+    relation = json.loads((amber_dir / "relation.json").read_text())
+    vocab = sorted(set(relation) | {w for ws in relation.values() for w in ws})
+    ann_dir = tmp / "amber"
+    ann_dir.mkdir()
+    annotations = [dict(base[i % len(base)], id=i + 1) for i in range(n)]
+    (ann_dir / "annotations.json").write_text(json.dumps(annotations))
+    for name in ("relation.json", "safe_words.txt", "metrics.txt"):
+        (ann_dir / name).write_bytes((amber_dir / name).read_bytes())
+    responses = []
+    for a in annotations:
+        if a["type"] == "generative":
+            words = rnd.sample(a["truth"], min(3, len(a["truth"]))) + [w + rnd.choice(["", "s"]) for w in rnd.sample(vocab, 4)]
+            words += rnd.sample(FILLER, 8)
+            rnd.shuffle(words)
+            text = "In this image, " + " ".join(words) + "."
+        else:
+            text = rnd.choice(["Yes", "No", "No", "Yes", "yes", "No."])
+        responses.append({"id": a["id"], "response": text})
+    resp_path = tmp / "responses.json"
+    resp_path.write_text(json.dumps(responses))
+    ref, *t_ref = _process(_PORTS + ["amber", "--responses", str(resp_path), "--annotations", str(ann_dir)])
+    ours, *t_ours = _process(_OURS + ["score", "amber", "--responses", str(resp_path), "--annotations", str(ann_dir)])
+    got = {section: {k: ours[section][k] for k in values} for section, values in ref.items()}
+    assert got == ref, (got, ref)
+    n_gen = sum(a["type"] == "generative" for a in annotations)
+    return {"n": n, "n_generative": n_gen, "identical": True, "noun_extractor": ours.get("noun_extractor"),
+            "metrics": ref} | _side(t_ref, t_ours)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pope", type=int, default=1_000_000, help="POPE answers (default 1,000,000)")
-    ap.add_argument("--chair", type=int, default=100_000, help="CHAIR captions (default 100,000)")
-    ap.add_argument("--synonyms", type=Path, default=default_synonyms_path(), help="CHAIR synonyms.txt")
+    ap.add_argument("--pope", type=int, default=1_000_000, help="POPE answers (default 1,000,000; 0 skips)")
+    ap.add_argument("--chair", type=int, default=100_000, help="CHAIR captions (default 100,000; 0 skips)")
+    ap.add_argument("--amber", type=int, default=100_000, help="AMBER responses (default 100,000; 0 skips)")
+    ap.add_argument("--synonyms", type=Path, default=SHARED / "data" / "chair-lisaanne-hallucination" / "synonyms.txt",
+                    help="CHAIR's synonyms.txt for the port (ours uses the list shipped with halluflow)")
+    ap.add_argument("--amber-data", type=Path, default=SHARED / "data" / "amber" / "data", help="AMBER's data folder")
     ap.add_argument("--out", help="also write the results JSON here")
     args = ap.parse_args()
-    result = {"pope": bench_pope(args.pope)}
-    p = result["pope"]
-    print(_fmt(f"POPE {args.pope:,} answers, in memory ", p["in_memory"]), "— identical numbers", flush=True)
-    print(_fmt(f"POPE {args.pope:,} answers, from files", p["from_files"]), "— identical numbers", flush=True)
-    if args.synonyms.exists():
-        result["chair"] = c = bench_chair(args.chair, args.synonyms)
-        print(_fmt(f"CHAIR {args.chair:,} captions", c), "— identical numbers", flush=True)
-    else:
-        print(f"CHAIR skipped: {args.synonyms} not found (pass --synonyms)")
+    result = {}
+    if args.pope:
+        result["pope"] = p = bench_pope(args.pope)
+        print(_fmt(f"POPE {args.pope:,} answers, in memory ", p["in_memory"]), "— identical numbers", flush=True)
+        print(_fmt(f"POPE {args.pope:,} answers, from files", p["from_files"]), "— identical numbers", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.chair and args.synonyms.exists():
+            result["chair"] = c = bench_chair(args.chair, args.synonyms, Path(tmp))
+            print(_fmt(f"CHAIR {args.chair:,} captions, whole process", c), "— identical numbers", flush=True)
+        elif args.chair:
+            print(f"CHAIR skipped: {args.synonyms} not found (pass --synonyms)")
+        if args.amber and args.amber_data.exists():
+            result["amber"] = a = bench_amber(args.amber, args.amber_data, Path(tmp))
+            print(_fmt(f"AMBER {args.amber:,} responses ({a['n_generative']:,} generative, nouns: "
+                       f"{a['noun_extractor']}), whole process", a), "— identical numbers", flush=True)
+        elif args.amber:
+            print(f"AMBER skipped: {args.amber_data} not found (pass --amber-data)")
     if args.out:
         Path(args.out).write_text(dumps_json(result))
     return 0

@@ -271,8 +271,9 @@ def amber_rules_extract_nouns(vocabulary, word_tokenize):
 def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], association: dict, global_safe_words: list,
                    extract_nouns, start: float = 0.001) -> dict:
     """AMBER inference.py main(): counters from metrics.txt (all *_num = `start`), the generative list logic
-    (safe_list / ha_list index bookkeeping) and the printed, rounded numbers. `extract_nouns(text)` stands in for
-    nltk POS + WordNet; the spaCy similarity loops are left out (our default 'exact' matcher)."""
+    (safe_list / ha_list index bookkeeping) and the printed, rounded numbers. `extract_nouns(text)` is the noun step
+    (amber_nltk_extract_nouns or amber_rules_extract_nouns); the spaCy similarity loops are left out (our default
+    'exact' matcher)."""
     names = ["chair", "safe_cover", "hallu_cover", "non_hallu", "qa_correct", "qa_no", "qa_ans_no"]
     for p in ("as", "an", "aa", "asso", "ha"):
         names += [f"{p}_qa_correct", f"{p}_qa_no", f"{p}_qa_ans_no"]
@@ -390,3 +391,47 @@ def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], associa
         "correct_score", "correct_num", "ans_no_score", "ans_no_num", "no_score", "no_num")))
     out["state"], out["number"], out["action"], out["relation"] = one("as"), one("an"), one("aa"), one("asso")
     return out
+
+
+# ---------------------------------------------------------------- command line: whole-process runs from files
+def _main(argv=None) -> int:
+    """`python bench/official_ports.py chair|amber ...`: read the files the way the original scripts do (json per
+    line / json.load) and print the port's numbers as JSON — the official side of bench/bench_scoring.py."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=_main.__doc__)
+    sub = ap.add_subparsers(dest="metric", required=True)
+    c = sub.add_parser("chair")
+    c.add_argument("--captions", required=True)
+    c.add_argument("--truth", required=True)
+    c.add_argument("--synonyms", required=True)
+    a = sub.add_parser("amber")
+    a.add_argument("--responses", required=True)
+    a.add_argument("--annotations", required=True)
+    args = ap.parse_args(argv)
+    word_tokenize = nltk_word_tokenize()[0]
+    if args.metric == "chair":
+        captions = [json.loads(line) for line in open(args.captions, encoding="utf-8")]
+        for cap in captions:
+            cap["image_id"] = str(cap["image_id"])
+        truth = {}
+        for line in open(args.truth, encoding="utf-8"):
+            r = json.loads(line)
+            truth[str(r["image_id"])] = set(r["objects"])
+        out = chair_compute(captions, truth, args.synonyms, word_tokenize, pattern_singularize())
+        out.pop("mentions")
+    else:
+        d = args.annotations
+        association = json.load(open(f"{d}/relation.json", encoding="utf-8"))
+        vocabulary = set(association) | {w for ws in association.values() for w in ws}
+        safe = [line.split("\n")[0] for line in open(f"{d}/safe_words.txt", encoding="utf-8")]
+        out = amber_evaluate(json.load(open(args.responses, encoding="utf-8")),
+                             json.load(open(f"{d}/annotations.json", encoding="utf-8")), association, safe,
+                             amber_nltk_extract_nouns() or amber_rules_extract_nouns(vocabulary, word_tokenize))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -186,6 +186,22 @@ class NltkNouns:
         return out
 
 
+def _nltk_data_may_exist() -> bool:
+    """Whether nltk is installed and a tagger folder sits in one of nltk's data folders — checked without importing
+    nltk (its import pulls scipy and sklearn: seconds), which only happens when the data may be there."""
+    import importlib.util
+    import os
+    import sys
+
+    if importlib.util.find_spec("nltk") is None:
+        return False
+    roots = [*os.environ.get("NLTK_DATA", "").split(os.pathsep), os.path.expanduser("~/nltk_data"),
+             *(os.path.join(p, d) for p in {sys.prefix, sys.base_prefix}
+               for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")),
+             "/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]
+    return any(r and os.path.isdir(os.path.join(r, "taggers")) for r in roots)
+
+
 def make_noun_extractor(name: str, vocabulary: set[str]):
     """"nltk" (AMBER's exact step; needs nltk and its data), "rules" (offline), or "auto": nltk when usable."""
     if name == "rules":
@@ -196,10 +212,12 @@ def make_noun_extractor(name: str, vocabulary: set[str]):
         except ImportError:
             raise InputError("--nouns nltk needs the nltk package (pip install 'halluflow[nlp]')") from None
     if name == "auto":
-        try:
-            return NltkNouns()
-        except (ImportError, InputError):
-            return RulesNouns(vocabulary)
+        if _nltk_data_may_exist():
+            try:
+                return NltkNouns()
+            except (ImportError, InputError):
+                pass
+        return RulesNouns(vocabulary)
     raise InputError(f"unknown noun extractor {name!r} (known: auto, nltk, rules)")
 
 
