@@ -1,4 +1,5 @@
-"""Plain, loop-based ports of the anchors' official scorers — the oracles our vectorised code is checked against.
+"""Plain, loop-based ports of the official POPE, CHAIR and AMBER scorers: the oracles our vectorised code is checked
+against.
 
 Nothing here imports halluflow: a change to halluflow's tokenizer, singularizer or rule tables cannot change what
 these ports compute.

@@ -21,7 +21,7 @@ from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics import singular, treebank
 from halluflow.metrics.chair import (
-    DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_captions, load_synonyms)
+    DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_synonyms)
 from halluflow.metrics.singular import singularize, singularize_cached
 from halluflow.metrics.treebank import tokenize
 
@@ -248,15 +248,6 @@ def test_cli_and_errors(tmp_path, capsys, syn_path):
     assert "no truth objects for image_id '7'" in capsys.readouterr().err
     with pytest.raises(InputError, match="synonyms file .* not found"):
         load_synonyms(tmp_path / "nope.txt")
-
-
-def test_caption_file_errors_name_the_record(tmp_path):
-    path = tmp_path / "c.jsonl"
-    path.write_text('{"image_id": 1, "caption": "a dog"}\n{"image_id": 2, "caption": ["not", "text"]}\n')
-    with pytest.raises(InputError, match=r"c.jsonl: record 2 needs 'image_id' and a string 'caption'"):
-        load_captions(path)
-    path.write_text('{"image_id": 1, "caption": "a dog"}\n{"image_id": "x2", "caption": "b"}\n')
-    assert load_captions(path)["image_id"].to_list() == ["1", "x2"]
 
 
 def test_shipped_resources_are_package_data():

@@ -1,4 +1,4 @@
-"""Tests of the report (issue 8): the HTML summary on a small result folder laid out per docs/data-contracts.md,
+"""Tests of the report: the HTML summary on a small result folder laid out per docs/data-contracts.md,
 sections that say "not run" for missing stages, hand-checkable counts and rates, byte-identical rebuilds, the CLI,
 and a headless-Chromium render (screenshot + DOM + console errors) of the generated page.
 """

@@ -376,39 +376,21 @@ def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
 
 
 def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
-    """JSON array [{"id", "response"}] → columns id (Int64), response (String). polars parses the file; the
-    line-by-line checks below run only when its columns are not what AMBER expects, to name the bad item."""
-    try:
-        df = pl.read_json(path, infer_schema_length=None)
-        if not (df.schema.get("id", pl.Null).is_integer() and df.schema.get("response") == pl.String
-                and df["id"].null_count() == 0 and df["response"].null_count() == 0
-                and not df["response"].str.contains(r"^[\[{]").any()):
-            df = None
-    except (pl.exceptions.PolarsError, OSError, ValueError, TypeError):
-        df = None
-    if df is None:
-        df = _load_responses_checked(path)
-    ids = df["id"]
-    bad = ((ids < 1) | (ids > n_annotations)).arg_true()
-    if len(bad):
-        i = int(bad[0])
-        raise InputError(f"{path}: item {i} has id {ids[i]}, outside AMBER's 1..{n_annotations}")
-    dup = (~ids.is_first_distinct()).arg_true()
-    if len(dup):
-        i = int(dup[0])
-        raise InputError(f"{path}: id {ids[i]} appears more than once (item {i})")
-    return df.select(pl.col("id").cast(pl.Int64), pl.col("response"))
-
-
-def _load_responses_checked(path: str | Path) -> pl.DataFrame:
     data = read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON array of {{\"id\", \"response\"}}")
+    ids, texts, seen = [], [], set()
     for i, r in enumerate(data):
         if not isinstance(r, dict) or not isinstance(r.get("id"), int) or not isinstance(r.get("response"), str):
             raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
-    return pl.DataFrame({"id": [r["id"] for r in data], "response": [r["response"] for r in data]},
-                        schema={"id": pl.Int64, "response": pl.String})
+        if not 1 <= r["id"] <= n_annotations:
+            raise InputError(f"{path}: item {i} has id {r['id']}, outside AMBER's 1..{n_annotations}")
+        if r["id"] in seen:
+            raise InputError(f"{path}: id {r['id']} appears more than once (item {i})")
+        seen.add(r["id"])
+        ids.append(r["id"])
+        texts.append(r["response"])
+    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
 
 
 def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all", matcher=None,

@@ -61,40 +61,37 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
-def parse_synonym_lines(lines, fix_spaces: bool = False) -> dict[str, str]:
+def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> dict[str, str]:
     """synonym → COCO category (first entry of its line), parsed like chair.py: line.strip().split(', ').
 
     chair.py keeps the two entries written after a double space (' motor bike', ' cheesecake') with their leading
-    space, so they never match; `fix_spaces=True` strips them (a named divergence from the original)."""
+    space, so they never match; `fix_spaces=True` strips them (a named divergence from the original).
+    `path` None: the list shipped with halluflow (data/chair_synonyms.tsv, same mapping as CHAIR's file)."""
+    if path is None:
+        return shipped_synonyms(fix_spaces)
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"CHAIR synonyms file {path} not found (pass --synonyms / scoring.chair_synonyms)")
     mapping: dict[str, str] = {}
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         entries = line.strip().split(", ")
         if fix_spaces:
             entries = [e.strip() for e in entries]
         if not entries[0]:
-            raise InputError(f"synonyms line {lineno}: empty category name")
+            raise InputError(f"{path}:{lineno}: empty category name")
         for e in entries:
             mapping[e] = entries[0]  # chair.py: a later line overwrites an earlier one
     return mapping
 
 
-def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> dict[str, str]:
-    """The shipped synonym table (default) or a synonyms.txt in CHAIR's own format."""
-    if path is None:
-        table = pl.read_csv(SYNONYMS_TSV, separator="\t", quote_char=None,
-                            schema={"synonym": pl.String, "coco_category": pl.String, "leading_space": pl.String})
-        keys = table["synonym"] if fix_spaces else pl.Series(
-            [(" " + s if lead == "yes" else s) for s, lead in zip(table["synonym"], table["leading_space"])])
-        return dict(zip(keys.to_list(), table["coco_category"].to_list()))
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"CHAIR synonyms file {path} not found (pass --synonyms / scoring.chair_synonyms)")
-    try:
-        return parse_synonym_lines(path.read_text(encoding="utf-8").splitlines(), fix_spaces)
-    except InputError as e:
-        raise InputError(f"{path}: {e}") from None
+def shipped_synonyms(fix_spaces: bool = False) -> dict[str, str]:
+    table = pl.read_csv(SYNONYMS_TSV, separator="\t", quote_char=None,
+                        schema={"synonym": pl.String, "coco_category": pl.String, "leading_space": pl.String})
+    keys = [(" " + s if lead == "yes" and not fix_spaces else s)
+            for s, lead in zip(table["synonym"], table["leading_space"])]
+    return dict(zip(keys, table["coco_category"].to_list()))
 
 
 def derive_resources(synonyms_txt: str | Path, special_cases_json: str | Path, out_dir: str | Path = DATA_DIR) -> int:
@@ -103,7 +100,7 @@ def derive_resources(synonyms_txt: str | Path, special_cases_json: str | Path, o
     from ..io import write_text
 
     out_dir = Path(out_dir)
-    entries = parse_synonym_lines(Path(synonyms_txt).read_text(encoding="utf-8").splitlines())
+    entries = load_synonyms(synonyms_txt)
     lines = ["synonym\tcoco_category\tleading_space"]
     lines += [f"{e.strip()}\t{cat}\t{'yes' if e != e.strip() else 'no'}" for e, cat in entries.items()]
     write_text(out_dir / SYNONYMS_TSV.name, "\n".join(lines) + "\n")
@@ -198,31 +195,7 @@ def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: 
     return metrics, rows
 
 
-def _read_ndjson(path, required: dict) -> pl.DataFrame | None:
-    """The JSONL file parsed by polars (no per-line Python objects) when every record has the `required` columns
-    with the expected dtypes; None otherwise, so the caller's line-by-line reader can name the bad record."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    try:
-        df = pl.read_ndjson(path, infer_schema_length=None)
-    except (pl.exceptions.PolarsError, OSError, ValueError):
-        return None
-    for name, ok in required.items():
-        if name not in df.columns or not ok(df.schema[name]) or df[name].null_count():
-            return None
-        # polars turns a nested value into its JSON text when other records hold strings: let the line-by-line
-        # reader judge those records
-        if df.schema[name] == pl.String and df[name].str.contains(r"^[\[{]").any():
-            return None
-    return df
-
-
 def load_captions(path) -> pl.DataFrame:
-    """JSONL {"image_id", "caption"} → columns image_id (String), caption (String)."""
-    df = _read_ndjson(path, {"image_id": lambda t: t.is_integer() or t == pl.String, "caption": lambda t: t == pl.String})
-    if df is not None:
-        return df.select(pl.col("image_id").cast(pl.String), "caption")
     rows = read_jsonl(path)
     for i, r in enumerate(rows, 1):
         if "image_id" not in r or not isinstance(r.get("caption"), str):
@@ -232,20 +205,12 @@ def load_captions(path) -> pl.DataFrame:
 
 
 def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
-    """JSONL {"image_id", "objects" (or "truth"): [...]} → {image_id: sorted COCO categories}."""
-    df = _read_ndjson(path, {"image_id": lambda t: t.is_integer() or t == pl.String,
-                             "objects": lambda t: t == pl.List(pl.String)})
-    if df is not None:
-        pairs = zip(df["image_id"].cast(pl.String).to_list(), df["objects"].to_list())
-    else:
-        pairs = []
-        for i, r in enumerate(read_jsonl(path), 1):
-            objs = r.get("objects", r.get("truth"))
-            if "image_id" not in r or not isinstance(objs, list):
-                raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
-            pairs.append((str(r["image_id"]), objs))
     truth: dict[str, list[str]] = {}
-    for key, objs in pairs:
+    for i, r in enumerate(read_jsonl(path), 1):
+        objs = r.get("objects", r.get("truth"))
+        if "image_id" not in r or not isinstance(objs, list):
+            raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
+        key = str(r["image_id"])
         if key in truth:
             raise InputError(f"{path}: image_id {key!r} appears more than once")
         truth[key] = normalise_truth(objs, synonyms)
