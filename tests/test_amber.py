@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 from conftest import REPO, shared_data
 
-
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics import amber as amber_module
