@@ -70,17 +70,17 @@ def pope_evaluate(answers: list[dict], label_list: list[str]) -> dict:
 
 
 # ---------------------------------------------------------------- the reference libraries, loaded independently
-def nltk_word_tokenize():
-    """(word_tokenize, how): nltk.word_tokenize when Punkt's English model is installed, else the same
-    NLTKWordTokenizer over sentences from an untrained PunktSentenceTokenizer (what word_tokenize does, minus the
-    learned abbreviation list). None when nltk is not installed."""
+def nltk_word_tokenize(trained: bool = True):
+    """(word_tokenize, how): nltk.word_tokenize when Punkt's English model is installed (and `trained`), else the
+    same NLTKWordTokenizer over sentences from an untrained PunktSentenceTokenizer (what word_tokenize does, minus
+    the learned abbreviation list, which halluflow does not ship either). None when nltk is not installed."""
     try:
         import nltk
         from nltk.tokenize import NLTKWordTokenizer
         from nltk.tokenize.punkt import PunktSentenceTokenizer
     except ImportError:
         return None
-    for resource in ("tokenizers/punkt_tab/english/", "tokenizers/punkt/english.pickle"):
+    for resource in ("tokenizers/punkt_tab/english/", "tokenizers/punkt/english.pickle") if trained else ():
         try:
             nltk.data.find(resource)
             return nltk.word_tokenize, "nltk.word_tokenize"

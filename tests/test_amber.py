@@ -178,7 +178,7 @@ def _port_mismatches(amber, responses, nouns, extract_nouns):
 @pytest.fixture(scope="module")
 def rules_oracle(amber):
     pytest.importorskip("nltk", reason="nltk (dev extra) provides the reference tokenizer and WordNet's morphy rules")
-    return amber_rules_extract_nouns(amber.vocabulary, nltk_word_tokenize()[0])
+    return amber_rules_extract_nouns(amber.vocabulary, nltk_word_tokenize(trained=False)[0])
 
 
 def test_rules_equal_port_on_random_responses(amber, rules_oracle):

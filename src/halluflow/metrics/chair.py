@@ -6,7 +6,7 @@ pattern.en.singularize does (halluflow.metrics.singular), merge double words (le
 both tokens), drop "seat" when "toilet" is present, keep synonyms and map each to its COCO category.
 CHAIR_s = captions with >= 1 mention outside the truth / captions; CHAIR_i = such mentions / all mentions
 (duplicates counted). The synonym list and the hard-coded rules ship with the package (data/chair_synonyms.tsv,
-data/chair_rules.json; see resources/README.md), so scoring needs nothing beside the clone.
+data/chair_rules.json; see resources/README.md), so scoring needs nothing beside the installed package.
 """
 
 from __future__ import annotations

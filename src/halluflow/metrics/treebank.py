@@ -7,10 +7,10 @@ substitutions followed by a split on spaces — on each sentence. The substituti
 done in three steps), no possessive quantifier (same tokens), no inline comments.
 
 Sentences: a whitespace-separated chunk ending in . ? or ! (closing quotes/brackets may follow) ends a sentence,
-except an ellipsis, and a single letter or a number followed by a lower-case word ("a. dog", "5. dog"), which is
-what untrained Punkt decides (bench/official_ports.py checks this against nltk). Punkt's trained English model also knows abbreviations ("dr.", "st.") and keeps
-them inside a sentence; we do not ship that model, so "dr." at a sentence's end and inside differ from nltk only
-in whether the period is split off (an abbreviation is never an object word).
+except an ellipsis, and an initial or a number followed by a lower-case word or punctuation ("a. dog", "5. dog"),
+as untrained Punkt decides (tests/test_chair.py checks this against nltk). Punkt's trained English model also
+keeps known abbreviations ("dr.", "st.") inside a sentence; we do not ship it, so only whether such a period is
+split off can differ from nltk (an abbreviation is never an object word).
 """
 
 from __future__ import annotations
