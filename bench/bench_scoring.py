@@ -172,7 +172,8 @@ def bench_amber(n: int, amber_dir: Path, tmp: Path, seed: int = 0) -> dict:
     responses = []
     for a in annotations:
         if a["type"] == "generative":
-            words = rnd.sample(a["truth"], min(3, len(a["truth"]))) + [w + rnd.choice(["", "s"]) for w in rnd.sample(vocab, 4)]
+            words = rnd.sample(a["truth"], min(3, len(a["truth"])))
+            words += [w + rnd.choice(["", "s"]) for w in rnd.sample(vocab, 4)]
             words += rnd.sample(FILLER, 8)
             rnd.shuffle(words)
             text = "In this image, " + " ".join(words) + "."

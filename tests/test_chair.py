@@ -68,7 +68,8 @@ def word_list(syn_path):
               "slice", "knives", "leaves", "wolves", "cookies", "pies", "ties", "glasses", "buses", "axes"}
     shapes = set()
     for w in words:
-        shapes |= {w, w + "s", w + "es", (w[:-1] + "ies") if w.endswith("y") else w, (w[:-1] + "ves") if w.endswith("f") else w}
+        shapes |= {w, w + "s", w + "es", (w[:-1] + "ies") if w.endswith("y") else w,
+                   (w[:-1] + "ves") if w.endswith("f") else w}
     return sorted(shapes)
 
 
@@ -150,7 +151,8 @@ def test_oracle_catches_a_broken_tokenizer(syn_path, word_tokenize, pattern, mon
 
 def test_double_word_dict_matches_chair_py(special, syn_path, word_tokenize, pattern):
     # the shipped rule lists rebuild chair.py's double_word_dict (as built by the independent port)
-    assert DOUBLE_WORD_DICT == ChairPort(syn_path, word_tokenize, pattern).double_word_dict == special["double_word_dict"]
+    port = ChairPort(syn_path, word_tokenize, pattern)
+    assert DOUBLE_WORD_DICT == port.double_word_dict == special["double_word_dict"]
 
 
 def test_shipped_synonyms_equal_chair_py_parsing(syn_path):

@@ -84,7 +84,8 @@ def _pope_from_answers(out, model: str) -> dict:
     tp, fp, tn, fn = c["yes", "yes"], c["yes", "no"], c["no", "no"], c["no", "yes"]
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
-    f1 = 2 * precision * recall / (precision + recall) if precision and recall else (0.0 if tp + fp and tp + fn else None)
+    f1 = (2 * precision * recall / (precision + recall) if precision and recall
+          else 0.0 if precision is not None and recall is not None else None)
     return {"n": len(rows), "tp": tp, "fp": fp, "tn": tn, "fn": fn, "accuracy": (tp + tn) / len(rows),
             "precision": precision, "recall": recall, "f1": f1, "yes_ratio": (tp + fp) / len(rows),
             "pred_yes": tp + fp, "pred_no": tn + fn, "truth_yes": tp + fn, "truth_no": fp + tn, "unknown": 0}

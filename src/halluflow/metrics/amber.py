@@ -175,7 +175,8 @@ class NltkNouns:
             except LookupError:
                 missing.append(resource)
         if missing:
-            raise InputError(f"nltk data not installed: {', '.join(missing)} (nltk.download them, or use --nouns rules)")
+            raise InputError(f"nltk data not installed: {', '.join(missing)} "
+                             "(nltk.download them, or use --nouns rules)")
         self._nltk, self._lemmatizer = nltk, WordNetLemmatizer()
 
     def extract_many(self, texts: list[str]) -> list[list[str]]:

@@ -220,7 +220,8 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--captions", required=True, help='JSONL of {"image_id", "caption"}')
     parser.add_argument("--truth", required=True, help='JSONL of {"image_id", "objects": [...]}')
-    parser.add_argument("--synonyms", help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)")
+    parser.add_argument("--synonyms",
+                        help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)")
     parser.add_argument("--fix-synonym-spaces", action="store_true",
                         help="count ' motor bike' / ' cheesecake' (the original never matches them)")
     parser.add_argument("--per-caption", help="write per-caption rows (mentions, hallucinated objects) to this parquet")
