@@ -8,6 +8,7 @@ mutation checks showing a broken tokenizer or singularizer is caught."""
 from __future__ import annotations
 
 import json
+import random
 import re
 import sys
 
@@ -107,6 +108,15 @@ _captions = st.lists(st.sampled_from(_CAPTION_WORDS), max_size=16).map(" ".join)
 @given(_captions)
 def test_tokenizer_equals_nltk(word_tokenize, caption):
     assert tokenize(caption) == word_tokenize(caption)
+
+
+def test_tokenizer_equals_nltk_on_random_captions(word_tokenize):
+    """The vectorised path (all captions in one frame) on 5,000 seeded random captions."""
+    rnd = random.Random(1)
+    caps = [" ".join(rnd.choice(_CAPTION_WORDS) for _ in range(rnd.randint(0, 16))) for _ in range(5_000)]
+    ours = treebank.token_frame(pl.Series(caps)).group_by("doc", maintain_order=True).agg("tok")
+    by_doc = dict(zip(ours["doc"].to_list(), ours["tok"].to_list()))
+    assert [(c, by_doc.get(i, [])) for i, c in enumerate(caps) if by_doc.get(i, []) != word_tokenize(c)] == []
 
 
 def _mention_mismatches(captions, syn_path, word_tokenize, pattern):

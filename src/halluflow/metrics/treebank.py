@@ -18,6 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 _CLOSERS = "\"')\\]}»”’"
+_CLOSERS_REALIGNED = "\"')\\]}"
 _PROTECT = "\x01"  # stands in for a contraction's apostrophe while opening quotes are split off
 
 # (pattern, replacement) in order; replacements use polars' ${n} group syntax.
@@ -91,14 +92,26 @@ def token_frame(texts: pl.Series) -> pl.DataFrame:
     initial = pl.col("c").str.contains(r"^[^\W\d]\.$")
     number = pl.col("c").str.contains(r"^-?[.,]?\d[\d,.\-]*\.$")
     last_of_doc = (pl.col("doc") != pl.col("doc").shift(-1)).fill_null(True)
+    # Punkt tests "this chunk + the next" for a break anywhere but at the very end, so an ellipsis or an initial
+    # still ends a sentence when the next chunk itself holds one before a trailing mark ("a. cat.)").
+    next_breaks_inside = nxt.str.contains(r"[?!].|(?:^|[^.])\.[)\"';}\]*:@({\[!?,]")
     ends = (
         pl.col("c").str.contains(f"[.?!][{_CLOSERS}]*$")
-        & ~pl.col("c").str.contains(r"\.\.+$")
-        & ~(initial & (not_starter | upper) & ~last_of_doc)
-        & ~(number & not_starter & ~last_of_doc)
+        & (next_breaks_inside | ~(
+            pl.col("c").str.contains(r"\.\.+$")
+            | (initial & (not_starter | upper) & ~last_of_doc)
+            | (number & not_starter & ~last_of_doc)))
     )
+    # Punkt then moves closing quotes/brackets that open the next sentence back onto the previous one. A break
+    # after "dog." followed by a chunk of only such marks moves behind that chunk; after "dog.)" Punkt already cut
+    # before the ")" and moved it, so the next chunk stays where it is.
+    closers_only = pl.col("c").str.contains(f"^[{_CLOSERS_REALIGNED}]+$")
+    same_doc_next = (pl.col("doc") == pl.col("doc").shift(-1)).fill_null(False)
+    moves = (pl.col("brk") & pl.col("c").str.contains(r"[.?!]$")
+             & closers_only.shift(-1).fill_null(False) & same_doc_next)
     sentences = (
         chunks.with_columns(brk=ends | last_of_doc)
+        .with_columns(brk=(pl.col("brk") & ~moves) | moves.shift(1).fill_null(False) | last_of_doc)
         .with_columns(sid=pl.col("brk").cast(pl.UInt32).cum_sum().shift(1, fill_value=0))
         .group_by("sid", maintain_order=True)
         .agg(pl.col("doc").first(), pl.col("c").str.join(" "))
