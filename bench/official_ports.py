@@ -198,7 +198,7 @@ def chair_compute(captions: list[dict], truth: dict, synonyms_path, word_tokeniz
         mentions.append(node_words)
         coco_word_count += len(node_words)
         hallucinated = False
-        for word, node_word in zip(words, node_words):
+        for _word, node_word in zip(words, node_words):
             if node_word not in gt_objects:
                 hallucinated_word_count += 1
                 hallucinated = True

@@ -15,11 +15,16 @@ from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics import amber as amber_module
 from halluflow.metrics.amber import (
-    DEFAULT_START, amber_scores, extract_nouns, load_amber, load_responses, read_start_value)
+    DEFAULT_START,
+    amber_scores,
+    extract_nouns,
+    load_amber,
+    load_responses,
+    read_start_value,
+)
 
 sys.path.insert(0, str(REPO / "bench"))
-from official_ports import (  # noqa: E402
-    amber_evaluate, amber_nltk_extract_nouns, amber_rules_extract_nouns, nltk_word_tokenize)
+from official_ports import amber_evaluate, amber_nltk_extract_nouns, amber_rules_extract_nouns, nltk_word_tokenize
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,12 @@ from hypothesis import strategies as st
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics import singular, treebank
-from halluflow.metrics.chair import (
-    DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_synonyms)
+from halluflow.metrics.chair import DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_synonyms
 from halluflow.metrics.singular import singularize, singularize_cached
 from halluflow.metrics.treebank import tokenize
 
 sys.path.insert(0, str(REPO / "bench"))
-from official_ports import ChairPort, chair_compute, nltk_word_tokenize, pattern_singularize  # noqa: E402
+from official_ports import ChairPort, chair_compute, nltk_word_tokenize, pattern_singularize
 
 
 @pytest.fixture(scope="module")
@@ -265,9 +264,10 @@ def test_cli_and_errors(tmp_path, capsys, syn_path):
 
 def test_shipped_resources_are_package_data():
     import fnmatch
-    import tomllib
 
     from halluflow.metrics.chair import DATA_DIR
+
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads pyproject.toml")
 
     globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["halluflow"]
     pkg = DATA_DIR.parents[1]
