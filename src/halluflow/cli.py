@@ -24,7 +24,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
     ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
     ("score", "caos", "halluflow.caos.scores", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
-    ("score", "compare", "halluflow.metrics.uncertainty", "bootstrap 95% intervals per model and paired model comparisons"),
+    ("score", "compare", "halluflow.metrics.uncertainty", "bootstrap confidence intervals per model and paired model comparisons"),
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
