@@ -125,5 +125,7 @@ def test_missing_group_and_bad_source(setup):
     bad = dict(samf, source={"format": "unihall", "path": None, "images": None})
     with pytest.raises(ConfigError, match="samf.source.path"):
         W.source_instances(bad, None, "sim", 0)
-    with pytest.raises(ConfigError, match="config key 'llm'"):
-        W.make_judge(dict(samf, judge="llm"), None)
+    with pytest.raises(ConfigError, match="top-level 'llm'"):
+        W.make_suite(dict(samf, judge="llm"), None)
+    with pytest.raises(ConfigError, match="samf.judge_model"):
+        W.make_suite(dict(samf, judge="rule", verifier="vlm"), {"llm": {"backend": "x"}})
