@@ -202,8 +202,9 @@ class DetectorOracle:
                 best: dict[str, float] = {}
                 for d in boxes:
                     best[d.label] = max(best.get(d.label, 0.0), float(d.score))
-                present = [(lab, round(best[lab], 4)) for lab in labels if best.get(lab, 0.0) >= self.threshold]
-                absent = [lab for lab in labels if best.get(lab, 0.0) < self.threshold]
+                # A label with no box at all is absent whatever the threshold.
+                present = [(lab, round(best[lab], 4)) for lab in labels if lab in best and best[lab] >= self.threshold]
+                absent = [lab for lab in labels if lab not in best or best[lab] < self.threshold]
                 self._cache[key] = {"present": present, "absent": absent}
         return self._cache[key]
 

@@ -36,7 +36,7 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         if not queries.exists():
             raise InputError(f"{queries}: the release has no queries table")
         rows = pl.read_parquet(queries).to_dicts()
-        return convert.from_ode_queries(rows, release, samf["query_types"], samf["risk_level"], samf["max_instances"], seed)
+        return convert.from_ode_queries(rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed)
     if src["format"] == "unihall":
         if not src.get("path"):
             raise ConfigError("config key 'samf.source.path': a UniHall JSON file is needed when samf.source.format is unihall")
@@ -44,6 +44,14 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         limit = samf["max_instances"]
         return items if limit is None else convert.balanced_take(items, group_of, limit, seed)
     raise ConfigError(f"config key 'samf.source.format': {src['format']!r}; known: ode, unihall")
+
+
+def risk_setting(samf: dict):
+    """samf.risk_level: a number fixes every converted instance's risk; "taxonomy" takes each item's subtype level,
+    with samf.risk_levels overriding entries of the taxonomy's table."""
+    if samf["risk_level"] == "taxonomy":
+        return dict(samf.get("risk_levels") or {})
+    return int(samf["risk_level"])
 
 
 def images_root(samf: dict, release_dir: str | Path) -> Path:
