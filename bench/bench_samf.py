@@ -1,4 +1,4 @@
-"""SAMF speed (seed 003): each mutation operator per level on a 256 px image, and the controllers' own overhead at
+"""SAMF speed (UniHall/SAMF paper): each mutation operator per level on a 256 px image, and the controllers' own overhead at
 the paper's sizes (K = 1024, T = 16, B = 4, k = 3) with a model-free reward, so the numbers show the library's
 cost, not a model's. Run: python bench/bench_samf.py  (prints a table; nothing is asserted)."""
 

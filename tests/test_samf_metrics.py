@@ -1,4 +1,4 @@
-"""UniHall metrics (seed 003, Sec. 4.1 / Appendix D): GHR cascade branches, BHR claims, SHR/GHS judge parsing
+"""UniHall metrics (UniHall/SAMF paper, Sec. 4.1 / Appendix D): GHR cascade branches, BHR claims, SHR/GHS judge parsing
 with rule fallback, risk-aware aggregation (5) by hand, and `halluflow score ghr`."""
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def test_cli_score_ghr(tmp_path, capsys):
         {"instance_id": "120002", "answer": "Blue"},
     ]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a) for a in answers))
-    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr"]) == 0
+    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr", "--similarity", "trigram"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 4 and out["ghr"] == 0.5
     assert out["ghr_risk"] == pytest.approx((5 + 2) / 12)

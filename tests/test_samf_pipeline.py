@@ -1,4 +1,4 @@
-"""SAMF loop end to end (seed 003, C.3/C.6): standard eval, per-group training, CentralFuzzController, fuzzed eval,
+"""SAMF loop end to end (UniHall/SAMF paper, C.3/C.6): standard eval, per-group training, CentralFuzzController, fuzzed eval,
 comparison. The evaluatee is a simulated VLM defined here: it reads the image (bright = the object is there) and
 turns sycophantic when the prompt grows long, so fuzzing has something real to find."""
 

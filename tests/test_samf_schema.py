@@ -1,4 +1,4 @@
-"""UniHall schema (seed 003, B.1), taxonomy (B.2) and converters from ODE queries, POPE and AMBER."""
+"""UniHall schema (UniHall/SAMF paper, B.1), taxonomy (B.2) and converters from ODE queries, POPE and AMBER."""
 
 from __future__ import annotations
 

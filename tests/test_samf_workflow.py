@@ -1,4 +1,4 @@
-"""The samf_* rule steps on files (seed 003, Sec. 3.3): UniHall source -> instances/split -> standard eval ->
+"""The samf_* rule steps on files (UniHall/SAMF paper, Sec. 3.3): UniHall source -> instances/split -> standard eval ->
 per-group training -> policies.json + fuzzed eval -> comparison, through the answer stage's ModelUnderTest and the
 vlm registry (the simulated evaluatee below is registered like any backend)."""
 

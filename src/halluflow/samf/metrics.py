@@ -1,4 +1,4 @@
-"""UniHall metric suite (seed 003, Sec. 4.1 and Appendix D): GHR cascade (eq. 22), BHR claim verification
+"""UniHall metric suite (UniHall/SAMF paper, Sec. 4.1 and Appendix D): GHR cascade (eq. 22), BHR claim verification
 (eqs. 24-28), SHR (eq. 29) and GHS (eq. 30) through the `llm` judge, and risk-aware aggregation (eq. 31 / 5).
 
 The paper does not publish its thresholds: tau1/tau2/tau3 are options with documented defaults (TAU_DEFAULTS).
@@ -540,7 +540,7 @@ def read_answers(path, known: set[str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- CLI
 CLI_DESCRIPTION = (
-    "Generic Hallucination Rate (seed 003, eq. 22-23) and its risk-weighted form (eq. 31) of answers to UniHall "
+    "Generic Hallucination Rate (UniHall/SAMF paper, eq. 22-23) and its risk-weighted form (eq. 31) of answers to UniHall "
     "instances; optionally BHR (rule verifier) and the LLM-judged SHR/GHS."
 )
 CLI_EPILOG = """examples:
@@ -553,6 +553,9 @@ def configure(parser) -> None:
     parser.add_argument("--answers", required=True, help='JSONL lines {"instance_id", "answer"}')
     for key, value in TAU_DEFAULTS.items():
         parser.add_argument(f"--{key}", type=float, default=value, help=f"GHR threshold {key} (default {value})")
+    parser.add_argument("--similarity", default="minilm", choices=["minilm", "glove", "trigram"],
+                        help="Sim_NLP for free-form answers: an embedder (minilm, loaded only when needed) or trigram "
+                             "(character 3-gram cosine, model-free)")
     parser.add_argument("--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)")
     parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
 
@@ -566,12 +569,14 @@ def run(args) -> int:
         metrics.insert(0, "ghr")
     instances = load_instances(args.instances)
     answers = read_answers(args.answers, {i["instance_id"] for i in instances})
-    scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3)
+    similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
+    scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
     rows = score_rows(instances, answers, scorer, metrics)
     out = summarize(rows, metrics)
     out["n_instances"] = len(instances)
     out["n_missing"] = len(instances) - len(rows)
     out["thresholds"] = {"tau1": args.tau1, "tau2": args.tau2, "tau3": args.tau3}
+    out["similarity"] = args.similarity
     if args.per_item:
         out["items"] = rows
     print(dumps_json(out), end="")
