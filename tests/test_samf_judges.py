@@ -16,7 +16,9 @@ from PIL import Image
 from halluflow.backends.base import VLM, BackendInfo
 from halluflow.config import REPO_ROOT, load_config
 from halluflow.errors import InputError
-from halluflow.samf import convert, pipeline as P, workflow as W
+from halluflow.samf import convert
+from halluflow.samf import pipeline as P
+from halluflow.samf import workflow as W
 from halluflow.samf.metrics import GHRScorer, LexicalSimilarity
 from halluflow.samf.taxonomy import risk_level
 

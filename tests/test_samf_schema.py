@@ -6,8 +6,8 @@ import copy
 import json
 
 import pytest
-
 from conftest import shared_data
+
 from halluflow.errors import InputError
 from halluflow.samf import convert, taxonomy
 from halluflow.samf.schema import load_instances, negative_answers, validate_instance, write_instances
