@@ -9,6 +9,7 @@ records that its rule fallback decided (never a silent number).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Callable, Sequence
 
@@ -119,16 +120,27 @@ class VisualJudge(Judge):
         sha = None
         if image_path is not None:
             sha = self._digests.get(image_path) or self._digests.setdefault(image_path, sha256_file(image_path))
-        request = VLMRequest(f"judge-{stable_hash([prompt, sha])[:16]}", prompt, image_path, sha)
-        if hasattr(self.vlm, "answer_results"):
-            result = self.vlm.answer_results([request], max_new_tokens=self.max_new_tokens)[0]
-            if result.error is not None:
-                raise BackendError(str(result.error))
-            return result.text
-        try:
-            return self.vlm.answer([request], max_new_tokens=self.max_new_tokens)[0]
-        except TypeError:  # a backend without per-call length
-            return self.vlm.answer([request])[0]
+        # Requests that carry their own generation settings get the judge's reply length; older ones take it per call.
+        own = {"max_new_tokens": self.max_new_tokens} if "max_new_tokens" in _REQUEST_FIELDS else {}
+        request = VLMRequest(f"judge-{stable_hash([prompt, sha])[:16]}", prompt, image_path, sha, **own)
+        if hasattr(self.vlm, "respond"):
+            result = self.vlm.respond([request])[0]
+        elif hasattr(self.vlm, "answer_results"):
+            try:
+                result = self.vlm.answer_results([request], max_new_tokens=self.max_new_tokens)[0]
+            except TypeError:
+                result = self.vlm.answer_results([request])[0]
+        else:
+            try:
+                return self.vlm.answer([request], max_new_tokens=self.max_new_tokens)[0]
+            except TypeError:  # a backend without per-call length
+                return self.vlm.answer([request])[0]
+        if result.error is not None:
+            raise BackendError(str(result.error))
+        return result.text
+
+
+_REQUEST_FIELDS = {f.name for f in dataclasses.fields(VLMRequest)}
 
 
 def as_judge(backend) -> Judge | None:

@@ -56,6 +56,7 @@ def image_capacity(vlm) -> int:
     value = getattr(vlm, "max_images", None)
     if value is None:
         value = (getattr(vlm.describe(), "extra", None) or {}).get("max_images")
+    # 0 = a backend that ignores images on purpose (the blind baseline): it gets the one tiled panel it ignores.
     return max(1, int(value or 1))
 
 
