@@ -112,7 +112,8 @@ class RuleJudge:
 
     name = "rule"
 
-    def matches_negative(self, response: str, truths: Sequence[str], negatives: Sequence[str], image_path=None) -> tuple[bool, str]:
+    def matches_negative(self, response: str, truths: Sequence[str], negatives: Sequence[str], image_path=None,
+                         question: str = "-") -> tuple[bool, str]:
         hit = any(contains_phrase(response, n) and not negated_phrase(response, n) for n in negatives)
         truth = any(contains_phrase(response, g) and not negated_phrase(response, g) for g in truths)
         return hit and not truth, "rule"
@@ -162,10 +163,7 @@ class GHRScorer:
         if negatives and self.similarity(response, negatives) >= self.tau1:
             return 1, "neg_similarity"
         if negatives:
-            if isinstance(self.judge, LLMJudge):
-                hit, source = self.judge.matches_negative(response, truths, negatives, image_path, instance["seed_data"]["question"])
-            else:
-                hit, source = self.judge.matches_negative(response, truths, negatives)
+            hit, source = self.judge.matches_negative(response, truths, negatives, image_path, instance["seed_data"]["question"])
             if hit:
                 return 1, f"judge_{source}"
         if max((token_f1(response, g) for g in truths), default=0.0) >= self.tau3:
