@@ -129,3 +129,19 @@ def test_missing_group_and_bad_source(setup):
         W.make_suite(dict(samf, judge="llm"), None)
     with pytest.raises(ConfigError, match="samf.judge_model"):
         W.make_suite(dict(samf, judge="rule", verifier="vlm"), {"llm": {"backend": "x"}})
+
+
+def test_judge_backends_come_from_the_config_and_bad_names_are_refused():
+    from halluflow.config import check_semantics
+
+    config = load_config(REPO_ROOT / "config.yaml")
+    assert W.judge_specs(config) == {}  # the default rule judge asks no backend: editing one reruns nothing
+    config["samf"].update(judge="vlm", judge_model="tiny-smolvlm", verifier="llm")
+    config["samf"]["detector"]["enabled"] = True
+    specs = W.judge_specs(config, models_cache="cache")
+    assert specs["vlm"]["name"] == "tiny-smolvlm" and specs["llm"] == config["llm"]
+    assert specs["detector"]["backend"] == config["detection"]["backend"]
+    assert specs["detector"]["model"] == f"cache/{config['detection']['stand_in']['name']}"  # the stand-in folder
+    config["samf"]["judge_model"] = "gpt-judge"
+    with pytest.raises(ConfigError, match="config key 'samf.judge_model': 'gpt-judge' is not a model in models"):
+        check_semantics(config)

@@ -99,7 +99,13 @@ class TextJudge(Judge):
 
     def __init__(self, llm) -> None:
         super().__init__()
-        self.llm = llm
+        self._llm = llm
+
+    @property
+    def llm(self):
+        if not hasattr(self._llm, "chat") and callable(self._llm):
+            self._llm = self._llm()
+        return self._llm
 
     def _reply(self, prompt, image_path):
         return self.llm.chat([{"role": "user", "content": prompt}])
@@ -113,8 +119,15 @@ class VisualJudge(Judge):
 
     def __init__(self, vlm, max_new_tokens: int = 96) -> None:
         super().__init__()
-        self.vlm, self.max_new_tokens = vlm, int(max_new_tokens)
+        self._vlm, self.max_new_tokens = vlm, int(max_new_tokens)
         self._digests: dict[str, str] = {}
+
+    @property
+    def vlm(self):
+        """The backend; a factory is called on first use, so a configured judge no job asks costs nothing."""
+        if not hasattr(self._vlm, "answer") and callable(self._vlm):
+            self._vlm = self._vlm()
+        return self._vlm
 
     def _reply(self, prompt, image_path):
         sha = None
@@ -195,9 +208,17 @@ class DetectorOracle:
     is evidence of absence that contradicts a claim stating it. One detector call per (image, label set)."""
 
     def __init__(self, detector, threshold: float = 0.3, max_labels: int = 16):
-        self.detector, self.threshold, self.max_labels = detector, float(threshold), int(max_labels)
+        self._detector, self.threshold, self.max_labels = detector, float(threshold), int(max_labels)
         self._cache: dict[tuple[str, tuple[str, ...]], dict] = {}
         self.calls = 0
+        self.failed = 0
+
+    @property
+    def detector(self):
+        """The backend; a factory is called on first use (jobs that never score SHR/GHS never load it)."""
+        if not hasattr(self._detector, "detect") and callable(self._detector):
+            self._detector = self._detector()
+        return self._detector
 
     def evidence(self, image_path: str, labels: Sequence[str]) -> dict:
         """{"present": [(label, score)], "absent": [label]} for the first max_labels distinct labels."""
@@ -210,7 +231,15 @@ class DetectorOracle:
                 from ..io import open_rgb
 
                 self.calls += 1
-                boxes = self.detector.detect([open_rgb(image_path, "samf detector oracle: image")], [list(labels)])[0]
+                image = open_rgb(image_path, "samf detector oracle: image")
+                try:
+                    boxes = self.detector.detect([image], [list(labels)])[0]
+                except (BackendError, ValueError, RuntimeError) as exc:
+                    # No evidence rather than a lost job: the rule path and the judge decide without it; counted.
+                    self.failed += 1
+                    log.warning("samf detector oracle: %s on %s failed: %s", list(labels), image_path, str(exc).splitlines()[0])
+                    self._cache[key] = {"present": [], "absent": []}
+                    return self._cache[key]
                 best: dict[str, float] = {}
                 for d in boxes:
                     best[d.label] = max(best.get(d.label, 0.0), float(d.score))
@@ -222,4 +251,4 @@ class DetectorOracle:
 
     def describe(self) -> dict:
         info = self.detector.describe()
-        return {**info.as_dict(), "threshold": self.threshold}
+        return {**info.as_dict(), "threshold": self.threshold, "calls": self.calls, "failed": self.failed}

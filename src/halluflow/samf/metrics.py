@@ -226,10 +226,14 @@ def evidence_sets(instance: dict, detected: dict | None = None) -> dict[str, lis
 
 
 def candidate_objects(instance: dict, response: str) -> list[str]:
-    """Object names to ask the detector about: content words of the question, answers and response."""
+    """Object names to ask the detector about: content words of the question, answers and response, in that order.
+
+    Only alphabetic words of 3-12 letters: open-vocabulary detectors cap a text query at a few tokens (OWL: 16), and
+    a longer "word" is no object name (a garbled answer's token soup)."""
     texts = [instance["seed_data"]["question"], *truth_answers(instance), *negative_answers(instance), response]
     words = [t for text in texts for t in tokens(text)]
-    return list(dict.fromkeys(w for w in words if w not in STOPWORDS and w not in ATTRIBUTE_WORDS and not w.isdigit()))
+    return list(dict.fromkeys(w for w in words if w not in STOPWORDS and w not in ATTRIBUTE_WORDS
+                              and w.isascii() and w.isalpha() and 3 <= len(w) <= 12))
 
 
 class RuleVerifier:

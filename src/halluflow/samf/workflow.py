@@ -151,18 +151,40 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
             where = "top-level 'llm'" if key == "llm" else "'samf.judge_model' (a name from models:)"
             raise ConfigError(f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured")
         if key == "llm":
-            built[key] = TextJudge(registry.create("llm", spec))
+            built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec))
         else:
             from ..answer import ModelUnderTest
 
-            built[key] = VisualJudge(ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache or "resources/models").backend,
-                                     samf.get("judge_max_new_tokens", 96))
+            # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
+            model = ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache or "resources/models")
+            built[key] = VisualJudge(lambda model=model: model.backend, samf.get("judge_max_new_tokens", 96))
     detector = samf.get("detector") or {}
     if detector.get("enabled"):
         if not judges.get("detector"):
             raise ConfigError("config key 'detection': samf.detector.enabled needs a detector backend")
-        built["detector"] = DetectorOracle(registry.create("detector", judges["detector"]), detector.get("threshold", 0.3), detector.get("max_labels", 16))
+        spec = judges["detector"]
+        built["detector"] = DetectorOracle(lambda: registry.create("detector", spec), detector.get("threshold", 0.3),
+                                           detector.get("max_labels", 16))
     return built
+
+
+def judge_specs(config: dict, models_cache=None) -> dict:
+    """The judge backends the samf jobs need, from the whole config: only those samf.judge / samf.verifier /
+    samf.detector use, so editing an unused backend reruns no SAMF job."""
+    from ..models import MODELS_CACHE, stage_model
+    from ..ode.detection import detector_kwargs
+
+    samf = config["samf"]
+    kinds = {samf["judge"], samf["verifier"]}
+    out: dict = {}
+    if "llm" in kinds:
+        out["llm"] = config["llm"]
+    if "vlm" in kinds:
+        out["vlm"] = next(m for m in config["models"] if m["name"] == samf["judge_model"])
+    if samf["detector"]["enabled"]:
+        section = config["detection"]
+        out["detector"] = detector_kwargs(section, stage_model(section, models_cache or MODELS_CACHE))
+    return out
 
 
 def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_dir=None) -> MetricSuite:
