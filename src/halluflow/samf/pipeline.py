@@ -55,6 +55,9 @@ def image_capacity(vlm) -> int:
     1 when it declares none."""
     value = getattr(vlm, "max_images", None)
     if value is None:
+        # A wrapper around a models: entry (ModelUnderTest) answers for its backend.
+        value = getattr(getattr(getattr(vlm, "model", None), "backend", None), "max_images", None)
+    if value is None:
         value = (getattr(vlm.describe(), "extra", None) or {}).get("max_images")
     # 0 = a backend that ignores images on purpose (the blind baseline): it gets the one tiled panel it ignores.
     return max(1, int(value or 1))
