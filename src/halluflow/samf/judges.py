@@ -63,6 +63,12 @@ def parse_verdict(reply: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- judges
+def _built(backend, method: str):
+    """`backend`, or what a zero-argument factory returns: judges, detectors and embedders load on first use, so
+    a configured one that no job asks (a training job never scores SHR/GHS) costs nothing."""
+    return backend() if callable(backend) and not hasattr(backend, method) else backend
+
+
 class Judge:
     """Asks a judge backend one prompt and parses the reply; counts calls and failures for the summary."""
 
@@ -103,8 +109,7 @@ class TextJudge(Judge):
 
     @property
     def llm(self):
-        if not hasattr(self._llm, "chat") and callable(self._llm):
-            self._llm = self._llm()
+        self._llm = _built(self._llm, "chat")
         return self._llm
 
     def _reply(self, prompt, image_path):
@@ -124,9 +129,7 @@ class VisualJudge(Judge):
 
     @property
     def vlm(self):
-        """The backend; a factory is called on first use, so a configured judge no job asks costs nothing."""
-        if not hasattr(self._vlm, "answer") and callable(self._vlm):
-            self._vlm = self._vlm()
+        self._vlm = _built(self._vlm, "answer")
         return self._vlm
 
     def _reply(self, prompt, image_path):
@@ -182,8 +185,7 @@ class EmbedderSimilarity:
 
     @property
     def embedder(self):
-        if callable(self._embedder) and not hasattr(self._embedder, "embed"):
-            self._embedder = self._embedder()
+        self._embedder = _built(self._embedder, "embed")
         return self._embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -215,9 +217,7 @@ class DetectorOracle:
 
     @property
     def detector(self):
-        """The backend; a factory is called on first use (jobs that never score SHR/GHS never load it)."""
-        if not hasattr(self._detector, "detect") and callable(self._detector):
-            self._detector = self._detector()
+        self._detector = _built(self._detector, "detect")
         return self._detector
 
     def evidence(self, image_path: str, labels: Sequence[str]) -> dict:
