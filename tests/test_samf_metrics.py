@@ -199,3 +199,13 @@ def test_cli_score_ghr(tmp_path, capsys):
     (tmp_path / "b.jsonl").write_text(json.dumps({"instance_id": "999999", "answer": "x"}))
     assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "b.jsonl")]) == 1
     assert "instance 999999, which is not in the instance file" in capsys.readouterr().err
+
+
+def test_llm_verifier_for_bhr_and_its_fallback():
+    llm = ScriptedLLM(["The claim is CONTRADICTED by the reference answers.", "I don't know."])
+    suite = M.MetricSuite(metrics=("ghr", "bhr"), verifier=M.LLMVerifier(llm))
+    row = suite.score(vqa(negatives=("Yellow",)), "The car is blue. A pilot waves.")
+    # Claim 1: the judge says Contradicted; claim 2: no verdict, so the rule verifier decides (Unsupported).
+    assert row["bhr"] == 1.0 and row["bhr_source"] == "fallback"
+    assert "Claim: The car is blue" in llm.prompts[0] and "Evidence (reference answers): Blue; It is blue" in llm.prompts[0]
+    assert M.parse_verdict("Entailed? No: UNSUPPORTED") == "Unsupported"  # the last verdict word is the answer
