@@ -1,6 +1,8 @@
-"""SAMF speed (seed 003): each mutation operator per level on a 256 px image, and the controllers' own overhead at
+"""SAMF speed (UniHall/SAMF paper): each mutation operator per level on a 256 px image, the controllers' own overhead at
 the paper's sizes (K = 1024, T = 16, B = 4, k = 3) with a model-free reward, so the numbers show the library's
-cost, not a model's. Run: python bench/bench_samf.py  (prints a table; nothing is asserted)."""
+cost, not a model's, and the metric suite per free-form answer: Sim_NLP trigram vs MiniLM, and `--judges` the tiny
+stand-in VLM judge (sees the image) and detector oracle. Run: python bench/bench_samf.py [--judges]
+(prints a table; nothing is asserted)."""
 
 from __future__ import annotations
 
@@ -53,7 +55,53 @@ def main() -> int:
         res = ctl.train("existence_YON", train, reward)
         print(f"{method:<15} {time.perf_counter() - t0:6.2f} s controller overhead, {res.evaluations} instance evaluations, "
               f"best R_full {res.full_reward:.2f}")
+    bench_metrics("--judges" in sys.argv)
     return 0
+
+
+def bench_metrics(with_judges: bool) -> None:
+    """Per-answer cost of the metric suite on 200 free-form answers (distinct texts, so no memo hits)."""
+    from halluflow.samf import workflow as W
+    from halluflow.samf.metrics import MetricSuite, RuleVerifier, scorer_from_config
+
+    inst = {
+        "instance_id": "120001",
+        "meta_inf": {"category": "object", "subtype": "attribute", "subsubtype": "color", "risk_level": 1},
+        "source_inf": {"source_dataset": "bench", "source_id": "1"},
+        "seed_data": {"type": "VQA", "image_path": "images/x.png", "question": "What color is the car?",
+                      "ground_truth": "Blue", "expected_other_answers": ["It is blue"], "negative_answers": ["Red", "Yellow"]},
+    }
+    answers = [f"The car looks shade {i} of teal, parked near tree {i}." for i in range(200)]
+    for name, spec in (("trigram", "trigram"), ("minilm", {"backend": "minilm"})):
+        suite = MetricSuite(scorer_from_config({}, similarity=spec), ("ghr", "bhr"), None, RuleVerifier())
+        suite.score(inst, "warm-up")  # model load is not the per-answer cost
+        t0 = time.perf_counter()
+        for a in answers:
+            suite.score(inst, a)
+        print(f"GHR + BHR, Sim_NLP {name:<8} {(time.perf_counter() - t0) / len(answers) * 1000:7.2f} ms per answer")
+    if not with_judges:
+        return
+    from halluflow.standins import build_standin
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "images").mkdir()
+        Image.fromarray(np.full((64, 64, 3), 90, np.uint8)).save(root / "images" / "x.png")
+        samf = {"judge": "vlm", "verifier": "rule", "ghr": {}, "similarity": "trigram", "metrics": ["ghr", "bhr", "shr", "ghs"],
+                "detector": {"enabled": True, "threshold": 0.3, "max_labels": 8}}
+        judges = {
+            "vlm": {"name": "judge", "backend": "transformers",
+                    "args": {"model": str(build_standin("smolvlm", root / "vlm", hidden_size=32, image_size=64)), "device": "cpu"}},
+            "detector": {"backend": "transformers", "model": str(build_standin("owlv2", root / "owl")), "device": "cpu"},
+        }
+        suite = W.make_suite(samf, judges)
+        image = str(root / "images" / "x.png")
+        t0 = time.perf_counter()
+        for a in answers[:20]:
+            suite.score(inst, a, image)
+        info = suite.describe()
+        print(f"GHR+BHR+SHR+GHS, tiny VLM judge + detector {(time.perf_counter() - t0) / 20 * 1000:7.1f} ms per answer "
+              f"({info['judge_calls']} judge calls, {info['judge_failures']} unparsed, {suite.detector.calls} detector calls)")
 
 
 if __name__ == "__main__":

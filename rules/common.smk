@@ -8,6 +8,7 @@ from halluflow.config import graph_source_files, method_models, stage_plan, vali
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, oracle_members, resolve, resolve_llm
 from halluflow.models import stage_model, stage_model_inputs
+from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from halluflow.progress import get_logger
 
 try:
@@ -139,6 +140,17 @@ def get_samf_source_input(wildcards):
     if config["samf"]["source"]["format"] == "ode":
         return [rules.package_release.output.manifest]  # written last: the queries and images are complete
     return [config["samf"]["source"]["path"]]
+
+
+def get_samf_judge_input(wildcards):
+    # The judges' model folders are built first: the llm, the vlm judge's models: entry, the detector's stand-in.
+    specs = samf_judge_specs(config)
+    inputs = llm_inputs() if "llm" in specs else []
+    if "vlm" in specs:
+        inputs += model_inputs(specs["vlm"])
+    if "detector" in specs:
+        inputs += stage_model_inputs(config["detection"])
+    return sorted(set(inputs))
 
 
 def get_samf_trained(wildcards):

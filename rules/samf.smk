@@ -32,6 +32,7 @@ rule samf_standard_eval:
         instances=rules.samf_instances.output.instances,
         split=rules.samf_instances.output.split,
         model=get_model_input,
+        judges=get_samf_judge_input,
     output:
         table=f"{OUT}/fuzz/{{model}}/standard.parquet",
     log:
@@ -54,7 +55,7 @@ rule samf_standard_eval:
         release_dir=ode_release_dir(),
         models_cache=MODELS_CACHE,
         graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
+        judges=samf_judge_specs(config),
     script:
         "../scripts/samf_standard_eval.py"
 
@@ -64,6 +65,7 @@ rule samf_train:
         instances=rules.samf_instances.output.instances,
         split=rules.samf_instances.output.split,
         model=get_model_input,
+        judges=get_samf_judge_input,
     output:
         policy=f"{OUT}/fuzz/{{model}}/train/{{group}}.json",
     log:
@@ -87,7 +89,7 @@ rule samf_train:
         release_dir=ode_release_dir(),
         models_cache=MODELS_CACHE,
         graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
+        judges=samf_judge_specs(config),
         seed=config["seed"],
     script:
         "../scripts/samf_train.py"
@@ -99,6 +101,7 @@ rule samf_fuzzed_eval:
         split=rules.samf_instances.output.split,
         trained=get_samf_trained,
         model=get_model_input,
+        judges=get_samf_judge_input,
     output:
         policies=f"{OUT}/fuzz/{{model}}/policies.json",
         table=f"{OUT}/fuzz/{{model}}/fuzzed.parquet",
@@ -125,7 +128,7 @@ rule samf_fuzzed_eval:
         release_dir=ode_release_dir(),
         models_cache=MODELS_CACHE,
         graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        llm=config["llm"] if config["samf"]["judge"] == "llm" else None,
+        judges=samf_judge_specs(config),
         seed=config["seed"],
     script:
         "../scripts/samf_fuzzed_eval.py"

@@ -21,5 +21,5 @@ run_fuzzed(
     snakemake.output.table,
     snakemake.output.instances,
     snakemake.output.dynamic,
-    snakemake.params.llm,
+    snakemake.params.judges,
 )

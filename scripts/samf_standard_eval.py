@@ -13,5 +13,5 @@ run_standard(
     snakemake.params.models_cache,
     snakemake.params.graph_dir,
     snakemake.output.table,
-    snakemake.params.llm,
+    snakemake.params.judges,
 )

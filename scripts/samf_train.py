@@ -15,5 +15,5 @@ run_train(
     snakemake.params.graph_dir,
     snakemake.params.seed,
     snakemake.output.policy,
-    snakemake.params.llm,
+    snakemake.params.judges,
 )

@@ -1,4 +1,4 @@
-"""SAMF controllers (seed 003, C.4-C.7): UCB eqs. (7)-(8) by hand, epsilon-greedy exploration rate,
+"""SAMF controllers (UniHall/SAMF paper, C.4-C.7): UCB eqs. (7)-(8) by hand, epsilon-greedy exploration rate,
 hill-climbing acceptance (16), policy pool/mutation scheme, CentralFuzzController default, 20% pilot split."""
 
 from __future__ import annotations

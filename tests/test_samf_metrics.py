@@ -1,4 +1,4 @@
-"""UniHall metrics (seed 003, Sec. 4.1 / Appendix D): GHR cascade branches, BHR claims, SHR/GHS judge parsing
+"""UniHall metrics (UniHall/SAMF paper, Sec. 4.1 / Appendix D): GHR cascade branches, BHR claims, SHR/GHS judge parsing
 with rule fallback, risk-aware aggregation (5) by hand, and `halluflow score ghr`."""
 
 from __future__ import annotations
@@ -86,8 +86,11 @@ def test_llm_judge_and_fallback():
     judge = M.LLMJudge(ScriptedLLM(["TRUE", "I am not sure about that."]))
     s = M.GHRScorer(tau1=1.01, judge=judge)
     assert s.score(inst, "Maybe blue-ish") == (1, "judge_llm")
-    # An unparsable reply falls back to the rule judge (no negative mentioned -> not flagged).
+    # An unparsable reply falls back to the rule judge (no negative mentioned -> not flagged), counted.
     assert s.score(inst, "Maybe blue-ish")[1] != "judge_llm"
+    assert judge.judge.stats()["failed"] == 1
+    flagged = M.GHRScorer(tau1=1.01, judge=M.LLMJudge(ScriptedLLM(["hmm"])))
+    assert flagged.score(inst, "I think it is yellow.") == (1, "judge_fallback")
 
 
 def test_risk_weighted_eq5_by_hand():
@@ -118,14 +121,64 @@ def test_bhr_claims_and_verdicts():
 def test_shr_and_ghs_parse_judge_or_fall_back():
     inst = vqa()
     llm = ScriptedLLM(["0 | the car is blue\n8 | it has wings", "7", "nonsense", "no idea"])
-    assert M.shr(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.4), "llm")  # mean(0, 8)/10
-    assert M.ghs(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.7), "llm")
-    # Fallback: rule claims + verdict severities; GHS = max(h_GHR, BHR)
+    assert M.shr(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.4), "judge")  # mean(0, 8)/10
+    assert M.ghs(inst, "The car is blue and has wings.", llm) == (pytest.approx(0.7), "judge")
+    # The judge failed: rule claims + verdict severities; GHS = max(h_GHR, BHR); the source says so.
     value, source = M.shr(inst, "The car is red.", llm)
-    assert source == "rule" and value == 1.0
+    assert source == "fallback" and value == 1.0
     value, source = M.ghs(inst, "It is blue.", llm)
-    assert source == "rule" and value == 0.0
+    assert source == "fallback" and value == 0.0
     assert "Correct answers: Blue; It is blue" in llm.prompts[0]
+    # No judge configured: the rule path, labelled as such.
+    assert M.ghs(inst, "It is blue.") == (0.0, "rule")
+
+
+def test_ghs_reads_the_judges_score_not_its_first_digit():
+    # The judge restates the scale before answering: the first digit (0) is not the score, the last number is.
+    llm = ScriptedLLM(["On a scale from 0 to 10, where 0 means faithful, this response deserves 8."])
+    assert M.ghs(vqa(), "The car is yellow.", llm) == (pytest.approx(0.8), "judge")
+    assert M.parse_score("Score: 3. (0 = faithful, 10 = severe)") == 3.0  # the required format wins
+    assert M.parse_score("I'd give it 7 out of 10") == 7.0
+    assert M.parse_score("9/10") == 9.0
+    assert M.parse_score("It is 42% wrong") is None and M.parse_score("no idea") is None and M.parse_score("") is None
+
+
+def test_judge_failure_is_counted_and_recorded_per_row_and_in_the_summary():
+    inst = vqa()
+    judge = M.as_judge(ScriptedLLM(["I cannot rate this.", "Score: 10"]))
+    suite = M.MetricSuite(metrics=("ghr", "bhr", "ghs"), judge=judge)
+    first = suite.score(inst, "The car is yellow.")
+    second = suite.score(vqa("120002"), "The car is yellow.")
+    assert (first["ghs_source"], first["ghs"]) == ("fallback", 1.0)  # max(h_GHR = 1, BHR)
+    assert (second["ghs_source"], second["ghs"]) == ("judge", 1.0)
+    assert judge.stats() == {"kind": "llm", "asked": 2, "failed": 1}
+    assert suite.describe()["judge_failures"] == 1
+    rows = M.score_rows([inst], {"120001": "The car is yellow."}, metrics=("ghr", "ghs"), llm=ScriptedLLM(["??"]))
+    assert M.summarize(rows, ("ghr", "ghs"))["ghs_source"] == {"judge": 0, "fallback": 1, "rule": 0}
+
+
+def test_bhr_counts_a_made_up_attribute():
+    # Blue car; "purple" is stated by no truth, knowledge or visual fact. The question's words ("car") are
+    # context, not evidence, so they no longer cover half of the claim.
+    inst = vqa(negatives=("Yellow",))
+    value, claims = M.bhr(inst, "The car is purple.")
+    assert (value, claims[0]["verdict"]) == (1.0, "Unsupported")
+    assert M.bhr(inst, "The car is blue.")[0] == 0.0
+    # A colour the visual facts state is supported; one they do not state is made up even among covered words.
+    facts = vqa(negatives=("Yellow",), visual_facts=["There is a red truck on the street."])
+    assert M.bhr(facts, "A red truck is on the street.")[0] == 0.0
+    assert M.bhr(facts, "A green truck is on the street.")[0] == 1.0
+    # A claim that only repeats the question asserts nothing checkable.
+    assert M.bhr(inst, "The color of the car.")[1][0]["verdict"] == "Unverifiable"
+
+
+def test_failed_answers_are_excluded_and_counted():
+    items = [yon("110001", "Yes", 5), yon("110002", "Yes", 1), yon("110003", "No", 2)]
+    rows = M.score_rows(items, {"110001": None, "110002": "Yes", "110003": "   "}, metrics=("ghr", "bhr"))
+    assert [r["failed"] for r in rows] == [True, False, True]
+    assert rows[0]["ghr"] is None and rows[0]["ghr_stage"] == "failed"
+    summary = M.summarize(rows, ("ghr", "bhr"))
+    assert (summary["n"], summary["n_failed"], summary["ghr"], summary["ghr_risk"]) == (1, 2, 0.0, 0.0)
 
 
 def test_cli_score_ghr(tmp_path, capsys):
@@ -138,7 +191,7 @@ def test_cli_score_ghr(tmp_path, capsys):
         {"instance_id": "120002", "answer": "Blue"},
     ]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a) for a in answers))
-    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr"]) == 0
+    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr", "--similarity", "trigram"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 4 and out["ghr"] == 0.5
     assert out["ghr_risk"] == pytest.approx((5 + 2) / 12)
@@ -146,3 +199,13 @@ def test_cli_score_ghr(tmp_path, capsys):
     (tmp_path / "b.jsonl").write_text(json.dumps({"instance_id": "999999", "answer": "x"}))
     assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "b.jsonl")]) == 1
     assert "instance 999999, which is not in the instance file" in capsys.readouterr().err
+
+
+def test_llm_verifier_for_bhr_and_its_fallback():
+    llm = ScriptedLLM(["The claim is CONTRADICTED by the reference answers.", "I don't know."])
+    suite = M.MetricSuite(metrics=("ghr", "bhr"), verifier=M.LLMVerifier(llm))
+    row = suite.score(vqa(negatives=("Yellow",)), "The car is blue. A pilot waves.")
+    # Claim 1: the judge says Contradicted; claim 2: no verdict, so the rule verifier decides (Unsupported).
+    assert row["bhr"] == 1.0 and row["bhr_source"] == "fallback"
+    assert "Claim: The car is blue" in llm.prompts[0] and "Evidence (reference answers): Blue; It is blue" in llm.prompts[0]
+    assert M.parse_verdict("Entailed? No: UNSUPPORTED") == "Unsupported"  # the last verdict word is the answer

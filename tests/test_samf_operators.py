@@ -1,4 +1,4 @@
-"""SAMF mutation operators (seed 003, C.1): seeded, output differs from input, the question's truth is unchanged."""
+"""SAMF mutation operators (UniHall/SAMF paper, C.1): seeded, output differs from input, the question's truth is unchanged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SAMF loop end to end (seed 003, C.3/C.6): standard eval, per-group training, CentralFuzzController, fuzzed eval,
+"""SAMF loop end to end (UniHall/SAMF paper, C.3/C.6): standard eval, per-group training, CentralFuzzController, fuzzed eval,
 comparison. The evaluatee is a simulated VLM defined here: it reads the image (bright = the object is there) and
 turns sycophantic when the prompt grows long, so fuzzing has something real to find."""
 
@@ -14,7 +14,8 @@ from PIL import Image
 from halluflow.backends.base import VLM, BackendInfo
 from halluflow.io import write_parquet
 from halluflow.samf import pipeline as P
-from halluflow.samf.controllers import CentralFuzzController, pilot_split
+from halluflow.samf.controllers import CentralFuzzController, Policy, pilot_split
+from halluflow.samf.metrics import MetricSuite
 from halluflow.samf.schema import validate_instance
 
 
@@ -80,7 +81,7 @@ def test_fuzzing_finds_hallucinations_the_standard_eval_misses(bench):
     items, root = bench
     std, fz, mutated, results, table, vlm = _run(items, root, "a")
     assert std["ghr"].sum() == 0  # the simulated model reads every original image correctly
-    for g, r in results.items():
+    for r in results.values():
         assert r.n_train >= 1 and r.full_reward == max(a.get("full_reward", -1) for a in r.arms)
         assert r.evaluations == 8 * 2 + 4 * 2 + 3 * r.n_train  # K*N_init*B + T*B + k*N
     overall = table.row(0, named=True)
@@ -124,10 +125,10 @@ def test_optional_shr_ghs_columns_reach_the_comparison(bench):
     items, root = bench
     split = pilot_split(items, 0.2, seed=1)
     vlm = BrightnessVLM(max_chars=40)  # the bare question is 29 chars: any added context flips the answer
-    std = P.standard_eval(items, split, vlm, "sim", root, metrics=("ghr", "bhr", "shr", "ghs"))
+    std = P.standard_eval(items, split, vlm, "sim", root, MetricSuite(metrics=("ghr", "bhr", "shr", "ghs")))
     assert std["shr"].null_count() == 0 and std["ghs"].max() == 0.0  # correct answers: rule-judged severity 0
     ctl = CentralFuzzController({"existence_YON": __import__("halluflow.samf.controllers", fromlist=["Policy"]).Policy((("constraint_stack", 1),))})
-    fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0, metrics=("ghr", "shr", "ghs"))
+    fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0, suite=MetricSuite(metrics=("ghr", "bhr", "shr", "ghs")))
     assert fz["ghr"].sum() == len(items)  # every prompt grew past 40 chars -> every answer flipped
     assert fz["ghs"].min() == 1.0  # GHS fallback = max(h_GHR, BHR)
     table = P.compare(std, fz)
@@ -135,6 +136,7 @@ def test_optional_shr_ghs_columns_reach_the_comparison(bench):
     assert overall["ghs_standard"] == 0.0 and overall["ghs_fuzzed"] == 1.0 and overall["ghr_risk_fuzzed"] == 1.0
     assert overall["bhr_fuzzed"] == 1.0 and overall["shr_fuzzed"] == 1.0  # every flipped yes/no is Contradicted
     assert overall["shr_standard"] == 0.0
+    assert set(std["ghs_source"]) == {"rule"} and overall["n_ghs_fallback_fuzzed"] == 0  # no judge configured
 
 
 def test_batched_warm_up_equals_one_by_one(bench):
@@ -166,3 +168,54 @@ def test_answers_are_returned_in_request_order_whatever_the_batching_order(bench
     reqs = [VLMRequest(str(i), "x" * n, None) for i, n in enumerate([50, 5, 500, 20])]
     assert P._answers(vlm, reqs) == ["0", "1", "2", "3"]
     assert vlm.seen == ["1", "3", "0", "2"]  # shortest prompt first
+
+
+class FlakyVLM(BrightnessVLM):
+    """Every third request fails: the backend returns nothing for it (an empty answer is a failure too)."""
+
+    def answer(self, requests):
+        out = super().answer(requests)
+        ids = [r.request_id.split("-")[0] for r in requests]  # fuzzed requests are "<instance>-<prompt hash>"
+        return [None if i.endswith(("3", "6", "9")) else (" " if i.endswith("2") else a) for i, a in zip(ids, out)]
+
+
+def test_failed_requests_are_never_scored_as_not_hallucinated(bench):
+    items, root = bench
+    split = {i["instance_id"]: "test" for i in items}
+    vlm = FlakyVLM(max_chars=40)  # every answered mutated prompt is a hallucination
+    std = P.standard_eval(items, split, vlm, "sim", root)
+    failed_ids = {i["instance_id"] for i in items if i["instance_id"].endswith(("2", "3", "6", "9"))}
+    assert set(std.filter(pl.col("failed"))["instance_id"]) == failed_ids
+    assert std.filter(pl.col("failed"))["ghr"].null_count() == len(failed_ids)  # no number from a failed answer
+    ctl = CentralFuzzController({"existence_YON": Policy((("constraint_stack", 1),)), "attribute_YON": Policy((("constraint_stack", 1),))})
+    fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0)
+    overall = P.compare(std, fz).row(0, named=True)
+    # Before: failures scored GHR 0 and pulled the fuzzed GHR down to (20 - 8) / 20 = 0.6.
+    assert overall["ghr_fuzzed"] == 1.0 and overall["n_failed_fuzzed"] == len(failed_ids)
+    assert overall["ghr_standard"] == 0.0 and overall["n_failed_standard"] == len(failed_ids)
+    # The bandit's reward leaves failures out too: a batch with one answer scores that answer.
+    evaluator = P.PolicyEvaluator(FlakyVLM(max_chars=40), root, root / "r", seed=0)
+    batch = [i for i in items if i["instance_id"] in ("110002", "110004")]
+    assert evaluator(Policy((("constraint_stack", 1),)), batch) == 1.0
+
+
+class MultiImageVLM(BrightnessVLM):
+    """Takes up to 4 images per request and records what it got."""
+
+    max_images = 4
+
+    def answer(self, requests):
+        self.got = [list(getattr(r, "images", None) or [r.image_path]) for r in requests]
+        return ["No."] * len(requests)
+
+
+def test_multi_image_operators_send_several_images_or_record_the_tiled_fallback(bench):
+    items, root = bench
+    policy = Policy((("multi_image_copy_v1", 2),))
+    single = P.PolicyEvaluator(BrightnessVLM(), root, root / "s", seed=0).items(policy, items[:1])[0]
+    assert single["image_mode"] == "tiled" and single["n_images"] > 1  # one-image backend: the labelled panel
+    vlm = MultiImageVLM()
+    multi = P.PolicyEvaluator(vlm, root, root / "m", seed=0).items(policy, items[:1])[0]
+    if not P.MULTI_IMAGE_REQUESTS:
+        pytest.skip("VLMRequest has no `images` field yet: every backend receives the tiled panel")
+    assert multi["image_mode"] == "multi" and len(vlm.got[0]) == multi["n_images"] > 1

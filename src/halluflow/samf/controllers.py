@@ -1,4 +1,4 @@
-"""SAMF self-adaptive fuzzing controllers (seed 003, Appendix C.2-C.8).
+"""SAMF self-adaptive fuzzing controllers (UniHall/SAMF paper, Appendix C.2-C.8).
 
 Policies over the operator catalog (C.2), the pool construction and policy mutation scheme (C.4.1), UCB and
 epsilon-greedy bandits (eqs. 7-9) with warm-up / exploration / top-k full evaluation (eqs. 10-11), the

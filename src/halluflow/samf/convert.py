@@ -1,7 +1,11 @@
-"""Turn other benchmarks' items into UniHall instances (seed 003, Appendix B.1 schema, B.2 taxonomy).
+"""Turn other benchmarks' items into UniHall instances ("Unified Hallucination Fuzzing for Multimodal Large
+Language Models", Appendix B.1 schema, B.2 taxonomy).
 
-Sources: ODE release queries (our own queries.parquet), POPE label files and AMBER's annotations + queries.
-Only yes/no items convert: UniHall's YON format needs a truth and a negative; generative captions have neither.
+Sources: ODE release queries (our own queries.parquet: existence, count, attribute), POPE label files (existence),
+AMBER's annotations + queries (existence, attribute, relation) and a plain item table for any category, knowledge
+items with their evidence passages included. ODE/POPE/AMBER give yes/no items (UniHall's YON needs a truth and a
+negative; generative captions have neither); the table gives YON or free-form VQA items. Risk levels come from the
+taxonomy (taxonomy.RISK_LEVELS) unless the source or the caller fixes one.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import numpy as np
 from ..errors import InputError
 from ..io import read_json, read_jsonl, stable_hash
 from .schema import validate_instance
-from .taxonomy import group_key, make_instance_id
+from .taxonomy import QUESTION_TYPES, group_key, make_instance_id
+from .taxonomy import risk_level as taxonomy_risk
 
 # ODE query_type (+ attribute_kind) -> (category, subtype, subsubtype). A counterfactual query asks about an object
 # that never co-occurs with the scene (an existence probe) or, with an attribute_kind, about an attribute the object
@@ -73,11 +78,22 @@ class _Serials:
         return make_instance_id(category, subtype, self.next[(category, subtype)])
 
 
+def _risk(mapping: tuple[str, str, str], risk) -> int:
+    """risk: an int fixes it; None / "taxonomy" / a dict of overrides take the taxonomy's level for the item."""
+    if isinstance(risk, bool):
+        raise InputError(f"risk level {risk!r} is not 1..5 or 'taxonomy'")
+    if isinstance(risk, int):
+        return risk
+    if risk is None or risk == "taxonomy" or isinstance(risk, dict):
+        return taxonomy_risk(*mapping, overrides=risk if isinstance(risk, dict) else None)
+    raise InputError(f"risk level {risk!r} is not 1..5 or 'taxonomy'")
+
+
 def _instance(iid, mapping, risk, source, image, question, truth, visual_facts=None) -> dict:
     category, subtype, subsub = mapping
     inst = {
         "instance_id": iid,
-        "meta_inf": {"category": category, "subtype": subtype, "subsubtype": subsub, "risk_level": int(risk)},
+        "meta_inf": {"category": category, "subtype": subtype, "subsubtype": subsub, "risk_level": _risk(mapping, risk)},
         "source_inf": source,
         "seed_data": {
             "type": "YON",
@@ -116,7 +132,7 @@ def from_ode_queries(
     queries: Iterable[dict],
     release: str,
     query_types: Sequence[str] = ODE_QUERY_TYPES,
-    risk_level: int = 1,
+    risk_level="taxonomy",
     limit: int | None = None,
     seed: int = 0,
 ) -> list[dict]:
@@ -146,7 +162,7 @@ def from_ode_queries(
     return out
 
 
-def from_pope(labels_path: str | Path, risk_level: int = 1, limit: int | None = None, seed: int = 0) -> list[dict]:
+def from_pope(labels_path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
     """POPE label file (JSONL or JSON array of {question_id, image, text, label}) -> object/existence instances."""
     rows = read_jsonl(labels_path)
     for i, r in enumerate(rows, 1):
@@ -170,7 +186,7 @@ def from_pope(labels_path: str | Path, risk_level: int = 1, limit: int | None = 
     ]
 
 
-def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_level: int = 1, limit: int | None = None, seed: int = 0) -> list[dict]:
+def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
     """AMBER discriminative items (annotations.json types + query file) -> existence/attribute/relation instances."""
     annotations = read_json(annotations_path)
     queries = read_json(queries_path)
@@ -203,24 +219,95 @@ def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_leve
     return out
 
 
+TABLE_FIELDS = ("id", "image", "question", "answer", "category", "subtype")
+
+
+def _str_list(row: dict, key: str, where: str) -> list[str]:
+    value = row.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: field {key!r} must be a list of strings")
+    return value
+
+
+def from_table(path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
+    """Items of any UniHall category from JSONL / a JSON array of
+    {id, image, question, answer, category, subtype[, subsubtype, type, other_answers, negatives, evidence,
+    visual_facts, risk, source]}: object attribute/relation items, instruction items, and knowledge items whose
+    `evidence` passages become E of BHR's evidence sets. `type` defaults to YON for a yes/no answer, else VQA;
+    a row's own `risk` wins over `risk_level`."""
+    rows = read_jsonl(path)
+    for i, r in enumerate(rows, 1):
+        missing = [k for k in TABLE_FIELDS if k not in r]
+        if missing:
+            raise InputError(f"{path}: item #{i} lacks {', '.join(missing)}")
+    rows = balanced_take(rows, lambda r: f"{r['category']}/{r['subtype']}", limit, seed)
+    rows = sorted(rows, key=lambda r: str(r["id"]))
+    serial, name, out = _Serials(), Path(path).stem, []
+    for r in rows:
+        where = f"{path}: item {r['id']}"
+        answer = str(r["answer"]).strip()
+        qtype = r.get("type") or ("YON" if answer.lower() in ("yes", "no") else "VQA")
+        if qtype not in QUESTION_TYPES:
+            raise InputError(f"{where}: field 'type' is {qtype!r}; known: {', '.join(QUESTION_TYPES)}")
+        mapping = (str(r["category"]), str(r["subtype"]), str(r.get("subsubtype") or ""))
+        try:
+            iid = serial(*mapping[:2])
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        truth = _yes_no(answer, where) if qtype == "YON" else answer
+        negatives = _str_list(r, "negatives", where)
+        if qtype == "YON" and not negatives:
+            negatives = ["No" if truth == "Yes" else "Yes"]
+        inst = {
+            "instance_id": iid,
+            "meta_inf": {"category": mapping[0], "subtype": mapping[1], "subsubtype": mapping[2],
+                         "risk_level": _risk(mapping, r.get("risk", risk_level))},
+            "source_inf": {"source_dataset": str(r.get("source") or name), "source_id": str(r["id"])},
+            "seed_data": {
+                "type": qtype, "image_path": str(r["image"]), "question": str(r["question"]), "ground_truth": truth,
+                "expected_other_answers": _str_list(r, "other_answers", where), "negative_answers": negatives,
+            },
+        }
+        for key in ("evidence", "visual_facts"):
+            if r.get(key):
+                inst[key] = _str_list(r, key, where)
+        try:
+            out.append(validate_instance(inst))
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 CLI_DESCRIPTION = "Turn ODE release queries, POPE label files or AMBER items into a UniHall instance file (Appendix B.1)."
 CLI_EPILOG = """examples:
   halluflow fuzz convert --source pope --input coco_pope_popular.json --limit 200 --out unihall.json
   halluflow fuzz convert --source amber --input annotations.json --queries query_discriminative.json --out unihall.json
   halluflow fuzz convert --source ode --input results/ode-demo/release/queries.parquet --out unihall.json
+  halluflow fuzz convert --source table --input knowledge_items.jsonl --out unihall.json
 image_path keeps the source's relative image names: pass their folder to `fuzz mutate --images` or samf.source.images."""
 
 
 def configure(parser) -> None:
-    parser.add_argument("--source", required=True, choices=["ode", "pope", "amber"], help="format of --input")
-    parser.add_argument("--input", required=True, help="ode: queries.parquet; pope: label file; amber: annotations.json")
+    parser.add_argument("--source", required=True, choices=["ode", "pope", "amber", "table"], help="format of --input")
+    parser.add_argument("--input", required=True, help="ode: queries.parquet; pope: label file; amber: annotations.json; table: JSONL items of any category")
     parser.add_argument("--queries", default=None, help="amber: the query file (query_discriminative*.json)")
     parser.add_argument("--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)")
     parser.add_argument("--limit", type=int, default=None, help="keep this many items, round-robin over types (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
-    parser.add_argument("--risk", type=int, default=1, choices=range(1, 6), metavar="1..5", help="risk level of every instance")
+    parser.add_argument("--risk", default="taxonomy", type=_risk_arg, metavar="1..5|taxonomy",
+                        help="risk level of every instance, or 'taxonomy' (default): the level of its subtype")
     parser.add_argument("--out", required=True, help="UniHall JSON array to write")
+
+
+def _risk_arg(text: str):
+    import argparse
+
+    if text == "taxonomy":
+        return text
+    if text.isdigit() and 1 <= int(text) <= 5:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not 1..5 or 'taxonomy'")
 
 
 def run(args) -> int:
@@ -233,6 +320,8 @@ def run(args) -> int:
         if not path.exists():
             raise InputError(f"--input {path}: file not found")
         items = from_ode_queries(pl.read_parquet(path).to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed)
+    elif args.source == "table":
+        items = from_table(args.input, args.risk, args.limit, args.seed)
     elif args.source == "pope":
         items = from_pope(args.input, args.risk, args.limit, args.seed)
     else:

@@ -1,4 +1,4 @@
-"""`halluflow fuzz mutate`: apply one SAMF operator (seed 003, Appendix C.1) to one UniHall instance.
+"""`halluflow fuzz mutate`: apply one SAMF operator (UniHall/SAMF paper, Appendix C.1) to one UniHall instance.
 
 Prints the mutated instance (mutation_inf filled) as JSON on stdout; fuzzed images go to OUT/fuzzed/.
 """

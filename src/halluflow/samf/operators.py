@@ -1,4 +1,4 @@
-"""SAMF mutation operators (seed 003, Sec. 3.2 and Appendix C.1; chaining and the 80,000-char cap of C.6).
+"""SAMF mutation operators (UniHall/SAMF paper, Sec. 3.2 and Appendix C.1; chaining and the 80,000-char cap of C.6).
 
 Five text and five image operators, each with an intensity level 1-5 and a difficulty tag. Every operator is
 seeded and semantic-preserving: the original question stays verbatim in the prompt and the image the answer
@@ -609,7 +609,7 @@ def mutate_instance(
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-CLI_DESCRIPTION = "List the SAMF mutation operators (seed 003, Appendix C.1) with modality and difficulty tag."
+CLI_DESCRIPTION = "List the SAMF mutation operators (UniHall/SAMF paper, Appendix C.1) with modality and difficulty tag."
 CLI_EPILOG = """examples:
   halluflow fuzz operators
   halluflow fuzz operators --json"""

@@ -1,4 +1,5 @@
-"""SAMF evaluation loop (seed 003, Appendix C.3 and C.6): apply a policy, ask the model under test, score.
+"""SAMF evaluation loop ("Unified Hallucination Fuzzing for Multimodal Large Language Models", Appendix C.3 and
+C.6): apply a policy, ask the model under test, score.
 
 `PolicyEvaluator` is R(pi, D) of eq. (19) over any `vlm` backend; the functions below are what the workflow's
 samf_* rules call: standard (unmutated) evaluation, per-group controller training, fuzzed evaluation with the
@@ -7,6 +8,7 @@ CentralFuzzController, and the standard-vs-fuzzed comparison table.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -19,7 +21,7 @@ from ..errors import BackendError, InputError
 from ..io import open_rgb, safe_join, sha256_file, stable_hash
 from ..progress import get_logger, progress
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
-from .metrics import GHRScorer, bhr, ghs, risk_weighted, shr
+from .metrics import GHRScorer, MetricSuite, bhr, risk_weighted
 from .operators import mutate_instance
 from .schema import group_of
 
@@ -27,19 +29,38 @@ log = get_logger(__name__)
 REWARD_METRICS = ("ghr", "bhr")
 
 
-def _answers(vlm, requests: list[VLMRequest]) -> list[str]:
-    """Answers in request order. Requests go out shortest prompt first: fuzzed prompts range from tens to tens of
-    thousands of characters, and backends that batch pad every prompt of a batch to its longest one."""
+def _answers(vlm, requests: list[VLMRequest]) -> list[str | None]:
+    """Answers in request order; None for a failed or empty answer (never scored, counted as failed).
+
+    Requests go out shortest prompt first: fuzzed prompts range from tens to tens of thousands of characters, and
+    backends that batch pad every prompt of a batch to its longest one."""
     if not requests:
         return []
     order = sorted(range(len(requests)), key=lambda i: (len(requests[i].prompt), i))
     texts = vlm.answer([requests[i] for i in order])
     if len(texts) != len(requests):
         raise BackendError(f"vlm returned {len(texts)} answers for {len(requests)} requests")
-    out = [""] * len(requests)
+    out: list[str | None] = [None] * len(requests)
     for i, text in zip(order, texts):
-        out[i] = text if isinstance(text, str) else ""
+        out[i] = text if isinstance(text, str) and text.strip() else None
     return out
+
+
+# VLMRequest gains `images` (several images in one request) in backends that accept them; older ones take one.
+MULTI_IMAGE_REQUESTS = "images" in {f.name for f in dataclasses.fields(VLMRequest)}
+
+
+def image_capacity(vlm) -> int:
+    """How many images one request to `vlm` may carry: its `max_images` capability (attribute or describe().extra),
+    1 when it declares none."""
+    value = getattr(vlm, "max_images", None)
+    if value is None:
+        # A wrapper around a models: entry (ModelUnderTest) answers for its backend.
+        value = getattr(getattr(getattr(vlm, "model", None), "backend", None), "max_images", None)
+    if value is None:
+        value = (getattr(vlm.describe(), "extra", None) or {}).get("max_images")
+    # 0 = a backend that ignores images on purpose (the blind baseline): it gets the one tiled panel it ignores.
+    return max(1, int(value or 1))
 
 
 class PolicyEvaluator:
@@ -64,9 +85,18 @@ class PolicyEvaluator:
         self.seed, self.scorer, self.metric = seed, scorer or GHRScorer(), metric
         self.distractors = list(distractors)
         self.cache: dict[tuple[str, str], dict] = {}
+        self._capacity: int | None = None
 
-    def _score(self, instance: dict, answer: str) -> tuple[float, int, str]:
-        h, stage = self.scorer.score(instance, answer)
+    @property
+    def capacity(self) -> int:
+        if self._capacity is None:
+            self._capacity = image_capacity(self.vlm) if MULTI_IMAGE_REQUESTS else 1
+        return self._capacity
+
+    def _score(self, instance: dict, answer: str | None) -> tuple[float | None, int | None, str]:
+        if answer is None:
+            return None, None, "failed"
+        h, stage = self.scorer.score(instance, answer, original_image(instance, self.images_root))
         value = float(h) if self.metric == "ghr" else bhr(instance, answer)[0]
         return value, h, stage
 
@@ -94,14 +124,17 @@ class PolicyEvaluator:
             for policy, inst in progress(todo, desc="mutate", total=len(todo))
         ]
         requests = [self._request(m) for m in mutated]
-        for (policy, inst), m, req, answer in zip(todo, mutated, requests, _answers(self.vlm, requests)):
+        for (policy, inst), m, (req, mode), answer in zip(todo, mutated, requests, _answers(self.vlm, [r for r, _ in requests])):
             score, h, stage = self._score(inst, answer)
             self.cache[(policy.key(), inst["instance_id"])] = {
                 "instance_id": inst["instance_id"],
                 "prompt": req.prompt,
                 "image": m["mutation_inf"]["mutated_image_path"] or inst["seed_data"]["image_path"],
                 "image_sha256": req.image_sha256,
+                "image_mode": mode,
+                "n_images": len(m["mutation_inf"].get("mutated_image_paths") or [None]),
                 "answer": answer,
+                "failed": answer is None,
                 "score": score,
                 "ghr": h,
                 "ghr_stage": stage,
@@ -109,32 +142,51 @@ class PolicyEvaluator:
             }
         return [self.cache[(policy.key(), inst["instance_id"])] for policy, inst in pairs]
 
-    def _request(self, mutated: dict) -> VLMRequest:
+    def _request(self, mutated: dict) -> tuple[VLMRequest, str]:
+        """The model's request and how its images travel: `single`, `multi` (several images in one request, for
+        backends whose max_images allows) or `tiled` (the labelled panel: the recorded fallback)."""
         info = mutated["mutation_inf"]
-        if info["mutated_image_path"]:
-            path = self.work_dir / info["mutated_image_path"]
+        request_id = f"{mutated['instance_id']}-{stable_hash(info['mutated_text'])[:12]}"
+        parts = info.get("mutated_image_paths") or []
+        if len(parts) > 1:
+            if 1 < len(parts) <= self.capacity:
+                paths = [str(self.work_dir / p) for p in parts]
+                digest = stable_hash([sha256_file(p) for p in paths])
+                request = VLMRequest(request_id=request_id, prompt=info["mutated_text"], image_path=paths[0],
+                                     image_sha256=digest, images=paths)  # type: ignore[call-arg]
+                return request, "multi"
+            path, mode = self.work_dir / info["mutated_image_path"], "tiled"
+        elif info["mutated_image_path"]:
+            path, mode = self.work_dir / info["mutated_image_path"], "single"
         else:
-            path = safe_join(self.images_root, mutated["seed_data"]["image_path"])
-            if not path.exists():
-                raise InputError(f"instance {mutated['instance_id']}: image {mutated['seed_data']['image_path']!r} not found under {self.images_root}")
-        return VLMRequest(
-            request_id=f"{mutated['instance_id']}-{stable_hash(info['mutated_text'])[:12]}",
-            prompt=info["mutated_text"],
-            image_path=str(path),
-            image_sha256=sha256_file(path),
-        )
+            path, mode = Path(original_image(mutated, self.images_root)), "single"
+        return VLMRequest(request_id=request_id, prompt=info["mutated_text"], image_path=str(path), image_sha256=sha256_file(path)), mode
 
     def __call__(self, policy: Policy, batch: Sequence[dict]) -> float:
-        return float(np.mean([r["score"] for r in self.items(policy, batch)])) if batch else 0.0
+        return _reward(self.items(policy, batch))
 
     def many(self, jobs: Sequence[tuple[Policy, Sequence[dict]]]) -> list[float]:
         """R(pi, D) for several (policy, batch) jobs with one model call for all their uncached items."""
         items = self.pairs([(p, inst) for p, batch in jobs for inst in batch])
         out, pos = [], 0
         for _, batch in jobs:
-            out.append(float(np.mean([r["score"] for r in items[pos : pos + len(batch)]])) if batch else 0.0)
+            out.append(_reward(items[pos : pos + len(batch)]))
             pos += len(batch)
         return out
+
+
+def _reward(items: Sequence[dict]) -> float:
+    """Mean score over the answered items: a failed request is no evidence either way (0.0 when none answered)."""
+    scores = [r["score"] for r in items if r["score"] is not None]
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def original_image(instance: dict, images_root: str | Path) -> str:
+    """The instance's unmutated image: what the judge and the detector oracle look at."""
+    path = safe_join(images_root, instance["seed_data"]["image_path"])
+    if not path.exists():
+        raise InputError(f"instance {instance['instance_id']}: image {instance['seed_data']['image_path']!r} not found under {images_root}")
+    return str(path)
 
 
 def load_distractors(instances: Sequence[dict], images_root: str | Path, limit: int = 8) -> list[Image.Image]:
@@ -159,29 +211,21 @@ def _model_fields(vlm, model_name: str) -> dict:
 
 
 def standard_eval(
-    instances, split: dict[str, str], vlm, model_name: str, images_root, scorer: GHRScorer | None = None,
-    metrics: Sequence[str] = (), llm=None,
+    instances, split: dict[str, str], vlm, model_name: str, images_root, suite: MetricSuite | None = None,
 ) -> pl.DataFrame:
-    """Every instance asked unmutated (the 'Standard' setting of Table 11); `metrics` may add shr/ghs (judge `llm`)."""
-    scorer = scorer or GHRScorer()
-    requests = []
-    for inst in instances:
-        path = safe_join(images_root, inst["seed_data"]["image_path"])
-        if not path.exists():
-            raise InputError(f"instance {inst['instance_id']}: image {inst['seed_data']['image_path']!r} not found under {images_root}")
-        requests.append(VLMRequest(inst["instance_id"], inst["seed_data"]["question"], str(path), sha256_file(path)))
-    rows = []
+    """Every instance asked unmutated (the 'Standard' setting of Table 11), scored by `suite`."""
+    suite = suite or MetricSuite()
+    paths = [original_image(inst, images_root) for inst in instances]
+    requests = [VLMRequest(inst["instance_id"], inst["seed_data"]["question"], p, sha256_file(p)) for inst, p in zip(instances, paths)]
     extra = _model_fields(vlm, model_name)
-    for inst, answer in zip(instances, _answers(vlm, requests)):
-        h, stage = scorer.score(inst, answer)
-        rows.append(_row(inst, split, answer, h, stage, "", metrics, llm, **extra))
+    rows = [
+        _row(inst, split, answer, "", suite, path, image_mode="single", n_images=1, **extra)
+        for inst, path, answer in zip(instances, paths, _answers(vlm, requests))
+    ]
     return _frame(rows)
 
 
-def _row(inst, split, answer, h, stage, policy_key, metrics=(), llm=None, **extra) -> dict:
-    # SHR / GHS ask the judge once per answer: only computed when asked for (null columns otherwise).
-    shr_value = shr(inst, answer, llm)[0] if "shr" in metrics else None
-    ghs_value = ghs(inst, answer, llm, h)[0] if "ghs" in metrics else None
+def _row(inst, split, answer, policy_key, suite: MetricSuite, image_path: str, **extra) -> dict:
     return {
         "instance_id": inst["instance_id"],
         "group": group_of(inst),
@@ -192,20 +236,17 @@ def _row(inst, split, answer, h, stage, policy_key, metrics=(), llm=None, **extr
         "split": split.get(inst["instance_id"], "test"),
         "policy": policy_key,
         "answer": answer,
-        "ghr": int(h),
-        "ghr_stage": stage,
-        "bhr": float(bhr(inst, answer)[0]),
-        "shr": shr_value,
-        "ghs": ghs_value,
+        **suite.score(inst, answer, image_path),
         **extra,
     }
 
 
 _SCHEMA = {
     "instance_id": pl.String, "group": pl.String, "category": pl.String, "subtype": pl.String, "qtype": pl.String,
-    "risk_level": pl.Int64, "split": pl.String, "policy": pl.String, "answer": pl.String, "ghr": pl.Int64,
-    "ghr_stage": pl.String, "bhr": pl.Float64, "shr": pl.Float64, "ghs": pl.Float64, "model": pl.String,
-    "stand_in": pl.Boolean,
+    "risk_level": pl.Int64, "split": pl.String, "policy": pl.String, "answer": pl.String, "failed": pl.Boolean,
+    "ghr": pl.Int64, "ghr_stage": pl.String, "bhr": pl.Float64, "bhr_source": pl.String, "shr": pl.Float64,
+    "shr_source": pl.String, "ghs": pl.Float64, "ghs_source": pl.String, "image_mode": pl.String,
+    "n_images": pl.Int64, "model": pl.String, "stand_in": pl.Boolean,
 }
 
 
@@ -227,16 +268,18 @@ def train_group(
 
 def policy_eval(
     instances, split: dict[str, str], assign: Callable[[dict], Policy], vlm, model_name: str, images_root, out_dir,
-    seed: int, scorer: GHRScorer | None = None, metrics: Sequence[str] = (), llm=None,
+    seed: int, suite: MetricSuite | None = None,
 ) -> tuple[pl.DataFrame, list[dict]]:
     """Every instance mutated by the policy `assign` gives it; one model batch; images under out_dir/fuzzed/."""
-    evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, scorer, "ghr", load_distractors(instances, images_root))
+    suite = suite or MetricSuite()
+    evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, suite.scorer, "ghr", load_distractors(instances, images_root))
     pairs = [(assign(inst), inst) for inst in instances]
     extra = _model_fields(vlm, model_name)
     rows, mutated = [], []
     for (policy, inst), item in zip(pairs, evaluator.pairs(pairs)):
-        rows.append(_row(inst, split, item["answer"], item["ghr"], item["ghr_stage"], policy.key(), metrics, llm, **extra))
-        mutated.append(item["mutated"])
+        rows.append(_row(inst, split, item["answer"], policy.key(), suite, original_image(inst, images_root),
+                         image_mode=item["image_mode"], n_images=item["n_images"], **extra))
+        mutated.append({**item["mutated"], "mutation_inf": {**item["mutated"]["mutation_inf"], "image_mode": item["image_mode"]}})
     return _frame(rows), sorted(mutated, key=lambda m: m["instance_id"])
 
 
@@ -274,23 +317,28 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", d
         s, f = sub["standard"], sub["fuzzed"]
         row = {"group": name, "split": split, "n": s.height}
         for setting, df in sub.items():
-            row[f"ghr_{setting}"] = float(df["ghr"].mean()) if df.height else None
-            row[f"ghr_risk_{setting}"] = risk_weighted(df["ghr"].to_list(), df["risk_level"].to_list()) if df.height else None
-            for m in ("bhr", "shr", "ghs"):
-                values = df[m].drop_nulls() if m in df.columns else []
-                row[f"{m}_{setting}"] = float(values.mean()) if len(values) else None
-                row[f"{m}_risk_{setting}"] = (
-                    risk_weighted(df.drop_nulls(m)[m].to_list(), df.drop_nulls(m)["risk_level"].to_list()) if len(values) else None
-                )
-        row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if s.height and f.height else None
+            # Failed answers are no predictions: left out of every mean, counted per setting.
+            failed = df["failed"].fill_null(False) if "failed" in df.columns else pl.Series([False] * df.height)
+            row[f"n_failed_{setting}"] = int(failed.sum()) if df.height else 0
+            for m in ("shr", "ghs"):
+                # The judge failed and its rule fallback gave the number: reported, not hidden in the mean.
+                col = f"{m}_source"
+                row[f"n_{m}_fallback_{setting}"] = int((df[col] == "fallback").sum()) if col in df.columns and df.height else 0
+            for m in ("ghr", "bhr", "shr", "ghs"):
+                scored = df.filter(~failed).drop_nulls(m) if m in df.columns else df.clear()
+                row[f"{m}_{setting}"] = float(scored[m].mean()) if scored.height else None
+                row[f"{m}_risk_{setting}"] = risk_weighted(scored[m].to_list(), scored["risk_level"].to_list()) if scored.height else None
+        both = row["ghr_fuzzed"] is not None and row["ghr_standard"] is not None
+        row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if both else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
         row["model"] = ";".join(sorted({m for df in (standard, fuzzed) if "model" in df.columns for m in df["model"].to_list()})) or None
         row["stand_in"] = any(bool(df["stand_in"].any()) for df in (standard, dynamic, fuzzed) if "stand_in" in df.columns)
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in SETTINGS:
-        schema.update({f"ghr_{setting}": pl.Float64, f"ghr_risk_{setting}": pl.Float64})
-        for m in ("bhr", "shr", "ghs"):
+        schema[f"n_failed_{setting}"] = pl.Int64
+        schema.update({f"n_shr_fallback_{setting}": pl.Int64, f"n_ghs_fallback_{setting}": pl.Int64})
+        for m in ("ghr", "bhr", "shr", "ghs"):
             schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})
     schema.update({"ghr_delta": pl.Float64, "policy": pl.String, "model": pl.String, "stand_in": pl.Boolean})
     return pl.DataFrame(rows, schema=schema)

@@ -1,4 +1,4 @@
-"""UniHall instance schema (seed 003, Appendix B.1), validated on load.
+"""UniHall instance schema (UniHall/SAMF paper, Appendix B.1), validated on load.
 
 Every error names the instance_id (or its position in the file) and the offending field. On top of the
 JSON schema we check what a schema cannot: the id's digits agree with meta_inf, YON truths are Yes/No.

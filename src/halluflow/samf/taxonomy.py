@@ -1,4 +1,5 @@
-"""UniHall hallucination taxonomy (seed 003, Appendix B.2) and the digit encoding of instance ids (B.1).
+"""UniHall hallucination taxonomy ("Unified Hallucination Fuzzing for Multimodal Large Language Models", Appendix
+B.2), the digit encoding of instance ids (B.1) and default risk levels per subtype.
 
 Three categories (object / instruction / knowledge), three subtypes each, and the six attribute
 subsubtypes. The first digit of an instance_id is the category, the second the subtype.
@@ -54,6 +55,41 @@ SUBTYPE_ALIASES: dict[str, str] = {
 }
 
 QUESTION_TYPES: tuple[str, ...] = ("YON", "VQA")
+
+# Risk r in 1..5 ("the potential harm of an incorrect answer", B.1) for instances whose source has none. The paper
+# annotates risk per instance and publishes no table; these defaults follow its examples: an object attribute
+# (colour) at 1, a failure to refuse at 2; higher where B.2's examples are harmful (a wrong state such as "acute
+# bleeding", agreeing with an untrue premise, invented facts or citations). Override per key with samf.risk_levels.
+RISK_LEVELS: dict[str, int] = {
+    "object/existence": 2,
+    "object/attribute": 1,
+    "object/attribute/color": 1,
+    "object/attribute/category": 2,
+    "object/attribute/number": 2,
+    "object/attribute/spatial": 2,
+    "object/attribute/size": 3,
+    "object/attribute/state": 3,
+    "object/relation": 2,
+    "instruction/context": 2,
+    "instruction/failure_to_refuse": 2,
+    "instruction/sycophancy": 3,
+    "knowledge/factual": 4,
+    "knowledge/reference": 4,
+    "knowledge/detail": 3,
+}
+
+
+def risk_level(category: str, subtype_name: str, subsubtype: str = "", overrides: dict | None = None) -> int:
+    """The most specific entry of `overrides`, then RISK_LEVELS, for category/subtype[/subsubtype]."""
+    table = {**RISK_LEVELS, **(overrides or {})}
+    base = f"{category}/{canonical_subtype(subtype_name)}"
+    for key in ([f"{base}/{subsubtype}"] if subsubtype else []) + [base]:
+        if key in table:
+            value = int(table[key])
+            if not 1 <= value <= 5:
+                raise InputError(f"risk level for {key!r}: {value} is not in 1..5")
+            return value
+    raise InputError(f"no risk level for {base!r}; known: {', '.join(sorted(table))}")
 
 
 def canonical_subtype(name: str) -> str:

@@ -1,4 +1,5 @@
-"""File-level SAMF steps behind the samf_* Snakemake rules (seed 003, Sec. 3.3 and Appendix C.3/C.7).
+"""File-level SAMF steps behind the samf_* Snakemake rules ("Unified Hallucination Fuzzing for Multimodal Large
+Language Models", Sec. 3.3 and Appendix C.3/C.7).
 
 samf_instances -> fuzz/instances.json + fuzz/split.parquet; samf_standard_eval -> fuzz/<model>/standard.parquet;
 samf_train -> fuzz/<model>/train/<group>.json (one job per (s, q) group); samf_fuzzed_eval -> policies.json
@@ -18,7 +19,8 @@ from ..io import read_json, safe_join, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
 from .controllers import CentralFuzzController, Policy, pilot_split, policy_space
-from .metrics import scorer_from_config
+from .judges import DetectorOracle, TextJudge, VisualJudge
+from .metrics import LLMVerifier, MetricSuite, RuleVerifier, scorer_from_config
 from .pipeline import compare, dynamic_eval, empty_table, fuzzed_eval, standard_eval, train_group
 from .schema import group_of, load_instances, write_instances
 
@@ -34,7 +36,7 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         if not queries.exists():
             raise InputError(f"{queries}: the release has no queries table")
         rows = pl.read_parquet(queries).to_dicts()
-        return convert.from_ode_queries(rows, release, samf["query_types"], samf["risk_level"], samf["max_instances"], seed)
+        return convert.from_ode_queries(rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed)
     if src["format"] == "unihall":
         if not src.get("path"):
             raise ConfigError("config key 'samf.source.path': a UniHall JSON file is needed when samf.source.format is unihall")
@@ -42,6 +44,14 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         limit = samf["max_instances"]
         return items if limit is None else convert.balanced_take(items, group_of, limit, seed)
     raise ConfigError(f"config key 'samf.source.format': {src['format']!r}; known: ode, unihall")
+
+
+def risk_setting(samf: dict):
+    """samf.risk_level: a number fixes every converted instance's risk; "taxonomy" takes each item's subtype level,
+    with samf.risk_levels overriding entries of the taxonomy's table."""
+    if samf["risk_level"] == "taxonomy":
+        return dict(samf.get("risk_levels") or {})
+    return int(samf["risk_level"])
 
 
 def images_root(samf: dict, release_dir: str | Path) -> Path:
@@ -107,44 +117,104 @@ class ModelAnswers:
     def describe(self):
         return self.model.backend.describe()
 
-    def answer(self, requests) -> list[str]:
+    @property
+    def max_images(self):
+        return getattr(self.model.backend, "max_images", None)
+
+    def answer(self, requests) -> list[str | None]:
         out = []
         for text, error in self.model.run(list(requests), self.max_new_tokens):
             if error is not None:
-                # A failed request answers nothing: scored as unparsed (no hallucination), counted in the log.
+                # A failed request is no answer: None is never scored, and the tables count it as failed.
                 self.failed += 1
                 log.warning("samf: request failed: %s", error)
-            out.append(text or "")
+                text = None
+            out.append(text)
         return out
 
 
-def make_judge(samf: dict, llm_spec: dict | None):
-    """The `llm` judge when samf.judge is llm (GHR's judge branch, SHR, GHS); None = rule-based fallbacks."""
-    if samf["judge"] != "llm":
-        return None
-    if not llm_spec:
-        raise ConfigError("config key 'llm': samf.judge is llm but no top-level llm backend is configured")
+JUDGE_KINDS = ("rule", "llm", "vlm")
+
+
+def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=None) -> dict:
+    """Judge objects from config: `judges` = {"llm": top-level llm spec, "vlm": the `models:` entry named by
+    samf.judge_model, "detector": a detector registry spec} (each None when unused)."""
     from .. import registry
 
-    return registry.create("llm", llm_spec)
+    judges = judges or {}
+    built: dict = {}
+    for key in {samf["judge"], samf.get("verifier", "rule")} - {"rule"}:
+        if key not in JUDGE_KINDS:
+            raise ConfigError(f"config key 'samf.judge': {key!r}; known: {', '.join(JUDGE_KINDS)}")
+        spec = judges.get(key)
+        if not spec:
+            where = "top-level 'llm'" if key == "llm" else "'samf.judge_model' (a name from models:)"
+            raise ConfigError(f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured")
+        if key == "llm":
+            built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec))
+        else:
+            from ..answer import ModelUnderTest
+
+            # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
+            model = ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache or "resources/models")
+            built[key] = VisualJudge(lambda model=model: model.backend, samf.get("judge_max_new_tokens", 96))
+    detector = samf.get("detector") or {}
+    if detector.get("enabled"):
+        if not judges.get("detector"):
+            raise ConfigError("config key 'detection': samf.detector.enabled needs a detector backend")
+        spec = judges["detector"]
+        built["detector"] = DetectorOracle(lambda: registry.create("detector", spec), detector.get("threshold", 0.3),
+                                           detector.get("max_labels", 16))
+    return built
 
 
-def _scorer(samf: dict, llm=None):
-    return scorer_from_config(samf["ghr"], llm=llm)
+def judge_specs(config: dict, models_cache=None) -> dict:
+    """The judge backends the samf jobs need, from the whole config: only those samf.judge / samf.verifier /
+    samf.detector use, so editing an unused backend reruns no SAMF job."""
+    from ..models import MODELS_CACHE, stage_model
+    from ..ode.detection import detector_kwargs
+
+    samf = config["samf"]
+    kinds = {samf["judge"], samf["verifier"]}
+    out: dict = {}
+    if "llm" in kinds:
+        out["llm"] = config["llm"]
+    if "vlm" in kinds:
+        out["vlm"] = next(m for m in config["models"] if m["name"] == samf["judge_model"])
+    if samf["detector"]["enabled"]:
+        section = config["detection"]
+        out["detector"] = detector_kwargs(section, stage_model(section, models_cache or MODELS_CACHE))
+    return out
 
 
-def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, llm_spec=None) -> None:
+def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_dir=None) -> MetricSuite:
+    """The run's metric suite: Sim_NLP (samf.similarity), GHR's and SHR/GHS's judge (samf.judge), BHR's verifier
+    (samf.verifier) and the detector oracle (samf.detector)."""
+    built = make_judges(samf, judges, models_cache, graph_dir)
+    judge = built.get(samf["judge"])
+    verifier_kind = samf.get("verifier", "rule")
+    verifier = LLMVerifier(built[verifier_kind]) if verifier_kind != "rule" else RuleVerifier()
+    scorer = scorer_from_config(samf["ghr"], judge=judge, similarity=samf.get("similarity", "trigram"))
+    return MetricSuite(scorer, tuple(samf["metrics"]), judge, verifier, built.get("detector"))
+
+
+def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> None:
+    failed = int(df["failed"].sum()) if df.height else 0
+    ghr = df.filter(~pl.col("failed"))["ghr"].mean() if df.height > failed else None
+    info = suite.describe()
+    log.info("samf %s %s: GHR %s over %d answered, %d failed; judge %s (%d calls, %d failed)", what, model,
+             "n/a" if ghr is None else f"{ghr:.3f}", df.height - failed, failed, info["judge"], info["judge_calls"], info["judge_failures"])
+
+
+def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None) -> None:
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
-    judge = make_judge(samf, llm_spec)
-    df = standard_eval(
-        load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir),
-        _scorer(samf, judge), samf["metrics"], judge,
-    )
+    suite = make_suite(samf, judges, models_cache, graph_dir)
+    df = standard_eval(load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite)
     write_parquet(out, df)
-    log.info("samf standard %s: GHR %.3f over %d", spec["name"], df["ghr"].mean() or 0.0, df.height)
+    _log_table("standard", spec["name"], df, suite)
 
 
-def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, llm_spec=None) -> None:
+def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, judges=None) -> None:
     items = load_instances(instances_path)
     split = read_split(split_path)
     if not any(group_of(i) == group and split.get(i["instance_id"]) == "train" for i in items):
@@ -157,7 +227,7 @@ def run_train(samf, instances_path, split_path, spec, group, release_dir, models
         # Training mutations are scratch: only the learnt policy and its history are kept.
         result = train_group(
             items, split, group, vlm, images_root(samf, release_dir), work, samf["controller"], seed,
-            _scorer(samf, make_judge(samf, llm_spec)), samf["reward_metric"],
+            make_suite(samf, judges, models_cache, graph_dir).scorer, samf["reward_metric"],
         )
     info = vlm.describe()
     write_json(out, {**result.as_dict(), "model": spec["name"], "stand_in": bool(info.stand_in), "backend": info.as_dict()})
@@ -178,25 +248,24 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
 
 def run_fuzzed(
     samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies,
-    out_fuzzed, out_instances, out_dynamic, llm_spec=None,
+    out_fuzzed, out_instances, out_dynamic, judges=None,
 ) -> None:
     controller, records = load_controller(trained)
     vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
     stand_in = bool(vlm.describe().stand_in)
     write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
-    judge = make_judge(samf, llm_spec)
+    suite = make_suite(samf, judges, models_cache, graph_dir)
     items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
-    scoring = {"scorer": _scorer(samf, judge), "metrics": samf["metrics"], "llm": judge}
-    df, mutated = fuzzed_eval(items, split, controller, vlm, spec["name"], root, out_dir, seed, **scoring)
+    df, mutated = fuzzed_eval(items, split, controller, vlm, spec["name"], root, out_dir, seed, suite=suite)
     write_parquet(out_fuzzed, df)
     write_instances(out_instances, mutated)
     if samf["dynamic"]:
-        dynamic, _ = dynamic_eval(items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, **scoring)
+        dynamic, _ = dynamic_eval(items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite)
     else:
         dynamic = empty_table()  # the setting was not run: compare reports null dynamic columns
     write_parquet(out_dynamic, dynamic)
-    log.info("samf fuzzed %s: GHR %.3f over %d", spec["name"], df["ghr"].mean() or 0.0, df.height)
+    _log_table("fuzzed", spec["name"], df, suite)
 
 
 def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
