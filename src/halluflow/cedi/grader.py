@@ -39,6 +39,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pred", required=True, help="predicted scene graph JSON")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds for the exact search; past it the best path so far is reported (exact=false)")
+    parser.add_argument("--solver", choices=["milp", "networkx"], default="milp",
+                        help="milp = exact binary linear program on HiGHS (default; proves 20-30 node graphs in well "
+                             "under a second); networkx = networkx's tree search (the anchor's)")
+    parser.add_argument("--instances", choices=["merge", "keep"], default="merge",
+                        help="merge = one node per object name on both sides (instance counts are not scored); "
+                             "keep = compare the graphs node for node")
     parser.add_argument("--object-synonyms", default=None,
                         help="vocabulary file, one class per line, comma-separated synonyms (first = canonical)")
     parser.add_argument("--relation-synonyms", default=None, help="same format, for predicates")
@@ -48,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     syn = Synonyms.from_vocab_files(args.object_synonyms, args.relation_synonyms)
     truth = SceneGraph.from_json_file(args.truth)
     pred = SceneGraph.from_json_file(args.pred)
-    result = scene_graph_ged(truth, pred, synonyms=syn, timeout=args.timeout)
+    result = scene_graph_ged(truth, pred, synonyms=syn, timeout=args.timeout, solver=args.solver,
+                             instances=args.instances)
     sys.stdout.write(dumps_json(result.as_dict(with_timing=True)))
     return 0
 

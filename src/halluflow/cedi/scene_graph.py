@@ -121,6 +121,7 @@ class SceneGraph:
     objects: list[SGObject] = field(default_factory=list)
     relations: list[SGRelation] = field(default_factory=list)
     stand_in: bool = False  # built from a stand-in model's output / synthetic data: reported with every grade
+    counts: dict[str, int] = field(default_factory=dict)  # object id → instances it stands for (merged_by_name)
 
     # ---- construction and validation -------------------------------------------------------------
     @classmethod
@@ -190,6 +191,25 @@ class SceneGraph:
         }
 
     # ---- views -------------------------------------------------------------------------------------
+    def merged_by_name(self, synonyms: Synonyms | None = None) -> "SceneGraph":
+        """One node per canonical object name (attributes unioned, relations re-pointed, duplicates dropped), with
+        the number of instances kept in `counts`. Instance-level annotations (COCO: one node per box; Visual Genome:
+        one per region) and name-level predictions (one node per name mentioned) then compare like with like, so a
+        correct "person" against three annotated persons costs nothing."""
+        syn = synonyms or Synonyms.builtin()
+        names = {o.id: syn.object_name(o.name) for o in self.objects}
+        attrs: dict[str, set[str]] = {}
+        counts: dict[str, int] = {}
+        for o in self.objects:
+            attrs.setdefault(names[o.id], set()).update(normalize(a) for a in o.attributes)
+            counts[names[o.id]] = counts.get(names[o.id], 0) + 1
+        ids = {n: f"n{i}" for i, n in enumerate(sorted(attrs))}
+        objects = [SGObject(ids[n], n, tuple(sorted(attrs[n]))) for n in sorted(attrs)]
+        rels = sorted({(ids[names[r.subject]], syn.predicate(r.predicate), ids[names[r.object]]) for r in self.relations})
+        out = SceneGraph(objects, [SGRelation(*r) for r in rels], stand_in=self.stand_in)
+        out.counts = {ids[n]: c for n, c in counts.items()}
+        return out
+
     def names(self, synonyms: Synonyms | None = None) -> set[str]:
         syn = synonyms or Synonyms.builtin()
         return {syn.object_name(o.name) for o in self.objects}
