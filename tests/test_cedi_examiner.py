@@ -145,9 +145,10 @@ def test_false_attributes_are_the_scenes_mined_contrasts(ode_release):
     for r in df.iter_rows(named=True):
         els = ([r["probe"]] if r["truth"] == "no" and r["probe"] else []) + (r["premise"] if r["false_premise"] else [])
         false_attrs |= {tuple(e.split("|")[1:]) for e in els if e.startswith("attribute|")}
-    # objects with a mined contrast use it; the chair has no truth attribute, so any of its known states is false
+    # objects with a mined contrast use it; the chair and the horse have no truth attribute, so any of their known
+    # states/actions is false
     assert false_attrs and false_attrs <= {("dog", "sit"), ("cat", "jump"), ("beach", "gloomy"), ("tree", "withered"),
-                                          ("chair", "wooden")}
+                                          ("chair", "wooden"), ("horse", "run")}
     assert any("sitting" in q for q in df["question"])  # actions are asked in their -ing form
 
 

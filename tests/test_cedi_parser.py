@@ -36,6 +36,8 @@ def vocab():
     ("The dog is not brown", True, "no"), ("", True, "empty"), ("It is sitting.", True, "yes"),
     ("There is a dog.", True, "other"), ("I see nothing I can name.", False, "reject"),  # affirms nothing about the asked object; its mentions are parsed instead
     ("protect prehistoric populous shampoo", True, "other"),  # stand-in noise is not a "yes" (unlike POPE's rule)
+    ("There's no cat on the desk.", False, "reject"), ("There’s no cat.", False, "reject"),
+    ("I cannot determine that.", False, "refuse"), ("I'm not sure what you mean.", True, "refuse"),
 ])
 def test_answer_label(text, yes_no, label):
     assert answer_label(text, yes_no) == label
@@ -78,6 +80,34 @@ def test_judge_turn(vocab):
     assert judge_turn(turn_claims("prehistoric shampoo", [], "object|cat", vocab), "no", False, truth, vocab) == (None, None)
     assert judge_turn(turn_claims("Yes, I see one.", [], "object|cat", vocab), "no", False, truth, vocab) == (True, "object")
     assert judge_turn(turn_claims("No.", [], "object|cat", vocab), "no", False, truth, vocab) == (False, None)
+
+
+def test_false_premise_rejections_refusals_and_noise(vocab):
+    """The demo's unanswerable rate 1.0: correct rejections and refusals counted as hallucinations, noise judged."""
+    truth = TruthView.of(ode_scene_graph({"scene_id": "s", "pair_kind": "entity_environment", "object_a": "dog",
+                                          "object_b": "park", "attribute_a": "run"}), vocab.synonyms)
+    fp = ["object|cat", "relation|cat|next to|dog"]  # "What color is the cat next to the dog?" (no cat)
+
+    def judge(answer):
+        tc = turn_claims(answer, fp, None, vocab)
+        return tc.label, judge_turn(tc, None, True, truth, vocab), tc.claims
+
+    assert judge("There's no cat next to the dog.")[:2] == ("reject", (False, None))
+    label, verdict, claims = judge("I cannot determine that.")
+    assert (label, verdict, claims) == ("refuse", (False, None), [])  # nothing asserted: no cat in the prediction
+    label, verdict, claims = judge("protect prehistoric populous shampoo")
+    assert (label, verdict, claims) == ("unparseable", (None, None), [])  # counted, excluded from the rate
+    assert judge("The cat is black.")[1] == (True, "object")  # accepting the premise is the hallucination
+    assert judge("It is black.")[1] == (True, "object")
+    # the rates: 2 correct, 1 hallucinated, 1 unparseable → 1/3, not the 4/4 the old rules gave
+    from halluflow.cedi.grader import _rate
+
+    turns = [{"hallucinated": judge(a)[1][0], "answer_label": judge(a)[0]} for a in
+             ("There's no cat next to the dog.", "I cannot determine that.", "protect prehistoric populous shampoo",
+              "The cat is black.")]
+    r = _rate(turns)
+    assert (r["n"], r["n_judged"], r["n_hallucinated"], r["n_unparseable"], r["n_refused"]) == (4, 3, 1, 1, 1)
+    assert r["rate"] == round(1 / 3, 6)
 
 
 def test_delta_con_and_predicted_graph_policies():
@@ -176,12 +206,56 @@ class EchoVLM:
 
 
 def test_llm_examiner_used_when_valid_and_validated(vocab):
-    ex = Examiner(vocab, {"question_writer": "llm", "max_rounds": 9, "min_end_round": 6}, llm=ScriptedLLM(), seed=1)
+    ex = Examiner(vocab, {"question_writer": "llm", "switch": "llm", "max_rounds": 9, "min_end_round": 6},
+                  llm=ScriptedLLM(), seed=1)
     rows = ex.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
     assert rows[0]["context_goal"] == "Find my dog."
     assert rows[0]["context_objects"] == ["dog"]  # "unicorn" is not in the scene: dropped
     assert all(r["question_source"] == "llm" and r["question"].startswith("Hey, quick one") for r in rows)
     assert len(rows) == 7  # the LLM switch says END whenever allowed: chosen at round 6 and again → 7 turns
+    assert [r["switch_source"] for r in rows] == [None] + ["llm"] * 6  # round 0 is regular by rule
+    # the writer alone: the next type is drawn at random (the offline stand-in for the paper's LLM switch)
+    writer_only = Examiner(vocab, {"question_writer": "llm", "max_rounds": 9}, llm=ScriptedLLM(), seed=1)
+    w_rows = writer_only.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
+    assert {r["switch_source"] for r in w_rows[1:]} == {"random"}
+
+
+class LastAnswerSwitchLLM(ScriptedLLM):
+    """Chooses the next type from the evaluatee's LAST answer, as the paper's switch does."""
+
+    def chat(self, messages):
+        user = messages[-1]["content"]
+        if "Choose the next question type" in messages[0]["content"]:
+            last = user.split("\nAllowed: ")[0].rsplit("A: ", 1)[-1]
+            allowed = user.rsplit("Allowed: ", 1)[1].split(", ")
+            want = "follow_up" if "frisbee" in last else "adversarial"
+            return json.dumps({"next": want if want in allowed else allowed[0]})
+        return super().chat(messages)
+
+
+class FrisbeeVLM(EchoVLM):
+    def answer(self, requests):
+        return ["Yes, a frisbee." if "frisbee" in r.prompt else "No." for r in requests]
+
+
+def test_llm_switch_reads_the_answer_and_fallbacks_are_counted(vocab):
+    from halluflow.cedi.grader import grade_transcripts
+
+    ex = Examiner(vocab, {"switch": "llm", "max_rounds": 5, "min_end_round": 5}, llm=LastAnswerSwitchLLM(), seed=0)
+    rows = ex.run([_scene()], FrisbeeVLM(), "m", ["cedi"], ["with"])
+    types = [r["question_type"] for r in rows]
+    # "No." → adversarial (the first absent neighbour, frisbee) → "Yes, a frisbee." → follow_up on it
+    assert types[1] == "adversarial" and "frisbee" in rows[1]["question"]
+    assert types[2] == "follow_up"
+    # a switch that never parses falls back to the random draw, and the grades say so
+    garbage = Examiner(vocab, {"switch": "llm", "max_rounds": 4, "min_end_round": 4}, llm=GarbageLLM(), seed=0)
+    g_rows = garbage.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
+    truth = {"img": _scene().truth}
+    grades, _, _ = grade_transcripts(g_rows, truth, vocab, {"switch": "llm", "parser": "llm"}, llm=GarbageLLM())
+    fb = grades["fallbacks"]
+    assert fb["switch"] == {"configured": "llm", "used": {"random": 3}, "fell_back": 3}
+    assert fb["parser"]["configured"] == "llm" and fb["parser"]["used"] == {"rule_fallback": 1}
+    assert fb["parser"]["fell_back"] == 1 and grades["settings"]["parser_used"] == {"rule_fallback": 1}
 
 
 def test_llm_examiner_falls_back_to_templates(vocab):

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "end_votes": 2,
     "prompt_only_rounds": 4,
     "question_writer": "template",
+    "switch": "random",
     "switch_weights": {"regular": 1.0, "follow_up": 1.0, "adversarial": 1.0, "unanswerable": 1.0, "end": 1.0},
 }
 
@@ -73,6 +74,7 @@ class Question:
     probe: str | None  # element a yes/no question asks about
     focus: str | None  # object the question is about (follow-ups continue from it)
     source: str = "template"
+    switch_source: str | None = None  # who chose the question type: llm | random (| None: round 0, baselines)
 
 
 # ---- context ----------------------------------------------------------------------------------------------------
@@ -265,6 +267,8 @@ def template_switch(rng: random.Random, states: Sequence[str], weights: Mapping[
 
 SWITCH_SYSTEM = (
     "You are an examiner testing whether an assistant hallucinates about an image. Choose the next question type. "
+    "Read the assistant's last answer first: if it named something doubtful or accepted a premise, press on it "
+    "(follow_up); if it was careful, try a plausible absent object (adversarial) or a false premise (unanswerable). "
     "regular = ask about something in the image; follow_up = press on the previous answer; adversarial = ask about "
     "a plausible object that is NOT there; unanswerable = ask a question with a false premise; end = stop. "
     'Reply with JSON only: {"next": "<one of the allowed types>"}'
@@ -337,11 +341,18 @@ class Examiner:
         self.cfg["switch_weights"] = {**DEFAULTS["switch_weights"], **(self.cfg.get("switch_weights") or {})}
         if self.cfg["question_writer"] not in {"template", "llm"}:
             raise ConfigError(f"config key 'cedi.question_writer': {self.cfg['question_writer']!r} is not template or llm")
-        if self.cfg["question_writer"] == "llm" and llm is None:
-            raise ConfigError("config key 'cedi.question_writer': 'llm' needs an llm backend (cedi.llm or llm)")
+        if self.cfg["switch"] not in {"random", "llm"}:
+            raise ConfigError(f"config key 'cedi.switch': {self.cfg['switch']!r} is not random or llm")
+        for key in ("question_writer", "switch"):
+            if self.cfg[key] == "llm" and llm is None:
+                raise ConfigError(f"config key 'cedi.{key}': 'llm' needs an llm backend (cedi.llm or llm)")
         if self.cfg["min_end_round"] > self.cfg["max_rounds"]:
             raise ConfigError("config key 'cedi.min_end_round': larger than cedi.max_rounds")
-        self.llm = llm if self.cfg["question_writer"] == "llm" else None
+        # The paper's switch is an LLM reading the evaluatee's answers; the offline default draws the next type at
+        # random (weights in switch_weights), a documented stand-in that needs no capable LLM.
+        self.llm_writer = self.cfg["question_writer"] == "llm"
+        self.llm_switch = self.cfg["switch"] == "llm"
+        self.llm = llm if (self.llm_writer or self.llm_switch) else None
         self.seed = seed
 
     def _chat(self, batch: list[list[dict]]) -> list[str]:
@@ -358,7 +369,7 @@ class Examiner:
                 for m in (history_modes if e != "caption" else history_modes[:1])]
         rngs = [random.Random(int(stable_hash(["cedi", self.seed, s.image_id, e])[:16], 16)) for s, e, _ in keys]
         contexts: list[Context | None] = [None] * len(keys)
-        if self.llm is not None:
+        if self.llm_writer:
             contexts = [parse_context(r, s) for r, (s, _, _) in zip(self._chat([context_messages(s) for s, _, _ in keys]), keys)]
         convos = []
         for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
@@ -367,10 +378,20 @@ class Examiner:
                                        TruthView.of(s.truth, self.vocab.synonyms)))
         return convos
 
-    def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[str]:
-        replies = self._chat([switch_messages(c.context, c.history(), st) for c, st in items]) if self.llm else [None] * len(items)
-        return [(parse_switch(r, st) if r is not None else None) or template_switch(c.rng, st, self.cfg["switch_weights"])
-                for (c, st), r in zip(items, replies)]
+    def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[tuple[str, str | None]]:
+        """(next state, who chose it) per conversation: the LLM's reply when it parses, else the random draw."""
+        ask = [i for i, (_, st) in enumerate(items) if len(st) > 1] if self.llm_switch else []
+        replies = dict(zip(ask, self._chat([switch_messages(items[i][0].context, items[i][0].history(), items[i][1])
+                                            for i in ask])))
+        out = []
+        for i, (c, st) in enumerate(items):
+            if len(st) == 1:  # round 0 is regular: nobody chooses
+                out.append((st[0], None))
+                continue
+            picked = parse_switch(replies[i], st) if i in replies else None
+            out.append((picked, "llm") if picked else
+                       (template_switch(c.rng, st, self.cfg["switch_weights"]), "random"))
+        return out
 
     def _next_questions(self, convos: Sequence[Conversation]) -> list[tuple[Conversation, Question]]:
         """The next question of every active conversation (None → the conversation is over)."""
@@ -393,19 +414,22 @@ class Examiner:
             else:
                 to_switch.append((c, allowed_states(r, c.pending, self.cfg["min_end_round"])))
         again: list[tuple[Conversation, list[str]]] = []
-        chosen: list[tuple[Conversation, str]] = []
-        for (c, states), state in zip(to_switch, self._switch(to_switch)):
-            if state == END:
+        chosen: list[tuple[Conversation, tuple[str, str]]] = []
+        for (c, states), pick in zip(to_switch, self._switch(to_switch)):
+            if pick[0] == END:
                 c.end_votes += 1
                 if c.end_votes >= self.cfg["end_votes"]:
                     c.done = True
                 else:  # END must be chosen again in a LATER round: this round asks one more question
                     again.append((c, [s for s in states if s != END]))
             else:
-                chosen.append((c, state))
+                chosen.append((c, pick))
         chosen += list(zip([c for c, _ in again], self._switch(again)))
-        out += [(c, self._make(c, state, c.pending)) for c, state in chosen]
-        if self.llm is not None:
+        for c, (state, source) in chosen:
+            q = self._make(c, state, c.pending)
+            q.switch_source = source
+            out.append((c, q))
+        if self.llm_writer:
             for (c, q), reply in zip(out, self._chat([rewrite_messages(c.context, q) for c, q in out])):
                 text = parse_rewrite(reply, q)
                 if text:
@@ -473,6 +497,7 @@ class Examiner:
             "question_type": q.type,
             "question": q.text,
             "question_source": q.source,
+            "switch_source": q.switch_source,
             "answer": answer,
             "answer_label": tc.label,
             "truth": q.truth,

@@ -20,7 +20,7 @@ from .scene_graph import SceneGraph, Synonyms
 
 PER_TURN_SCHEMA = {
     "examiner": "str", "history": "str", "turn": "int", "question_type": "str", "n": "int", "n_judged": "int",
-    "n_hallucinated": "int", "rate": "float", "stand_in": "bool",
+    "n_hallucinated": "int", "n_unparseable": "int", "rate": "float", "stand_in": "bool",
 }
 
 CLI_DESCRIPTION = (
@@ -63,11 +63,39 @@ def run(args: argparse.Namespace) -> int:
 # ---- grading a model's transcripts --------------------------------------------------------------------------------
 
 
-def _rate(hallucinated: Sequence[Any]) -> dict:
-    judged = [h for h in hallucinated if h is not None]
+# The paper's error analysis ("What the errors look like"): hallucinated object / wrong attribute / wrong relation /
+# others (e.g. hallucinated reasoning). A hallucinated turn whose claims name no scene-graph element is "other".
+ERROR_TYPES = ("object", "attribute", "relation", "other")
+
+
+def _rate(turns: Sequence[Mapping[str, Any]]) -> dict:
+    """Hallucination rate over judged turns; empty, unparseable and refused answers are counted beside it."""
+    judged = [t["hallucinated"] for t in turns if t["hallucinated"] is not None]
     n_h = sum(1 for h in judged if h)
-    return {"n": len(hallucinated), "n_judged": len(judged), "n_hallucinated": n_h,
-            "rate": round(n_h / len(judged), 6) if judged else None}
+    labels = [t.get("answer_label") for t in turns]
+    return {"n": len(turns), "n_judged": len(judged), "n_hallucinated": n_h,
+            "n_unparseable": labels.count("unparseable"), "n_empty": labels.count("empty"),
+            "n_refused": labels.count("refuse"), "rate": round(n_h / len(judged), 6) if judged else None}
+
+
+def error_types(turns: Sequence[Mapping[str, Any]]) -> dict:
+    """Hallucinated turns by the paper's error categories: counts and shares."""
+    counts = dict.fromkeys(ERROR_TYPES, 0)
+    for t in turns:
+        if t["hallucinated"]:
+            kind = t.get("hallucination_kind")
+            counts[kind if kind in counts else "other"] += 1
+    total = sum(counts.values())
+    return {"counts": counts, "shares": {k: round(v / total, 6) if total else None for k, v in counts.items()},
+            "n_hallucinated": total}
+
+
+def _sources(turns: Sequence[Mapping[str, Any]], column: str) -> dict:
+    out: dict[str, int] = {}
+    for t in turns:
+        if t.get(column):
+            out[t[column]] = out.get(t[column], 0) + 1
+    return dict(sorted(out.items()))
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -79,14 +107,20 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
     """Grade every conversation: predicted graph (LLM parser or rule parser), GED split, SG ΔCon; aggregate per
     (examiner, history) and per-turn hallucination rates by question type and by turn index.
 
-    Returns (grades, per_turn rows, {"stand_in", "graphs": predicted graph by conversation id}). Rates ignore turns that cannot be judged
-    (empty answers; yes/no probes answered with neither), so `n_judged` is reported beside each rate.
+    Returns (grades, per_turn rows, {"stand_in", "graphs": predicted graph by conversation id}). Rates ignore turns
+    that cannot be judged (empty or unparseable answers; yes/no probes answered with neither), so `n_judged` and the
+    excluded counts are reported beside each rate. Every LLM step that fell back to rules or templates is counted in
+    `fallbacks`, so the summary never reports a configured LLM component that did not do the work.
     """
     from ..errors import InputError
 
     policy = settings.get("claim_policy", "any")
     timeout = float(settings.get("ged_timeout_s", 30))
-    use_llm = settings.get("parser", "rule") == "llm" and llm is not None
+    solver = settings.get("ged_solver", "milp")
+    instances = settings.get("ged_instances", "merge")
+    norm = settings.get("ged_normalizer")
+    configured_parser = settings.get("parser", "rule")
+    use_llm = configured_parser == "llm" and llm is not None
     convos: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for t in turns:
         convos[str(t["conversation_id"])].append(t)
@@ -103,51 +137,79 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
             parser_used = "llm" if pred is not None else "rule_fallback"
         if pred is None:
             pred = predicted_graph(claims, policy)
-        ged = scene_graph_ged(truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout)
+        ged = scene_graph_ged(truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout, solver=solver,
+                              instances=instances)
         preds[cid] = {**pred.to_dict(), "parser": parser_used}
         rows.append({
             "conversation_id": cid, "image_id": image_id, "examiner": ts[0]["examiner"], "history": ts[0]["history"],
             "turns": len(ts), "parser": parser_used, "delta_con": delta_con(claims),
-            **ged.as_dict(), "turn_hallucination": _rate([t["hallucinated"] for t in ts]),
+            **ged.as_dict(), "turn_hallucination": _rate(ts),
         })
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["examiner"], r["history"])].append(r)
     by_turn: dict[tuple, list] = defaultdict(list)
     for t in turns:
-        by_turn[(t["examiner"], t["history"], int(t["turn"]), t["question_type"])].append(t["hallucinated"])
+        by_turn[(t["examiner"], t["history"], int(t["turn"]), t["question_type"])].append(t)
     summary = {}
     for (examiner, history), rs in sorted(groups.items()):
         sel = [t for t in turns if t["examiner"] == examiner and t["history"] == history]
         by_type: dict[str, list] = defaultdict(list)
         by_index: dict[int, list] = defaultdict(list)
         for t in sel:
-            by_type[t["question_type"]].append(t["hallucinated"])
-            by_index[int(t["turn"])].append(t["hallucinated"])
-        summary[f"{examiner}/{history}"] = {
+            by_type[t["question_type"]].append(t)
+            by_index[int(t["turn"])].append(t)
+        g = summary[f"{examiner}/{history}"] = {
             "examiner": examiner, "history": history, "conversations": len(rs),
             "ged": _mean([r["ged"] for r in rs]), "ged_hal": _mean([r["ged_hal"] for r in rs]),
             "ged_miss": _mean([r["ged_miss"] for r in rs]), "exact_fraction": _mean([float(r["exact"]) for r in rs]),
             "sg_delta_con": _mean([r["delta_con"] for r in rs]),
-            "turn_hallucination": _rate([t["hallucinated"] for t in sel]),
+            "turn_hallucination": _rate(sel),
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
             "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
+            "error_types": error_types(sel),
         }
-        summary[f"{examiner}/{history}"]["hallucination_rate"] = summary[f"{examiner}/{history}"]["turn_hallucination"]["rate"]
+        if norm:
+            for k in ("ged", "ged_hal", "ged_miss"):
+                g[f"{k}_normalized"] = round(g[k] / float(norm), 6) if g[k] is not None else None
+        g["hallucination_rate"] = g["turn_hallucination"]["rate"]
     # per_turn.parquet holds the CEDI examiner's turns (the curves of the paper); baselines' per-turn rates are in
     # grades.json (summary.<examiner>/<history>.by_turn), so a plot of this table never mixes examiners.
     stand_in = any(bool(t.get("stand_in")) for t in turns)
-    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q, **_rate(v), "stand_in": stand_in}
-                for (e, h, i, q), v in sorted(by_turn.items()) if e == "cedi"]
+    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q,
+                 **{k: v for k, v in _rate(ts).items() if k in PER_TURN_SCHEMA}, "stand_in": stand_in}
+                for (e, h, i, q), ts in sorted(by_turn.items()) if e == "cedi"]
     headline_key = next((k for k in ("cedi/with", "cedi/without") if k in summary), next(iter(summary), None))
     headline = summary.get(headline_key, {}) if headline_key else {}
+    parsers = _sources(rows, "parser")
+    cedi_turns = [t for t in turns if t["examiner"] == "cedi"]
+    fallbacks = {
+        # "configured" is what the config asked for; the counts say what actually produced each piece
+        "parser": {"configured": configured_parser, "used": parsers,
+                   "fell_back": parsers.get("rule_fallback", 0) + (len(rows) if configured_parser == "llm" and not use_llm else 0)},
+        "question_writer": {"configured": settings.get("question_writer", "template"),
+                            "used": _sources(cedi_turns, "question_source")},
+        "switch": {"configured": settings.get("switch", "random"), "used": _sources(cedi_turns, "switch_source")},
+    }
+    for key in ("question_writer", "switch"):
+        used = fallbacks[key]["used"]
+        fallbacks[key]["fell_back"] = (sum(v for k, v in used.items() if k != "llm")
+                                       if fallbacks[key]["configured"] == "llm" else 0)
     grades = {
         # headline numbers = the CEDI examiner with history (the paper's main setting), top level for scorecards
         "headline": headline_key,
         **{k: headline.get(k) for k in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate")},
-        "settings": {"parser": settings.get("parser", "rule"), "claim_policy": policy, "ged_timeout_s": timeout},
+        "settings": {"parser": configured_parser, "parser_used": parsers, "claim_policy": policy,
+                     "ged_timeout_s": timeout, "ged_solver": solver, "ged_instances": instances,
+                     "ged_normalizer": norm, "source": settings.get("source", "ode"),
+                     "switch": settings.get("switch", "random"),
+                     "question_writer": settings.get("question_writer", "template")},
+        "fallbacks": fallbacks,
+        "error_types": error_types(cedi_turns),
         "stand_in": stand_in,
         "summary": summary,
         "conversations": rows,
     }
+    if norm:
+        grades["ged_normalized"] = headline.get("ged_normalized")
     return grades, per_turn, {"stand_in": stand_in, "graphs": preds}

@@ -56,10 +56,25 @@ def implied(el: str) -> list[str]:
 # ---- answer classification ----------------------------------------------------------------------------------------
 
 _REJECT = re.compile(
-    r"\b(there (is|are|was|were) (no|not)|there (isn't|aren't|wasn't|weren't)|(i )?(do not|don't|cannot|can't|can not|"
+    r"\b(there(?:'s| is| are| was| were|'re) (no|not|nothing)|there (isn't|aren't|wasn't|weren't)|(i )?(do not|don't|cannot|can't|can not|"
     r"could not|couldn't) (see|find|spot|identify)|no such|not (present|visible|shown|pictured|depicted|in (the|this) "
     r"(image|picture|photo))|(does|do)(n't| not) (appear|seem|exist|contain|show|include)|(isn't|aren't) any|"
     r"there is nothing|(i )?see nothing|nothing (like that|of the sort)|false premise|not actually)\b"
+)
+# A refusal asserts nothing: correct on a false premise (the paper's "premise rejection or refusal"), lost coverage
+# elsewhere, and its words are not parsed for mentions ("I cannot tell what the cat is doing" does not assert a cat).
+_REFUSE = re.compile(
+    r"\b((i|we) (cannot|can't|can not|could not|couldn't|am unable to|'m unable to|am not able to|'m not able to) "
+    r"(determine|tell|say|answer|know|be sure|verify|confirm|judge|see that|make out)|(cannot|can't|can not) be "
+    r"(determined|told|known|seen)|(it is|it's) (not possible|impossible|unclear|hard|difficult) to (tell|determine|"
+    r"say|know)|(i|we) (do not|don't) know|(i am|i'm) not (sure|certain)|unable to (determine|tell|answer)|not enough "
+    r"(information|detail)|no way to (tell|know)|as an ai)\b"
+)
+# An answer with neither a vocabulary mention nor a clause a reader would take as an answer ("It is black.",
+# "Because it is tired.") is unparseable: counted, never judged (a stand-in model's token noise lands here).
+_CLAUSE = re.compile(
+    r"\b(it|they|he|she|this|that|these|those|there|i|you|we)(?: (?:is|are|was|were|has|have|looks|seems|appears|"
+    r"sits|stands|lies|can|could|would|might|may|will)|'s|'re)\b|^(because|since|so|yes|no)\b"
 )
 _AFFIRM = re.compile(r"\b(yes|it is|it's|they are|indeed|correct|certainly)\b")  # mentions are parsed separately
 _NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
@@ -67,13 +82,16 @@ _NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't",
 
 
 def answer_label(text: str, yes_no: bool) -> str:
-    """yes | no | reject | other | empty. Premise rejection is checked first; yes/no by the first word, then by
-    POPE's rule on the first sentence (a word 'no'/'not' → no) for yes/no questions only."""
-    t = (text or "").strip().lower()
+    """yes | no | reject | refuse | other | empty. Premise rejection is checked first, then refusal; yes/no by the
+    first word, then by POPE's rule on the first sentence (a word 'no'/'not' → no) for yes/no questions only.
+    `turn_claims` further turns an `other` answer that says nothing parseable into `unparseable`."""
+    t = (text or "").strip().lower().replace("\u2019", "'")
     if not t:
         return "empty"
     if _REJECT.search(t):
         return "reject"
+    if _REFUSE.search(t):
+        return "refuse"
     words = re.findall(r"[a-z']+", t)
     if words and words[0] in {"yes", "yeah", "yep", "correct", "indeed", "sure"}:
         return "yes"
@@ -253,8 +271,11 @@ def turn_claims(answer: str, premise: Sequence[str], probe: str | None, vocab: V
     yes_no = probe is not None
     label = answer_label(answer, yes_no)
     claims: list[tuple[str, bool]] = []
-    if label == "empty":
+    if label in {"empty", "refuse"}:
         return TurnClaims(label, claims)
+    mentions = extract(answer, vocab)
+    if label == "other" and not mentions and not _CLAUSE.search((answer or "").strip().lower().replace("\u2019", "'")):
+        return TurnClaims("unparseable", claims)
     if premise:
         if label in {"reject"} or (label == "no" and not yes_no):
             claims.append((premise[0], False))  # the first premise element is the one the question hinges on
@@ -265,7 +286,7 @@ def turn_claims(answer: str, premise: Sequence[str], probe: str | None, vocab: V
             claims.append((probe, True))
         elif label in {"no", "reject"}:
             claims.append((probe, False))
-    claims += extract(answer, vocab)
+    claims += mentions
     # implied objects: asserting "the dog is brown" asserts the dog
     claims += [(o, True) for el, pos in list(claims) if pos for o in implied(el)]
     return TurnClaims(label, claims)
@@ -313,11 +334,14 @@ class TruthView:
 
 def judge_turn(tc: TurnClaims, truth_label: str | None, false_premise: bool, truth: TruthView,
                vocab: Vocabulary) -> tuple[bool | None, str | None]:
-    """Rule-based per-turn hallucination: (hallucinated, kind). None when the answer cannot be judged."""
-    if tc.label == "empty":
+    """Rule-based per-turn hallucination: (hallucinated, kind). None when the answer cannot be judged (empty or
+    unparseable: counted beside every rate, excluded from it)."""
+    if tc.label in {"empty", "unparseable"}:
         return None, None
+    if tc.label == "refuse":
+        return False, None  # asserts nothing: correct on a false premise, lost coverage (not hallucination) elsewhere
     if false_premise:
-        # correct behaviour = reject the premise; answering as if it held is the hallucination
+        # correct behaviour = reject the premise (or refuse); answering as if it held is the hallucination
         accepted = tc.label not in {"reject", "no"}
         kind = split_el(tc.claims[0][0])[0] if accepted and tc.claims else None
         return accepted, kind

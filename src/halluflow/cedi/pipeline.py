@@ -24,7 +24,7 @@ log = get_logger(__name__)
 TRANSCRIPT_SCHEMA = {
     "conversation_id": "str", "model": "str", "image_id": "str", "scene_id": "str", "distribution": "str",
     "pair_kind": "str", "examiner": "str", "history": "str", "question_writer": "str", "turn": "int",
-    "question_type": "str", "question": "str", "question_source": "str", "answer": "str", "answer_label": "str",
+    "question_type": "str", "question": "str", "question_source": "str", "switch_source": "str", "answer": "str", "answer_label": "str",
     "truth": "str", "false_premise": "bool", "premise": "list", "probe": "str", "hallucinated": "bool",
     "hallucination_kind": "str", "context_background": "str", "context_goal": "str", "context_objects": "list",
     "stand_in": "bool",
@@ -180,7 +180,7 @@ def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], rele
     vocab = vocabulary(graph_dir, syn)
     scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab,
                           accepted=accepted)
-    llm = llm_of(config, s, s.get("question_writer", "template") == "llm")
+    llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")))
     vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir, models_cache, int(s.get("max_new_tokens", 64)))
     info = vlm.describe()
     examiner = Examiner(vocab, s, llm=llm, seed=int(config.get("seed", 0)))
