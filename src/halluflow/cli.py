@@ -27,6 +27,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("score", "compare", "halluflow.metrics.uncertainty", "bootstrap confidence intervals per model and paired model comparisons"),
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
+    ("align", "human", "halluflow.align", "agreement of metrics with human labels (accuracy, F1, kappa, r, rho)"),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
     ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
     ("fuzz", "convert", "halluflow.samf.convert", "turn ODE queries / POPE / AMBER items into UniHall instances"),
