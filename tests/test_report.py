@@ -27,7 +27,7 @@ from halluflow.report.summary import ReportOptions, build_summary, write_figure_
 
 CHROMIUM = Path("/usr/bin/chromium")
 SECTION_IDS = ["overview", "counts", "gallery-accepted", "gallery-rejected", "metrics", "radar", "rates",
-               "uncertainty", "diagnosis", "cedi", "samf"]
+               "uncertainty", "diagnosis", "cedi", "cedi-errors", "samf", "alignment"]
 DISTS = ["standard", "long_tail", "random", "fictional"]
 KINDS = ["entity_entity", "entity_environment"]
 PAIRS = {
@@ -42,7 +42,8 @@ PAIRS = {
 }
 
 
-def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answers", "caos", "cedi", "samf")) -> Path:
+def make_results(root: Path, models=("tiny-vlm", "blind"),
+                 stages=("ode", "answers", "caos", "cedi", "samf", "align")) -> Path:
     """A small release folder: 8 scenes × 2 images; image 0 of each scene accepted, image 1 rejected."""
     root.mkdir(parents=True, exist_ok=True)
     scenes, images, dets, accepted, rejected, queries = [], [], [], [], [], []
@@ -135,7 +136,8 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
                 "rate": [0.0, 0.5, 0.5, 0.75, 0.0, 0.0, 0.5, 0.25]}))
             write_json(root / f"cedi/{model}/grades.json", {
                 "headline": "cedi/with", "ged": 4.0, "ged_hal": 1.0, "ged_miss": 3.0, "hallucination_rate": 0.25,
-                "stand_in": True, "summary": {"cedi/with": {"ged": 4.0, "hallucination_rate": 0.25}}})
+                "stand_in": True, "summary": {"cedi/with": {"ged": 4.0, "hallucination_rate": 0.25}},
+                "error_types": {"counts": {"object": 3, "attribute": 1, "relation": 0, "other": 0}}})
         if "samf" in stages:
             # Standard GHR: existence 0.5, attribute 0.0; fuzzed: existence 1.0, attribute 0.5 (overall 0.25 / 0.75).
             def evals(ghr):
@@ -144,6 +146,9 @@ def make_results(root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answe
             comparison = samf_compare(evals([0.0, 1.0, 0.0, 0.0]), evals([1.0, 1.0, 1.0, 0.0]))
             write_parquet(root / f"fuzz/{model}/comparison.parquet", comparison)
             write_json(root / f"fuzz/{model}/comparison.json", {"rows": comparison.to_dicts(), "stand_in": True})
+    if "align" in stages:  # `halluflow align human --out align/<name>.json`
+        write_json(root / "align/cedi_human.json", {"metrics": {"ged_hal": {"threshold": 0.0, "overall": {
+            "n": 4, "accuracy": 0.75, "recall": 1.0, "f1": 0.8, "kappa": 0.5, "pearson": 0.9, "spearman": 1.0}}}})
     return root
 
 

@@ -174,6 +174,10 @@ class Results:
     def cedi_grades(self, model: str) -> dict | None:
         return self.json(f"cedi/{model}/grades.json")
 
+    def alignments(self) -> dict[str, dict]:
+        """align/*.json written by `halluflow align human --out` (metric-human agreement), by file stem."""
+        return {p.stem: d for p in sorted(self.root.glob("align/*.json")) if (d := self.json(f"align/{p.name}"))}
+
     def fuzz_comparison(self, model: str) -> pl.DataFrame | None:
         return self.table(f"fuzz/{model}/comparison.parquet")
 

@@ -311,6 +311,39 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
     return fig
 
 
+# ---- CEDI error types ------------------------------------------------------------------------------------------
+CEDI_ERROR_LABELS = {"object": "hallucinated object", "attribute": "wrong attribute", "relation": "wrong relation",
+                     "other": "other (e.g. reasoning)"}
+
+
+def cedi_error_types(res: Results, models: list[str]) -> Figure | str:
+    """Share of the CEDI examiner's hallucinated turns per error type and model (the paper's error breakdown:
+    object / attribute / relation / other), from grades.json `error_types`."""
+    data = {}
+    for m in models:
+        doc = res.cedi_grades(m)
+        counts = ((doc or {}).get("error_types") or {}).get("counts")
+        if counts is not None:
+            data[m] = counts
+    if not data:
+        return "not run: no cedi/<model>/grades.json with error_types (CEDI did not run)"
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(data) + 3), 3.4))
+    names = sorted(data)
+    bottom = [0.0] * len(names)
+    for k, (kind, label) in enumerate(CEDI_ERROR_LABELS.items()):
+        shares = [100 * data[m].get(kind, 0) / max(1, sum(data[m].values())) for m in names]
+        ax.bar(names, shares, bottom=bottom, color=PALETTE[k], label=label)
+        bottom = [b + v for b, v in zip(bottom, shares)]
+    for i, m in enumerate(names):
+        ax.text(i, 101, f"n={sum(data[m].values())}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("hallucinated turns (%)")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("CEDI: what the errors look like")
+    fig.tight_layout()
+    return fig
+
+
 # ---- SAMF standard vs fuzzed ---------------------------------------------------------------------------------
 def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
     """Normalise a comparison table to (label, setting, value): long (a setting column) or wide (x_standard/x_fuzzed).

@@ -50,7 +50,9 @@ SECTIONS = [
     ("uncertainty", "Uncertainty: intervals and model comparisons", "intervals"),
     ("diagnosis", "Concept × hallucination (clustered)", None),
     ("cedi", "CEDI: per-turn hallucination", "cedi"),
+    ("cedi-errors", "CEDI: error types", "cedi_errors"),
     ("samf", "SAMF: standard vs fuzzed", "samf"),
+    ("alignment", "Metric–human alignment", None),
 ]
 
 FIGURE_TITLES = {
@@ -61,6 +63,7 @@ FIGURE_TITLES = {
     "intervals": "Headline metrics with bootstrap intervals",
     "diagnosis": "Concept × hallucination heatmaps",
     "cedi": "CEDI per-turn curves",
+    "cedi_errors": "CEDI error types",
     "samf": "SAMF standard vs fuzzed",
 }
 
@@ -75,6 +78,7 @@ def figure_builders(res: Results, opts: ReportOptions) -> dict[str, Callable[[],
         "intervals": lambda: figures.metric_intervals(res.json("compare/models.json")),
         "diagnosis": lambda: figures.diagnosis_panels(res, models),
         "cedi": lambda: figures.cedi_curves(res, models),
+        "cedi_errors": lambda: figures.cedi_error_types(res, models),
         "samf": lambda: figures.samf_bars(res, models),
     }
 
@@ -278,6 +282,19 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
         elif sid == "cedi":
             figure_section(sid, title, "cedi", "Share of examiner turns answered with a hallucination, per turn, with "
                            "and without the conversation history.")
+        elif sid == "cedi-errors":
+            figure_section(sid, title, "cedi_errors", "Hallucinated turns of the CEDI examiner by kind, in the "
+                           "paper's categories; n = hallucinated turns judged.")
+        elif sid == "alignment":
+            found = res.alignments()
+            if not found:
+                page.add(sid, title, _not_run("not run: no align/*.json (write one with `halluflow align human "
+                                              "--out results/<release>/align/NAME.json`)"), ran=False)
+            else:
+                from ..align import table_rows
+
+                page.add(sid, title, "".join(f"<h3>{_esc(name)}</h3>" + html_table(pl.DataFrame(table_rows(doc)))
+                                             for name, doc in found.items()))
         elif sid == "samf":
             figure_section(sid, title, "samf", "Hallucination on the original (standard) instances vs the same "
                            "instances after the trained fuzzing policy's mutations.")
