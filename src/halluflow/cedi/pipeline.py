@@ -1,8 +1,12 @@
-"""CEDI stage of the workflow (seed 000 on an ODE release): pick images, build truth graphs, examine, grade.
+"""CEDI stage of the workflow (Li et al., "Contextualized Evaluation of Vision Language Models through Dynamic,
+Multi-turn Interactions"): pick images, build truth scene graphs, examine, grade.
 
-Inputs (data contracts): release/scenes.parquet + release/queries.parquet (+ images), graph/nodes.parquet and
-graph/edges.parquet. Outputs per model under results/<release>/cedi/<model>/: transcripts.parquet, truth_graphs.json
-(`examine_model`); grades.json, per_turn.parquet, pred_graphs.json (`grade_model`).
+Scene-graph sources (`cedi.source`): `ode` = an ODE release (release/scenes.parquet + queries.parquet + images,
+graph/nodes.parquet + edges.parquet for the vocabulary and the absent co-occurring objects); `visual_genome` = a
+Visual Genome scene_graphs.json (the paper's setting) and `coco` = a COCO instances JSON, each with an image folder
+(`cedi.scene_graphs`, `cedi.images_dir`); absent objects then come from co-occurrence counted over the same file.
+Outputs per model under results/<release>/cedi/<model>/: transcripts.parquet, truth_graphs.json (`examine_model`);
+grades.json, per_turn.parquet, pred_graphs.json (`grade_model`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from ..io import read_json, safe_join, sha256_file, stable_hash, write_json, wri
 from ..progress import get_logger
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
 from .parser import Vocabulary
-from .scene_graph import SceneGraph, Synonyms, ode_scene_graph
+from .scene_graph import SceneGraph, Synonyms, coco_scene_graphs, ode_scene_graph, visual_genome_scene_graph
 
 log = get_logger(__name__)
 
@@ -138,6 +142,103 @@ def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, 
     return out
 
 
+SOURCES = ("ode", "visual_genome", "coco")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def annotation_graphs(source: str, path: str | Path) -> tuple[dict[str, SceneGraph], dict[str, str]]:
+    """Truth graphs of a Visual Genome scene_graphs.json (a list of image entries) or a COCO instances JSON, by image
+    id, and the image file name each annotation names (COCO `file_name`, VG `file_name` or `url`), if any."""
+    path = Path(path)
+    data = read_json(path)
+    files: dict[str, str] = {}
+    if source == "visual_genome":
+        entries = data if isinstance(data, list) else None
+        if entries is None:
+            raise InputError(f"{path}: a Visual Genome scene_graphs.json is a JSON array of image entries")
+        graphs = {}
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, Mapping) or "image_id" not in entry:
+                raise InputError(f"{path}: entry {i}: image_id missing")
+            key = str(entry["image_id"])
+            graphs[key] = visual_genome_scene_graph(entry, source=f"{path} [image {key}]")
+            name = entry.get("file_name") or str(entry.get("url") or "").rsplit("/", 1)[-1]
+            if name:
+                files[key] = name
+        return graphs, files
+    graphs = coco_scene_graphs(data, source=str(path))
+    for img in data["images"]:
+        if isinstance(img, Mapping) and img.get("file_name"):
+            files[str(img["id"])] = str(img["file_name"])
+    return graphs, files
+
+
+def cooccurrence_neighbours(graphs: Mapping[str, SceneGraph], synonyms: Synonyms) -> dict[str, dict[str, int]]:
+    """name → {other name: images showing both}: the annotation file's own co-occurrence graph, which stands in for
+    ODE's concept graph when choosing plausible absent objects."""
+    counts: dict[str, dict[str, int]] = {}
+    for g in graphs.values():
+        names = sorted(g.names(synonyms))
+        for a in names:
+            row = counts.setdefault(a, {})
+            for b in names:
+                if a != b:
+                    row[b] = row.get(b, 0) + 1
+    return counts
+
+
+def build_annotation_scenes(source: str, scene_graphs: str | Path, images_dir: str | Path, n_images: int, seed: int,
+                            vocab: Vocabulary) -> list[Scene]:
+    graphs, files = annotation_graphs(source, scene_graphs)
+    syn = vocab.synonyms
+    co = cooccurrence_neighbours(graphs, syn)
+    images_dir = Path(images_dir)
+    if not images_dir.is_dir():
+        raise InputError(f"config key 'cedi.images_dir': {images_dir} is not a folder")
+    candidates = sorted((k for k, g in graphs.items() if g.objects), key=lambda k: stable_hash(["cedi-images", seed, k]))
+    out = []
+    for image_id in candidates[:n_images]:
+        # one node per object name: the examiner asks about names, and the rule parser predicts names
+        truth = graphs[image_id].merged_by_name(syn)
+        vocab.add_graph(truth)
+        names = [o.name for o in truth.objects]
+        best: dict[str, int] = {}
+        for name in names:
+            for other, w in co.get(name, {}).items():
+                if other not in names:
+                    best[other] = max(best.get(other, 0), w)
+        neighbours = sorted(best, key=lambda o: (-best[o], o))
+        for other in neighbours:
+            vocab.add(other)
+        image = _image_file(images_dir, image_id, files.get(image_id))
+        out.append(Scene(image_id=image_id, image_path=str(image), image_sha256=sha256_file(image), truth=truth,
+                         neighbours=neighbours, scene_id=image_id, distribution=source))
+    if not out:
+        raise InputError(f"{scene_graphs}: no image with at least one object")
+    return out
+
+
+def _image_file(images_dir: Path, image_id: str, file_name: str | None) -> Path:
+    names = ([file_name] if file_name else []) + [image_id + s for s in IMAGE_SUFFIXES]
+    for name in names:
+        path = safe_join(images_dir, name)
+        if path.exists():
+            return path
+    raise InputError(f"config key 'cedi.images_dir': no image for {image_id!r} in {images_dir} "
+                     f"(looked for {', '.join(names)})")
+
+
+def annotation_source(settings: Mapping[str, Any]) -> str:
+    source = settings.get("source", "ode")
+    if source not in SOURCES:
+        raise ConfigError(f"config key 'cedi.source': {source!r} is not one of {', '.join(SOURCES)}")
+    if source != "ode":
+        for key in ("scene_graphs", "images_dir"):
+            if not settings.get(key):
+                raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {source}")
+    return source
+
+
 def vocabulary(graph_dir: str | Path, synonyms: Synonyms) -> Vocabulary:
     nodes = read_table(Path(graph_dir) / "nodes.parquet", ["node"])
     return Vocabulary.from_nodes(nodes.iter_rows(named=True), synonyms)
@@ -169,17 +270,25 @@ class Evaluatee:
         return out
 
 
-def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path,
-                  graph_dir: str | Path, out_transcripts: str | Path, out_truth: str | Path, vlm=None,
+def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path | None,
+                  graph_dir: str | Path | None, out_transcripts: str | Path, out_truth: str | Path, vlm=None,
                   models_cache: str | Path = "resources/models", accepted: str | Path | None = None) -> int:
-    """Run every configured examiner and history mode for one model; returns the number of turns written."""
+    """Run every configured examiner and history mode for one model; returns the number of turns written.
+    release_dir / graph_dir / accepted are read only for `cedi.source: ode`."""
     import polars as pl
 
     s = settings_of(config)
     syn = synonyms_of(s)
-    vocab = vocabulary(graph_dir, syn)
-    scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab,
-                          accepted=accepted)
+    source = annotation_source(s)
+    if source == "ode":
+        vocab = vocabulary(graph_dir, syn)
+        scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab,
+                              accepted=accepted)
+    else:
+        graph_dir = None  # no concept graph: a `prior` evaluatee needs one and says so
+        vocab = Vocabulary(synonyms=syn)
+        scenes = build_annotation_scenes(source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)),
+                                         int(config.get("seed", 0)), vocab)
     llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")))
     vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir, models_cache, int(s.get("max_new_tokens", 64)))
     info = vlm.describe()
@@ -189,35 +298,43 @@ def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], rele
     write_parquet(out_transcripts, pl.DataFrame(rows, schema=polars_schema(TRANSCRIPT_SCHEMA), orient="row"))
     write_json(out_truth, {
         "model": info.as_dict(),
+        "source": source,
         "graphs": {sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours} for sc in scenes},
     })
     log.info("cedi: %d turns over %d images for %s", len(rows), len(scenes), model_spec["name"])
     return len(rows)
 
 
-def load_truth_graphs(path: str | Path) -> tuple[dict[str, SceneGraph], dict]:
+def load_truth_graphs(path: str | Path) -> tuple[dict[str, SceneGraph], dict, dict[str, list[str]]]:
+    """(truth graph by image id, the evaluatee's description, absent neighbours asked about by image id)."""
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("graphs"), dict):
         raise InputError(f"{path}: expected {{'graphs': {{image_id: scene graph}}}}")
-    graphs = {}
+    graphs, neighbours = {}, {}
     for image_id, g in data["graphs"].items():
-        g = {k: v for k, v in g.items() if k != "neighbours"}
+        neighbours[image_id] = [str(n) for n in g.get("neighbours") or []] if isinstance(g, dict) else []
+        g = {k: v for k, v in g.items() if k != "neighbours"} if isinstance(g, dict) else g
         graphs[image_id] = SceneGraph.from_dict(g, source=f"{path} [{image_id}]")
-    return graphs, data.get("model", {})
+    return graphs, data.get("model", {}), neighbours
 
 
-def grade_model(config: Mapping[str, Any], transcripts: str | Path, truth_graphs: str | Path, graph_dir: str | Path,
-                out_grades: str | Path, out_per_turn: str | Path, out_pred: str | Path) -> dict:
+def grade_model(config: Mapping[str, Any], transcripts: str | Path, truth_graphs: str | Path,
+                graph_dir: str | Path | None, out_grades: str | Path, out_per_turn: str | Path,
+                out_pred: str | Path) -> dict:
     import polars as pl
 
     from .grader import PER_TURN_SCHEMA, grade_transcripts
 
     s = settings_of(config)
     syn = synonyms_of(s)
-    vocab = vocabulary(graph_dir, syn)
-    truths, model_info = load_truth_graphs(truth_graphs)
+    # the vocabulary the examiner used: the concept graph (ODE) or the truth graphs and the absent objects asked about
+    vocab = vocabulary(graph_dir, syn) if annotation_source(s) == "ode" else Vocabulary(synonyms=syn)
+    truths, model_info, neighbours = load_truth_graphs(truth_graphs)
     for g in truths.values():
         vocab.add_graph(g)
+    for names in neighbours.values():
+        for name in names:
+            vocab.add(name)
     turns = read_table(transcripts, ["conversation_id", "image_id", "turn", "answer", "premise", "probe"]).to_dicts()
     llm = llm_of(config, s, s.get("parser", "rule") == "llm")
     grades, per_turn, preds = grade_transcripts(turns, truths, vocab, s, llm=llm)
