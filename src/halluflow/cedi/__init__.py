@@ -1,7 +1,9 @@
-"""CEDI (seed 000): contextualized, multi-turn examination of a VLM over a scene graph, graded by scene-graph GED.
+"""CEDI (Li et al., "Contextualized Evaluation of Vision Language Models through Dynamic, Multi-turn Interactions"):
+contextualized, multi-turn examination of a VLM over a scene graph, graded by scene-graph GED.
 
-scene_graph: truth graphs (ODE scenes, Visual Genome, COCO) and validation; examiner: the four-question-type state
-machine, context, template/LLM question writer and the caption / prompt-only baselines; parser: transcript → claims →
-predicted scene graph and rule-based per-turn judgements; ged: CEDI's graph edit distance and its hal/miss split;
+scene_graph: truth graphs (ODE scenes, Visual Genome, COCO), validation and merging instances by name; examiner: the
+four-question-type state machine, context, random/LLM switch, template/LLM question writer and the caption /
+prompt-only baselines; parser: transcript → claims →
+predicted scene graph and rule-based per-turn judgements; ged: CEDI's graph edit distance (exact MILP or networkx) and its hal/miss split;
 grader: per-model grades (GED, SG ΔCon, per-turn hallucination rates) and the `halluflow sg ged` command.
 """

@@ -1,4 +1,4 @@
-"""CEDI examiner (seed 000, "the examiner: a semi-structured interview over a scene graph").
+"""CEDI examiner (Li et al., CEDI paper, "the examiner: a semi-structured interview over a scene graph").
 
 A state machine over the truth scene graph with the four question types — 1 regular, 2 follow-up, 3 adversarial (a
 co-occurring concept-graph neighbour that is absent; truth "no"), 4 unanswerable (false premise: absent object,

@@ -1,4 +1,4 @@
-"""CEDI grader (seed 000, "the grader: compare scene graphs, not strings") and the `halluflow sg ged` command.
+"""CEDI grader (Li et al., CEDI paper, "the grader: compare scene graphs, not strings") and the `halluflow sg ged` command.
 
 Turns each transcript into a predicted scene graph (halluflow.cedi.parser), compares it with the truth graph by GED
 (halluflow.cedi.ged: GED, GED_hal, GED_miss, exact/upper-bound flag) and reports SG ΔCon and per-turn

@@ -1,4 +1,4 @@
-"""CEDI transcript parser (seed 000, grader): transcript → claims → predicted scene graph, SG ΔCon, per-turn judgements.
+"""CEDI transcript parser (CEDI paper, grader): transcript → claims → predicted scene graph, SG ΔCon, per-turn judgements.
 
 The paper's grader is an LLM parser (`LLMParser`, strict JSON, validated). The offline default is rule-based over the
 concept vocabularies (graph nodes + ODE state/action attributes + predicate synonyms): each turn yields CLAIMS, i.e.

@@ -1,4 +1,4 @@
-"""Scene graphs for CEDI (seed 000, "the grader: compare scene graphs, not strings").
+"""Scene graphs for CEDI (Li et al., CEDI paper, "the grader: compare scene graphs, not strings").
 
 A scene graph is `{"objects": [{"id", "name", "attributes"}], "relations": [{"subject", "predicate", "object"}]}`.
 Truth graphs come from ODE scenes (the pair kind implies the relation, see `ode_scene_graph`), Visual Genome
