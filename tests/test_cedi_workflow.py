@@ -41,3 +41,33 @@ def test_real_standin_vlm_deterministic_transcripts(ode_release, models_cache, t
     assert n == df.height and df["stand_in"].all()
     assert df.filter(pl.col("examiner") == "cedi").height == 2 * 7  # both history modes, capped at max_rounds
     assert json.loads((tmp_path / "0" / "truth.json").read_text())["model"]["stand_in"] is True
+
+
+def test_workflow_on_a_visual_genome_file(tmp_path):
+    """`cedi.source: visual_genome` through Snakemake: a generated VG-format scene_graphs.json and placeholder images,
+    no ODE stage in the DAG (the target pulls only the stand-in build, cedi_examine and cedi_grade)."""
+    import yaml
+
+    from test_cedi_sources import write_vg
+    from workflow_utils import copy_workflow, jobs_run, run_snakemake
+
+    work = copy_workflow(tmp_path / "clone")
+    sg_file, images = write_vg(tmp_path / "vg")
+    overlay = {"cedi": {"source": "visual_genome", "scene_graphs": str(sg_file), "images_dir": str(images),
+                        "models": ["tiny-smolvlm"], "images": 2, "examiners": ["cedi"], "history": ["with"],
+                        "max_rounds": 6, "min_end_round": 6, "max_new_tokens": 4, "ged_normalizer": 150}}
+    (work / "vg.yaml").write_text(yaml.safe_dump(overlay))
+    target = "results/ode-demo/cedi/tiny-smolvlm/grades.json"
+    plan = run_snakemake(work, "-n", "--configfile", "config.yaml", "vg.yaml", "--", target)
+    planned = jobs_run(plan)
+    assert {"cedi_examine", "cedi_grade"} <= set(planned)
+    assert not {"synthesize", "detect", "package_release", "build_graph"} & set(planned)
+    proc = run_snakemake(work, "--cores", "1", "--configfile", "config.yaml", "vg.yaml", "--", target)
+    assert jobs_run(proc).get("cedi_grade") == 1
+    grades = json.loads((work / target).read_text())
+    truth = json.loads((work / "results/ode-demo/cedi/tiny-smolvlm/truth_graphs.json").read_text())
+    assert truth["source"] == "visual_genome" and len(truth["graphs"]) == 2
+    assert set(truth["graphs"]) <= {"101", "102", "103"}
+    assert grades["settings"]["source"] == "visual_genome" and grades["stand_in"] is True
+    assert grades["ged_normalized"] == pytest.approx(grades["ged"] / 150, abs=1e-6)
+    assert grades["summary"]["cedi/with"]["exact_fraction"] == 1.0
