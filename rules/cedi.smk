@@ -4,10 +4,7 @@
 
 rule cedi_examine:
     input:
-        release=rules.package_release.output.manifest,
-        nodes=rules.build_graph.output.nodes,
-        edges=rules.build_graph.output.edges,
-        accepted=rules.filter_images.output.accepted,  # detector-seen objects are never asked as absent
+        unpack(get_cedi_truth_input),  # cedi.source: the ODE release + concept graph, or a VG / COCO file
         model=get_model_input,
         llm=get_cedi_llm_input,
     output:
@@ -37,9 +34,9 @@ rule cedi_examine:
 
 rule cedi_grade:
     input:
+        unpack(get_cedi_vocabulary_input),  # the concept graph (cedi.source ode) or nothing
         transcripts=rules.cedi_examine.output.transcripts,
         truth=rules.cedi_examine.output.truth,
-        nodes=rules.build_graph.output.nodes,
         llm=get_cedi_llm_input,
     output:
         grades=f"{OUT}/cedi/{{model}}/grades.json",

@@ -133,7 +133,24 @@ def get_caos_gpus(wildcards):
 
 
 def get_cedi_llm_input(wildcards):
-    return llm_inputs() if uses_default_llm("cedi", "question_writer", "parser") else []
+    return llm_inputs() if uses_default_llm("cedi", "question_writer", "switch", "parser") else []
+
+
+def get_cedi_truth_input(wildcards):
+    # ode: the release, its concept graph and the detector's labels; visual_genome / coco: the annotation file alone,
+    # so no ODE stage enters the DAG
+    if config["cedi"].get("source", "ode") != "ode":
+        return {"scene_graphs": config["cedi"]["scene_graphs"]}
+    return {
+        "release": rules.package_release.output.manifest,
+        "nodes": rules.build_graph.output.nodes,
+        "edges": rules.build_graph.output.edges,
+        "accepted": rules.filter_images.output.accepted,  # detector-seen objects are never asked as absent
+    }
+
+
+def get_cedi_vocabulary_input(wildcards):
+    return {"nodes": rules.build_graph.output.nodes} if config["cedi"].get("source", "ode") == "ode" else {}
 
 
 def get_samf_source_input(wildcards):

@@ -10,7 +10,7 @@ grades = grade_model(
     snakemake.params.config,
     transcripts=snakemake.input.transcripts,
     truth_graphs=snakemake.input.truth,
-    graph_dir=Path(snakemake.input.nodes).parent,
+    graph_dir=Path(snakemake.input.nodes).parent if getattr(snakemake.input, "nodes", None) else None,
     out_grades=snakemake.output.grades,
     out_per_turn=snakemake.output.per_turn,
     out_pred=snakemake.output.pred,
