@@ -102,3 +102,13 @@ def test_coco_source_and_bad_settings(tmp_path):
     with pytest.raises(InputError, match="000000000008.jpg"):
         run_source(tmp_path / "z", {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"),
                                     "images_dir": str(images), "images": 2})
+
+
+def test_cedi_on_annotations_is_planned_without_an_ode_release(repo):
+    from halluflow.config import load_config, stage_plan
+
+    config = load_config(repo / "config.yaml")
+    config["answer"]["source"] = {"kind": "pope", "path": "labels.json", "images": "val2014", "annotations": None}
+    assert stage_plan(config)["cedi"] is not None  # ODE source: needs this config's release
+    config["cedi"].update(source="visual_genome", scene_graphs="sg.json", images_dir="VG_100K")
+    assert stage_plan(config)["cedi"] is None

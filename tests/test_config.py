@@ -115,6 +115,7 @@ def _dry_run(tmp_path, *configfiles) -> subprocess.CompletedProcess:
         (lambda c: c["caos"]["oracle"].__setitem__("members", ["ghost"]), "'caos.oracle.members.0'"),
         (lambda c: c["caos"].__setitem__("llm", {"model": "org/x"}), "'caos.llm.backend'"),
         (lambda c: c["cedi"].__setitem__("llm", {"backend": "ollama"}), "'cedi.llm.backend'"),
+        (lambda c: c["cedi"].__setitem__("source", "visual_genome"), "'cedi.scene_graphs': required"),
         (lambda c: c["shards"].__setitem__("images", 100_000_000), "'shards.images'"),
         (lambda c: c["answer"].__setitem__("source", {"kind": "pope", "path": "labels.json"}),
          "'answer.source.images'"),

@@ -115,6 +115,11 @@ def check_semantics(config: dict) -> None:
     if "vlm" in (samf.get("judge"), samf.get("verifier")) and samf.get("judge_model") not in names:
         raise ConfigError(f"config key 'samf.judge_model': {samf.get('judge_model')!r} is not a model in models "
                           f"(samf.judge or samf.verifier is vlm; models: {', '.join(names) or 'none'})")
+    cedi = config.get("cedi") or {}
+    if cedi.get("source", "ode") != "ode":
+        for key in ("scene_graphs", "images_dir"):
+            if not cedi.get(key):
+                raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {cedi['source']}")
     samf_source = config.get("samf", {}).get("source") or {}
     if samf_source.get("format") == "unihall" and not samf_source.get("path"):
         raise ConfigError("config key 'samf.source.path': required for a unihall source")
@@ -142,8 +147,8 @@ def stage_plan(config: dict) -> dict[str, str | None]:
     for method in ("caos", "diagnosis", "cedi"):
         if not config[method]["enabled"]:
             plan[method] = f"{method}.enabled is false"
-        elif plan["ode"]:
-            plan[method] = no_release
+        elif plan["ode"] and not (method == "cedi" and config["cedi"].get("source", "ode") != "ode"):
+            plan[method] = no_release  # CEDI on Visual Genome / COCO scene graphs needs no ODE release
         elif not method_models(config, method):
             plan[method] = f"no model selected ({method}.models / models.*.skip)"
         else:
