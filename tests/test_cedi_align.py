@@ -79,6 +79,15 @@ def test_risk_weighted_and_per_risk_level(result):
     assert by["2"]["kappa"] == round((1 / 3 - 5 / 9) / (1 - 5 / 9), 6)  # p_e = (1·1 + 2·2) / 9
 
 
+def test_risk_levels_from_the_metric_file():
+    labels = [{"instance_id": r["id"], "human": r["human"]} for r in read_rows(FIX / "labels.csv")]
+    samf_like = [{"instance_id": r["id"], "risk_level": risk, "ghr": r["ghr"]}
+                 for r, risk in zip(read_rows(FIX / "metrics.jsonl"), RISK)]
+    res = align(labels, {"standard.parquet": samf_like}, random_seed=None)
+    assert res["human"]["risk_column"] == "standard.parquet:risk_level" and list(res["metrics"]) == ["ghr"]
+    assert res["metrics"]["ghr"]["risk_weighted"]["kappa"] == round(52 / 112, 6)  # as with the labels' own risks
+
+
 def test_random_chance_row_and_auto_metrics():
     res = align(read_rows(FIX / "labels.csv"), {"m.jsonl": read_rows(FIX / "metrics.jsonl")})
     # n_claims is bookkeeping, not a metric; the random row is seeded (same numbers on every run)

@@ -39,12 +39,14 @@ CLI_DESCRIPTION = (
 )
 CLI_EPILOG = """human labels: CSV (or TSV/JSONL/JSON/parquet) with an id column (id, instance_id, question_id,
   query_id, conversation_id or image_id), a label column (human, label, hallucinated, count or score: 0 = no
-  hallucination, >0 = hallucinated; counts and scores feed the correlations) and optionally risk (1..5).
+  hallucination, >0 = hallucinated; counts and scores feed the correlations) and optionally risk (1..5; else the
+  metric file's risk / risk_level column, if any).
 metrics: one or more files of the same kinds, one row per item with the same id column; every numeric column is a
   metric unless --metric names some; JSON objects may hold the rows under conversations/rows/instances/results
   (so CEDI's grades.json works as it is: one row per conversation).
 examples:
-  halluflow align human --human labels.csv --metrics results/demo/fuzz/m/instances.parquet --metric ghr --metric ghs
+  halluflow align human --human labels.csv --metrics results/ode-demo/fuzz/MODEL/standard.parquet \
+      --metric ghr --metric bhr --metric ghs --threshold ghs=0.5   (risk levels taken from its risk_level column)
   halluflow align human --human cedi_human.csv --metrics results/demo/cedi/m/grades.json --metric ged_hal \\
       --out results/demo/align/cedi_m.json"""
 
@@ -255,6 +257,7 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
             raise InputError(f"{human_source}: row {i} ({id_col} {key}): {risk_col} must be a number >= 0")
         human[key] = (value, risk)
 
+    risk_from = risk_col
     default_t, per_t = _thresholds(thresholds)
     values: dict[str, dict[str, float]] = {}  # metric → id → value
     unmatched: dict[str, int] = {}
@@ -278,6 +281,13 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
                 raise InputError(f"{source}: row {i}: duplicate {mid} {key!r} (one row per item; filter the file first)")
             seen.add(key)
         unmatched[source] = sum(1 for k in human if k not in seen)
+        metric_risk = next((c for c in RISK_COLUMNS if c in mcols), None)
+        if risk_col is None and metric_risk:  # e.g. SAMF's standard.parquet carries each instance's risk_level
+            for i, r in enumerate(rows):
+                key = str(r.get(mid, "")).strip()
+                if key in human and human[key][1] is None:
+                    human[key] = (human[key][0], _number(r.get(metric_risk), f"{source}: row {i} column {metric_risk}"))
+            risk_from = f"{source}:{metric_risk}"
         for c in chosen:
             name = c if c not in values else f"{Path(source).stem}:{c}"  # same column in two files
             values[name] = {}
@@ -306,8 +316,8 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
         m = [by_id[k] for k in ids]
         t = per_t.get(name, per_t.get(name.split(":")[-1], default_t))
         entry = {"threshold": t, "overall": agreement(h, m, human_threshold, t)}
-        if risk_col:
-            risks = [human[k][1] for k in ids]
+        risks = [human[k][1] for k in ids]
+        if risk_from and all(r is not None and r >= 0 for r in risks):
             entry["risk_weighted"] = agreement(h, m, human_threshold, t, weights=risks)
             levels = sorted(set(risks))
             entry["by_risk"] = {
@@ -317,7 +327,7 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
             }
         out_metrics[name] = entry
     return {
-        "human": {"source": human_source, "id_column": id_col, "label_column": label_col, "risk_column": risk_col,
+        "human": {"source": human_source, "id_column": id_col, "label_column": label_col, "risk_column": risk_from,
                   "n": len(human), "threshold": human_threshold,
                   "n_hallucinated": sum(1 for v, _ in human.values() if v > human_threshold)},
         "unmatched": unmatched,
