@@ -20,8 +20,33 @@ import time
 from halluflow.cedi.ged import scene_graph_ged
 from halluflow.cedi.scene_graph import SceneGraph
 
-NAMES = ["dog", "cat", "tree", "sky", "car", "person", "bench", "grass", "ball", "table", "window", "shirt", "road",
-         "building", "cloud", "hat", "bag", "chair", "plate", "cup", "lamp", "sign", "pole", "wheel", "fence"]
+NAMES = [
+    "dog",
+    "cat",
+    "tree",
+    "sky",
+    "car",
+    "person",
+    "bench",
+    "grass",
+    "ball",
+    "table",
+    "window",
+    "shirt",
+    "road",
+    "building",
+    "cloud",
+    "hat",
+    "bag",
+    "chair",
+    "plate",
+    "cup",
+    "lamp",
+    "sign",
+    "pole",
+    "wheel",
+    "fence",
+]
 ATTRS = ["red", "big", "sleeping", "wooden", "running", "green", "white", "small", "open", "metal"]
 PREDS = ["on", "next to", "in", "under", "holding", "behind", "wearing"]
 
@@ -29,11 +54,14 @@ PREDS = ["on", "next to", "in", "under", "holding", "behind", "wearing"]
 def random_graph(rng: random.Random, n: int) -> dict:
     """n objects, names drawn WITH replacement (repeated names = instances, the hard case for GED: many equally
     cheap matchings), about 1.2 n relations. Compared with instances="keep", i.e. as given."""
-    objects = [{"id": f"o{i}", "name": rng.choice(NAMES), "attributes": rng.sample(ATTRS, rng.randint(0, 2))}
-               for i in range(n)]
+    objects = [
+        {"id": f"o{i}", "name": rng.choice(NAMES), "attributes": rng.sample(ATTRS, rng.randint(0, 2))} for i in range(n)
+    ]
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
-    relations = [{"subject": f"o{a}", "predicate": rng.choice(PREDS), "object": f"o{b}"}
-                 for a, b in rng.sample(pairs, min(len(pairs), int(1.2 * n)))]
+    relations = [
+        {"subject": f"o{a}", "predicate": rng.choice(PREDS), "object": f"o{b}"}
+        for a, b in rng.sample(pairs, min(len(pairs), int(1.2 * n)))
+    ]
     return {"objects": objects, "relations": relations}
 
 
@@ -89,23 +117,43 @@ def main() -> None:
                 times.append(time.perf_counter() - t)
                 exact += res.exact
                 geds.append(res.ged)
-                rows.append({"nodes": n, "solver": solver, "ged": res.ged, "ged_hal": res.ged_hal,
-                             "ged_miss": res.ged_miss, "exact": res.exact, "seconds": round(times[-1], 4)})
+                rows.append(
+                    {
+                        "nodes": n,
+                        "solver": solver,
+                        "ged": res.ged,
+                        "ged_hal": res.ged_hal,
+                        "ged_miss": res.ged_miss,
+                        "exact": res.exact,
+                        "seconds": round(times[-1], 4),
+                    }
+                )
             per_solver[solver] = geds
-            summary.append({"nodes": n, "solver": solver, "pairs": len(cases),
-                            "median_s": round(statistics.median(times), 4), "max_s": round(max(times), 4),
-                            "exact_share": round(exact / len(cases), 3), "mean_ged": round(statistics.mean(geds), 2)})
+            summary.append(
+                {
+                    "nodes": n,
+                    "solver": solver,
+                    "pairs": len(cases),
+                    "median_s": round(statistics.median(times), 4),
+                    "max_s": round(max(times), 4),
+                    "exact_share": round(exact / len(cases), 3),
+                    "mean_ged": round(statistics.mean(geds), 2),
+                }
+            )
         if len(per_solver) == 2:
             a, b = per_solver.values()
             summary[-1]["pairs_where_bound_exceeds_exact"] = sum(1 for x, y in zip(a, b) if y > x)
     print(f"{'nodes':>5} {'solver':>9} {'median s':>9} {'max s':>8} {'exact':>6} {'mean GED':>9}")
     for s in summary:
-        print(f"{s['nodes']:>5} {s['solver']:>9} {s['median_s']:>9} {s['max_s']:>8} {s['exact_share']:>6} "
-              f"{s['mean_ged']:>9}")
+        print(
+            f"{s['nodes']:>5} {s['solver']:>9} {s['median_s']:>9} {s['max_s']:>8} {s['exact_share']:>6} "
+            f"{s['mean_ged']:>9}"
+        )
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"summary": summary, "rows": rows, "timeout_s": args.timeout, "pairing": args.pairing}, fh,
-                      indent=2)
+            json.dump(
+                {"summary": summary, "rows": rows, "timeout_s": args.timeout, "pairing": args.pairing}, fh, indent=2
+            )
 
 
 if __name__ == "__main__":

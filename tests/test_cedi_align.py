@@ -30,8 +30,12 @@ def ranks_by_hand(values):
 
 @pytest.fixture(scope="module")
 def result():
-    return align(read_rows(FIX / "labels.csv"), {str(FIX / "metrics.jsonl"): read_rows(FIX / "metrics.jsonl")},
-                 metrics=["ghr", "ghs"], thresholds=["ghs=0.5"])
+    return align(
+        read_rows(FIX / "labels.csv"),
+        {str(FIX / "metrics.jsonl"): read_rows(FIX / "metrics.jsonl")},
+        metrics=["ghr", "ghs"],
+        thresholds=["ghs=0.5"],
+    )
 
 
 def test_binary_statistics_by_hand(result):
@@ -70,7 +74,9 @@ def test_risk_weighted_and_per_risk_level(result):
     mh = sum(a * b for a, b in zip(w, HUMAN)) / sum(w)
     mg = sum(a * b for a, b in zip(w, GHR)) / sum(w)
     cov = sum(a * (h - mh) * (g - mg) for a, h, g in zip(w, HUMAN, GHR))
-    r = cov / math.sqrt(sum(a * (h - mh) ** 2 for a, h in zip(w, HUMAN)) * sum(a * (g - mg) ** 2 for a, g in zip(w, GHR)))
+    r = cov / math.sqrt(
+        sum(a * (h - mh) ** 2 for a, h in zip(w, HUMAN)) * sum(a * (g - mg) ** 2 for a, g in zip(w, GHR))
+    )
     assert rw["pearson"] == pytest.approx(r, abs=1e-6)
     by = result["metrics"]["ghr"]["by_risk"]
     assert sorted(by) == ["1", "2", "3"]
@@ -81,8 +87,10 @@ def test_risk_weighted_and_per_risk_level(result):
 
 def test_risk_levels_from_the_metric_file():
     labels = [{"instance_id": r["id"], "human": r["human"]} for r in read_rows(FIX / "labels.csv")]
-    samf_like = [{"instance_id": r["id"], "risk_level": risk, "ghr": r["ghr"]}
-                 for r, risk in zip(read_rows(FIX / "metrics.jsonl"), RISK)]
+    samf_like = [
+        {"instance_id": r["id"], "risk_level": risk, "ghr": r["ghr"]}
+        for r, risk in zip(read_rows(FIX / "metrics.jsonl"), RISK)
+    ]
     res = align(labels, {"standard.parquet": samf_like}, random_seed=None)
     assert res["human"]["risk_column"] == "standard.parquet:risk_level" and list(res["metrics"]) == ["ghr"]
     assert res["metrics"]["ghr"]["risk_weighted"]["kappa"] == round(52 / 112, 6)  # as with the labels' own risks
@@ -97,32 +105,76 @@ def test_random_chance_row_and_auto_metrics():
 
 
 def test_cedi_grades_json_grader_human_correlation(tmp_path):
-    grades = {"conversations": [
-        {"conversation_id": f"c{i}", "ged": g + 1, "ged_hal": g, "ged_miss": 1, "exact": True, "truth_nodes": 4,
-         "timeout_s": 30.0, "turns": 8, "turn_hallucination": {"n": 8, "rate": g / 8}}
-        for i, g in enumerate([0, 3, 1, 5])]}
+    grades = {
+        "conversations": [
+            {
+                "conversation_id": f"c{i}",
+                "ged": g + 1,
+                "ged_hal": g,
+                "ged_miss": 1,
+                "exact": True,
+                "truth_nodes": 4,
+                "timeout_s": 30.0,
+                "turns": 8,
+                "turn_hallucination": {"n": 8, "rate": g / 8},
+            }
+            for i, g in enumerate([0, 3, 1, 5])
+        ]
+    }
     (tmp_path / "grades.json").write_text(json.dumps(grades))
     (tmp_path / "human.csv").write_text("conversation_id,count\nc0,0\nc1,2\nc2,1\nc3,4\n")
-    res = align(read_rows(tmp_path / "human.csv"), {"grades.json": read_rows(tmp_path / "grades.json")},
-                random_seed=None)
+    res = align(
+        read_rows(tmp_path / "human.csv"), {"grades.json": read_rows(tmp_path / "grades.json")}, random_seed=None
+    )
     assert sorted(res["metrics"]) == ["ged", "ged_hal", "ged_miss", "turn_hallucination.rate"]
     assert res["metrics"]["ged_hal"]["overall"]["spearman"] == 1.0  # same order: 0 < 1 < 3 < 5 vs 0 < 1 < 2 < 4
     assert res["metrics"]["ged_hal"]["overall"]["pearson"] == pytest.approx(
-        statistics.correlation([0, 2, 1, 4], [0, 3, 1, 5]), abs=1e-6)
+        statistics.correlation([0, 2, 1, 4], [0, 3, 1, 5]), abs=1e-6
+    )
     assert res["metrics"]["ged_miss"]["overall"]["pearson"] is None  # constant: r undefined, not 0
 
 
 def test_cli_json_and_bad_inputs(tmp_path):
     out = tmp_path / "align.json"
-    run = subprocess.run([sys.executable, "-m", "halluflow.cli", "align", "human", "--human", str(FIX / "labels.csv"),
-                          "--metrics", str(FIX / "metrics.jsonl"), "--metric", "ghr", "--out", str(out)],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "halluflow.cli",
+            "align",
+            "human",
+            "--human",
+            str(FIX / "labels.csv"),
+            "--metrics",
+            str(FIX / "metrics.jsonl"),
+            "--metric",
+            "ghr",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     printed = json.loads(run.stdout)
     assert printed == json.loads(out.read_text())
     assert printed["metrics"]["ghr"]["overall"]["kappa"] == 0.5 and "random" in printed["metrics"]
     (tmp_path / "bad.csv").write_text("id,human\ni1,maybe\n")
-    bad = subprocess.run([sys.executable, "-m", "halluflow.cli", "align", "human", "--human", str(tmp_path / "bad.csv"),
-                          "--metrics", str(FIX / "metrics.jsonl")], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "halluflow.cli",
+            "align",
+            "human",
+            "--human",
+            str(tmp_path / "bad.csv"),
+            "--metrics",
+            str(FIX / "metrics.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "bad.csv" in bad.stderr and "human" in bad.stderr and "Traceback" not in bad.stderr
     with pytest.raises(InputError, match="no 'id' column"):
         align([{"id": "i1", "human": 1}], {"x.json": [{"qid": "i1", "ghr": 1}]})

@@ -6,17 +6,29 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import shared_data
 
 from halluflow.backends.base import LLM, BackendInfo
 from halluflow.cedi.examiner import Examiner, Scene
 from halluflow.cedi.parser import (
-    TruthView, Vocabulary, answer_label, delta_con, extract, judge_turn, llm_parse, predicted_graph, turn_claims,
+    TruthView,
+    Vocabulary,
+    answer_label,
+    delta_con,
+    extract,
+    judge_turn,
+    llm_parse,
+    predicted_graph,
+    turn_claims,
 )
 from halluflow.cedi.scene_graph import (
-    SceneGraph, Synonyms, coco_scene_graphs, ode_scene_graph, visual_genome_scene_graph,
+    SceneGraph,
+    Synonyms,
+    coco_scene_graphs,
+    ode_scene_graph,
+    visual_genome_scene_graph,
 )
 from halluflow.errors import InputError
-from conftest import shared_data
 
 
 @pytest.fixture

@@ -18,17 +18,33 @@ from halluflow.errors import ConfigError, InputError
 def write_vg(root: Path) -> tuple[Path, Path]:
     """Three VG entries in the official layout (names lists, relationships with subject_id/object_id)."""
     entries = [
-        {"image_id": 101, "objects": [
-            {"object_id": 1, "names": ["man"], "attributes": ["tall"]},
-            {"object_id": 2, "names": ["horse"], "attributes": ["brown"]},
-            {"object_id": 3, "names": ["tree"]}, {"object_id": 4, "names": ["tree"]}],
-         "relationships": [{"subject_id": 1, "predicate": "riding", "object_id": 2},
-                           {"subject_id": 2, "predicate": "near", "object_id": 3}]},
-        {"image_id": 102, "objects": [{"object_id": 5, "names": ["man"]}, {"object_id": 6, "names": ["dog"]},
-                                      {"object_id": 7, "names": ["frisbee"], "attributes": ["red"]}],
-         "relationships": [{"subject": {"object_id": 5}, "predicate": "holding", "object": {"object_id": 7}}]},
-        {"image_id": 103, "objects": [{"object_id": 8, "names": ["horse"]}, {"object_id": 9, "names": ["fence"]}],
-         "relationships": []},
+        {
+            "image_id": 101,
+            "objects": [
+                {"object_id": 1, "names": ["man"], "attributes": ["tall"]},
+                {"object_id": 2, "names": ["horse"], "attributes": ["brown"]},
+                {"object_id": 3, "names": ["tree"]},
+                {"object_id": 4, "names": ["tree"]},
+            ],
+            "relationships": [
+                {"subject_id": 1, "predicate": "riding", "object_id": 2},
+                {"subject_id": 2, "predicate": "near", "object_id": 3},
+            ],
+        },
+        {
+            "image_id": 102,
+            "objects": [
+                {"object_id": 5, "names": ["man"]},
+                {"object_id": 6, "names": ["dog"]},
+                {"object_id": 7, "names": ["frisbee"], "attributes": ["red"]},
+            ],
+            "relationships": [{"subject": {"object_id": 5}, "predicate": "holding", "object": {"object_id": 7}}],
+        },
+        {
+            "image_id": 103,
+            "objects": [{"object_id": 8, "names": ["horse"]}, {"object_id": 9, "names": ["fence"]}],
+            "relationships": [],
+        },
     ]
     images = root / "VG_100K"
     images.mkdir(parents=True)
@@ -46,24 +62,33 @@ class ScriptedVLM:
         return BackendInfo("vlm", "scripted", "scripted", stand_in=True)
 
     def answer(self, requests):
-        return ["Yes, there is a dog." if r.prompt.rstrip().endswith("?") and r.prompt.split()[-1] != "detail."
-                else "A dog." for r in requests]
+        return [
+            "Yes, there is a dog."
+            if r.prompt.rstrip().endswith("?") and r.prompt.split()[-1] != "detail."
+            else "A dog."
+            for r in requests
+        ]
 
 
 def run_source(tmp_path, cedi):
-    cfg = {"seed": 1, "cedi": {"images": 3, "examiners": ["cedi"], "history": ["with"], "max_rounds": 7,
-                               "min_end_round": 6, **cedi}}
+    cfg = {
+        "seed": 1,
+        "cedi": {"images": 3, "examiners": ["cedi"], "history": ["with"], "max_rounds": 7, "min_end_round": 6, **cedi},
+    }
     out = tmp_path / "out"
     n = examine_model(cfg, {"name": "m"}, None, None, out / "t.parquet", out / "truth.json", vlm=ScriptedVLM())
-    grades = grade_model(cfg, out / "t.parquet", out / "truth.json", None, out / "g.json", out / "p.parquet",
-                         out / "pred.json")
+    grades = grade_model(
+        cfg, out / "t.parquet", out / "truth.json", None, out / "g.json", out / "p.parquet", out / "pred.json"
+    )
     return n, grades, json.loads((out / "truth.json").read_text())
 
 
 def test_visual_genome_source(tmp_path):
     sg_file, images = write_vg(tmp_path / "vg")
-    n, grades, truth = run_source(tmp_path, {"source": "visual_genome", "scene_graphs": str(sg_file),
-                                             "images_dir": str(images), "ged_normalizer": 150})
+    n, grades, truth = run_source(
+        tmp_path,
+        {"source": "visual_genome", "scene_graphs": str(sg_file), "images_dir": str(images), "ged_normalizer": 150},
+    )
     assert truth["source"] == "visual_genome" and sorted(truth["graphs"]) == ["101", "102", "103"]
     g101 = truth["graphs"]["101"]
     assert sorted(o["name"] for o in g101["objects"]) == ["horse", "man", "tree"]  # two trees: one node
@@ -83,15 +108,18 @@ def test_visual_genome_source(tmp_path):
 def test_coco_source_and_bad_settings(tmp_path):
     images = tmp_path / "val2017"
     images.mkdir()
-    coco = {"images": [{"id": 7, "file_name": "000000000007.jpg"}, {"id": 8, "file_name": "000000000008.jpg"}],
-            "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}],
-            "annotations": [{"id": i, "image_id": 7, "category_id": 1} for i in range(3)]
-            + [{"id": 9, "image_id": 8, "category_id": 18}, {"id": 10, "image_id": 8, "category_id": 1}]}
+    coco = {
+        "images": [{"id": 7, "file_name": "000000000007.jpg"}, {"id": 8, "file_name": "000000000008.jpg"}],
+        "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}],
+        "annotations": [{"id": i, "image_id": 7, "category_id": 1} for i in range(3)]
+        + [{"id": 9, "image_id": 8, "category_id": 18}, {"id": 10, "image_id": 8, "category_id": 1}],
+    }
     for img in coco["images"]:
         Image.new("RGB", (8, 8)).save(images / img["file_name"])
     (tmp_path / "instances.json").write_text(json.dumps(coco))
-    _, grades, truth = run_source(tmp_path, {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"),
-                                             "images_dir": str(images)})
+    _, grades, truth = run_source(
+        tmp_path, {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"), "images_dir": str(images)}
+    )
     assert [o["name"] for o in truth["graphs"]["7"]["objects"]] == ["person"]  # three persons, one node
     assert truth["graphs"]["7"]["neighbours"] == ["dog"]
     with pytest.raises(ConfigError, match="cedi.images_dir"):
@@ -100,8 +128,15 @@ def test_coco_source_and_bad_settings(tmp_path):
         run_source(tmp_path / "y", {"source": "gqa"})
     (images / "000000000008.jpg").unlink()
     with pytest.raises(InputError, match="000000000008.jpg"):
-        run_source(tmp_path / "z", {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"),
-                                    "images_dir": str(images), "images": 2})
+        run_source(
+            tmp_path / "z",
+            {
+                "source": "coco",
+                "scene_graphs": str(tmp_path / "instances.json"),
+                "images_dir": str(images),
+                "images": 2,
+            },
+        )
 
 
 def test_cedi_on_annotations_is_planned_without_an_ode_release(repo):

@@ -138,8 +138,10 @@ def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str],
         return wanted
     found = next((c for c in candidates if c in columns), None)
     if found is None:
-        raise InputError(f"{source}: none of the {what} columns {', '.join(candidates)} is present "
-                         f"(columns: {', '.join(columns)}); name one with the matching option")
+        raise InputError(
+            f"{source}: none of the {what} columns {', '.join(candidates)} is present "
+            f"(columns: {', '.join(columns)}); name one with the matching option"
+        )
     return found
 
 
@@ -177,8 +179,13 @@ def pearson(x: Sequence[float], y: Sequence[float], w: Sequence[float] | None = 
     return sxy / math.sqrt(sxx * syy)
 
 
-def agreement(human: Sequence[float], metric: Sequence[float], human_threshold: float, threshold: float,
-              weights: Sequence[float] | None = None) -> dict:
+def agreement(
+    human: Sequence[float],
+    metric: Sequence[float],
+    human_threshold: float,
+    threshold: float,
+    weights: Sequence[float] | None = None,
+) -> dict:
     """Accuracy, precision, recall, F1 and Cohen's kappa of the decisions, Pearson and Spearman of the values."""
     w = list(weights) if weights is not None else [1.0] * len(human)
     tp = fp = fn = tn = 0.0
@@ -203,10 +210,15 @@ def agreement(human: Sequence[float], metric: Sequence[float], human_threshold: 
     r = pearson(human, metric, w)
     rho = pearson(midranks(human), midranks(metric), w)
     return {
-        "n": len(human), "weight": round(total, 6),
-        "accuracy": ratio(tp + tn, total), "precision": ratio(tp, tp + fp), "recall": ratio(tp, tp + fn),
-        "f1": ratio(2 * tp, 2 * tp + fp + fn), "kappa": None if kappa is None else round(kappa, 6),
-        "pearson": None if r is None else round(r, 6), "spearman": None if rho is None else round(rho, 6),
+        "n": len(human),
+        "weight": round(total, 6),
+        "accuracy": ratio(tp + tn, total),
+        "precision": ratio(tp, tp + fp),
+        "recall": ratio(tp, tp + fn),
+        "f1": ratio(2 * tp, 2 * tp + fp + fn),
+        "kappa": None if kappa is None else round(kappa, 6),
+        "pearson": None if r is None else round(r, 6),
+        "spearman": None if rho is None else round(rho, 6),
         "confusion": {"tp": round(tp, 6), "fp": round(fp, 6), "fn": round(fn, 6), "tn": round(tn, 6)},
     }
 
@@ -229,10 +241,18 @@ def _thresholds(specs: Sequence[str]) -> tuple[float, dict[str, float]]:
     return default, per
 
 
-def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Sequence[Mapping[str, Any]]],
-          human_source: str = "human labels", id_column: str | None = None, human_column: str | None = None,
-          risk_column: str | None = None, metrics: Sequence[str] = (), thresholds: Sequence[str] = (),
-          human_threshold: float = 0.0, random_seed: int | None = 0) -> dict:
+def align(
+    human_rows: Sequence[Mapping[str, Any]],
+    metric_files: Mapping[str, Sequence[Mapping[str, Any]]],
+    human_source: str = "human labels",
+    id_column: str | None = None,
+    human_column: str | None = None,
+    risk_column: str | None = None,
+    metrics: Sequence[str] = (),
+    thresholds: Sequence[str] = (),
+    human_threshold: float = 0.0,
+    random_seed: int | None = 0,
+) -> dict:
     """Alignment of every metric column with the human labels; see the module docstring."""
     if not human_rows:
         raise InputError(f"{human_source}: no rows")
@@ -266,19 +286,32 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
             raise InputError(f"{source}: no rows")
         mcols = sorted({c for r in rows for c in r})
         if id_col not in mcols:
-            raise InputError(f"{source}: no {id_col!r} column to join with {human_source} (columns: {', '.join(mcols)})")
+            raise InputError(
+                f"{source}: no {id_col!r} column to join with {human_source} (columns: {', '.join(mcols)})"
+            )
         mid = id_col
         if metrics:
             chosen = [m for m in metrics if m in mcols]
         else:
-            chosen = [c for c in mcols if c != mid and c not in RISK_COLUMNS and not _NOT_METRICS.search(c)
-                      and all(r.get(c) is None or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
-                              for r in rows) and any(r.get(c) is not None for r in rows)]
+            chosen = [
+                c
+                for c in mcols
+                if c != mid
+                and c not in RISK_COLUMNS
+                and not _NOT_METRICS.search(c)
+                and all(
+                    r.get(c) is None or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
+                    for r in rows
+                )
+                and any(r.get(c) is not None for r in rows)
+            ]
         seen: set[str] = set()
         for i, r in enumerate(rows):
             key = str(r.get(mid, "")).strip()
             if key in seen:
-                raise InputError(f"{source}: row {i}: duplicate {mid} {key!r} (one row per item; filter the file first)")
+                raise InputError(
+                    f"{source}: row {i}: duplicate {mid} {key!r} (one row per item; filter the file first)"
+                )
             seen.add(key)
         unmatched[source] = sum(1 for k in human if k not in seen)
         metric_risk = next((c for c in RISK_COLUMNS if c in mcols), None)
@@ -321,15 +354,25 @@ def align(human_rows: Sequence[Mapping[str, Any]], metric_files: Mapping[str, Se
             entry["risk_weighted"] = agreement(h, m, human_threshold, t, weights=risks)
             levels = sorted(set(risks))
             entry["by_risk"] = {
-                _level(lv): agreement([x for x, r in zip(h, risks) if r == lv], [x for x, r in zip(m, risks) if r == lv],
-                                      human_threshold, t)
+                _level(lv): agreement(
+                    [x for x, r in zip(h, risks) if r == lv],
+                    [x for x, r in zip(m, risks) if r == lv],
+                    human_threshold,
+                    t,
+                )
                 for lv in levels
             }
         out_metrics[name] = entry
     return {
-        "human": {"source": human_source, "id_column": id_col, "label_column": label_col, "risk_column": risk_from,
-                  "n": len(human), "threshold": human_threshold,
-                  "n_hallucinated": sum(1 for v, _ in human.values() if v > human_threshold)},
+        "human": {
+            "source": human_source,
+            "id_column": id_col,
+            "label_column": label_col,
+            "risk_column": risk_from,
+            "n": len(human),
+            "threshold": human_threshold,
+            "n_hallucinated": sum(1 for v, _ in human.values() if v > human_threshold),
+        },
         "unmatched": unmatched,
         "metrics": out_metrics,
     }
@@ -348,8 +391,14 @@ def table_rows(result: Mapping[str, Any]) -> list[dict]:
             parts.append(("risk-weighted", entry["risk_weighted"]))
             parts += [(f"risk {lv}", s) for lv, s in entry.get("by_risk", {}).items()]
         for analysis, s in parts:
-            rows.append({"metric": name, "analysis": analysis, "n": s["n"],
-                         **{k: s[k] for k in ("accuracy", "recall", "f1", "kappa", "pearson", "spearman")}})
+            rows.append(
+                {
+                    "metric": name,
+                    "analysis": analysis,
+                    "n": s["n"],
+                    **{k: s[k] for k in ("accuracy", "recall", "f1", "kappa", "pearson", "spearman")},
+                }
+            )
     return rows
 
 
@@ -359,17 +408,30 @@ def table_rows(result: Mapping[str, Any]) -> list[dict]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--human", required=True, help="human labels file (one row per item)")
     parser.add_argument("--metrics", required=True, nargs="+", help="metric file(s), one row per item")
-    parser.add_argument("--metric", action="append", default=[], help="metric column to compare (repeatable); "
-                        "default: every numeric column that is not an id, risk or bookkeeping column")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="metric column to compare (repeatable); "
+        "default: every numeric column that is not an id, risk or bookkeeping column",
+    )
     parser.add_argument("--id-column", default=None, help=f"item id column (default: first of {', '.join(ID_COLUMNS)})")
-    parser.add_argument("--human-column", default=None,
-                        help=f"human label column (default: first of {', '.join(HUMAN_COLUMNS)})")
-    parser.add_argument("--risk-column", default=None, help="risk level column (default: risk or risk_level if present)")
-    parser.add_argument("--threshold", action="append", default=[],
-                        help="decision threshold: a metric value ABOVE it means hallucinated; NUMBER for every metric "
-                             "or METRIC=NUMBER (repeatable); default 0")
-    parser.add_argument("--human-threshold", type=float, default=0.0,
-                        help="a human label above this is a hallucination (default 0)")
+    parser.add_argument(
+        "--human-column", default=None, help=f"human label column (default: first of {', '.join(HUMAN_COLUMNS)})"
+    )
+    parser.add_argument(
+        "--risk-column", default=None, help="risk level column (default: risk or risk_level if present)"
+    )
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        help="decision threshold: a metric value ABOVE it means hallucinated; NUMBER for every metric "
+        "or METRIC=NUMBER (repeatable); default 0",
+    )
+    parser.add_argument(
+        "--human-threshold", type=float, default=0.0, help="a human label above this is a hallucination (default 0)"
+    )
     parser.add_argument("--random-seed", type=int, default=0, help="seed of the random chance row")
     parser.add_argument("--no-random", action="store_true", help="leave out the random chance row")
     parser.add_argument("--out", default=None, help="also write the JSON here (atomically)")
@@ -378,10 +440,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     human = read_rows(args.human)
     files = {str(p): read_rows(p) for p in args.metrics}
-    result = align(human, files, human_source=str(args.human), id_column=args.id_column,
-                   human_column=args.human_column, risk_column=args.risk_column, metrics=args.metric,
-                   thresholds=args.threshold, human_threshold=args.human_threshold,
-                   random_seed=None if args.no_random else args.random_seed)
+    result = align(
+        human,
+        files,
+        human_source=str(args.human),
+        id_column=args.id_column,
+        human_column=args.human_column,
+        risk_column=args.risk_column,
+        metrics=args.metric,
+        thresholds=args.threshold,
+        human_threshold=args.human_threshold,
+        random_seed=None if args.no_random else args.random_seed,
+    )
     if args.out:
         write_json(args.out, result)
     sys.stdout.write(dumps_json(result))

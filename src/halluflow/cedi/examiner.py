@@ -430,7 +430,7 @@ class Examiner:
             q.switch_source = source
             out.append((c, q))
         if self.llm_writer:
-            for (c, q), reply in zip(out, self._chat([rewrite_messages(c.context, q) for c, q in out])):
+            for (_, q), reply in zip(out, self._chat([rewrite_messages(c.context, q) for c, q in out])):
                 text = parse_rewrite(reply, q)
                 if text:
                     q.text, q.source = text, "llm"

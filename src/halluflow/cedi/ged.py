@@ -200,16 +200,17 @@ def _milp_path(g1: nx.DiGraph, g2: nx.DiGraph, timeout: float) -> tuple[list, li
         r += 1
     # Edge substitution needs both endpoint substitutions. Grouping the edges by endpoint (sum over the edges leaving
     # k of y[e,.] <= x[i,k], and so on) is what makes F2's relaxation tight.
-    by_source2: dict[int, list[int]] = {}
-    by_target2: dict[int, list[int]] = {}
-    by_source1: dict[int, list[int]] = {}
-    by_target1: dict[int, list[int]] = {}
+    # (edge index, node position) -> positions of the y variables in that group
+    by_source2: dict[tuple[int, int], list[int]] = {}
+    by_target2: dict[tuple[int, int], list[int]] = {}
+    by_source1: dict[tuple[int, int], list[int]] = {}
+    by_target1: dict[tuple[int, int], list[int]] = {}
     for p, (ei, fi) in enumerate(edge_pairs):
-        (i, j), (k, l) = e1[ei], e2[fi]
-        by_source2.setdefault((ei, pos2[k]), []).append(p)
-        by_target2.setdefault((ei, pos2[l]), []).append(p)
-        by_source1.setdefault((fi, pos1[i]), []).append(p)
-        by_target1.setdefault((fi, pos1[j]), []).append(p)
+        (head1, tail1), (head2, tail2) = e1[ei], e2[fi]
+        by_source2.setdefault((ei, pos2[head2]), []).append(p)
+        by_target2.setdefault((ei, pos2[tail2]), []).append(p)
+        by_source1.setdefault((fi, pos1[head1]), []).append(p)
+        by_target1.setdefault((fi, pos1[tail1]), []).append(p)
     groups = [(ps, e1[key[0]][0], key[1], True) for key, ps in by_source2.items()]
     groups += [(ps, e1[key[0]][1], key[1], True) for key, ps in by_target2.items()]
     groups += [(ps, key[1], e2[key[0]][0], False) for key, ps in by_source1.items()]
@@ -246,7 +247,7 @@ def _milp_path(g1: nx.DiGraph, g2: nx.DiGraph, timeout: float) -> tuple[list, li
     edge_path, used1, used2 = [], set(), set()
     # read the edge substitutions off the node mapping (y is implied by x at the optimum; this avoids trusting a
     # fractional y from an interrupted solve)
-    for ei, (i, j) in enumerate(e1):
+    for i, j in e1:
         f = (mapping.get(i), mapping.get(j))
         if f[0] is not None and f[1] is not None and g2.has_edge(*f):
             edge_path.append(((i, j), f))

@@ -280,15 +280,17 @@ def visual_genome_scene_graph(entry: Mapping[str, Any], source: str = "visual ge
         objects.append({"id": str(obj["object_id"]), "name": names[0], "attributes": list(obj.get("attributes") or [])})
     ids = {o["id"] for o in objects}
     relations = []
-    for i, rel in enumerate(entry.get("relationships") or []):
-        def _id(key: str) -> str:
-            if f"{key}_id" in rel:
-                return str(rel[f"{key}_id"])
-            if isinstance(rel.get(key), Mapping) and "object_id" in rel[key]:
-                return str(rel[key]["object_id"])
-            raise InputError(f"{source}: relationships[{i}].{key}_id missing")
+    def _id(rel: Mapping[str, Any], i: int, key: str) -> str:
+        if f"{key}_id" in rel:
+            return str(rel[f"{key}_id"])
+        if isinstance(rel.get(key), Mapping) and "object_id" in rel[key]:
+            return str(rel[key]["object_id"])
+        raise InputError(f"{source}: relationships[{i}].{key}_id missing")
 
-        subj, obj_id = _id("subject"), _id("object")
+    for i, rel in enumerate(entry.get("relationships") or []):
+        if not isinstance(rel, Mapping):
+            raise InputError(f"{source}: relationships[{i}]: expected an object")
+        subj, obj_id = _id(rel, i, "subject"), _id(rel, i, "object")
         if subj not in ids or obj_id not in ids:
             # VG relationships may point at objects that were merged away: skip rather than invent an object.
             continue
