@@ -134,47 +134,20 @@ def test_cedi_grades_json_grader_human_correlation(tmp_path):
     assert res["metrics"]["ged_miss"]["overall"]["pearson"] is None  # constant: r undefined, not 0
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "halluflow.cli", "align", "human", *args], capture_output=True, text=True)
+
+
 def test_cli_json_and_bad_inputs(tmp_path):
     out = tmp_path / "align.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "halluflow.cli",
-            "align",
-            "human",
-            "--human",
-            str(FIX / "labels.csv"),
-            "--metrics",
-            str(FIX / "metrics.jsonl"),
-            "--metric",
-            "ghr",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    run = _cli("--human", str(FIX / "labels.csv"), "--metrics", str(FIX / "metrics.jsonl"), "--metric", "ghr",
+               "--out", str(out))
+    assert run.returncode == 0, run.stderr
     printed = json.loads(run.stdout)
     assert printed == json.loads(out.read_text())
     assert printed["metrics"]["ghr"]["overall"]["kappa"] == 0.5 and "random" in printed["metrics"]
     (tmp_path / "bad.csv").write_text("id,human\ni1,maybe\n")
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "halluflow.cli",
-            "align",
-            "human",
-            "--human",
-            str(tmp_path / "bad.csv"),
-            "--metrics",
-            str(FIX / "metrics.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bad = _cli("--human", str(tmp_path / "bad.csv"), "--metrics", str(FIX / "metrics.jsonl"))
     assert bad.returncode == 1 and "bad.csv" in bad.stderr and "human" in bad.stderr and "Traceback" not in bad.stderr
     with pytest.raises(InputError, match="no 'id' column"):
         align([{"id": "i1", "human": 1}], {"x.json": [{"qid": "i1", "ghr": 1}]})
