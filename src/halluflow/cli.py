@@ -68,6 +68,10 @@ def _build_top_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _build_top_parser()
+    # A group with one command may be called without its command name: `halluflow align --human ...`.
+    single = {g: [c for c in COMMANDS if c[0] == g] for g in {c[0] for c in COMMANDS}}
+    if argv and len(single.get(argv[0], [])) == 1 and argv[1:2] != [single[argv[0]][0][1]]:
+        argv.insert(1, single[argv[0]][0][1])
     positional = [a for a in argv if not a.startswith("-")]
     match = None
     if len(positional) >= 2:
