@@ -9,7 +9,7 @@ from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, oracle_members, resolve, resolve_llm
 from halluflow.models import stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
-from halluflow.progress import get_logger
+from snakemake.logging import logger
 
 try:
     validate_config(config)
@@ -31,7 +31,7 @@ NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():
     if _reason:
-        get_logger("halluflow.workflow").info("stage %s not planned: %s", _stage, _reason)
+        logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
 
 
 def enabled(stage):
