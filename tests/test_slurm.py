@@ -17,9 +17,7 @@ import subprocess
 
 import pytest
 import yaml
-
 from workflow_utils import REPO, copy_workflow, run_snakemake
-
 
 GPU_RULES = {"synthesize", "detect"}  # always on a GPU; answer only for models the resolver puts on one
 OPT_IN = "HALLUFLOW_TEST_SLURM"

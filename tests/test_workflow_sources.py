@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import SHARED_DATA
 from workflow_utils import REPO, copy_workflow, jobs_run, run_snakemake
 
