@@ -34,10 +34,6 @@ for _stage, _reason in STAGES.items():
         logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
 
 
-def enabled(stage):
-    return STAGES[stage] is None
-
-
 def name_pattern(names):
     """Wildcard constraint matching exactly these model names (dots and dashes included)."""
     return "|".join(re.escape(n) for n in names) or NEVER
@@ -122,10 +118,8 @@ def uses_default_llm(section, *keys):
 
 def get_caos_model_inputs(wildcards):
     # The extractor's LLM and the oracle members' folders (as the answer stage resolves them) are built first.
-    inputs = llm_inputs() if uses_default_llm("caos", "extractor") else []
-    for spec in oracle_members(config):
-        inputs += model_inputs(spec)
-    return sorted(set(inputs))
+    members = [f for spec in oracle_members(config) for f in model_inputs(spec)]
+    return sorted(set(members + (llm_inputs() if uses_default_llm("caos", "extractor") else [])))
 
 
 def get_caos_gpus(wildcards):
@@ -182,8 +176,7 @@ def stage_targets():
     """Final files of every planned stage (rule all = all of them)."""
     models = list(MODELS)
     targets = {
-        "ode": [rules.package_release.output.manifest],
-        "images": expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+        "ode": [rules.package_release.output.manifest, *expand(rules.detect.output.table, shard=IMAGE_SHARDS)],
         "answer": expand(rules.answer.output.answers, model=models, shard=ANSWER_SHARDS),
         "score": expand(list(rules.score.output), model=models)
         + ([rules.score_compare.output.comparison] if SOURCE["kind"] == "ode" else []),
@@ -196,8 +189,7 @@ def stage_targets():
         ),
         "report": [rules.report_summary.output.summary],
     }
-    targets["images"] = targets["images"] if enabled("ode") else []
-    return {stage: files for stage, files in targets.items() if enabled(stage if stage != "images" else "ode")}
+    return {stage: files for stage, files in targets.items() if STAGES[stage] is None}
 
 
 def get_final_output():
