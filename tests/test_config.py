@@ -213,3 +213,13 @@ def test_every_shipped_config_plans(tmp_path, name):
     proc = _dry_run(tmp_path, *files)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" not in proc.stdout + proc.stderr
+
+
+def test_unihall_file_is_not_read_while_planning(tmp_path):
+    """The training groups of a UniHall source come from samf_instances' split (a checkpoint): planning never opens
+    the user's file, so even a file that is not JSON yet plans (and samf_instances reports it when it runs)."""
+    unihall = tmp_path / "unihall.json"
+    unihall.write_text("not json yet")
+    proc = _dry_run(tmp_path, {"samf": {"source": {"format": "unihall", "path": str(unihall)}}})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "samf_instances" in proc.stdout
