@@ -9,7 +9,7 @@ from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, oracle_members, resolve, resolve_llm
 from halluflow.models import stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
-from halluflow.progress import get_logger
+from snakemake.logging import logger
 
 try:
     validate_config(config)
@@ -31,11 +31,7 @@ NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():
     if _reason:
-        get_logger("halluflow.workflow").info("stage %s not planned: %s", _stage, _reason)
-
-
-def enabled(stage):
-    return STAGES[stage] is None
+        logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
 
 
 def name_pattern(names):
@@ -122,10 +118,8 @@ def uses_default_llm(section, *keys):
 
 def get_caos_model_inputs(wildcards):
     # The extractor's LLM and the oracle members' folders (as the answer stage resolves them) are built first.
-    inputs = llm_inputs() if uses_default_llm("caos", "extractor") else []
-    for spec in oracle_members(config):
-        inputs += model_inputs(spec)
-    return sorted(set(inputs))
+    members = [f for spec in oracle_members(config) for f in model_inputs(spec)]
+    return sorted(set(members + (llm_inputs() if uses_default_llm("caos", "extractor") else [])))
 
 
 def get_caos_gpus(wildcards):
@@ -199,8 +193,7 @@ def stage_targets():
     """Final files of every planned stage (rule all = all of them)."""
     models = list(MODELS)
     targets = {
-        "ode": [rules.package_release.output.manifest],
-        "images": expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+        "ode": [rules.package_release.output.manifest, *expand(rules.detect.output.table, shard=IMAGE_SHARDS)],
         "answer": expand(rules.answer.output.answers, model=models, shard=ANSWER_SHARDS),
         "score": expand(list(rules.score.output), model=models)
         + ([rules.score_compare.output.comparison] if SOURCE["kind"] == "ode" else []),
@@ -213,8 +206,7 @@ def stage_targets():
         ),
         "report": [rules.report_summary.output.summary],
     }
-    targets["images"] = targets["images"] if enabled("ode") else []
-    return {stage: files for stage, files in targets.items() if enabled(stage if stage != "images" else "ode")}
+    return {stage: files for stage, files in targets.items() if STAGES[stage] is None}
 
 
 def get_final_output():

@@ -7,7 +7,8 @@ if SOURCE["kind"] == "ode":
     rule score:
         input:
             answers=get_model_answers,
-            queries=rules.make_queries.output.queries,
+            # an existing release (answer.source.path) brings its own questions
+            queries=f"{SOURCE['path']}/queries.parquet" if SOURCE["path"] else rules.make_queries.output.queries,
             nodes=rules.build_graph.output.nodes,
         output:
             scores=f"{OUT}/scores/{{model}}/answers.parquet",

@@ -1,13 +1,12 @@
-# Build a tiny random stand-in VLM (rule build_standin_vlm) with the shared stand-in machinery.
+# Rule build_standin_vlm: a tiny random stand-in VLM, built offline.
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
-from halluflow.backends.transformers_vlm import build_tiny_smolvlm
-from halluflow.standins import build_standin, builder_kinds, register_builder
+from halluflow import jobs
 
-if "smolvlm" not in builder_kinds():
-    register_builder("smolvlm", build_tiny_smolvlm)
-build = snakemake.params.build
-path = build_standin(build["builder"], snakemake.output.model, seed=build["seed"], **build["args"])
-log.info("built stand-in VLM %r (%s) into %s", snakemake.wildcards.vlm, build["builder"], path)
+jobs.build_standin_vlm(
+    build=snakemake.params.build,
+    out=snakemake.output.model,
+    name=snakemake.wildcards.vlm,
+)

@@ -1,3 +1,4 @@
+# Rule samf_compare: the standard / dynamic / fuzzed table of one model.
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -5,10 +6,10 @@ log = setup(snakemake)
 from halluflow.samf.workflow import run_compare
 
 run_compare(
-    snakemake.input.standard,
-    snakemake.input.fuzzed,
-    snakemake.wildcards.model,
-    snakemake.output.table,
-    snakemake.output.summary,
-    snakemake.input.dynamic,
+    standard_path=snakemake.input.standard,
+    fuzzed_path=snakemake.input.fuzzed,
+    model=snakemake.wildcards.model,
+    out_parquet=snakemake.output.table,
+    out_json=snakemake.output.summary,
+    dynamic_path=snakemake.input.dynamic,
 )

@@ -1,3 +1,4 @@
+# Rule samf_fuzzed_eval: the trained policies on the test instances (+ the random-policy dynamic setting).
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -7,19 +8,19 @@ from pathlib import Path
 from halluflow.samf.workflow import run_fuzzed
 
 run_fuzzed(
-    snakemake.params.samf,
-    snakemake.input.instances,
-    snakemake.input.split,
-    snakemake.input.trained,
-    snakemake.params.model,
-    snakemake.params.release_dir,
-    snakemake.params.models_cache,
-    snakemake.params.graph_dir,
-    snakemake.params.seed,
-    Path(snakemake.output.images).parent,
-    snakemake.output.policies,
-    snakemake.output.table,
-    snakemake.output.instances,
-    snakemake.output.dynamic,
-    snakemake.params.judges,
+    samf=snakemake.params.samf,
+    instances_path=snakemake.input.instances,
+    split_path=snakemake.input.split,
+    trained=snakemake.input.trained,
+    spec=snakemake.params.model,
+    release_dir=snakemake.params.release_dir,
+    models_cache=snakemake.params.models_cache,
+    graph_dir=snakemake.params.graph_dir,
+    seed=snakemake.params.seed,
+    out_dir=Path(snakemake.output.images).parent,  # the model's fuzz folder; images/ is written inside it
+    out_policies=snakemake.output.policies,
+    out_fuzzed=snakemake.output.table,
+    out_instances=snakemake.output.instances,
+    out_dynamic=snakemake.output.dynamic,
+    judges=snakemake.params.judges,
 )

@@ -1,3 +1,4 @@
+# Rule samf_train: the mutation-policy controller of one (subtype x question type) group.
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -5,15 +6,15 @@ log = setup(snakemake)
 from halluflow.samf.workflow import run_train
 
 run_train(
-    snakemake.params.samf,
-    snakemake.input.instances,
-    snakemake.input.split,
-    snakemake.params.model,
-    snakemake.wildcards.group,
-    snakemake.params.release_dir,
-    snakemake.params.models_cache,
-    snakemake.params.graph_dir,
-    snakemake.params.seed,
-    snakemake.output.policy,
-    snakemake.params.judges,
+    samf=snakemake.params.samf,
+    instances_path=snakemake.input.instances,
+    split_path=snakemake.input.split,
+    spec=snakemake.params.model,
+    group=snakemake.wildcards.group,
+    release_dir=snakemake.params.release_dir,
+    models_cache=snakemake.params.models_cache,
+    graph_dir=snakemake.params.graph_dir,
+    seed=snakemake.params.seed,
+    out=snakemake.output.policy,
+    judges=snakemake.params.judges,
 )

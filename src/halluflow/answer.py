@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
-from .devices import set_threads
 from .cache import RequestCache, request_key
+from .devices import set_threads
 from .errors import BackendError, ConfigError
 from .io import sha256_file, stable_hash, write_parquet
 from .models import resolve

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import ConfigError, InputError
-from .io import read_json, read_jsonl, safe_join
+from .io import read_json, safe_join
 
 SOURCE_KINDS = ("ode", "pope", "amber")
 
@@ -62,21 +62,27 @@ def _require(row: dict, keys: Iterable[str], where: str) -> None:
 
 
 def pope_queries(path: str | os.PathLike):
-    """POPE label file (JSONL or JSON array) → queries; label is the truth, "Is there a X in the image?" the target."""
+    """POPE label file (JSONL or JSON array) → queries; label is the truth, "Is there a X in the image?" the target.
+    Read with the POPE scorer's reader (halluflow.metrics.pope), so both accept exactly the same files."""
+    from .metrics.pope import _read_records
+
+    records = _read_records(path, ("question_id", "image", "text", "label"))
     rows = []
-    for i, r in enumerate(read_jsonl(path)):
-        _require(r, ("question_id", "image", "text"), f"{path}: item {i}")
-        m = _POPE_TARGET.match(str(r["text"]).strip())
-        label = r.get("label")
+    for i, r in enumerate(records.iter_rows(named=True)):
+        missing = [k for k in ("question_id", "image", "text") if r[k] is None]
+        if missing:
+            raise InputError(f"{path}: item {i}: missing key(s) {', '.join(missing)}")
+        m = _POPE_TARGET.match(r["text"].strip())
+        label = r["label"]
         rows.append(
             {
-                "query_id": str(r["question_id"]),
-                "image_id": Path(str(r["image"])).stem,
-                "image": str(r["image"]),
+                "query_id": r["question_id"],
+                "image_id": Path(r["image"]).stem,
+                "image": r["image"],
                 "task": "discriminative",
                 "query_type": "existence",
-                "question": str(r["text"]),
-                "truth": str(label).strip().lower() if label is not None else None,
+                "question": r["text"],
+                "truth": label.strip().lower() if label is not None else None,
                 "target": m.group(1) if m else None,
                 "objects": [],
             }

@@ -1,0 +1,149 @@
+"""One function per workflow rule whose job is more than a single library call: the ODE data stages, synthesis,
+detection, the stand-in VLM build and the report files. Each `scripts/<rule>.py` is one keyword call into this
+module, so what a job does can be run and tested without Snakemake, and the Snakefile stays free of logic.
+
+Paths are strings from the rule's input/output; every table is written atomically (halluflow.io).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from .io import write_parquet
+
+log = logging.getLogger("halluflow.jobs")
+
+
+def build_graph(graph: dict, nodes: str, edges: str, graphml: str, hallu: str) -> None:
+    """Rule build_graph: annotations (or the shipped seed) -> graph/{nodes,edges}.parquet + graph.graphml + G_H."""
+    from .ode.graph import build_graph_from_config, hallu_graph_from_config, write_graph
+
+    node_table, edge_table = build_graph_from_config(graph)
+    write_graph(node_table, edge_table, nodes_path=nodes, edges_path=edges, graphml_path=graphml)
+    hallu_table = hallu_graph_from_config(graph)  # empty unless a source annotates hallucination-prone objects
+    write_parquet(hallu, hallu_table)
+    log.info("graph from %s: %d nodes, %d edges, %d hallucination edges",
+             " + ".join(src["format"] for src in [graph["source"], *graph["extra_sources"]]), node_table.height,
+             edge_table.height, hallu_table.height)
+
+
+def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str) -> None:
+    """Rule sample_scenes: graph -> scenes (4 distributions x 2 pair kinds, seeded)."""
+    from .ode.graph import read_graph
+    from .ode.sampling import sample_scenes as sample
+
+    node_table, edge_table = read_graph(nodes, edges)
+    scenes = sample(node_table, edge_table, sampling["sizes"], seed, sampling["variants"],
+                    tuple(sampling["attribute_kinds"]))
+    write_parquet(out, scenes)
+    log.info("%d scenes: %s", scenes.height,
+             dict(scenes.group_by("distribution").len().sort("distribution").iter_rows()))
+
+
+def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int, seed: int, out: str) -> None:
+    """Rule make_prompts: scenes -> one prompt per image, seed per image, shard round-robin."""
+    from .ode.graph import read_graph
+    from .ode.prompts import make_prompts as make
+    from .ode.queries import detector_candidates
+
+    scene_table = pl.read_parquet(scenes)
+    node_table, edge_table = read_graph(nodes, edges)
+    extra = detector_candidates(scene_table, node_table, edge_table, prompts["detect_candidates"])
+    table = make(scene_table, seed=seed, images_per_scene=prompts["images_per_scene"], shards=shards,
+                 templates=prompts["templates"], style_tags=prompts["style_tags"],
+                 negative_prompt=prompts["negative_prompt"], extra_labels=extra)
+    write_parquet(out, table)
+    log.info("%d prompts over %d shards", table.height, shards)
+
+
+def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, threads: int = 1) -> None:
+    """Rule synthesize: one image shard; the model loads once, images are generated in fixed batches."""
+    from .devices import set_threads
+    from .ode.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
+    from .registry import create
+
+    set_threads(threads)
+    root = Path(out).parent.parent  # results/<release>: image paths are relative to it
+    rows = read_prompts(prompts, shard=shard)
+    synthesizer = create("synthesizer", synthesizer_kwargs(synthesis, model))
+    log.info("synthesizer: %s", synthesizer.describe().as_dict())
+    write_parquet(out, synthesize_shard(rows, root, shard, synthesizer, synthesis["batch_size"]))
+
+
+def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, out: str, threads: int = 1) -> None:
+    """Rule detect: each image's scene objects in one shard; the detector loads once, images go in batches."""
+    from .devices import set_threads
+    from .ode.detection import detect_shard, detector_kwargs, image_labels
+    from .registry import create
+
+    set_threads(threads)
+    root = Path(images).parent.parent  # image paths are relative to results/<release>
+    image_table = pl.read_parquet(images)
+    labels = image_labels(image_table, pl.read_parquet(scenes), pl.read_parquet(prompts), scenes_path=scenes,
+                          prompts_path=prompts)
+    detector = create("detector", detector_kwargs(detection, model))
+    log.info("detector: %s", detector.describe().as_dict())
+    write_parquet(out, detect_shard(image_table, labels, root, detector, detection["batch_size"]))
+
+
+def filter_images(images: list[str], detections: list[str], scenes: str, filter: dict, seed: int,
+                  accepted: str, rejected: str) -> None:
+    """Rule filter_images: image + detection tables of all shards -> accepted / rejected images."""
+    from .ode.filtering import filter_images as run_filter
+    from .ode.filtering import require_accepted
+
+    image_table = pl.concat([pl.read_parquet(p) for p in images], how="diagonal_relaxed")
+    detection_table = pl.concat([pl.read_parquet(p) for p in detections], how="diagonal_relaxed")
+    kept, dropped = run_filter(image_table, detection_table, pl.read_parquet(scenes),
+                               keep_threshold=filter["keep_threshold"],
+                               exclusion_threshold=filter["exclusion_threshold"], balance=filter["balance"],
+                               seed=seed, root=Path(scenes).parents[1])  # results/<release>
+    for image_id, reason in dropped.select("image_id", "reason").iter_rows():
+        log.info("rejected %s: %s", image_id, reason)
+    require_accepted(kept, dropped, filter["keep_threshold"])
+    write_parquet(accepted, kept)
+    write_parquet(rejected, dropped)
+    log.info("accepted %d, rejected %d (keep threshold %s)", kept.height, dropped.height, filter["keep_threshold"])
+
+
+def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str, queries: dict, seed: int,
+                 out: str) -> None:
+    """Rule make_queries: accepted images + scenes + graph -> the release's questions."""
+    from .ode.graph import read_graph
+    from .ode.queries import make_queries as make
+
+    node_table, edge_table = read_graph(nodes, edges)
+    table = make(pl.read_parquet(accepted), pl.read_parquet(scenes), node_table, edge_table, seed=seed,
+                 generative_prompt=queries["generative_prompt"], negatives_per_image=queries["negatives_per_image"],
+                 strategies=queries["strategies"], count_negatives=queries["count_negatives"],
+                 counterfactual_per_image=queries["counterfactual_per_image"],
+                 counterfactual_attributes=queries["counterfactual_attributes"], hallu_edges=pl.read_parquet(hallu))
+    write_parquet(out, table)
+    log.info("%d queries: %s", table.height,
+             dict(table.group_by("query_type").len().sort("query_type").iter_rows()))
+
+
+def build_standin_vlm(build: dict, out: str, name: str) -> None:
+    """Rule build_standin_vlm: a tiny random VLM with the shared stand-in machinery."""
+    from .backends.transformers_vlm import build_tiny_smolvlm
+    from .standins import build_standin, builder_kinds, register_builder
+
+    if "smolvlm" not in builder_kinds():
+        register_builder("smolvlm", build_tiny_smolvlm)
+    path = build_standin(build["builder"], out, seed=build["seed"], **build["args"])
+    log.info("built stand-in VLM %r (%s) into %s", name, build["builder"], path)
+
+
+def report_files(outputs: dict[str, str], options: dict) -> None:
+    """Rules report_release_audit / report_models: each named output, `<figure>` PNG or `<table>_table` TSV."""
+    from .report.summary import ReportOptions, write_figure_files, write_table_files
+
+    tables = {key[: -len("_table")]: path for key, path in outputs.items() if key.endswith("_table")}
+    figures = {key: path for key, path in outputs.items() if not key.endswith("_table")}
+    root = Path(next(iter(outputs.values()))).parents[1]  # the results folder is the parent of report/
+    write_table_files(root, tables)
+    write_figure_files(root, figures, ReportOptions(**options))
+    log.info("wrote %d tables and %d figures under %s/report", len(tables), len(figures), root)
