@@ -8,10 +8,17 @@ import math
 
 import polars as pl
 import pytest
-
 from conftest import shared_data
-from halluflow.caos.extract import (COCO_FREQUENCY, OPEN_VOCABULARY, ObjectExtractor, build_vocabulary,
-                                    derive_coco_frequency, derive_open_vocabulary, read_frequency)
+
+from halluflow.caos.extract import (
+    COCO_FREQUENCY,
+    OPEN_VOCABULARY,
+    ObjectExtractor,
+    build_vocabulary,
+    derive_coco_frequency,
+    derive_open_vocabulary,
+    read_frequency,
+)
 from halluflow.caos.scores import judge_caption, metrics_side_by_side, ood_warning, score_release_answers
 from halluflow.cli import main
 

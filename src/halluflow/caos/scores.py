@@ -43,10 +43,17 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .extract import (COCO_FREQUENCY, ExtractedObject, ObjectExtractor, Vocabulary, build_vocabulary, read_frequency,
-                      tokens)
 from ..io import dumps_json, read_jsonl, write_text
 from ..progress import get_logger, progress
+from .extract import (
+    COCO_FREQUENCY,
+    ExtractedObject,
+    ObjectExtractor,
+    Vocabulary,
+    build_vocabulary,
+    read_frequency,
+    tokens,
+)
 
 log = get_logger(__name__)
 

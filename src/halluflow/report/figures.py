@@ -398,7 +398,7 @@ def samf_bars(res: Results, models: list[str]) -> Figure | str:
             sub = bars.filter(pl.col("setting") == name)
             lookup = dict(zip(sub["label"].to_list(), sub["value"].to_list()))
             xs = [i - 0.2 + 0.4 * k for i in range(len(labels))]
-            heights = [lookup.get(l) or 0.0 for l in labels]
+            heights = [lookup.get(label) or 0.0 for label in labels]
             drawn = ax.bar(xs, heights, width=0.38, color=colours[name], label=name)
             ax.bar_label(drawn, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=2)
         ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, ha="right" if len(labels) > 3 else "center", fontsize=8)
