@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from halluflow.cli import main
 from halluflow.errors import InputError
-from halluflow.metrics.parsers import parse_answers, vlmevalkit_yorn
+from halluflow.metrics.parsers import parse_answers, parse_yes_no, vlmevalkit_yorn
 from halluflow.metrics.pope import load_answers, load_labels, pope_metrics, score_files
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -34,10 +34,13 @@ def test_official_parser_cases():
         "NO",  # case-sensitive: 'NO' is not in the list → yes
         "There is\tno dog",  # tab is not a separator in split(' ') → 'is\tno' → yes
         "I do not\tsee it",  # → 'not\tsee' → yes
-        "",
+        "",  # the official script says yes; an empty answer is a failure, never a prediction
+        "  ",
+        None,
     ]
-    assert parse_answers(answers, "pope").to_list() == [
-        "yes", "no", "no", "yes", "yes", "no", "no", "yes", "yes", "yes", "yes", "yes"]
+    expected = ["yes", "no", "no", "yes", "yes", "no", "no", "yes", "yes", "yes", "yes", None, None, None]
+    assert parse_answers(answers, "pope").to_list() == expected
+    assert [parse_yes_no(a, "pope") for a in answers] == expected  # the scalar form agrees
 
 
 def test_other_parsers():
@@ -94,11 +97,18 @@ _WORDS = st.sampled_from(["Yes", "No", "no", "not", "yes", "there", "is", "a", "
 def test_equals_official_port(pairs):
     answers = [a for a, _ in pairs]
     labels = [lab for _, lab in pairs]
+    ours = pope_metrics(answers, labels, parser="pope")
+    # empty answers are failures we exclude (the official script reads them as "yes"): compare on the rest
+    assert ours["n_failed"] == sum(not a.strip() for a in answers)
+    pairs = [(a, lab) for a, lab in pairs if a.strip()]
+    answers, labels = [a for a, _ in pairs], [lab for _, lab in pairs]
+    if not pairs:
+        assert ours["n"] == 0 and ours["accuracy"] is None
+        return
     try:
         ref = pope_evaluate([{"answer": a} for a in answers], labels)
     except ZeroDivisionError:
         ref = None
-    ours = pope_metrics(answers, labels, parser="pope")
     if ref is None:  # the official script crashes; we report null (or 0 for F1 when P = R = 0)
         assert ours["precision"] is None or ours["recall"] is None or ours["f1"] == 0.0
         return
@@ -111,6 +121,7 @@ def test_equals_official_port(pairs):
 def test_parser_equals_official_on_arbitrary_text(texts):
     # two sure answers (a right yes, a right no) so the official script never divides by zero; compare its
     # TP+FP (= answers parsed yes)
+    texts = [t for t in texts if t.strip()]  # blank answers are failures (parsed None, tested above)
     ref = pope_evaluate([{"answer": t} for t in texts] + [{"answer": "Yes"}, {"answer": "No"}],
                         ["yes"] * len(texts) + ["yes", "no"])
     assert parse_answers(texts, "pope").to_list().count("yes") == ref["tp"] + ref["fp"] - 1
@@ -186,3 +197,63 @@ def test_cli_json_and_errors(tmp_path, capsys):
     answers.write_text('{"question_id": 1, "answer": "Yes"}\n{broken\n')
     with pytest.raises(InputError, match=r"answers.jsonl:2: not valid JSON"):
         score_files(answers, tmp_path / "labels.json")
+
+
+def test_failed_and_empty_answers_are_excluded_and_counted():
+    truth = ["yes", "yes", "no", "no", "yes"]
+    answers = ["Yes", "", "No", "Maybe not", None]
+    m = pope_metrics(answers, truth, status=["ok", "ok", "ok", "ok", "ok"])
+    # "" and None are failures: out of n, never a "yes" (the official script would count "" as yes)
+    assert (m["n"], m["n_failed"], m["tp"], m["tn"], m["fp"], m["fn"]) == (3, 2, 1, 2, 0, 0)
+    m = pope_metrics(["Yes", "Yes"], ["yes", "no"], status=["ok", "failed"])
+    assert (m["n"], m["n_failed"], m["accuracy"]) == (1, 1, 1.0)
+    # an all-failed run has no numbers at all (it was accuracy 0.5, recall 1.0)
+    m = pope_metrics(["", ""], ["yes", "no"])
+    assert m["n"] == 0 and m["n_failed"] == 2 and all(m[k] is None for k in ("accuracy", "recall", "yes_ratio"))
+    # an answer the parser cannot read is wrong, and counted
+    m = pope_metrics(["Maybe", "No"], ["yes", "no"], parser="exact")
+    assert (m["n"], m["n_unknown"], m["fn"], m["accuracy"]) == (2, 1, 1, 0.5)
+
+
+def test_non_string_answers_never_parse_as_yes(tmp_path):
+    assert parse_answers([1, 0, True, ["yes"], "yes"], "exact").to_list() == [None, None, None, None, "yes"]
+    assert [parse_yes_no(v, "pope") for v in (1, 0, True, ["yes"])] == [None] * 4
+    labels = tmp_path / "l.jsonl"
+    _write_jsonl(labels, [{"question_id": i, "label": "yes"} for i in range(4)])
+    for i, bad in enumerate([1, 0, True, ["yes"]]):
+        answers = tmp_path / f"a{i}.jsonl"
+        _write_jsonl(answers, [{"question_id": 0, "answer": "yes"}, {"question_id": 1, "answer": bad},
+                               {"question_id": 2, "answer": "no"}, {"question_id": 3, "answer": "no"}])
+        with pytest.raises(InputError, match=r"a\d.jsonl: answer #2 \(question_id 1\): answer is .*expected a string"):
+            score_files(answers, labels)
+
+
+def test_status_column_and_failed_limit(tmp_path, capsys):
+    labels = tmp_path / "l.jsonl"
+    _write_jsonl(labels, [{"question_id": i, "label": "yes" if i % 2 else "no"} for i in range(10)])
+    answers = tmp_path / "a.jsonl"
+    rows = [{"question_id": i, "answer": "Yes" if i % 2 else "No", "status": "ok"} for i in range(10)]
+    rows[0] = {"question_id": 0, "answer": "", "status": "failed", "error": "HTTP 500"}
+    _write_jsonl(answers, rows)
+    m = score_files(answers, labels, max_failed_fraction=0.1)  # 1 of 10 is not more than 10 %
+    assert (m["n"], m["n_failed"], m["accuracy"]) == (9, 1, 1.0)
+    rows[1] = {"question_id": 1, "answer": "Yes", "status": "failed"}  # a failed status wins over its text
+    _write_jsonl(answers, rows)
+    assert main(["score", "pope", "--answers", str(answers), "--labels", str(labels)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "2 of 10 answers failed or are empty (20% > --max-failed-fraction 0.1)" in err
+    assert main(["score", "pope", "--answers", str(answers), "--labels", str(labels),
+                 "--max-failed-fraction", "0.5"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_failed"] == 2
+
+
+def test_mixing_answer_and_text_is_refused(tmp_path):
+    labels = tmp_path / "l.jsonl"
+    _write_jsonl(labels, [{"question_id": i, "label": "yes"} for i in range(2)])
+    answers = tmp_path / "a.jsonl"
+    _write_jsonl(answers, [{"question_id": 0, "answer": "Yes"}, {"question_id": 1, "text": "No"}])
+    with pytest.raises(InputError, match="mix 'answer' and 'text'"):
+        score_files(answers, labels)
+    _write_jsonl(answers, [{"question_id": 0, "answer": "Yes", "text": "No"}, {"question_id": 1, "answer": "No"}])
+    with pytest.raises(InputError, match=r"mix 'answer' and 'text' \(question_id '0'\)"):
+        score_files(answers, labels)

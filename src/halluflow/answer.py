@@ -18,8 +18,9 @@ from typing import Any
 from . import registry
 from .cache import RequestCache, request_key
 from .devices import set_threads
-from .errors import BackendError, ConfigError
+from .errors import BackendError, ConfigError, InputError
 from .io import sha256_file, stable_hash, write_parquet
+from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed
 from .models import resolve
 from .progress import progress
 from .sources import original_id, resolve_images
@@ -209,6 +210,8 @@ def answer_shard(
             results[key] = entry
             hits += 1
     misses = [p for p in planned if p[2] not in results]
+    if misses:
+        cache.check_writable()
     log.info("model %s shard %d/%d: %d queries, %d cache hits, %d to request",
              model.name, shard, n_shards, len(planned), hits, len(misses))
 
@@ -327,8 +330,10 @@ def configure(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="yes/no answer length (default 6)")
     parser.add_argument("--max-new-tokens-generative", type=int, default=None, help="description length (default 24)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call")
-    parser.add_argument("--max-failed-fraction", type=float, default=1.0,
-                        help="exit non-zero when more requests fail (default 1.0: always write them as status failed)")
+    parser.add_argument("--max-failed-fraction", type=float, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
+                        help="exit non-zero when more than this share of requests failed (default "
+                             f"{DEFAULT_MAX_FAILED_FRACTION}); failures are written as status failed either way and "
+                             "a rerun retries only them")
 
 
 def _cli_spec(args) -> dict:
@@ -368,6 +373,15 @@ def run(args) -> int:
     from .sources import load_source
 
     spec = _cli_spec(args)
+    if not 0.0 <= args.max_failed_fraction <= 1.0:
+        raise ConfigError(f"--max-failed-fraction {args.max_failed_fraction}: expected a number between 0 and 1")
+    if args.source == "ode":
+        from .ode.release import verify_release
+
+        problems = verify_release(args.questions)
+        if problems:
+            raise InputError(f"release {args.questions} fails verification ({len(problems)} problem(s), first: "
+                             f"{problems[0]}); run `halluflow release verify {args.questions}`")
     queries, image_root = load_source(args.source, args.questions, args.images, args.annotations)
     out = Path(args.out)
     cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
@@ -376,8 +390,10 @@ def run(args) -> int:
         lengths["discriminative"] = args.max_new_tokens
     if args.max_new_tokens_generative:
         lengths["generative"] = args.max_new_tokens_generative
+    # The shard never raises on failures here: the output is written first (failures recorded as status failed),
+    # then the limit decides the exit code.
     settings = {"yes_no_suffix": args.yes_no_suffix, "max_new_tokens": lengths, "batch_size": args.batch_size,
-                "max_failed_fraction": args.max_failed_fraction}
+                "max_failed_fraction": 1.0}
     table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
     stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
     if out.suffix != ".parquet":
@@ -390,4 +406,6 @@ def run(args) -> int:
             write_jsonl(out, ({id_key: original_id(r["query_id"]), "answer": r["answer"], "status": r["status"],
                                **({"error": r["error"]} if r["error"] else {})} for r in table.iter_rows(named=True)))
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
+    check_failed(stats["failed"], stats["queries"], args.max_failed_fraction, f"answer run {out}",
+                 "they are written as status failed; the same command again retries only them")
     return 0

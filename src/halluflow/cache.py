@@ -3,16 +3,22 @@
 One small JSON file per finished request, keyed by the sha256 of the full request (backend, model, revision,
 prompt, history, image sha256, generation arguments) and written atomically, so a job killed mid-shard keeps every
 answer it finished and a rerun never repeats one. Failed requests are never stored: a rerun retries them.
+The cache heals: an entry that cannot be read back (disk trouble, a stray edit, a folder in its place) is logged,
+treated as a miss and rewritten by the rerun; a cache folder that cannot be written is one clear error.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
 from .io import read_json, stable_hash, write_json
+from .progress import get_logger
+
+log = get_logger(__name__)
 
 
 def request_key(**fields: Any) -> str:
@@ -25,6 +31,7 @@ class RequestCache:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self.healed = 0
 
     def path(self, key: str) -> Path:
         if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
@@ -32,20 +39,52 @@ class RequestCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
+        """The cached record, or None for a miss; an unreadable entry is a miss (logged, rewritten by put)."""
         path = self.path(key)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return None
         try:
-            return read_json(path)
-        except InputError:
-            # A corrupt entry (disk trouble) is treated as a miss and overwritten by the rerun.
-            return None
+            entry = read_json(path)
+        except InputError as exc:
+            return self._unreadable(path, str(exc))
+        if not isinstance(entry, dict):
+            return self._unreadable(path, f"a JSON {type(entry).__name__}, not an object")
+        if not isinstance(entry.get("answer"), str):
+            return self._unreadable(path, "no string 'answer'")
+        if entry.get("key", key) != key:
+            return self._unreadable(path, f"holds the entry of key {str(entry.get('key'))[:16]}...")
+        return entry
+
+    def _unreadable(self, path: Path, why: str) -> None:
+        self.healed += 1
+        log.warning("request cache: ignoring unreadable entry %s (%s); the request is asked again", path, why)
+        return None
 
     def put(self, key: str, record: dict) -> None:
-        write_json(self.path(key), {"key": key, **record})
+        path = self.path(key)
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)  # a folder where an entry belongs would block the atomic rename forever
+            write_json(path, {"key": key, **record})
+        except OSError as exc:
+            raise InputError(
+                f"request cache {self.root}: cannot write {path.name} ({exc.strerror or exc}); "
+                "make the folder writable or pass another --cache") from None
+
+    def check_writable(self) -> None:
+        """Fail before any model call when the cache cannot take answers (a read-only folder or disk)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise InputError(
+                f"request cache {self.root}: not writable ({exc.strerror or exc}); "
+                "make the folder writable or pass another --cache") from None
 
     def __contains__(self, key: str) -> bool:
-        return self.path(key).exists()
+        return self.get(key) is not None
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("??/*.json")) if self.root.exists() else 0

@@ -19,3 +19,7 @@ class MissingExtraError(HalluflowError, ImportError):
 
 class BackendError(HalluflowError):
     """A model backend failed in a way a retry will not fix."""
+
+
+class TooManyFailedError(HalluflowError):
+    """More answers failed than the user's --max-failed-fraction allows: no numbers are printed."""

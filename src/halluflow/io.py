@@ -85,22 +85,39 @@ def write_parquet(path: str | os.PathLike, df) -> None:
         df.write_parquet(tmp, compression="zstd", statistics=False)
 
 
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file; InputError naming the file when it is missing, a folder, unreadable or not UTF-8."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a file") from None
+    except (OSError, ValueError) as exc:  # permissions, a name too long, an embedded NUL byte
+        raise InputError(f"{str(path)[:200]}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}, line {line})") from None
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
+    text = read_text(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """Read JSON Lines; a file that is one JSON array is accepted too (POPE's A-OKVQA/GQA label files)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -144,7 +161,10 @@ def stable_hash(obj: Any) -> str:
 def safe_join(root: str | os.PathLike, relative: str) -> Path:
     """Join `relative` under `root`, refusing paths that escape it (`../../etc/passwd`, absolute paths)."""
     root_path = Path(root).resolve()
-    candidate = (root_path / relative).resolve()
+    try:
+        candidate = (root_path / relative).resolve()
+    except (OSError, ValueError) as exc:  # an embedded NUL byte, a name too long, a symlink loop
+        raise InputError(f"path {str(relative)[:80]!r} under {root} is not usable ({exc})") from None
     if candidate != root_path and root_path not in candidate.parents:
         raise InputError(f"image path {relative!r} escapes its folder {root}")
     return candidate

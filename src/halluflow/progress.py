@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 
-from tqdm.auto import tqdm
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def progress(iterable=None, desc: str | None = None, total: int | None = None, **kwargs):
+    from tqdm.auto import tqdm  # imported on first use: tqdm.auto costs ~45 ms at CLI start-up
+
     return tqdm(iterable, desc=desc, total=total, disable=not sys.stderr.isatty(), **kwargs)
 
 

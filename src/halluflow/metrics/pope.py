@@ -1,37 +1,42 @@
-"""POPE metrics (RUCAIBox/POPE evaluate.py; anchors.md "POPE"): accuracy, precision, recall, F1, yes-ratio.
+"""POPE metrics (RUCAIBox/POPE evaluate.py): accuracy, precision, recall, F1, yes-ratio.
 
 Vectorised (polars/numpy) and exact: on any answer file it returns the same floats as a plain port of the
-official loop (bench/official_ports.py; property-tested). The lmms-eval aggregation bugs are only reachable
-through `aggregation="lmms_eval"` (parser `lmms_eval`); every other parser uses the fixed definitions.
+official loop (bench/official_ports.py; property-tested) on the answers it scores. A failed or empty answer is not
+scored (docs/failed-answers.md): it is left out and counted as n_failed, where the official script would read "" as
+"yes". The lmms-eval aggregation bugs are only reachable through `aggregation="lmms_eval"` (parser `lmms_eval`).
+polars and numpy are imported inside the functions so `halluflow score pope --help` starts without them.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import numpy as np
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ..io import dumps_json, read_jsonl, write_text
-from .parsers import NO, PARSERS, YES, parse_answers
+from .parsers import NO, PARSERS, YES, add_max_failed_argument, check_failed, failed_mask, parse_answers
+
+if TYPE_CHECKING:
+    import polars as pl
 
 CLI_DESCRIPTION = (
     "POPE scores of yes/no answers against POPE label files. Answers are matched to labels by question_id.\n"
     "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), lmms_eval (exact match\n"
     "with lmms-eval's bugs: yes_ratio counts ground truth, unparsed answers left out of recall), vlmevalkit\n"
-    "(yes/no/unknown), amber (strict 'Yes'/'No'). Undefined ratios (0/0) are null."
+    "(yes/no/unknown), amber (strict 'Yes'/'No'), lenient, unihall. Undefined ratios (0/0) are null.\n"
+    "A failed (status failed) or empty answer is never scored: it is excluded and counted as n_failed; an answer\n"
+    "the parser cannot read as yes or no counts as wrong and as n_unknown (docs/failed-answers.md)."
 )
 CLI_EPILOG = """examples:
   halluflow score pope --answers answers.jsonl --labels ../shared/data/pope-rucaibox/coco/coco_pope_popular.json
   halluflow score pope --answers llava.jsonl --labels gqa_pope_seem_random.json --parser vlmevalkit --out m.json
   halluflow score pope --answers a.jsonl --labels l.json --positive no     # 'no' as the positive class (AMBER)
-answers: JSONL {"question_id", "answer"} or {"question_id", "text"}; labels: JSONL or a JSON array of
-{"question_id", "image", "text", "label"} (POPE's COCO / A-OKVQA / GQA files)."""
+answers: JSONL {"question_id", "answer"} or {"question_id", "text"} (one of the two per file), optional "status"
+(ok / failed); labels: JSONL or a JSON array of {"question_id", "image", "text", "label"} (POPE's COCO /
+A-OKVQA / GQA files)."""
 
 METRIC_KEYS = ("accuracy", "precision", "recall", "f1", "yes_ratio")
-COUNT_KEYS = ("n", "tp", "fp", "tn", "fn", "unknown", "pred_yes", "pred_no", "truth_yes", "truth_no")
+COUNT_KEYS = ("n", "n_failed", "n_unknown", "tp", "fp", "tn", "fn", "pred_yes", "pred_no", "truth_yes", "truth_no")
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -45,6 +50,9 @@ def confusion_counts(parsed: pl.Series, truth: pl.Series, positive: str = YES,
     `weights` (row multiplicities) lets callers count distinct (answer, truth) pairs once."""
     if positive not in (YES, NO):
         raise InputError(f"positive class must be 'yes' or 'no', got {positive!r}")
+    import numpy as np
+    import polars as pl
+
     negative = NO if positive == YES else YES
     p = parsed.fill_null("").to_numpy()
     t = truth.fill_null("").to_numpy()
@@ -62,7 +70,7 @@ def confusion_counts(parsed: pl.Series, truth: pl.Series, positive: str = YES,
         "tn": count(pred_neg & ~truth_pos),
         # every truth-positive that was not answered positive (an unknown answer is a miss)
         "fn": count(truth_pos & ~pred_pos),
-        "unknown": count(~(pred_pos | pred_neg)),
+        "n_unknown": count(~(pred_pos | pred_neg)),
         "pred_yes": count(p == YES),
         "pred_no": count(p == NO),
         "truth_yes": count(t == YES),
@@ -95,7 +103,7 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
     else:
         raise InputError(f"unknown aggregation {aggregation!r} (known: standard, lmms_eval)")
     out = {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio}
-    out.update({k: c[k] for k in COUNT_KEYS})
+    out.update({k: c.get(k, 0) for k in COUNT_KEYS})
     out["positive"] = positive
     out["aggregation"] = aggregation
     return out
@@ -108,6 +116,9 @@ def aggregation_for(parser: str) -> str:
 def _distinct_pairs(answers: pl.Series, truth: pl.Series) -> tuple[pl.Series, pl.Series, pl.Series]:
     """Distinct (answer, truth) pairs with their multiplicities: categorical codes + one numpy bincount (a
     string group_by is several times slower at 10^6 rows)."""
+    import numpy as np
+    import polars as pl
+
     codes = answers.cast(pl.Categorical).to_physical()
     null_slot = int(codes.max() or 0) + 1
     c = codes.fill_null(null_slot).cast(pl.Int64).to_numpy()
@@ -121,89 +132,69 @@ def _distinct_pairs(answers: pl.Series, truth: pl.Series) -> tuple[pl.Series, pl
             pl.Series("w", counts[slots, tv]))
 
 
-def pope_metrics(answers, truth, parser: str = "pope", positive: str = YES) -> dict:
+def _series(values, name: str) -> "pl.Series":
+    import polars as pl
+
+    if isinstance(values, pl.Series):
+        return values.cast(pl.String).rename(name)
+    # A non-string answer (1, true, ["yes"]) is no answer: never stringified into something a parser reads.
+    return pl.Series(name, [v if isinstance(v, str) else None for v in values], dtype=pl.String)
+
+
+def pope_metrics(answers, truth, parser: str = "pope", positive: str = YES, status=None) -> dict:
     """Score answers (strings, aligned with `truth`, a sequence of "yes"/"no") with the named parser.
 
-    Vectorised over DISTINCT (answer, truth) pairs: model answers repeat a lot (10^6 POPE answers hold a few
-    hundred distinct strings), so each string is parsed once and counted with its multiplicity."""
-    answers_s = answers if isinstance(answers, pl.Series) else pl.Series("answer", list(answers), dtype=pl.String)
-    truth_s = truth if isinstance(truth, pl.Series) else pl.Series("truth", list(truth), dtype=pl.String)
+    Failed answers (null, empty, or `status` other than ok) are excluded and counted as n_failed. Vectorised over
+    DISTINCT (answer, truth) pairs: model answers repeat a lot (10^6 POPE answers hold a few hundred distinct
+    strings), so each string is parsed once and counted with its multiplicity."""
+    import polars as pl
+
+    if parser not in PARSERS:
+        raise InputError(f"unknown parser {parser!r} (known: {', '.join(sorted(PARSERS))})")
+    answers_s, truth_s = _series(answers, "answer"), _series(truth, "truth")
     if len(answers_s) != len(truth_s):
         raise InputError(f"{len(answers_s)} answers but {len(truth_s)} labels")
-    truth_s = truth_s.cast(pl.String)
     bad = ~((truth_s == YES) | (truth_s == NO)).fill_null(False)  # two equality passes: 5x cheaper than is_in
     if bad.any():
         i = int(bad.arg_max())
         raise InputError(f"label #{i} is {truth_s[i]!r}; labels must be 'yes' or 'no'")
-    answers_d, truth_d, weights = _distinct_pairs(answers_s.cast(pl.String), truth_s)
-    parsed = parse_answers(answers_d, parser)
-    out = metrics_from_counts(confusion_counts(parsed, truth_d, positive, weights), aggregation_for(parser), positive)
+    failed = failed_mask(answers_s, None if status is None else _series(status, "status"))
+    n_failed = int(failed.sum())
+    if n_failed:
+        keep = ~failed
+        answers_s, truth_s = answers_s.filter(keep), truth_s.filter(keep)
+    if len(answers_s):
+        answers_d, truth_d, weights = _distinct_pairs(answers_s, truth_s)
+        counts = confusion_counts(parse_answers(answers_d, parser), truth_d, positive, weights)
+    else:
+        counts = confusion_counts(pl.Series([], dtype=pl.String), pl.Series([], dtype=pl.String), positive)
+    counts["n_failed"] = n_failed
+    out = metrics_from_counts(counts, aggregation_for(parser), positive)
     out["parser"] = parser
     return out
 
 
 # ---------------------------------------------------------------- files
-def _read_records(path: str | Path, fields: tuple[str, ...]) -> pl.DataFrame:
-    """`fields` of every record, as strings (ids are strings everywhere in halluflow), from JSONL (fast path:
-    polars, other fields skipped) or a JSON array; a malformed file gets io.read_jsonl's line-numbered error."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    with open(path, "rb") as fh:
-        head = fh.read(64).lstrip()
-    schema = {f: pl.String for f in fields}
-    if head[:1] != b"[":
-        try:
-            return pl.read_ndjson(path, schema=schema)
-        except Exception:  # noqa: BLE001 — re-read slowly only to name the offending line
-            pass
-    rows = read_jsonl(path)
-    if not rows:
-        raise InputError(f"{path}: no records")
-    return pl.DataFrame({f: [None if r.get(f) is None else str(r[f]) for r in rows] for f in fields}, schema=schema)
-
-
-def _check_ids(ids: pl.Series, path: Path) -> pl.Series:
-    if ids.is_null().all():
-        raise InputError(f"{path}: records lack 'question_id'")
-    if ids.is_null().any():
-        raise InputError(f"{path}: record #{int(ids.is_null().arg_max())} has no question_id")
-    if ids.n_unique() < len(ids):  # cheap test first; locate the duplicate only when there is one
-        dup = ids.is_duplicated()
-        raise InputError(f"{path}: question_id {ids.filter(dup)[0]!r} appears more than once")
-    return ids
-
-
-def load_labels(path: str | Path) -> pl.DataFrame:
+def load_labels(path: str | Path) -> "pl.DataFrame":
     """POPE label file → DataFrame[question_id (str), truth ("yes"/"no")]."""
-    path = Path(path)
-    df = _read_records(path, ("question_id", "label"))
-    ids = _check_ids(df["question_id"], path)
-    truth = df["label"]
-    if not ((truth == YES) | (truth == NO)).fill_null(False).all():  # normalise only files that need it
-        truth = truth.str.strip_chars().str.to_lowercase()
-    bad = truth.is_null() | ~truth.is_in([YES, NO])
-    if bad.any():
-        i = int(bad.arg_max())
-        raise InputError(f"{path}: question_id {ids[i]!r} has label {df['label'][i]!r} (expected yes/no)")
-    return pl.DataFrame({"question_id": ids, "truth": truth})
+    from .formats import read_pope_labels
+
+    return read_pope_labels(path).select("question_id", "truth")
 
 
-def load_answers(path: str | Path) -> pl.DataFrame:
-    """Answer file → DataFrame[question_id (str), answer]; the text is in "answer" or (LLaVA style) "text"."""
-    path = Path(path)
-    df = _read_records(path, ("question_id", "answer", "text"))
-    ids = _check_ids(df["question_id"], path)
-    key = "answer" if df["answer"].is_not_null().any() else "text" if df["text"].is_not_null().any() else None
-    if key is None:
-        raise InputError(f"{path}: records need an 'answer' or 'text' field")
-    return pl.DataFrame({"question_id": ids, "answer": df[key]})
+def load_answers(path: str | Path) -> "pl.DataFrame":
+    """Answer file → DataFrame[question_id (str), answer, status]; the text is in "answer" or (LLaVA) "text"."""
+    from .formats import read_pope_answers
+
+    return read_pope_answers(path)
 
 
 def align(answers: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     """Join by question_id in label order; any label without an answer (or answer without label) is an error."""
+    import polars as pl
+
     if answers.height == labels.height and (answers["question_id"] == labels["question_id"]).all():
-        return labels.with_columns(answers["answer"])  # already aligned (the usual case): no join needed
+        return labels.with_columns(answers["answer"], answers["status"])  # already aligned (the usual case): no join needed
     joined = labels.join(answers.with_columns(_answered=pl.lit(True)), on="question_id", how="left",
                          maintain_order="left")
     missing = joined.filter(pl.col("_answered").is_null())
@@ -215,22 +206,29 @@ def align(answers: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     return joined.drop("_answered")
 
 
-def score_files(answers_path, labels_path, parser: str = "pope", positive: str = YES) -> dict:
+def score_files(answers_path, labels_path, parser: str = "pope", positive: str = YES,
+                max_failed_fraction: float | None = None) -> dict:
+    """Score an answer file against a label file; refuses (TooManyFailedError) past `max_failed_fraction`."""
     joined = align(load_answers(answers_path), load_labels(labels_path))
-    return pope_metrics(joined["answer"], joined["truth"], parser=parser, positive=positive)
+    out = pope_metrics(joined["answer"], joined["truth"], parser=parser, positive=positive, status=joined["status"])
+    check_failed(out["n_failed"], joined.height, max_failed_fraction, f"score pope {answers_path}")
+    return out
 
 
 # ---------------------------------------------------------------- CLI
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--answers", required=True, help="JSONL of {question_id, answer|text}")
+    parser.add_argument("--answers", required=True, help="JSONL of {question_id, answer|text[, status]}")
     parser.add_argument("--labels", required=True, help="POPE label file (JSONL or JSON array)")
     parser.add_argument("--parser", default="pope", choices=sorted(PARSERS), help="yes/no parser (default: pope)")
     parser.add_argument("--positive", default=YES, choices=[YES, NO], help="positive class (default: yes)")
+    add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
 
 
 def emit(result: dict, out: str | None) -> None:
     """Print the JSON result; with --out also write it atomically."""
+    from ..io import dumps_json, write_text
+
     text = dumps_json(result)
     if out:
         write_text(out, text)
@@ -238,5 +236,6 @@ def emit(result: dict, out: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(score_files(args.answers, args.labels, parser=args.parser, positive=args.positive), args.out)
+    emit(score_files(args.answers, args.labels, parser=args.parser, positive=args.positive,
+                     max_failed_fraction=args.max_failed_fraction), args.out)
     return 0

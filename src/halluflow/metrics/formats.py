@@ -1,0 +1,216 @@
+"""One reader per external file format: POPE label and answer files (RUCAIBox/POPE), AMBER annotations, queries and
+responses (junyangwang0410/AMBER). Every scorer, source and converter reads these formats through here, so a
+malformed file gets the same one-line error (naming the file and the record) wherever it is read.
+
+Large JSON Lines files go through pyarrow's multithreaded JSON reader with an explicit schema: no Python object per
+line, and a value of the wrong type (an answer `1`, `true` or `["yes"]`) is refused instead of stringified. Only when
+that fast path fails is the file re-read line by line to name the offending line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InputError
+from ..io import read_json, read_jsonl
+
+if TYPE_CHECKING:
+    import polars as pl
+
+YES, NO = "yes", "no"
+
+
+def _is_json_array(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(256).lstrip()[:1] == b"["
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a file") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def read_records(path: str | Path, string_fields: tuple[str, ...], id_field: str, what: str) -> "pl.DataFrame":
+    """`id_field` (any JSON scalar, as a string) and `string_fields` (JSON strings or null) of every record of a JSON
+    Lines file or a JSON array. A record whose field holds a number, boolean, list or object is refused."""
+    import polars as pl
+
+    path = Path(path)
+    if not _is_json_array(path):
+        fast = _fast_ids_and_fields(path, string_fields, id_field)
+        if fast is not None:
+            return fast
+    rows = read_jsonl(path)
+    if not rows:
+        raise InputError(f"{path}: no records")
+    cols: dict[str, list] = {id_field: []}
+    cols.update({f: [] for f in string_fields})
+    for i, r in enumerate(rows, 1):
+        v = r.get(id_field)
+        if isinstance(v, (dict, list)):
+            raise InputError(f"{path}: {what} #{i} has {id_field} {json.dumps(v)}, expected a number or string")
+        cols[id_field].append(None if v is None else str(v))
+        for f in string_fields:
+            v = r.get(f)
+            if v is not None and not isinstance(v, str):
+                raise InputError(f"{path}: {what} #{i} ({id_field} {r.get(id_field)!r}): {f} is {json.dumps(v)[:60]}, "
+                                 "expected a string")
+            cols[f].append(v)
+    return pl.DataFrame(cols, schema={k: pl.String for k in cols})
+
+
+def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: str) -> "pl.DataFrame | None":
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    # The id may be a number in one file and a string in another: let pyarrow infer it (a file mixing both falls
+    # back to the slow path); the text fields must be strings.
+    schema = pa.schema([(f, pa.string()) for f in string_fields])
+    try:
+        table = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+                             read_options=pj.ReadOptions(block_size=1 << 24))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, UnicodeDecodeError):
+        return None
+    if table.num_rows == 0 or id_field not in table.column_names:
+        return None
+    ids = table.column(id_field)
+    if not (pa.types.is_integer(ids.type) or pa.types.is_string(ids.type)):
+        return None  # floats, lists, objects: the slow path names the record
+    return pl.DataFrame({id_field: pl.from_arrow(ids).cast(pl.String),
+                         **{f: pl.from_arrow(table.column(f)) for f in string_fields}})
+
+
+def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id") -> "pl.Series":
+    if ids.is_null().all():
+        raise InputError(f"{path}: records lack '{id_field}'")
+    if ids.is_null().any():
+        raise InputError(f"{path}: record #{int(ids.is_null().arg_max()) + 1} has no {id_field}")
+    if ids.n_unique() < len(ids):  # cheap test first; locate the duplicate only when there is one
+        dup = ids.is_duplicated()
+        raise InputError(f"{path}: {id_field} {ids.filter(dup)[0]!r} appears more than once")
+    return ids
+
+
+# ---------------------------------------------------------------- POPE
+def read_pope_labels(path: str | Path, require_label: bool = True) -> "pl.DataFrame":
+    """POPE label/question file (COCO: JSONL; A-OKVQA/GQA: JSON array of {question_id, image, text, label}) →
+    DataFrame[question_id, image, text, truth] with truth "yes"/"no" (null only when require_label is False)."""
+    import polars as pl
+
+    path = Path(path)
+    df = read_records(path, ("image", "text", "label"), "question_id", "record")
+    ids = check_ids(df["question_id"], path)
+    label = df["label"]
+    truth = label if ((label == YES) | (label == NO)).fill_null(False).all() else label.str.strip_chars().str.to_lowercase()
+    bad = ~truth.is_in([YES, NO]).fill_null(False)
+    if not require_label:
+        bad = bad & truth.is_not_null()
+    if bad.any():
+        i = int(bad.arg_max())
+        raise InputError(f"{path}: question_id {ids[i]!r} has label {label[i]!r} (expected yes/no)")
+    return pl.DataFrame({"question_id": ids, "image": df["image"], "text": df["text"], "truth": truth})
+
+
+def read_pope_answers(path: str | Path) -> "pl.DataFrame":
+    """POPE answer file → DataFrame[question_id, answer, status]: JSONL {question_id, answer} or LLaVA's
+    {question_id, text}; `status` ("ok"/"failed", as `halluflow answer run` writes it) defaults to ok. One file uses
+    one of answer/text: a file mixing them is refused (which one would be the model's answer is a guess)."""
+    import polars as pl
+
+    path = Path(path)
+    df = read_records(path, ("answer", "text", "status"), "question_id", "answer")
+    ids = check_ids(df["question_id"], path)
+    has_answer, has_text = df["answer"].is_not_null(), df["text"].is_not_null()
+    both = has_answer & has_text
+    if both.any() or (has_answer.any() and has_text.any()):
+        i = int(both.arg_max()) if both.any() else int((has_text if has_answer[0] else has_answer).arg_max())
+        raise InputError(f"{path}: records mix 'answer' and 'text' (question_id {ids[i]!r}); use one key per file")
+    if not has_answer.any() and not has_text.any() and df["status"].is_null().all():
+        raise InputError(f"{path}: records have no 'answer' or 'text' (expected {{question_id, answer}})")
+    answer = df["text"] if has_text.any() else df["answer"]
+    status = df["status"].fill_null("ok")
+    bad = ~status.is_in(["ok", "failed"])
+    if bad.any():
+        i = int(bad.arg_max())
+        raise InputError(f"{path}: question_id {ids[i]!r} has status {status[i]!r} (expected ok or failed)")
+    return pl.DataFrame({"question_id": ids, "answer": answer.rename("answer"), "status": status})
+
+
+# ---------------------------------------------------------------- AMBER
+def _json_array(path: str | Path, what: str) -> list:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON array of {what}, got a JSON {type(data).__name__}")
+    return data
+
+
+def read_amber_annotations(path: str | Path) -> list[dict]:
+    """AMBER annotations.json: [{id, type, truth, hallu?}]; generative truth = list of object names, the others
+    "yes"/"no". Ids must be 1..N in order (AMBER indexes annotations by id - 1)."""
+    path = Path(path)
+    data = _json_array(path, "{id, type, truth} records")
+    for i, a in enumerate(data, 1):
+        if not isinstance(a, dict):
+            raise InputError(f"{path}: record {i} is not an object")
+        if a.get("id") != i or isinstance(a.get("id"), bool):
+            raise InputError(f"{path}: record {i} has id {a.get('id')!r}; AMBER indexes by id-1")
+        if not isinstance(a.get("type"), str):
+            raise InputError(f"{path}: record id {i} has no string 'type'")
+        if "truth" not in a:
+            raise InputError(f"{path}: record id {i} has no 'truth'")
+        truth = a["truth"]
+        if a["type"] == "generative":
+            for key in ("truth", "hallu"):
+                value = a.get(key, [])
+                if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+                    raise InputError(f"{path}: generative record id {i} needs '{key}' as a list of object names")
+        elif not isinstance(truth, str) or truth.strip().lower() not in (YES, NO):
+            raise InputError(f"{path}: record id {i} ({a['type']}) has truth {json.dumps(truth)[:40]}, expected yes/no")
+    return data
+
+
+def read_amber_queries(path: str | Path) -> list[dict]:
+    """AMBER query_*.json: [{id, image, query}]."""
+    path = Path(path)
+    data = _json_array(path, "{id, image, query} records")
+    for i, q in enumerate(data):
+        if not isinstance(q, dict):
+            raise InputError(f"{path}: item {i} is not an object")
+        missing = [k for k in ("id", "image", "query") if k not in q]
+        if missing:
+            raise InputError(f"{path}: item {i}: missing key(s) {', '.join(missing)}")
+        if not isinstance(q["id"], int) or isinstance(q["id"], bool):
+            raise InputError(f"{path}: item {i} has id {q['id']!r}, expected an integer")
+        if not isinstance(q["query"], str) or not isinstance(q["image"], str):
+            raise InputError(f"{path}: item {i} (id {q['id']}) needs string 'image' and 'query'")
+    return data
+
+
+def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame":
+    """AMBER responses [{id, response}] → DataFrame[id, response]; an empty response is kept (a failed answer,
+    excluded and counted by the scorer), a non-string one refused."""
+    import polars as pl
+
+    path = Path(path)
+    data = _json_array(path, '{"id", "response"} records')
+    if not data:
+        raise InputError(f"{path}: no responses (an empty array)")
+    ids, texts, seen = [], [], set()
+    for i, r in enumerate(data):
+        rid = r.get("id") if isinstance(r, dict) else None
+        if not isinstance(rid, int) or isinstance(rid, bool) or not isinstance(r.get("response"), (str, type(None))):
+            raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
+        if not 1 <= rid <= n_annotations:
+            raise InputError(f"{path}: item {i} has id {rid}, outside AMBER's 1..{n_annotations}")
+        if rid in seen:
+            raise InputError(f"{path}: id {rid} appears more than once (item {i})")
+        seen.add(rid)
+        ids.append(rid)
+        texts.append(r.get("response"))
+    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+
