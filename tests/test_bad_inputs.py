@@ -1,4 +1,4 @@
-"""Bad inputs (issue 7 item 4): each is refused with a clear one-line error naming the offending file / item, and
+"""Bad inputs: each is refused with a clear one-line error naming the offending file / item, and
 leaves no half-written output behind. Config errors are covered in tests/test_config.py; release tampering in
 tests/test_workflow.py; HTTP null / huge answers at the answer stage in tests/test_openai_http.py.
 """
@@ -190,12 +190,10 @@ def test_empty_huge_and_missing_answers_are_scored_not_crashed():
     assert row["d-huge"]["parsed"] == "yes" and row["d-huge"]["correct"] is True
     # Every mention counts, as CHAIR counts them; the long answer is scored in full, not refused.
     assert set(row["g-huge"]["hallucinated_objects"]) == {"cat"} and row["g-huge"]["n_mentions"] == 125_000
-    assert row["g-empty"]["n_mentions"] == 0
-    # No text = nothing to judge: neither counted right nor wrong.
+    # No text = nothing to judge: neither counted right nor wrong; an empty answer is a failure like a null one
+    # (POPE's evaluate.py would read "" as "yes"; an empty caption would be a perfect CHAIR score).
     assert row["d-none"]["correct"] is None and row["g-none"]["hallucinated"] is None
-    assert row["d-empty"]["answer"] == "" and row["g-empty"]["hallucinated"] is False
-    # An empty yes/no answer: POPE's evaluate.py reads anything without a negation as "yes" (kept, anchors.md);
-    # the exact parser leaves it unparsed, so it is neither right nor wrong.
-    assert row["d-empty"]["parsed"] == "yes"
+    assert row["d-empty"]["answer"] == "" and row["d-empty"]["failed"] and row["d-empty"]["parsed"] is None
+    assert row["g-empty"]["failed"] and row["g-empty"]["hallucinated"] is None
     exact = score_answers(queries, answers, ["dog", "cat"], parser="exact").filter(pl.col("query_id") == "d-empty")
     assert exact["parsed"][0] is None and exact["hallucinated"][0] is None

@@ -93,10 +93,10 @@ def test_metrics_by_hand():
 def test_failed_and_unparsed_answers_are_not_judged():
     scored = score_answers(_queries(), _answers(q1=None, q6="dunno"), VOCAB, parser="vlmevalkit")
     m = ode_metrics(scored, "m", parser="vlmevalkit")
-    assert m["n_failed"] == 1 and m["n_unparsed"] == 1
+    assert m["n_failed"] == 1 and m["n_unknown"] == 1
     row = scored.filter(pl.col("query_id") == "q6").to_dicts()[0]
     assert row["parsed"] is None and row["correct"] is False and row["hallucinated"] is None
-    assert m["pope"]["n"] == 5 and m["pope"]["unknown"] == 1
+    assert m["pope"]["n"] == 5 and m["pope"]["n_unknown"] == 1 and m["pope"]["n_failed"] == 0
 
 
 def test_bad_inputs_named():

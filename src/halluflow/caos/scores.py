@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl, write_text
+from ..metrics.parsers import parse_yes_no as shared_yes_no
 from ..progress import get_logger, progress
 from .extract import (
     COCO_FREQUENCY,
@@ -110,18 +111,9 @@ def _r(x: float | None) -> float | None:
 
 
 def parse_yes_no(text: str | None) -> str | None:
-    """"yes" / "no" from a free answer: the first word when it is yes/no, else the only one of the two present."""
-    toks = re.findall(r"[a-z]+", (text or "").lower())
-    if not toks:
-        return None
-    if toks[0] in {"yes", "yeah", "yep"}:
-        return "yes"
-    if toks[0] in {"no", "nope"}:
-        return "no"
-    has_yes, has_no = "yes" in toks, ("no" in toks or "not" in toks)
-    if has_yes != has_no:
-        return "yes" if has_yes else "no"
-    return None
+    """"yes" / "no" / None from an oracle member's free answer: the shared parser's `lenient` variant (the first
+    word when it is yes/no, else the only one of the two present); a failed or empty answer abstains."""
+    return shared_yes_no(text, "lenient")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..caos.scores import parse_yes_no
+from ..metrics.parsers import parse_yes_no
 from ..errors import ConfigError, InputError
 from ..io import atomic_path, write_parquet
 from ..progress import get_logger
@@ -54,7 +54,7 @@ def discriminative_events(queries, answers, scores=None):
     else:
         ok = answers.filter(pl.col("status") == "ok").select("query_id", "answer")
         joined = disc.select("query_id", "truth").join(ok, on="query_id", how="inner")
-        parsed = [parse_yes_no(a) for a in joined["answer"].to_list()]
+        parsed = [parse_yes_no(a, "lenient") for a in joined["answer"].to_list()]
         judged = pl.DataFrame(
             {
                 "query_id": joined["query_id"],

@@ -1,8 +1,9 @@
-"""ODE scoring (seed 002 §4, anchors.md "ODE ... Scoring"): POPE-style metrics of the yes/no queries broken down by
+"""ODE scoring (ODE open-set dynamic hallucination evaluation, §4; its released scorer is AMBER's): POPE-style metrics of the yes/no queries broken down by
 distribution, pair kind, query type and attribute kind, hallucination rate per distribution, and CHAIR-like scores
 of the generative answers, matched against the scene's truth objects with the concept-graph nodes as vocabulary.
 
 Outputs: a tidy table with one row per answer (scores/<model>/answers.parquet) and a metrics JSON per model.
+A failed request or an empty answer (`failed`) is never scored: left out of every metric, counted as n_failed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..metrics.chair import tokenize
-from ..metrics.parsers import parse_answers
+from ..metrics.parsers import failed_mask, parse_answers
 from ..metrics.pope import confusion_counts, metrics_from_counts, aggregation_for
 from ..metrics.singular import singularize_cached
 
@@ -82,9 +83,8 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
     df = (answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
           .join(queries.select(QUERY_COLUMNS), on="query_id", how="inner", maintain_order="left")
           .sort("query_id"))
-    ok = pl.col("status") == "ok"
-    answer_ok = pl.when(ok).then(pl.col("answer")).otherwise(None)
-    df = df.with_columns(answer_ok.alias("_answer"))
+    df = df.with_columns(failed_mask(df["answer"], df["status"]).alias("failed"))
+    df = df.with_columns(pl.when(~pl.col("failed")).then(pl.col("answer")).otherwise(None).alias("_answer"))
     is_disc = pl.col("query_type") != GENERATIVE
     parsed = parse_answers(df["_answer"], parser)
     df = df.with_columns(pl.when(is_disc).then(parsed).otherwise(None).alias("parsed"))
@@ -119,12 +119,12 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         .otherwise(None).alias("hallucinated"))
     return df.drop("_answer").select(
         "query_id", "model", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "answer",
-        "status", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
+        "status", "failed", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
         "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in")
 
 
 def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
-    disc = df.filter((pl.col("query_type") != GENERATIVE) & (pl.col("status") == "ok"))
+    disc = df.filter((pl.col("query_type") != GENERATIVE) & ~pl.col("failed"))
     if disc.height == 0:
         return None
     return metrics_from_counts(confusion_counts(disc["parsed"], disc["truth"], positive), aggregation_for(parser),
@@ -132,7 +132,7 @@ def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
 
 
 def _generative_block(df: pl.DataFrame) -> dict | None:
-    gen = df.filter((pl.col("query_type") == GENERATIVE) & (pl.col("status") == "ok"))
+    gen = df.filter((pl.col("query_type") == GENERATIVE) & ~pl.col("failed"))
     if gen.height == 0:
         return None
     n_ment, n_hall = int(gen["n_mentions"].sum()), int(gen["n_hallucinated"].sum())
@@ -150,7 +150,7 @@ def _amber_block(df: pl.DataFrame) -> dict | None:
     annotated hallucination-prone objects)."""
     from ..metrics.amber import _accumulate, _accumulated, _r, discriminative_scores
 
-    ok = df.filter(pl.col("status") == "ok")
+    ok = df.filter(~pl.col("failed"))
     disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(
         section=pl.when(pl.col("query_type").is_in(["existence", "counterfactual"])).then(pl.lit("existence"))
         .when(pl.col("query_type") == "count").then(pl.lit("number"))
@@ -183,6 +183,7 @@ def _rate(df: pl.DataFrame) -> dict:
 
 def _section(df: pl.DataFrame, parser: str, positive: str) -> dict:
     out = _rate(df)
+    out["n_failed"] = int(df["failed"].sum())
     pope, gen = _pope_block(df, parser, positive), _generative_block(df)
     if pope is not None:
         out["pope"] = pope
@@ -208,9 +209,9 @@ def ode_metrics(scored: pl.DataFrame, model: str, parser: str = "pope", positive
         raise InputError(f"scoring.breakdowns: unknown column(s) {', '.join(unknown)} (known: {', '.join(BREAKDOWNS)})")
     out = {"model": model, "parser": parser, "positive": positive,
            "stand_in": bool(scored["stand_in"].any()) if scored.height else False,
-           "n_answers": scored.height, "n_failed": int((scored["status"] != "ok").sum()),
-           "n_unparsed": int(((scored["query_type"] != GENERATIVE) & (scored["status"] == "ok")
-                              & scored["parsed"].is_null()).sum())}
+           "n_answers": scored.height, "n_failed": int(scored["failed"].sum()),
+           "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"]
+                             & scored["parsed"].is_null()).sum())}
     out.update(_section(scored, parser, positive))
     amber = _amber_block(scored)
     if amber is not None:

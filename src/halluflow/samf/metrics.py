@@ -16,6 +16,8 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl
+from ..metrics.parsers import add_max_failed_argument, check_failed, is_failed
+from ..metrics.parsers import parse_yes_no as shared_yes_no
 from .judges import EmbedderSimilarity, as_judge, parse_score, parse_true_false, parse_verdict  # noqa: F401 (re-exported)
 from .schema import group_of, load_instances, negative_answers, truth_answers
 
@@ -35,7 +37,6 @@ STOPWORDS = frozenset(
 )
 _NEGATORS = {"no", "not", "without", "never", "none", "isn't", "aren't", "doesn't", "don't", "nor"}
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_YES_NO = re.compile(r"\b(yes|no)\b")
 
 
 def normalize(text: str) -> str:
@@ -59,9 +60,9 @@ def token_f1(a: str, b: str) -> float:
 
 
 def parse_yes_no(text: str) -> str | None:
-    """The first standalone yes/no word of the response (regex match, eq. 22's binary branch)."""
-    m = _YES_NO.search(text.lower())
-    return m.group(1) if m else None
+    """The first standalone yes/no word of the response (regex match, eq. 22's binary branch): the shared
+    parser's `unihall` variant."""
+    return shared_yes_no(text, "unihall")
 
 
 def contains_phrase(text: str, phrase: str) -> bool:
@@ -440,7 +441,7 @@ class MetricSuite:
         row: dict[str, Any] = {"failed": False, "ghr": None, "ghr_stage": None}
         for m in ("bhr", "shr", "ghs"):
             row[m] = row[f"{m}_source"] = None
-        if answer is None or not answer.strip():
+        if is_failed(answer):
             return {**row, "failed": True, "ghr_stage": "failed"}
         h, stage = self.scorer.score(instance, answer, image_path)
         row.update(ghr=int(h), ghr_stage=stage)
@@ -522,16 +523,22 @@ def summarize(rows: Sequence[dict], metrics: Sequence[str] = ("ghr",)) -> dict:
     return summary
 
 
-def read_answers(path, known: set[str]) -> dict[str, str]:
-    """Answers JSONL: {"instance_id", "answer"} ("text"/"response" accepted); unknown or duplicated ids fail."""
-    out: dict[str, str] = {}
+def read_answers(path, known: set[str]) -> dict[str, str | None]:
+    """Answers JSONL: {"instance_id", "answer"} ("text"/"response" accepted, one per record), optional "status";
+    a failed (status other than ok) or empty answer maps to None. Unknown or duplicated ids fail."""
+    out: dict[str, str | None] = {}
     for i, row in enumerate(read_jsonl(path), 1):
         if "instance_id" not in row:
             raise InputError(f"{path}: answer #{i} has no 'instance_id'")
         iid = str(row["instance_id"])
-        text = next((row[k] for k in ("answer", "text", "response") if k in row), None)
-        if not isinstance(text, str):
+        keys = [k for k in ("answer", "text", "response") if k in row]
+        if len(keys) > 1:
+            raise InputError(f"{path}: answer for instance {iid} mixes {' and '.join(repr(k) for k in keys)}; use one")
+        text = row[keys[0]] if keys else None
+        failed = row.get("status", "ok") != "ok"
+        if not failed and not isinstance(text, str):
             raise InputError(f"{path}: answer for instance {iid} has no string 'answer'")
+        text = None if failed or is_failed(text) else text
         if iid not in known:
             raise InputError(f"{path}: answer for instance {iid}, which is not in the instance file")
         if iid in out:
@@ -560,6 +567,7 @@ def configure(parser) -> None:
                              "(character 3-gram cosine, model-free)")
     parser.add_argument("--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)")
     parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
+    add_max_failed_argument(parser)
 
 
 def run(args) -> int:
@@ -571,6 +579,8 @@ def run(args) -> int:
         metrics.insert(0, "ghr")
     instances = load_instances(args.instances)
     answers = read_answers(args.answers, {i["instance_id"] for i in instances})
+    check_failed(sum(a is None for a in answers.values()), len(answers), args.max_failed_fraction,
+                 f"score ghr {args.answers}")
     similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
     scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
     rows = score_rows(instances, answers, scorer, metrics)
