@@ -67,7 +67,7 @@ def test_always_yes_and_hallu_objects(amber):
 def test_strict_yes_no(amber):
     r = amber_scores(_responses(amber, lambda a: "", lambda a: "no"), amber, dimension="de")
     assert r["existence"]["accuracy"] == 0.0  # 'no' is not 'No'
-    assert set(r) == {"existence", "dimension", "similarity"}
+    assert set(r) == {"existence", "dimension", "similarity", "n_failed"}
 
 
 @pytest.fixture

@@ -26,7 +26,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import read_json
+from ..io import read_json, read_text
+from .formats import read_amber_annotations
+from .parsers import add_max_failed_argument, check_failed, failed_mask, parse_answers
 from ..progress import progress
 from .treebank import token_frame
 
@@ -90,18 +92,18 @@ def load_amber(directory: str | Path) -> AmberData:
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"AMBER annotations folder {d} not found")
-    annotations = read_json(d / "annotations.json")
+    annotations = read_amber_annotations(d / "annotations.json")
     association = read_json(d / "relation.json")
+    if not isinstance(association, dict):
+        raise InputError(f"{d / 'relation.json'}: expected a JSON object {{object: [related objects]}}")
     safe_path = d / "safe_words.txt"
     if not safe_path.exists():
         raise InputError(f"{safe_path}: file not found")
-    safe = [line.split("\n")[0] for line in safe_path.read_text(encoding="utf-8").splitlines(keepends=True)]
+    safe = [line.split("\n")[0] for line in read_text(safe_path).splitlines(keepends=True)]
     start = read_start_value(d / "metrics.txt") if (d / "metrics.txt").exists() else DEFAULT_START
     for i, a in enumerate(annotations, 1):
-        if a.get("id") != i:
-            raise InputError(f"{d / 'annotations.json'}: record {i} has id {a.get('id')!r}; AMBER indexes by id-1")
         if a.get("type") == "generative":
-            for w in a["truth"] + a["hallu"]:
+            for w in a["truth"] + a.get("hallu", []):
                 if w not in association:
                     raise InputError(f"{d / 'relation.json'}: object {w!r} of annotation {i} has no entry")
     return AmberData(annotations, association, safe, start)
@@ -298,8 +300,7 @@ def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFram
     df = responses.join(ann, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
     return df.with_columns(
         section=pl.col("type").replace_strict(TYPE_SECTION, default="relation"),
-        parsed=pl.when(pl.col("response") == "Yes").then(pl.lit("yes"))
-        .when(pl.col("response") == "No").then(pl.lit("no")).otherwise(None),
+        parsed=parse_answers(df["response"], "amber"),
     ).with_columns(correct=pl.col("parsed").fill_null("") == pl.col("truth"))
 
 
@@ -377,21 +378,9 @@ def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
 
 
 def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON array of {{\"id\", \"response\"}}")
-    ids, texts, seen = [], [], set()
-    for i, r in enumerate(data):
-        if not isinstance(r, dict) or not isinstance(r.get("id"), int) or not isinstance(r.get("response"), str):
-            raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
-        if not 1 <= r["id"] <= n_annotations:
-            raise InputError(f"{path}: item {i} has id {r['id']}, outside AMBER's 1..{n_annotations}")
-        if r["id"] in seen:
-            raise InputError(f"{path}: id {r['id']} appears more than once (item {i})")
-        seen.add(r["id"])
-        ids.append(r["id"])
-        texts.append(r["response"])
-    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+    from .formats import read_amber_responses
+
+    return read_amber_responses(path, n_annotations)
 
 
 def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all", matcher=None,
@@ -403,6 +392,10 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
         raise InputError(f"unknown AMBER dimension {dimension!r} (known: {', '.join(DIMENSIONS)})")
     matcher = matcher or ExactMatcher()
     wanted = DIMENSIONS[dimension]
+    # Failed / empty responses are no answers (docs/failed-answers.md): left out of every section, counted.
+    failed = failed_mask(responses["response"])
+    n_failed = int(failed.sum())
+    responses = responses.filter(~failed)
     out: dict = {}
     gen_rows: list[dict] = []
     if "generative" in wanted:
@@ -418,8 +411,12 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
     if set(wanted) - {"generative"}:
         scores = discriminative_scores(disc, data.start)
         out.update({k: scores[k] for k in wanted if k != "generative"})
+    for section in out.values():  # a section nothing was scored in has no numbers (AMBER's epsilons give 0 or 100)
+        if section.get("n") == 0:
+            section.update({k: None for k in section if k != "n"})
     out["dimension"] = dimension
     out["similarity"] = matcher.name
+    out["n_failed"] = n_failed
     return (out, disc, gen_rows) if with_rows else out
 
 
@@ -433,6 +430,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nouns", default="auto", choices=("auto", "nltk", "rules"),
                         help="generative noun step: nltk = AMBER's (needs nltk + punkt/tagger/WordNet data), rules = "
                              "offline rules, auto (default) = nltk when its data is installed")
+    add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
 
 
@@ -441,6 +439,8 @@ def run(args: argparse.Namespace) -> int:
 
     data = load_amber(args.annotations)
     responses = load_responses(args.responses, len(data.annotations))
+    check_failed(int(failed_mask(responses["response"]).sum()), responses.height, args.max_failed_fraction,
+                 f"score amber {args.responses}")
     emit(amber_scores(responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold),
                       nouns=args.nouns), args.out)
     return 0

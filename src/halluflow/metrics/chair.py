@@ -19,7 +19,8 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
-from ..io import read_jsonl
+from ..io import read_jsonl, read_text
+from .parsers import add_max_failed_argument, check_failed, is_failed
 from .singular import singularize, singularize_cached
 from .treebank import token_frame
 
@@ -73,7 +74,7 @@ def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> d
     if not path.exists():
         raise InputError(f"CHAIR synonyms file {path} not found (pass --synonyms / scoring.chair_synonyms)")
     mapping: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         entries = line.strip().split(", ")
@@ -83,6 +84,8 @@ def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> d
             raise InputError(f"{path}:{lineno}: empty category name")
         for e in entries:
             mapping[e] = entries[0]  # chair.py: a later line overwrites an earlier one
+    if not mapping:
+        raise InputError(f"CHAIR synonyms file {path} holds no synonyms (every caption would score CHAIR 0)")
     return mapping
 
 
@@ -196,12 +199,17 @@ def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: 
 
 
 def load_captions(path) -> pl.DataFrame:
+    """Captions [image_id, caption, failed]: a failed (status other than ok) or empty caption is kept but flagged,
+    so the scorer leaves it out and counts it (an empty caption would otherwise be a perfect CHAIR of 0)."""
     rows = read_jsonl(path)
     for i, r in enumerate(rows, 1):
-        if "image_id" not in r or not isinstance(r.get("caption"), str):
+        failed = r.get("status", "ok") != "ok"
+        if "image_id" not in r or not (failed or isinstance(r.get("caption"), str)):
             raise InputError(f"{path}: record {i} needs 'image_id' and a string 'caption'")
-    return pl.DataFrame({"image_id": [str(r["image_id"]) for r in rows], "caption": [r["caption"] for r in rows]},
-                        schema={"image_id": pl.String, "caption": pl.String})
+    return pl.DataFrame({"image_id": [str(r["image_id"]) for r in rows],
+                         "caption": [r.get("caption") if isinstance(r.get("caption"), str) else None for r in rows],
+                         "failed": [is_failed(r.get("caption"), r.get("status")) for r in rows]},
+                        schema={"image_id": pl.String, "caption": pl.String, "failed": pl.Boolean})
 
 
 def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
@@ -210,6 +218,9 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
         objs = r.get("objects", r.get("truth"))
         if "image_id" not in r or not isinstance(objs, list):
             raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
+        if not all(isinstance(o, str) for o in objs):
+            raise InputError(f"{path}: record {i} (image_id {r['image_id']!r}): objects must be names (strings), "
+                             f"got {json.dumps(objs)[:60]}")
         key = str(r["image_id"])
         if key in truth:
             raise InputError(f"{path}: image_id {key!r} appears more than once")
@@ -225,6 +236,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fix-synonym-spaces", action="store_true",
                         help="count ' motor bike' / ' cheesecake' (the original never matches them)")
     parser.add_argument("--per-caption", help="write per-caption rows (mentions, hallucinated objects) to this parquet")
+    add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
 
 
@@ -233,7 +245,12 @@ def run(args: argparse.Namespace) -> int:
     from .pope import emit
 
     synonyms = load_synonyms(args.synonyms, fix_spaces=args.fix_synonym_spaces)
-    metrics, rows = chair_scores(load_captions(args.captions), load_truth(args.truth, synonyms), synonyms)
+    captions = load_captions(args.captions)
+    n_failed = int(captions["failed"].sum())
+    check_failed(n_failed, captions.height, args.max_failed_fraction, f"score chair {args.captions}")
+    metrics, rows = chair_scores(captions.filter(~pl.col("failed")).drop("failed"), load_truth(args.truth, synonyms),
+                                 synonyms)
+    metrics["n_failed"] = n_failed
     if args.per_caption:
         write_parquet(args.per_caption, rows)
     emit(metrics, args.out)
