@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import ConfigError, InputError
-from .io import read_json, safe_join
+from .io import safe_join
 
 SOURCE_KINDS = ("ode", "pope", "amber")
 
@@ -55,25 +55,17 @@ def _table(rows: list[dict]):
     return pl.DataFrame([{k: r.get(k) for k in QUERY_COLUMNS} for r in rows], schema=schema, orient="row")
 
 
-def _require(row: dict, keys: Iterable[str], where: str) -> None:
-    missing = [k for k in keys if k not in row]
-    if missing:
-        raise InputError(f"{where}: missing key(s) {', '.join(missing)}")
-
-
 def pope_queries(path: str | os.PathLike):
-    """POPE label file (JSONL or JSON array) → queries; label is the truth, "Is there a X in the image?" the target.
-    Read with the POPE scorer's reader (halluflow.metrics.pope), so both accept exactly the same files."""
-    from .metrics.pope import _read_records
+    """POPE label file (JSONL or JSON array) → queries; label is the truth, "Is there a X in the image?" the target."""
+    from .metrics.formats import read_pope_labels
 
-    records = _read_records(path, ("question_id", "image", "text", "label"))
+    labels = read_pope_labels(path, require_label=False)
     rows = []
-    for i, r in enumerate(records.iter_rows(named=True)):
-        missing = [k for k in ("question_id", "image", "text") if r[k] is None]
+    for i, r in enumerate(labels.iter_rows(named=True)):
+        missing = [k for k in ("image", "text") if r[k] is None]
         if missing:
             raise InputError(f"{path}: item {i}: missing key(s) {', '.join(missing)}")
         m = _POPE_TARGET.match(r["text"].strip())
-        label = r["label"]
         rows.append(
             {
                 "query_id": r["question_id"],
@@ -82,7 +74,7 @@ def pope_queries(path: str | os.PathLike):
                 "task": "discriminative",
                 "query_type": "existence",
                 "question": r["text"],
-                "truth": label.strip().lower() if label is not None else None,
+                "truth": r["truth"],
                 "target": m.group(1) if m else None,
                 "objects": [],
             }
@@ -92,20 +84,14 @@ def pope_queries(path: str | os.PathLike):
 
 def amber_queries(path: str | os.PathLike, annotations: str | os.PathLike | None = None):
     """AMBER query file → queries; with annotations.json the truth, query type and truth objects are filled in."""
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON array of {{id, image, query}} objects")
+    from .metrics.formats import read_amber_annotations, read_amber_queries
+
+    data = read_amber_queries(path)
     notes: dict[int, dict] = {}
     if annotations is not None:
-        ann = read_json(annotations)
-        if not isinstance(ann, list):
-            raise InputError(f"{annotations}: expected a JSON array of annotation records")
-        notes = {int(a["id"]): a for a in ann if isinstance(a, dict) and "id" in a}
+        notes = {a["id"]: a for a in read_amber_annotations(annotations, indexed=False)}
     rows = []
-    for i, r in enumerate(data):
-        if not isinstance(r, dict):
-            raise InputError(f"{path}: item {i} is not an object")
-        _require(r, ("id", "image", "query"), f"{path}: item {i}")
+    for r in data:
         note = notes.get(int(r["id"]), {})
         kind = note.get("type", "generative" if "describe" in str(r["query"]).lower() else None)
         query_type = _AMBER_TYPES.get(kind or "", "existence")

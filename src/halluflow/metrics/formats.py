@@ -149,16 +149,21 @@ def _json_array(path: str | Path, what: str) -> list:
     return data
 
 
-def read_amber_annotations(path: str | Path) -> list[dict]:
+def read_amber_annotations(path: str | Path, indexed: bool = True) -> list[dict]:
     """AMBER annotations.json: [{id, type, truth, hallu?}]; generative truth = list of object names, the others
-    "yes"/"no". Ids must be 1..N in order (AMBER indexes annotations by id - 1)."""
+    "yes"/"no". `indexed`: ids must be 1..N in order (AMBER's scorer indexes annotations by id - 1); otherwise
+    any distinct integers (a subset of the file)."""
     path = Path(path)
     data = _json_array(path, "{id, type, truth} records")
-    for i, a in enumerate(data, 1):
+    seen: set[int] = set()
+    for n, a in enumerate(data, 1):
         if not isinstance(a, dict):
-            raise InputError(f"{path}: record {i} is not an object")
-        if a.get("id") != i or isinstance(a.get("id"), bool):
-            raise InputError(f"{path}: record {i} has id {a.get('id')!r}; AMBER indexes by id-1")
+            raise InputError(f"{path}: record {n} is not an object")
+        i = a.get("id")
+        if not isinstance(i, int) or isinstance(i, bool) or (indexed and i != n) or i in seen:
+            raise InputError(f"{path}: record {n} has id {i!r}; "
+                             + ("AMBER indexes by id-1" if indexed else "expected a distinct integer"))
+        seen.add(i)
         if not isinstance(a.get("type"), str):
             raise InputError(f"{path}: record id {i} has no string 'type'")
         if "truth" not in a:

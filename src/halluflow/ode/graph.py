@@ -85,19 +85,13 @@ def load_environment_vocabulary(path: str | Path | None = None) -> set[str]:
 
 def read_amber(annotations: str | Path, attribute_queries: str | Path | None = None) -> Annotations:
     """AMBER: generative items' `truth` lists; attribute pairs from consecutive attribute questions."""
-    data = read_json(annotations)
-    if not isinstance(data, list):
-        raise InputError(f"{annotations}: expected AMBER's JSON array of items")
+    from ..metrics.formats import read_amber_annotations
+
+    data = read_amber_annotations(annotations, indexed=False)
     ann = Annotations()
-    truth_by_id: dict[int, object] = {}
-    for i, item in enumerate(data):
-        if not isinstance(item, dict) or "id" not in item or "type" not in item:
-            raise InputError(f"{annotations}: item {i} lacks 'id'/'type'")
-        truth_by_id[item["id"]] = item.get("truth")
+    for item in data:
         if item["type"] == "generative":
-            truth = item.get("truth")
-            if not isinstance(truth, list):
-                raise InputError(f"{annotations}: generative item id {item['id']} has no 'truth' list")
+            truth = item["truth"]
             ann.images.append([_normalise(t) for t in truth])
             ann.hallu.append([_normalise(h) for h in item.get("hallu") or []])
     if not ann.images:

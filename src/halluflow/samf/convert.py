@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..io import read_json, read_jsonl, stable_hash
+from ..io import stable_hash
 from .schema import validate_instance
 from .taxonomy import QUESTION_TYPES, group_key, make_instance_id
 from .taxonomy import risk_level as taxonomy_risk
@@ -164,9 +164,13 @@ def from_ode_queries(
 
 def from_pope(labels_path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
     """POPE label file (JSONL or JSON array of {question_id, image, text, label}) -> object/existence instances."""
-    rows = read_jsonl(labels_path)
+    from ..metrics.formats import read_pope_labels
+
+    labels = read_pope_labels(labels_path)
+    rows = [{"question_id": r["question_id"], "image": r["image"], "text": r["text"], "label": r["truth"]}
+            for r in labels.iter_rows(named=True)]
     for i, r in enumerate(rows, 1):
-        missing = [k for k in ("question_id", "image", "text", "label") if k not in r]
+        missing = [k for k in ("image", "text") if r[k] is None]
         if missing:
             raise InputError(f"{labels_path}: item #{i} lacks {', '.join(missing)}")
     rows = balanced_take(rows, lambda r: str(r["label"]), limit, seed)
@@ -188,11 +192,11 @@ def from_pope(labels_path: str | Path, risk_level="taxonomy", limit: int | None 
 
 def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
     """AMBER discriminative items (annotations.json types + query file) -> existence/attribute/relation instances."""
-    annotations = read_json(annotations_path)
-    queries = read_json(queries_path)
-    if not isinstance(annotations, list) or not isinstance(queries, list):
-        raise InputError(f"{annotations_path} / {queries_path}: expected JSON arrays (AMBER's formats)")
-    by_id = {int(a["id"]): a for a in annotations}
+    from ..metrics.formats import read_amber_annotations, read_amber_queries
+
+    annotations = read_amber_annotations(annotations_path, indexed=False)
+    queries = read_amber_queries(queries_path)
+    by_id = {a["id"]: a for a in annotations}
     rows = []
     for q in queries:
         ann = by_id.get(int(q["id"]))
