@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 
 from . import __version__
@@ -42,6 +43,28 @@ EPILOG = """examples:
   halluflow score chair --captions captions.jsonl --truth truth.jsonl
   halluflow sg ged --truth truth_sg.json --pred pred_sg.json
 run `halluflow GROUP COMMAND --help` for the options and examples of each command."""
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (a timeout of -1 or nan would hang or never start)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return value
 
 
 def _build_top_parser() -> argparse.ArgumentParser:
@@ -101,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(module, "run")(args) or 0)
     except HalluflowError as exc:
         print(f"halluflow: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an output path that is a folder, a full or read-only disk: name the file, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"halluflow: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
 
 

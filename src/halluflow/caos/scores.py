@@ -34,6 +34,7 @@ cosines is undefined. No hallucinated object → every score is null with n = 0 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -677,6 +678,10 @@ def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dic
         if not any(k in row for k in keys):
             raise InputError(f"{path}: line {n} (image_id {row['image_id']!r}) needs one of {list(keys)}")
         iid = str(row["image_id"])
+        for k in ("objects", "truth"):
+            if k in row and (not isinstance(row[k], list) or not all(isinstance(o, str) for o in row[k])):
+                raise InputError(f"{path}: line {n} (image_id {iid!r}): '{k}' must be a list of object names, "
+                                 f"got {json.dumps(row[k])[:60]}")
         if iid in out:
             raise InputError(f"{path}: image_id {iid!r} appears twice")
         out[iid] = row

@@ -37,7 +37,9 @@ examples:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--truth", required=True, help="truth scene graph JSON")
     parser.add_argument("--pred", required=True, help="predicted scene graph JSON")
-    parser.add_argument("--timeout", type=float, default=30.0,
+    from ..cli import positive_float
+
+    parser.add_argument("--timeout", type=positive_float, default=30.0,
                         help="seconds for the exact search; past it the best path so far is reported (exact=false)")
     parser.add_argument("--solver", choices=["milp", "networkx"], default="milp",
                         help="milp = exact binary linear program on HiGHS (default; proves 20-30 node graphs in well "

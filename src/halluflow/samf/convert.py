@@ -297,7 +297,9 @@ def configure(parser) -> None:
     parser.add_argument("--input", required=True, help="ode: queries.parquet; pope: label file; amber: annotations.json; table: JSONL items of any category")
     parser.add_argument("--queries", default=None, help="amber: the query file (query_discriminative*.json)")
     parser.add_argument("--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)")
-    parser.add_argument("--limit", type=int, default=None, help="keep this many items, round-robin over types (seeded)")
+    from ..cli import positive_int
+
+    parser.add_argument("--limit", type=positive_int, default=None, help="keep this many items, round-robin over types (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     parser.add_argument("--risk", default="taxonomy", type=_risk_arg, metavar="1..5|taxonomy",
                         help="risk level of every instance, or 'taxonomy' (default): the level of its subtype")
@@ -323,7 +325,11 @@ def run(args) -> int:
         path = Path(args.input)
         if not path.exists():
             raise InputError(f"--input {path}: file not found")
-        items = from_ode_queries(pl.read_parquet(path).to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed)
+        try:
+            table = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(f"--input {path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from None
+        items = from_ode_queries(table.to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed)
     elif args.source == "table":
         items = from_table(args.input, args.risk, args.limit, args.seed)
     elif args.source == "pope":

@@ -31,6 +31,8 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: is a file; give a folder (fuzzed images go to OUT/fuzzed/)")
     path = Path(args.instance)
     data = read_json(path)
     if isinstance(data, list):
