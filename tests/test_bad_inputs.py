@@ -197,3 +197,143 @@ def test_empty_huge_and_missing_answers_are_scored_not_crashed():
     assert row["g-empty"]["failed"] and row["g-empty"]["hallucinated"] is None
     exact = score_answers(queries, answers, ["dog", "cat"], parser="exact").filter(pl.col("query_id") == "d-empty")
     assert exact["parsed"][0] is None and exact["hallucinated"][0] is None
+
+
+# ---------------------------------------------------------------- the bad-input matrix: every CLI reader
+# Each case: a command over small valid files, one file or option spoiled → a non-zero exit, ONE line on stderr
+# naming the problem, no traceback, and no output file written.
+NON_UTF8 = b'{"x": "\xff\xfe caf\xe9"}\n'
+
+
+def _cli_files(root: Path) -> dict[str, Path]:
+    def put(name: str, data) -> Path:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        elif isinstance(data, str):
+            path.write_text(data)
+        else:
+            path.write_text(json.dumps(data) if not isinstance(data, tuple) else
+                            "".join(json.dumps(r) + "\n" for r in data))
+        return path
+
+    f = {
+        "labels": put("labels.jsonl", tuple({"question_id": i, "image": "a.jpg", "text": "Is there a dog?",
+                                             "label": "yes" if i % 2 else "no"} for i in range(4))),
+        "answers": put("answers.jsonl", tuple({"question_id": i, "answer": "Yes" if i % 2 else "No"}
+                                              for i in range(4))),
+        "captions": put("captions.jsonl", ({"image_id": 1, "caption": "A dog on a sofa."},)),
+        "truth": put("truth.jsonl", ({"image_id": 1, "objects": ["dog"]},)),
+        "synonyms": put("synonyms.txt", "dog, puppy\ncouch, sofa\n"),
+        "amber/annotations.json": put("amber/annotations.json", [
+            {"id": 1, "type": "generative", "truth": ["dog"], "hallu": ["cat"]},
+            {"id": 2, "type": "discriminative-hallucination", "truth": "no"}]),
+        "amber/relation.json": put("amber/relation.json", {"dog": ["puppy"], "cat": []}),
+        "amber/safe_words.txt": put("amber/safe_words.txt", "image\n"),
+        "responses": put("responses.json", [{"id": 1, "response": "A dog."}, {"id": 2, "response": "No"}]),
+        "objects": put("objects.jsonl", ({"image_id": 1, "objects": ["dog", "cat"]},)),
+        "caos_truth": put("caos_truth.jsonl", ({"image_id": 1, "objects": ["dog"]},)),
+        "frequent": put("frequent.txt", "dog\ncat\n"),
+        "vectors": put("vectors.tsv", "dog\t1\t0\ncat\t0\t1\n"),
+        "unihall": put("unihall.json", [unihall_instance("0.png")]),
+        "ghr_answers": put("ghr_answers.jsonl", ({"instance_id": "110001", "answer": "Yes"},)),
+        "sg_truth": put("sg_truth.json", {"objects": [{"id": 0, "name": "dog", "attributes": []}], "relations": []}),
+        "sg_pred": put("sg_pred.json", {"objects": [{"id": 0, "name": "dog", "attributes": []}], "relations": []}),
+    }
+    png(root / "0.png")
+    return f
+
+
+def _cmd(name: str, f: dict[str, Path], out: Path) -> list[str]:
+    return {
+        "pope": ["score", "pope", "--answers", f["answers"], "--labels", f["labels"], "--out", out],
+        "chair": ["score", "chair", "--captions", f["captions"], "--truth", f["truth"], "--synonyms", f["synonyms"],
+                  "--out", out],
+        "amber": ["score", "amber", "--responses", f["responses"], "--annotations", f["amber/annotations.json"].parent,
+                  "--out", out],
+        "caos": ["score", "caos", "--objects", f["objects"], "--truth", f["caos_truth"], "--frequent", f["frequent"],
+                 "--embedder", "table", "--vectors", f["vectors"], "--synonyms", "none", "--out", out],
+        "ghr": ["score", "ghr", "--instances", f["unihall"], "--answers", f["ghr_answers"]],
+        "ged": ["sg", "ged", "--truth", f["sg_truth"], "--pred", f["sg_pred"]],
+        "mutate": ["fuzz", "mutate", "--instance", f["unihall"], "--op", "constraint_stack", "--level", "1",
+                   "--out", out.parent / "mutated"],
+        "convert_pope": ["fuzz", "convert", "--source", "pope", "--input", f["labels"], "--out", out],
+        "convert_amber": ["fuzz", "convert", "--source", "amber", "--input", f["amber/annotations.json"],
+                          "--queries", f["amber/annotations.json"], "--out", out],
+    }[name]
+
+
+def _spoil(f: dict[str, Path], key: str, data) -> None:
+    path = f[key]
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    elif isinstance(data, tuple):
+        path.write_text("".join(json.dumps(r) + "\n" for r in data))
+    else:
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
+
+
+MATRIX = [
+    # (command, file key, new content or None, extra args, expected message)
+    *[(cmd, key, NON_UTF8, [], "not UTF-8") for cmd, key in [
+        ("pope", "answers"), ("pope", "labels"), ("chair", "captions"), ("chair", "truth"), ("chair", "synonyms"),
+        ("amber", "responses"), ("amber", "amber/annotations.json"), ("amber", "amber/relation.json"),
+        ("amber", "amber/safe_words.txt"), ("caos", "objects"), ("caos", "caos_truth"), ("caos", "frequent"),
+        ("ghr", "unihall"), ("ghr", "ghr_answers"), ("ged", "sg_truth"), ("ged", "sg_pred"),
+        ("mutate", "unihall"), ("convert_pope", "labels")]],
+    ("pope", "answers", tuple({"question_id": i, "answer": ""} for i in range(4)), [],
+     "4 of 4 answers failed or are empty"),
+    ("pope", "answers", tuple({"question_id": i, "answer": "x", "status": "failed"} for i in range(4)), [],
+     "4 of 4 answers failed"),
+    ("pope", "answers", ({"question_id": 0, "answer": 1},), [], "answer is 1, expected a string"),
+    ("pope", "answers", ({"question_id": 0, "answer": True},), [], "answer is true, expected a string"),
+    ("pope", "answers", ({"question_id": 0, "answer": ["yes"]},), [], 'answer is \\["yes"\\], expected a string'),
+    ("pope", "answers", ({"question_id": 0, "answer": "Yes"}, {"question_id": 1, "text": "No"}), [],
+     "mix 'answer' and 'text'"),
+    ("pope", "answers", None, ["--max-failed-fraction", "2"], "between 0 and 1"),
+    ("pope", "labels", ({"question_id": 0, "label": "maybe"},), [], "label 'maybe'"),
+    ("chair", "truth", ({"image_id": 1, "objects": [1, 2]},), [], "objects must be names"),
+    ("chair", "synonyms", "\n\n", [], "holds no synonyms"),
+    ("chair", "captions", ({"image_id": 1, "caption": ""},), [], "1 of 1 answers failed or are empty"),
+    ("amber", "amber/annotations.json", [{"id": 1, "type": "generative", "hallu": []}], [], "has no 'truth'"),
+    ("amber", "amber/annotations.json", {"id": 1, "type": "generative", "truth": []}, [], "expected AMBER's JSON array"),
+    ("amber", "amber/annotations.json", [{"id": 1, "type": "discriminative-hallucination", "truth": 1}], [],
+     "expected yes/no"),
+    ("amber", "responses", [], [], "no responses"),
+    ("amber", "responses", [{"id": 1, "response": ""}, {"id": 2, "response": ""}], [], "2 of 2 answers failed"),
+    ("amber", "responses", [{"id": 1, "response": 3}], [], "string 'response'"),
+    ("caos", "objects", ({"image_id": 1, "objects": [1, None, {}]},), [], "must be a list of object names"),
+    ("ghr", "ghr_answers", ({"instance_id": "110001", "answer": ""},), [], "1 of 1 answers failed or are empty"),
+    ("ghr", "ghr_answers", ({"instance_id": "110001", "answer": "Yes", "text": "No"},), [], "mixes 'answer' and"),
+    ("ged", None, None, ["--timeout", "-1"], "expected a finite number > 0"),
+    ("ged", None, None, ["--timeout", "nan"], "expected a finite number > 0"),
+    ("convert_pope", None, None, ["--limit", "-3"], "expected an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("cmd, key, content, extra, message", MATRIX,
+                         ids=[f"{m[0]}-{m[1] or ' '.join(m[3])}-{i}" for i, m in enumerate(MATRIX)])
+def test_bad_input_matrix(tmp_path, capsys, cmd, key, content, extra, message):
+    from halluflow.cli import main
+
+    f = _cli_files(tmp_path / "in")
+    out = tmp_path / "out" / "result.json"
+    argv = [str(a) for a in _cmd(cmd, f, out)]
+    capsys.readouterr()
+    assert main(argv) == 0, capsys.readouterr().err  # the valid files pass
+    if out.exists():
+        out.unlink()
+    if key is not None and content is not None:
+        _spoil(f, key, content)
+    try:
+        rc = main(argv + [str(e) for e in extra])
+    except SystemExit as exc:  # argparse refuses an option value: its usage line + one error line
+        rc = exc.code
+    assert rc not in (0, None)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(message, err), err
+    if not err.startswith("usage:"):
+        assert err.count("\n") == 1 and err.startswith("halluflow: error: "), err
+    assert not out.exists()  # nothing half-written

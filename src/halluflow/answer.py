@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .io import read_text as _read_text
 from . import registry
 from .cache import RequestCache, request_key
 from .devices import set_threads
@@ -343,7 +344,7 @@ def _cli_spec(args) -> dict:
         path = Path(args.model_config)
         if not path.exists():
             raise ConfigError(f"--model-config {path}: file not found")
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+        spec = yaml.safe_load(_read_text(path))
         if isinstance(spec, dict) and "models" in spec:
             spec = (spec["models"] or [None])[0]
         if not isinstance(spec, dict):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from ..io import read_text as _read_text
 from ..errors import InputError
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -200,7 +201,7 @@ def read_synonym_table(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: synonym table not found")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = _read_text(path).splitlines()
     if not lines:
         raise InputError(f"{path}: empty synonym table")
     header = lines[0].split("\t")

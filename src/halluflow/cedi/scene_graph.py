@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 import networkx as nx
 
+from ..io import read_text as _read_text
 from ..errors import InputError
 
 # Relations implied by an ODE pair kind. Each truth relation carries a SET of equivalent predicates because the
@@ -85,7 +86,7 @@ class Synonyms:
             path = Path(path)
             if not path.exists():
                 raise InputError(f"{path}: synonym vocabulary file not found")
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for line in _read_text(path).splitlines():
                 forms = [normalize(f) for f in line.split(",") if normalize(f)]
                 for form in forms:
                     table[form] = forms[0]  # later files win: the VG vocabulary overrides the built-in table
@@ -175,14 +176,12 @@ class SceneGraph:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> "SceneGraph":
+        from ..io import read_json
+
         path = Path(path)
         if not path.exists():
             raise InputError(f"{path}: scene graph file not found")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_json(path), source=str(path))
 
     def to_dict(self) -> dict:
         return {

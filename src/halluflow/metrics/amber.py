@@ -76,7 +76,7 @@ class AmberData:
 def read_start_value(path: Path) -> float:
     """The initial value of the *_num counters in AMBER's metrics.txt (all equal there)."""
     values = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         name, eq, value = line.partition("=")
         if eq and name.strip().endswith("_num"):
             try:

@@ -145,7 +145,9 @@ def read_pope_answers(path: str | Path) -> "pl.DataFrame":
 def _json_array(path: str | Path, what: str) -> list:
     data = read_json(path)
     if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON array of {what}, got a JSON {type(data).__name__}")
+        kind = {"dict": "object", "str": "string", "int": "number", "float": "number", "bool": "boolean",
+                "NoneType": "null"}.get(type(data).__name__, type(data).__name__)
+        raise InputError(f"{path}: expected AMBER's JSON array of {what}, got a JSON {kind}")
     return data
 
 

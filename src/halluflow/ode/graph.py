@@ -19,6 +19,7 @@ from pathlib import Path
 import networkx as nx
 import polars as pl
 
+from ..io import read_text as _read_text
 from ..errors import InputError
 from ..io import atomic_path, read_json, write_parquet, write_text
 
@@ -73,7 +74,7 @@ def load_environment_vocabulary(path: str | Path | None = None) -> set[str]:
     if not path.exists():
         raise InputError(f"{path}: environment vocabulary not found (one object name per line)")
     words = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in _read_text(path).splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             words.add(_normalise(line))
