@@ -179,3 +179,110 @@ def test_cli_bad_arg_is_one_line_error(tmp_path, capsys):
     code = main(["answer", "run", "--source", "pope", "--questions", str(tmp_path / "q.jsonl"), "--images", str(tmp_path),
                  "--backend", "prior", "--arg", "graph", "--out", str(tmp_path / "o.jsonl")])
     assert code == 1 and "--arg 'graph': expected KEY=VALUE" in capsys.readouterr().err
+
+
+def _pope_questions(tmp_path, n=3):
+    import json
+
+    images = tmp_path / "images"
+    images.mkdir(exist_ok=True)
+    for i in range(n):
+        Image.new("RGB", (8, 8), (i, i, i)).save(images / f"c{i}.jpg")
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps({"question_id": i, "image": f"c{i}.jpg", "text": "Is there a dog in the image?",
+                                        "label": "yes"}) + "\n" for i in range(n)))
+    return path, images
+
+
+def test_cli_all_failed_run_writes_failures_and_exits_nonzero(tmp_path, capsys):
+    """Every request fails (nothing listens on the port): the answers are written as status failed, the command
+    exits 1 with one line, and the POPE scorer refuses them instead of printing accuracy 0.5 / recall 1.0."""
+    import json
+
+    from halluflow.cli import main
+
+    questions, images = _pope_questions(tmp_path)
+    out = tmp_path / "a.jsonl"
+    argv = ["answer", "run", "--source", "pope", "--questions", str(questions), "--images", str(images),
+            "--backend", "openai", "--arg", "base_url=http://127.0.0.1:9/v1", "--arg", "model=m",
+            "--arg", "max_retries=0", "--arg", "timeout_s=5", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "answer run" in err and "3 of 3 answers failed or are empty" in err and "Traceback" not in err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["failed"] * 3 and all(r["error"] for r in rows)
+    assert main(argv + ["--max-failed-fraction", "1"]) == 0  # the user accepts them: exit 0, still recorded
+    capsys.readouterr()
+    assert main(["score", "pope", "--answers", str(out), "--labels", str(questions)]) == 1
+    assert "3 of 3 answers failed" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_release_that_fails_verification(tmp_path, capsys):
+    from halluflow.cli import main
+
+    make_release(tmp_path / "release")  # queries and images, but no manifest.json
+    code = main(["answer", "run", "--source", "ode", "--questions", str(tmp_path / "release"), "--backend", "blind",
+                 "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 1 and "fails verification" in err and "manifest.json" in err and err.count("\n") == 1
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "no_answer", "array", "folder"])
+def test_cache_heals_unreadable_entries(tmp_path, release, prior_spec, damage, caplog):
+    """A damaged cache entry is logged, treated as a miss, asked again and rewritten: the rerun succeeds."""
+    import shutil
+
+    out = tmp_path / "out" / "000.parquet"
+    answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "cache", out)
+    first = pl.read_parquet(out)
+    entry = sorted((tmp_path / "cache").glob("??/*.json"))[0]
+    if damage == "garbage":
+        entry.write_bytes(b"\xff\x00garbage")
+    elif damage == "no_answer":
+        entry.write_text('{"latency_s": 1}')
+    elif damage == "array":
+        entry.write_text('["yes"]')
+    else:
+        entry.unlink()
+        entry.mkdir()
+        (entry / "stray").write_text("x")
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "cache", out)
+    assert (stats["cache_hits"], stats["new"]) == (5, 1)
+    assert "ignoring unreadable entry" in caplog.text
+    assert entry.is_file() and RequestCache(tmp_path / "cache").get(entry.stem)["answer"]
+    assert pl.read_parquet(out)["answer"].to_list() == first["answer"].to_list()
+    shutil.rmtree(tmp_path / "out")
+
+
+@pytest.mark.parametrize("how", ["read_only", "a_file"])
+def test_unwritable_cache_is_one_clear_error(tmp_path, release, prior_spec, how):
+    import os
+
+    cache = tmp_path / "cache"
+    if how == "read_only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        cache.mkdir()
+        cache.chmod(0o500)
+    else:
+        cache.write_text("not a folder")
+    try:
+        with pytest.raises(InputError, match=r"request cache .*cache: not writable .*pass another --cache"):
+            answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, tmp_path / "o.parquet")
+    finally:
+        if cache.is_dir():
+            cache.chmod(0o700)
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_cache_put_on_a_read_only_entry_folder_is_one_clear_error(tmp_path, monkeypatch):
+    cache = RequestCache(tmp_path / "cache")
+    key = "ab" + "0" * 62
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("halluflow.cache.write_json", refuse)
+    with pytest.raises(InputError, match=r"request cache .*cannot write ab0+\.json \(Permission denied\)"):
+        cache.put(key, {"answer": "yes"})

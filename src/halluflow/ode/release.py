@@ -203,13 +203,17 @@ def verify_release(release_dir: str | Path) -> list[str]:
         return [f"{release_dir / MANIFEST}: no 'files' table"]
     problems = []
     for rel, meta in sorted(files.items()):
+        shown = rel if rel.isprintable() and len(rel) <= 200 else ascii(rel)[:200] + ("..." if len(rel) > 200 else "")
+        if "\0" in rel or len(rel) > 4096 or any(len(part) > 255 for part in rel.split("/")):
+            problems.append(f"{shown}: listed path is not a usable file name (NUL byte or too long)")
+            continue
         try:
             path = safe_join(release_dir, rel)
         except InputError:
-            problems.append(f"{rel}: listed path escapes the release folder")
+            problems.append(f"{shown}: listed path escapes the release folder")
             continue
         if not path.is_file():
-            problems.append(f"{rel}: missing")
+            problems.append(f"{shown}: missing")
         elif not isinstance(meta, dict) or sha256_file(path) != meta.get("sha256"):
             problems.append(f"{rel}: sha256 differs from manifest")
     for path in sorted(p for p in release_dir.rglob("*") if p.is_file() or p.is_symlink()):
