@@ -337,3 +337,74 @@ def test_bad_input_matrix(tmp_path, capsys, cmd, key, content, extra, message):
     if not err.startswith("usage:"):
         assert err.count("\n") == 1 and err.startswith("halluflow: error: "), err
     assert not out.exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("case", ["mutate_out_is_a_file", "convert_bad_parquet", "convert_amber_non_utf8_queries"])
+def test_bad_fuzz_inputs_are_one_line(tmp_path, capsys, case):
+    from halluflow.cli import main
+
+    f = _cli_files(tmp_path / "in")
+    out = tmp_path / "out" / "instances.json"
+    if case == "mutate_out_is_a_file":
+        argv, message = _cmd("mutate", f, out)[:-1] + [f["labels"]], "is a file; give a folder"
+    elif case == "convert_bad_parquet":
+        bad = tmp_path / "in" / "queries.parquet"
+        bad.write_bytes(b"PAR1 this is not parquet")
+        argv, message = ["fuzz", "convert", "--source", "ode", "--input", bad, "--out", out], "not a readable parquet"
+    else:
+        queries = tmp_path / "in" / "query.json"
+        queries.write_bytes(NON_UTF8)
+        argv = _cmd("convert_amber", f, out)
+        argv[argv.index("--queries") + 1] = queries
+        message = "query.json: not UTF-8"
+    assert main([str(a) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and re.search(message, err), err
+    assert not out.exists()
+
+
+def _release_with(tmp_path: Path, case: str) -> Path:
+    release = tmp_path / "release"
+    release.mkdir()
+    manifest = release / "manifest.json"
+    if case == "non_utf8":
+        manifest.write_bytes(b'{"files": {"\xff": {}}}')
+    elif case == "folder":
+        manifest.mkdir()
+    elif case == "nul":
+        manifest.write_text(json.dumps({"files": {"a\u0000b.png": {"sha256": "0"}}}))
+    else:
+        manifest.write_text(json.dumps({"files": {"a" * 5000 + ".png": {"sha256": "0"}}}))
+    return release
+
+
+@pytest.mark.parametrize("case, message", [("non_utf8", "manifest.json: not UTF-8"),
+                                           ("folder", "manifest.json: is a folder"),
+                                           ("nul", r"'a\\x00b.png': listed path is not a usable file name"),
+                                           ("long_path", r"'a{20,}\.\.\.: listed path is not a usable file name")])
+def test_bad_release_manifest_is_reported_per_line(tmp_path, capsys, case, message):
+    from halluflow.cli import main
+
+    assert main(["release", "verify", str(_release_with(tmp_path, case))]) == 1
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err + printed.out
+    lines = printed.out.splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 300 and re.search(message, lines[0]), lines
+
+
+def test_samf_failed_answers_have_no_ghr():
+    """A failed request used to score GHR 0 (a perfect answer); now it has no GHR/BHR and is left out of means."""
+    from halluflow.samf.metrics import GHRScorer, score_rows
+    from halluflow.samf.pipeline import _mean_scored, _row, compare
+
+    inst = unihall_instance("0.png")
+    assert GHRScorer().score(inst, "") == (None, "failed") == GHRScorer().score(inst, None)
+    assert GHRScorer().score(inst, "No.")[0] == 1
+    assert score_rows([inst], {"110001": None}) == []
+    failed, answered = _row(inst, {}, "", None, "failed", ""), _row(inst, {}, "No.", 1, "yon_negative", "")
+    assert failed["ghr"] is None and failed["bhr"] is None and answered["ghr"] == 1
+    assert _mean_scored([{"score": None}, {"score": 1.0}]) == 1.0
+    table = pl.DataFrame([{**failed, "model": "m", "stand_in": False}, {**answered, "instance_id": "110002",
+                                                                         "model": "m", "stand_in": False}])
+    row = compare(table, table.clear()).row(0, named=True)
+    assert (row["ghr_standard"], row["n_failed_standard"], row["n"]) == (1.0, 1, 2)
