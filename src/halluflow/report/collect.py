@@ -298,6 +298,10 @@ SCORECARD = [
     ("cedi", "ged", "CEDI GED"),
     ("fuzz", "ghr_standard", "GHR standard"),
     ("fuzz", "ghr_fuzzed", "GHR fuzzed"),
+    # failed / empty answers are excluded from every number above; the counts say how many (docs/failed-answers.md)
+    ("metrics", "n_failed", "failed answers"),
+    ("metrics", "n_unknown", "unknown answers"),
+    ("fuzz", "n_failed_standard", "SAMF failed answers"),
 ]
 
 
