@@ -2,9 +2,9 @@
 responses (junyangwang0410/AMBER). Every scorer, source and converter reads these formats through here, so a
 malformed file gets the same one-line error (naming the file and the record) wherever it is read.
 
-Large JSON Lines files go through pyarrow's multithreaded JSON reader with an explicit schema: no Python object per
-line, and a value of the wrong type (an answer `1`, `true` or `["yes"]`) is refused instead of stringified. Only when
-that fast path fails is the file re-read line by line to name the offending line.
+JSON Lines files go through polars' NDJSON reader with an explicit schema: no Python object per line. A value of
+the wrong type (an answer `1`, `true` or `["yes"]`) is refused instead of stringified: a byte scan sends such files
+to the slow path, which re-reads them line by line and names the offending record.
 """
 
 from __future__ import annotations
@@ -63,37 +63,60 @@ def read_records(path: str | Path, string_fields: tuple[str, ...], id_field: str
     return pl.DataFrame(cols, schema={k: pl.String for k in cols})
 
 
-def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: str) -> "pl.DataFrame | None":
-    import polars as pl
-    import pyarrow as pa
-    import pyarrow.json as pj
+def _first_record(path: Path) -> dict | None:
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    return None
+                return row if isinstance(row, dict) else None
+    return None
 
-    # The id may be a number in one file and a string in another: let pyarrow infer it (a file mixing both falls
-    # back to the slow path); the text fields must be strings.
-    schema = pa.schema([(f, pa.string()) for f in string_fields])
+
+def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: str) -> "pl.DataFrame | None":
+    """polars' NDJSON reader with an explicit schema (other fields skipped); None sends the file to the slow path,
+    which names the offending line. polars would stringify a number or list read into a String column, so a
+    byte-level scan first looks for any text field holding something other than a string or null; a false alarm
+    (the pattern inside some string) only costs the slow path."""
+    import re
+
+    import polars as pl
+
+    first = _first_record(path)
+    if first is None:
+        return None
+    # The id is a number in some files and a string in others: the first record decides, and a record that
+    # disagrees makes the reader fail, so the slow path reports it.
+    first_id = first.get(id_field)
+    if isinstance(first_id, bool) or not isinstance(first_id, (int, str)):
+        return None
+    names = "|".join(re.escape(f) for f in string_fields).encode()
+    not_a_string = re.compile(rb'"(?:' + names + rb')"\s*:\s*[^"\sn]')
+    with open(path, "rb") as fh:
+        if not_a_string.search(fh.read()):
+            return None
+    schema = {id_field: pl.String if isinstance(first_id, str) else pl.Int64, **{f: pl.String for f in string_fields}}
     try:
-        table = pj.read_json(path, parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
-                             read_options=pj.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, UnicodeDecodeError):
+        df = pl.read_ndjson(path, schema=schema)
+    except (pl.exceptions.PolarsError, OSError, ValueError):
         return None
-    if table.num_rows == 0 or id_field not in table.column_names:
-        return None
-    ids = table.column(id_field)
-    if not (pa.types.is_integer(ids.type) or pa.types.is_string(ids.type)):
-        return None  # floats, lists, objects: the slow path names the record
-    return pl.DataFrame({id_field: pl.from_arrow(ids).cast(pl.String),
-                         **{f: pl.from_arrow(table.column(f)) for f in string_fields}})
+    return df if df.height else None
 
 
 def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id") -> "pl.Series":
+    """The ids as strings (ids are strings everywhere in halluflow); a missing or repeated id is refused."""
+    import polars as pl
+
     if ids.is_null().all():
         raise InputError(f"{path}: records lack '{id_field}'")
     if ids.is_null().any():
         raise InputError(f"{path}: record #{int(ids.is_null().arg_max()) + 1} has no {id_field}")
-    if ids.n_unique() < len(ids):  # cheap test first; locate the duplicate only when there is one
+    if ids.n_unique() < len(ids):  # cheap test first (on integer ids when they are); locate the duplicate only then
         dup = ids.is_duplicated()
-        raise InputError(f"{path}: {id_field} {ids.filter(dup)[0]!r} appears more than once")
-    return ids
+        raise InputError(f"{path}: {id_field} {str(ids.filter(dup)[0])!r} appears more than once")
+    return ids.cast(pl.String)
 
 
 # ---------------------------------------------------------------- POPE
