@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .io import read_text as _read_text
 from . import registry
 from .cache import RequestCache, request_key
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
-from .io import sha256_file, stable_hash, write_parquet
+from .io import read_text, sha256_file, stable_hash, write_parquet
 from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed
 from .models import resolve
 from .progress import progress
@@ -344,7 +343,7 @@ def _cli_spec(args) -> dict:
         path = Path(args.model_config)
         if not path.exists():
             raise ConfigError(f"--model-config {path}: file not found")
-        spec = yaml.safe_load(_read_text(path))
+        spec = yaml.safe_load(read_text(path))
         if isinstance(spec, dict) and "models" in spec:
             spec = (spec["models"] or [None])[0]
         if not isinstance(spec, dict):

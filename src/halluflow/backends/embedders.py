@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..io import read_text as _read_text
 from ..errors import ConfigError, InputError, MissingExtraError
+from ..io import read_text
 from .base import BackendInfo, Embedder
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
@@ -121,7 +121,7 @@ def _read_vector_tsv(path: Path) -> dict[str, list[float]]:
     if not path.exists():
         raise InputError(f"embedder 'table': {path} not found")
     vectors: dict[str, list[float]] = {}
-    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
+    for lineno, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         word, *values = line.split("\t")

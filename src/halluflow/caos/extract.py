@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..io import read_text as _read_text
 from ..errors import InputError
+from ..io import read_text
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -201,7 +201,7 @@ def read_synonym_table(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: synonym table not found")
-    lines = _read_text(path).splitlines()
+    lines = read_text(path).splitlines()
     if not lines:
         raise InputError(f"{path}: empty synonym table")
     header = lines[0].split("\t")

@@ -7,7 +7,6 @@ scene-graph annotations or COCO instance annotations; every malformed item is re
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +14,8 @@ from typing import Any, Iterable, Mapping
 
 import networkx as nx
 
-from ..io import read_text as _read_text
 from ..errors import InputError
+from ..io import read_json, read_text
 
 # Relations implied by an ODE pair kind. Each truth relation carries a SET of equivalent predicates because the
 # edge substitution cost is 0 whenever the predicate sets intersect: "the dog with the cat" must match "next to".
@@ -86,7 +85,7 @@ class Synonyms:
             path = Path(path)
             if not path.exists():
                 raise InputError(f"{path}: synonym vocabulary file not found")
-            for line in _read_text(path).splitlines():
+            for line in read_text(path).splitlines():
                 forms = [normalize(f) for f in line.split(",") if normalize(f)]
                 for form in forms:
                     table[form] = forms[0]  # later files win: the VG vocabulary overrides the built-in table
@@ -176,8 +175,6 @@ class SceneGraph:
 
     @classmethod
     def from_json_file(cls, path: str | Path) -> "SceneGraph":
-        from ..io import read_json
-
         path = Path(path)
         if not path.exists():
             raise InputError(f"{path}: scene graph file not found")
