@@ -306,9 +306,9 @@ MATRIX = [
     ("caos", "objects", ({"image_id": 1, "objects": [1, None, {}]},), [], "must be a list of object names"),
     ("ghr", "ghr_answers", ({"instance_id": "110001", "answer": ""},), [], "1 of 1 answers failed or are empty"),
     ("ghr", "ghr_answers", ({"instance_id": "110001", "answer": "Yes", "text": "No"},), [], "mixes 'answer' and"),
-    ("ged", None, None, ["--timeout", "-1"], "expected a finite number > 0"),
-    ("ged", None, None, ["--timeout", "nan"], "expected a finite number > 0"),
-    ("convert_pope", None, None, ["--limit", "-3"], "expected an integer >= 1"),
+    ("ged", None, None, ["--timeout", "-1"], "--timeout: must be a finite number > 0, got -1"),
+    ("ged", None, None, ["--timeout", "nan"], "--timeout: must be a finite number > 0, got nan"),
+    ("convert_pope", None, None, ["--limit", "-3"], "--limit: must be ≥ 1, got -3"),
 ]
 
 

@@ -45,3 +45,17 @@ def test_builtin_backends_import():
             if name == "vllm":
                 continue
             assert isinstance(reg.resolve(name), type), f"{role} {name}"
+
+
+def test_help_imports_no_heavy_library():
+    """`halluflow --help` and `halluflow score pope --help` start without polars, numpy, tqdm or torch (their
+    import is most of the start-up time; bench numbers are in the README, speed is not asserted here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom halluflow.cli import main\n"
+            "for argv in ([], ['--help'], ['score', 'pope', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('polars', 'numpy', 'tqdm', 'torch', 'pyarrow', 'PIL') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

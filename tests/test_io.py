@@ -66,3 +66,30 @@ def test_atomic_files_get_umask_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE((tmp_path / "x.txt").stat().st_mode) == 0o666 & ~mask
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_bytes(b'{"a": "caf\xe9"}\n'), r"x\.json: not UTF-8 text \(byte 10, line 1\)"),
+    (lambda p: p.mkdir(), r"x\.json: is a folder, expected a file"),
+    (lambda p: None, r"x\.json: file not found"),
+    (lambda p: p.write_text("[" * 100_000), r"x\.json: (JSON nested too deeply|not valid JSON)"),
+])
+def test_readers_fail_with_one_line_naming_the_file(tmp_path, make, message):
+    path = tmp_path / "x.json"
+    make(path)
+    for reader in (io.read_json, io.read_jsonl, io.read_text):
+        if reader is io.read_text and "JSON" in message:
+            continue
+        with pytest.raises(InputError, match=message) as info:
+            reader(path)
+        assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("relative", ["a\0b.png", "a" * 5000])
+def test_safe_join_refuses_unusable_names_in_one_line(tmp_path, relative):
+    try:
+        path = io.safe_join(tmp_path, relative)
+    except InputError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
+    else:  # a long name is a valid path string; only opening it fails, and that is the caller's one-line error
+        assert path.parent == tmp_path.resolve()

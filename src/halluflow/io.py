@@ -124,6 +124,8 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             data = json.loads(stripped)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{path}: JSON nested too deeply") from None
         if not all(isinstance(r, dict) for r in data):
             raise InputError(f"{path}: expected a JSON array of objects")
         return data
@@ -135,6 +137,8 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{path}:{lineno}: JSON nested too deeply") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{lineno}: expected a JSON object per line")
         rows.append(row)

@@ -642,17 +642,9 @@ the vocabulary matcher: COCO 80 + CHAIR synonyms + the truth and frequent object
 Without an oracle every object is judged against the truth: hallucinated = extracted objects not in the truth."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {value}")
-    return value
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
+    from ..cli import positive_int
+
     parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
     parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")
     parser.add_argument("--frequent", default="coco",
@@ -660,7 +652,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or a text file (one per line) / TSV with an 'object' column")
     parser.add_argument("--embedder", default="glove", help="embedder backend: glove, minilm or table")
     parser.add_argument("--vectors", help="TSV word<TAB>v1<TAB>... for --embedder table")
-    parser.add_argument("--k", type=_positive_int, default=3,
+    parser.add_argument("--k", type=positive_int, default=3,
                         help="k of the headline CAOS_K, ≥ 1 (the sweep 1..10 is always given)")
     parser.add_argument("--synonyms", default="default",
                         help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable")
