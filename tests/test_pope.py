@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from halluflow.cli import main
 from halluflow.errors import InputError
-from halluflow.metrics.parsers import parse_answers, parse_yes_no, vlmevalkit_yorn
+from halluflow.metrics.parsers import PARSERS, parse_answers, parse_yes_no, vlmevalkit_yorn
 from halluflow.metrics.pope import load_answers, load_labels, pope_metrics, score_files
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -257,3 +257,13 @@ def test_mixing_answer_and_text_is_refused(tmp_path):
     _write_jsonl(answers, [{"question_id": 0, "answer": "Yes", "text": "No"}, {"question_id": 1, "answer": "No"}])
     with pytest.raises(InputError, match=r"mix 'answer' and 'text' \(question_id '0'\)"):
         score_files(answers, labels)
+
+
+@pytest.mark.parametrize("variant", sorted(PARSERS))
+def test_every_variant_vectorised_equals_scalar_and_never_reads_a_failure(variant):
+    texts = ["Yes", "No", "yes.", "no", "Yes, there is.", "No, there is not.", "Maybe", "I think so", "There is no dog",
+             "Nope", "Yeah", "not sure", "It is red.", "", "   ", None]
+    vector = parse_answers(texts, variant).to_list()
+    assert vector == [parse_yes_no(t, variant) for t in texts]
+    assert vector[-3:] == [None, None, None]
+    assert vector[0] == "yes" and vector[1] == "no"

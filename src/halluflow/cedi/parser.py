@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
+from ..metrics.parsers import parse_yes_no
 from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize
 
 # ---- elements: "object|dog", "attribute|dog|brown", "relation|dog|next to|cat" (strings: they live in parquet) ----
@@ -76,15 +77,15 @@ _CLAUSE = re.compile(
     r"\b(it|they|he|she|this|that|these|those|there|i|you|we)(?: (?:is|are|was|were|has|have|looks|seems|appears|"
     r"sits|stands|lies|can|could|would|might|may|will)|'s|'re)\b|^(because|since|so|yes|no)\b"
 )
-_AFFIRM = re.compile(r"\b(yes|it is|it's|they are|indeed|correct|certainly)\b")  # mentions are parsed separately
 _NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
              "can't", "cannot", "wasn't", "weren't"}
 
 
 def answer_label(text: str, yes_no: bool) -> str:
-    """yes | no | reject | refuse | other | empty. Premise rejection is checked first, then refusal; yes/no by the
-    first word, then by POPE's rule on the first sentence (a word 'no'/'not' → no) for yes/no questions only.
-    `turn_claims` further turns an `other` answer that says nothing parseable into `unparseable`."""
+    """yes | no | reject | refuse | other | empty. Premise rejection is checked first, then refusal; then the shared
+    yes/no parser: `affirm` for yes/no questions (opening word, a negation in the first sentence, an affirmation),
+    `opener` (opening word only) for open ones. `turn_claims` further turns an `other` answer that says nothing
+    parseable into `unparseable`."""
     t = (text or "").strip().lower().replace("\u2019", "'")
     if not t:
         return "empty"
@@ -92,20 +93,7 @@ def answer_label(text: str, yes_no: bool) -> str:
         return "reject"
     if _REFUSE.search(t):
         return "refuse"
-    words = re.findall(r"[a-z']+", t)
-    if words and words[0] in {"yes", "yeah", "yep", "correct", "indeed", "sure"}:
-        return "yes"
-    if words and words[0] in {"no", "nope"}:
-        return "no"
-    if yes_no:
-        first = re.findall(r"[a-z']+", t.split(".")[0])
-        if {"no", "not", "isn't", "aren't", "doesn't", "don't"} & set(first):
-            return "no"
-        # unlike POPE's parser (anything without a negation is "yes"), an answer must affirm to count as yes: a
-        # stand-in model's noise then stays unjudged instead of inflating the hallucination rate
-        if _AFFIRM.search(t.split(".")[0]):
-            return "yes"
-    return "other"
+    return parse_yes_no(t, "affirm" if yes_no else "opener") or "other"
 
 
 # ---- vocabulary ---------------------------------------------------------------------------------------------------

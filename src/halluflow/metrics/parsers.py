@@ -4,7 +4,9 @@ Named variants reproduce the anchors' own parsers: `pope` = RUCAIBox/POPE evalua
 lower()/strip() (lmms-eval's parse with its aggregation bugs fixed); `lmms_eval` = the same parse with lmms-eval's
 aggregation bugs (see pope.py); `vlmevalkit` = VLMEvalKit's YOrN_Extraction; `amber` = AMBER's strict "Yes"/"No";
 `lenient` = the first word when it is yes/no, else the only one of the two present (the CAOS oracle and the ODE
-diagnosis); `unihall` = the first standalone yes/no word (UniHall's GHR binary branch, "EvalHall" eq. 22).
+diagnosis); `unihall` = the first standalone yes/no word (UniHall's GHR binary branch, "EvalHall" eq. 22);
+`affirm` = an opening yes/no word, else a negation in the first sentence, else an affirmation (CEDI's yes/no
+questions); `opener` = only an opening yes/no word (CEDI's open questions).
 
 Every variant has three outcomes: "yes", "no" or None (unknown: an answer was given but says neither). A failed
 request or an empty answer is never parsed at all (docs/failed-answers.md): `failed_mask` finds them and the
@@ -139,6 +141,32 @@ def unihall_yes_no(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+_WORDS = re.compile(r"[a-z']+")
+_AFFIRM = re.compile(r"\b(yes|it is|it's|they are|indeed|correct|certainly)\b")
+
+
+def opener_yes_no(text: str) -> str | None:
+    """Only an opening yes/no word counts (yes, yeah, yep, correct, indeed, sure / no, nope)."""
+    words = _WORDS.findall(text.strip().lower())
+    if words and words[0] in {"yes", "yeah", "yep", "correct", "indeed", "sure"}:
+        return YES
+    if words and words[0] in {"no", "nope"}:
+        return NO
+    return None
+
+
+def affirm_yes_no(text: str) -> str | None:
+    # The opener, then POPE's rule on the first sentence (a negation word → no); unlike POPE an answer must also
+    # affirm to count as yes, so a stand-in model's noise stays unknown instead of inflating a hallucination rate.
+    opened = opener_yes_no(text)
+    if opened is not None:
+        return opened
+    first = text.strip().lower().split(".")[0]
+    if {"no", "not", "isn't", "aren't", "doesn't", "don't"} & set(_WORDS.findall(first)):
+        return NO
+    return YES if _AFFIRM.search(first) else None
+
+
 SCALAR: dict[str, Callable[[str], str | None]] = {
     "pope": pope_yes_no,
     "exact": exact_yes_no,
@@ -147,6 +175,8 @@ SCALAR: dict[str, Callable[[str], str | None]] = {
     "amber": amber_yes_no,
     "lenient": lenient_yes_no,
     "unihall": unihall_yes_no,
+    "affirm": affirm_yes_no,
+    "opener": opener_yes_no,
 }
 PARSERS = tuple(SCALAR)
 
