@@ -81,10 +81,11 @@ def _build_top_parser() -> argparse.ArgumentParser:
         by_group.setdefault(group, []).append((name, module, help_text))
     for group, commands in by_group.items():
         summary = "; ".join(f"{n}: {h}" for n, _, h in commands)
-        gp = groups.add_parser(group, help=summary, description=summary)
+        # argparse %-formats help strings: a literal '%' ("95% intervals") must be doubled or --help crashes
+        gp = groups.add_parser(group, help=summary.replace("%", "%%"), description=summary)
         sub = gp.add_subparsers(dest="command", metavar="COMMAND")
         for name, _module, help_text in commands:
-            sub.add_parser(name, help=help_text, add_help=False)
+            sub.add_parser(name, help=help_text.replace("%", "%%"), add_help=False)
     return parser
 
 

@@ -98,7 +98,10 @@ def _judged(scores: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     if not need <= set(scores.columns):
         raise InputError(f"scores table lacks column(s) {sorted(need - set(scores.columns))}")
     scores = scores.with_columns(pl.col("truth").cast(pl.Utf8), pl.col("parsed").cast(pl.Utf8))
-    ok = scores.filter(pl.col("status") == "ok") if "status" in scores.columns else scores
+    if "failed" in scores.columns:  # the scoring stage's flag: a failed request or an empty answer
+        ok = scores.filter(~pl.col("failed").fill_null(True))
+    else:
+        ok = scores.filter(pl.col("status") == "ok") if "status" in scores.columns else scores
     yes_no = ok.filter(pl.col("truth").is_in(["yes", "no"]))
     read = yes_no.filter(pl.col("parsed").is_in(["yes", "no"]))
     halluc = ok.filter(pl.col("hallucinated").is_not_null()) if "hallucinated" in ok.columns else ok.clear()
