@@ -7,15 +7,14 @@ from collections import Counter
 import polars as pl
 import pytest
 from PIL import Image
+from test_backends_prior import make_graph
 
 from halluflow.answer import STOP_AFTER_ENV, ModelUnderTest, SimulatedCrash, answer_shard, shard_of
+from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cache import RequestCache
 from halluflow.errors import InputError
 from halluflow.io import write_parquet
 from halluflow.standins import build_standin, register_builder
-from halluflow.backends.transformers_vlm import build_tiny_smolvlm
-
-from test_backends_prior import make_graph
 
 QUESTIONS = [
     ("Is there a grass in the picture?", "discriminative", "existence", "grass", ["dog", "grass"]),

@@ -15,20 +15,19 @@ import numpy as np
 import polars as pl
 import pytest
 from PIL import Image
+from test_backends_prior import make_graph
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.transformers_vlm import load_image
-from halluflow.ode.detection import detect_shard
 from halluflow.errors import HalluflowError
+from halluflow.ode.detection import detect_shard
 from halluflow.ode.graph import build_graph
 from halluflow.ode.scoring import score_answers
 from halluflow.samf import workflow as samf_workflow
 from halluflow.samf.operators import load_image as samf_load_image
 from halluflow.sources import load_source
 from halluflow.standins import build_standin
-
-from test_backends_prior import make_graph
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import REPO, shared_data
 from hypothesis import HealthCheck, given, settings

@@ -118,11 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         epilog=getattr(module, "CLI_EPILOG", None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    getattr(module, "configure")(parser)
+    module.configure(parser)
     args = parser.parse_args(argv[2:])
     configure_logging()
     try:
-        return int(getattr(module, "run")(args) or 0)
+        return int(module.run(args) or 0)
     except HalluflowError as exc:
         print(f"halluflow: error: {exc}", file=sys.stderr)
         return 1

@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..metrics.parsers import parse_yes_no
 from ..errors import ConfigError, InputError
 from ..io import atomic_path, write_parquet
+from ..metrics.parsers import parse_yes_no
 from ..progress import get_logger
 
 log = get_logger(__name__)

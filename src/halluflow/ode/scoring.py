@@ -15,7 +15,7 @@ import polars as pl
 from ..errors import InputError
 from ..metrics.chair import tokenize
 from ..metrics.parsers import failed_mask, parse_answers
-from ..metrics.pope import confusion_counts, metrics_from_counts, aggregation_for
+from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 from ..metrics.singular import singularize_cached
 
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
