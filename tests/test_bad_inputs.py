@@ -407,3 +407,20 @@ def test_samf_failed_answers_have_no_ghr():
                                                                          "model": "m", "stand_in": False}])
     row = compare(table, table.clear()).row(0, named=True)
     assert (row["ghr_standard"], row["n_failed_standard"], row["n"]) == (1.0, 1, 2)
+
+
+def test_chair_and_amber_leave_failed_answers_out_and_count_them(tmp_path, capsys):
+    from halluflow.cli import main
+
+    f = _cli_files(tmp_path / "in")
+    _spoil(f, "captions", ({"image_id": 1, "caption": "A dog on a sofa."}, {"image_id": 1, "caption": "  "},
+                           {"image_id": 1, "caption": "A dog.", "status": "failed"}))
+    assert main([str(a) for a in _cmd("chair", f, tmp_path / "c.json")] + ["--max-failed-fraction", "0.7"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    # only "A dog on a sofa." is scored: the couch is not in the truth → CHAIR_s 1 (an empty caption scored 0)
+    assert (m["n_failed"], m["chair_s"]) == (2, 1.0)
+    _spoil(f, "responses", [{"id": 1, "response": ""}, {"id": 2, "response": "No"}])
+    assert main([str(a) for a in _cmd("amber", f, tmp_path / "a.json")] + ["--max-failed-fraction", "0.5"]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m["n_failed"] == 1 and m["generative"]["n"] == 0 and m["generative"]["chair"] is None
+    assert m["existence"]["accuracy"] == 100.0

@@ -20,7 +20,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import read_jsonl, read_text
-from .parsers import add_max_failed_argument, check_failed, is_failed
+from .parsers import add_max_failed_argument, check_failed
 from .singular import singularize, singularize_cached
 from .treebank import token_frame
 
@@ -199,17 +199,18 @@ def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: 
 
 
 def load_captions(path) -> pl.DataFrame:
-    """Captions [image_id, caption, failed]: a failed (status other than ok) or empty caption is kept but flagged,
-    so the scorer leaves it out and counts it (an empty caption would otherwise be a perfect CHAIR of 0)."""
-    rows = read_jsonl(path)
-    for i, r in enumerate(rows, 1):
-        failed = r.get("status", "ok") != "ok"
-        if "image_id" not in r or not (failed or isinstance(r.get("caption"), str)):
-            raise InputError(f"{path}: record {i} needs 'image_id' and a string 'caption'")
-    return pl.DataFrame({"image_id": [str(r["image_id"]) for r in rows],
-                         "caption": [r.get("caption") if isinstance(r.get("caption"), str) else None for r in rows],
-                         "failed": [is_failed(r.get("caption"), r.get("status")) for r in rows]},
-                        schema={"image_id": pl.String, "caption": pl.String, "failed": pl.Boolean})
+    """Captions [image_id, caption, failed] through the shared fast JSONL reader (a non-string caption is refused);
+    a failed (status other than ok), missing or empty caption is kept but flagged, so the scorer leaves it out and
+    counts it (an empty caption would otherwise be a perfect CHAIR of 0)."""
+    from .formats import read_records
+    from .parsers import failed_mask
+
+    df = read_records(path, ("caption", "status"), "image_id", "record")
+    ids = df["image_id"]
+    if ids.is_null().any():
+        raise InputError(f"{path}: record {int(ids.is_null().arg_max()) + 1} has no 'image_id'")
+    return pl.DataFrame({"image_id": ids.cast(pl.String), "caption": df["caption"],
+                         "failed": failed_mask(df["caption"], df["status"])})
 
 
 def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
