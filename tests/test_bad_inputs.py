@@ -423,4 +423,4 @@ def test_chair_and_amber_leave_failed_answers_out_and_count_them(tmp_path, capsy
     assert main([str(a) for a in _cmd("amber", f, tmp_path / "a.json")] + ["--max-failed-fraction", "0.5"]) == 0
     m = json.loads(capsys.readouterr().out)
     assert m["n_failed"] == 1 and m["generative"]["n"] == 0 and m["generative"]["chair"] is None
-    assert m["existence"]["accuracy"] == 100.0
+    assert m["existence"]["accuracy"] == 99.9  # 1 / 1.001: AMBER starts its counters at 0.001
