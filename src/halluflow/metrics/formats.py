@@ -10,6 +10,7 @@ to the slow path, which re-reads them line by line and names the offending recor
 from __future__ import annotations
 
 import json
+import mmap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,8 +95,8 @@ def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: s
         return None
     names = "|".join(re.escape(f) for f in string_fields).encode()
     not_a_string = re.compile(rb'"(?:' + names + rb')"\s*:\s*[^"\sn]')
-    with open(path, "rb") as fh:
-        if not_a_string.search(fh.read()):
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if not_a_string.search(data):  # mapped, not read: no second copy of a large file in memory
             return None
     schema = {id_field: pl.String if isinstance(first_id, str) else pl.Int64, **{f: pl.String for f in string_fields}}
     try:
