@@ -315,6 +315,8 @@ CLI_EPILOG = """examples:
 
 
 def configure(parser) -> None:
+    from .cli import fraction, positive_int
+
     parser.add_argument("--source", choices=["pope", "amber", "ode"], required=True, help="kind of question file")
     parser.add_argument("--questions", required=True, help="POPE label file, AMBER query_*.json, or an ODE release folder")
     parser.add_argument("--images", help="folder holding the images (pope/amber; an ODE release holds its own)")
@@ -327,10 +329,10 @@ def configure(parser) -> None:
     parser.add_argument("--out", required=True, help="answers file to write (.jsonl, .json or .parquet)")
     parser.add_argument("--cache", default=None, help="request cache folder (default: <out>.cache/)")
     parser.add_argument("--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="yes/no answer length (default 6)")
-    parser.add_argument("--max-new-tokens-generative", type=int, default=None, help="description length (default 24)")
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call")
-    parser.add_argument("--max-failed-fraction", type=float, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
+    parser.add_argument("--max-new-tokens", type=positive_int, default=None, help="yes/no answer length (default 6)")
+    parser.add_argument("--max-new-tokens-generative", type=positive_int, default=None, help="description length (default 24)")
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call")
+    parser.add_argument("--max-failed-fraction", type=fraction, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
                         help="exit non-zero when more than this share of requests failed (default "
                              f"{DEFAULT_MAX_FAILED_FRACTION}); failures are written as status failed either way and "
                              "a rerun retries only them")
@@ -373,8 +375,6 @@ def run(args) -> int:
     from .sources import load_source
 
     spec = _cli_spec(args)
-    if not 0.0 <= args.max_failed_fraction <= 1.0:
-        raise ConfigError(f"--max-failed-fraction {args.max_failed_fraction}: expected a number between 0 and 1")
     if args.source == "ode":
         from .ode.release import verify_release
 

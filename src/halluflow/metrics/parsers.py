@@ -64,8 +64,10 @@ def check_failed(n_failed: int, n_total: int, limit: float | None, what: str,
 
 
 def add_max_failed_argument(parser) -> None:
+    from ..cli import fraction
+
     parser.add_argument(
-        "--max-failed-fraction", type=float, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
+        "--max-failed-fraction", type=fraction, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
         help="refuse to score when more than this share of answers failed or are empty "
              f"(default {DEFAULT_MAX_FAILED_FRACTION}; they are always excluded and counted as n_failed)")
 
