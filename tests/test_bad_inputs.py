@@ -392,22 +392,26 @@ def test_bad_release_manifest_is_reported_per_line(tmp_path, capsys, case, messa
     assert len(lines) == 1 and len(lines[0]) < 300 and re.search(message, lines[0]), lines
 
 
-def test_samf_failed_answers_have_no_ghr():
-    """A failed request used to score GHR 0 (a perfect answer); now it has no GHR/BHR and is left out of means."""
-    from halluflow.samf.metrics import GHRScorer, score_rows
-    from halluflow.samf.pipeline import _mean_scored, _row, compare
+def test_samf_failed_answers_have_no_ghr(tmp_path):
+    """A failed or empty answer has no GHR/BHR (it used to score GHR 0, a perfect answer): left out of every mean,
+    counted as n_failed, including in `score ghr`'s answer file (status failed, or an empty answer)."""
+    from halluflow.samf.metrics import MetricSuite, read_answers, score_rows, summarize
+    from halluflow.samf.pipeline import _reward
 
     inst = unihall_instance("0.png")
-    assert GHRScorer().score(inst, "") == (None, "failed") == GHRScorer().score(inst, None)
-    assert GHRScorer().score(inst, "No.")[0] == 1
-    assert score_rows([inst], {"110001": None}) == []
-    failed, answered = _row(inst, {}, "", None, "failed", ""), _row(inst, {}, "No.", 1, "yon_negative", "")
-    assert failed["ghr"] is None and failed["bhr"] is None and answered["ghr"] == 1
-    assert _mean_scored([{"score": None}, {"score": 1.0}]) == 1.0
-    table = pl.DataFrame([{**failed, "model": "m", "stand_in": False}, {**answered, "instance_id": "110002",
-                                                                         "model": "m", "stand_in": False}])
-    row = compare(table, table.clear()).row(0, named=True)
-    assert (row["ghr_standard"], row["n_failed_standard"], row["n"]) == (1.0, 1, 2)
+    for answer in ("", "  ", None):
+        row = MetricSuite().score(inst, answer)
+        assert row["failed"] and row["ghr"] is None and row["bhr"] is None
+    assert MetricSuite().score(inst, "No.")["ghr"] == 1
+    second = {**inst, "instance_id": "110002"}
+    rows = score_rows([inst, second], {"110001": None, "110002": "No."}, metrics=("ghr",))
+    summary = summarize(rows)
+    assert (summary["n"], summary["n_failed"], summary["ghr"]) == (1, 1, 1.0)
+    assert _reward([{"score": None}, {"score": 1.0}]) == 1.0
+    answers = tmp_path / "a.jsonl"
+    answers.write_text('{"instance_id": "110001", "answer": "Yes", "status": "failed"}\n'
+                       '{"instance_id": "110002", "answer": ""}\n')
+    assert read_answers(answers, {"110001", "110002"}) == {"110001": None, "110002": None}
 
 
 def test_chair_and_amber_leave_failed_answers_out_and_count_them(tmp_path, capsys):

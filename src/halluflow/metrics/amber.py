@@ -412,7 +412,7 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
         scores = discriminative_scores(disc, data.start)
         out.update({k: scores[k] for k in wanted if k != "generative"})
     for section in out.values():  # a section nothing was scored in has no numbers (AMBER's epsilons give 0 or 100)
-        if section.get("n") == 0:
+        if isinstance(section, dict) and section.get("n") == 0:
             section.update({k: None for k in section if k != "n"})
     out["dimension"] = dimension
     out["similarity"] = matcher.name
