@@ -396,7 +396,7 @@ def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], associa
 
 # ---------------------------------------------------------------- command line: whole-process runs from files
 def _main(argv=None) -> int:
-    """`python bench/official_ports.py chair|amber ...`: read the files the way the original scripts do (json per
+    """`python bench/official_ports.py pope|chair|amber ...`: read the files the way the original scripts do (json per
     line / json.load) and print the port's numbers as JSON — the official side of bench/bench_scoring.py."""
     import argparse
     import json
@@ -410,7 +410,16 @@ def _main(argv=None) -> int:
     a = sub.add_parser("amber")
     a.add_argument("--responses", required=True)
     a.add_argument("--annotations", required=True)
+    p = sub.add_parser("pope")
+    p.add_argument("--answers", required=True)
+    p.add_argument("--labels", required=True)
     args = ap.parse_args(argv)
+    if args.metric == "pope":
+        # evaluate.py: json.loads per line of both files, answers and labels zipped by position
+        answers = [json.loads(q) for q in open(args.answers, "r")]
+        label_list = [json.loads(q)["label"] for q in open(args.labels, "r")]
+        print(json.dumps(pope_evaluate(answers, label_list)))
+        return 0
     word_tokenize = nltk_word_tokenize()[0]
     if args.metric == "chair":
         captions = [json.loads(line) for line in open(args.captions, encoding="utf-8")]
