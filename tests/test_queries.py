@@ -100,3 +100,61 @@ def test_hallucination_strategy_uses_g_h():
     assert negs == [("cat", "hallucination"), ("leash", "hallucination")]  # cat 2 + 2 = 4 > leash 3
     with pytest.raises(ConfigError, match="'hallucination' needs a graph source"):
         make_queries(ACCEPTED, SCENES, NODES, EDGES, seed=1, strategies=["hallucination"])
+
+
+def _release_inputs(n_images: int):
+    """The shipped graph, paper-like scene lists and accepted images with a few detected candidates each."""
+    import numpy as np
+
+    from halluflow.ode.graph import DEFAULT_SEED_DIR, read_seed
+    from halluflow.ode.sampling import DISTRIBUTIONS, sample_scenes
+
+    nodes, edges = read_seed(DEFAULT_SEED_DIR)
+    scenes = sample_scenes(nodes, edges, {d: {"entity_entity": 6, "entity_environment": 6} for d in DISTRIBUTIONS},
+                           seed=5, variants=2)
+    cands = detector_candidates(scenes, nodes, edges, 3)
+    rng = np.random.default_rng(0)
+    ids, sids, det = [], [], []
+    for i in range(n_images):
+        r = scenes.row(i % scenes.height, named=True)
+        labels = [r["object_a"], r["object_b"], *cands[r["scene_id"]]]
+        ids.append(f"{r['scene_id']}-i{i // scenes.height:02d}")
+        sids.append(r["scene_id"])
+        det.append(sorted(lab for lab in labels if rng.random() < 0.3))
+    return pl.DataFrame({"image_id": ids, "scene_id": sids, "detected": det}), scenes, nodes, edges
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"strategies": ["graph_neighbour", "random", "popular", "adversarial"], "counterfactual_per_image": 3},
+    {"strategies": ["hallucination", "popular"], "negatives_per_image": 3, "counterfactual_per_image": 2},
+    {"counterfactual_per_image": 0, "counterfactual_attributes": False, "negatives_per_image": 0,
+     "count_negatives": ["two", "four", "ten"], "generative_prompt": "Describe the image in detail."},
+])
+def test_vectorised_make_queries_writes_the_same_bytes_as_the_per_image_loop(options, tmp_path):
+    from legacy_ode_queries import make_queries as per_image_loop
+
+    from halluflow.io import write_parquet
+    from halluflow.ode.graph import DEFAULT_SEED_DIR, hallu_graph
+
+    accepted, scenes, nodes, edges = _release_inputs(300)
+    hallu = hallu_graph({"format": "seed", "path": str(DEFAULT_SEED_DIR)})
+    old = per_image_loop(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, **options)
+    new = make_queries(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, **options)
+    write_parquet(tmp_path / "old.parquet", old)
+    write_parquet(tmp_path / "new.parquet", new)
+    assert old.height > 300 * 5
+    assert (tmp_path / "old.parquet").read_bytes() == (tmp_path / "new.parquet").read_bytes()
+
+
+def test_vectorised_make_queries_edge_cases():
+    from legacy_ode_queries import make_queries as per_image_loop
+
+    empty = make_queries(ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1)
+    assert empty.height == 0 and empty.schema == per_image_loop(ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1).schema
+    no_detections = ACCEPTED.drop("detected")
+    assert make_queries(no_detections, SCENES, NODES, EDGES, seed=1).equals(
+        per_image_loop(no_detections, SCENES, NODES, EDGES, seed=1))
+    # the same object on both sides asks each shared question once, as the loop did
+    twin = SCENES.with_columns(pl.col("object_a").alias("object_b"))
+    assert make_queries(ACCEPTED, twin, NODES, EDGES, seed=1).equals(per_image_loop(ACCEPTED, twin, NODES, EDGES, seed=1))

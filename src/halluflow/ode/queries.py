@@ -17,7 +17,7 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from .graph import neighbours
 from ..progress import progress
-from .sampling import derived_rng
+from ..io import stable_hash
 
 STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucination")
 
@@ -142,92 +142,228 @@ class NegativeSampler:
         return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
 
 
+def _object_table(objects: set[str], node_rows: dict) -> pl.DataFrame:
+    """Per distinct object (a few hundred, not one per image): its existence question, plural and node type."""
+    names = sorted(o for o in objects if o is not None)
+    return pl.DataFrame({"object": names,
+                         "existence": [EXISTENCE.format(article=article(o), object=o) for o in names],
+                         "plural": [plural(o) for o in names],
+                         "node_type": [node_rows.get(o, {}).get("type") for o in names]},
+                        schema={"object": pl.String, "existence": pl.String, "plural": pl.String,
+                                "node_type": pl.String})
+
+
+def _scene_rows(scenes: pl.DataFrame, objects: pl.DataFrame, generative_prompt: str,
+                count_negatives: tuple[str, ...]) -> pl.DataFrame:
+    """Rows every image of a scene shares, keyed (section, pos) so they interleave with the per-image rows:
+    section 0 = generative + existence "yes", section 2 = attribute truth/contrast + count."""
+    def obj(side):
+        return objects.select(pl.col("object").alias(f"object_{side}"), pl.col("existence").alias(f"ex_{side}"),
+                              pl.col("plural").alias(f"pl_{side}"), pl.col("node_type").alias(f"type_{side}"))
+
+    sc = scenes.join(obj("a"), on="object_a", how="left").join(obj("b"), on="object_b", how="left")
+    null = pl.lit(None, pl.String)
+
+    def block(section, pos, query_type, question, truth, target, attribute_kind, strategy, keep=None):
+        frame = sc.select(pl.col("scene_id"), pl.lit(section, pl.Int32).alias("section"),
+                          pl.lit(pos, pl.Int32).alias("pos"), pl.lit(query_type).alias("query_type"),
+                          question.alias("question"), truth.alias("truth"), target.alias("target"),
+                          attribute_kind.alias("attribute_kind"), strategy.alias("strategy"),
+                          (pl.lit(True) if keep is None else keep).alias("_keep"))
+        return frame.filter(pl.col("_keep")).drop("_keep")
+
+    blocks = [block(0, 0, "generative", pl.lit(generative_prompt), null, null, null, null)]
+    for i, side in enumerate("ab"):
+        blocks.append(block(0, 1 + i, "existence", pl.col(f"ex_{side}"), pl.lit("yes"), pl.col(f"object_{side}"),
+                            null, pl.lit("truth")))
+    for i, side in enumerate("ab"):
+        o, attr = pl.col(f"object_{side}"), pl.col(f"attribute_{side}")
+        kind, contrast = pl.col(f"attribute_{side}_kind"), pl.col(f"attribute_{side}_contrast")
+        asked = attr.is_not_null() & (attr != "") & kind.is_in(list(ATTRIBUTE))
+
+        def attribute_question(word):
+            return pl.when(kind == "state").then(pl.concat_str(pl.lit("Is the "), o, pl.lit(" "), word,
+                                                               pl.lit(" in the picture?"))) \
+                .otherwise(pl.concat_str(pl.lit("Does the "), o, pl.lit(" "), word, pl.lit(" in the picture?")))
+
+        blocks.append(block(2, 2 * i, "attribute", attribute_question(attr), pl.lit("yes"), o, kind,
+                            pl.lit("truth"), asked))
+        blocks.append(block(2, 2 * i + 1, "attribute", attribute_question(contrast), pl.lit("no"), o, kind,
+                            pl.lit("contrast"), asked & contrast.is_not_null() & (contrast != "") & (contrast != attr)))
+    for i, side in enumerate("ab"):
+        o, entity = pl.col(f"object_{side}"), pl.col(f"type_{side}") == "entity"
+        base = 1000 * (i + 1)
+        blocks.append(block(2, base, "count", pl.concat_str(pl.lit("Is there one "), o, pl.lit(" in the picture?")),
+                            pl.lit("yes"), o, pl.lit("count"), pl.lit("truth"), entity))
+        for j, number in enumerate(count_negatives):
+            blocks.append(block(2, base + 1 + j, "count",
+                                pl.concat_str(pl.lit(f"Are there {number} "), pl.col(f"pl_{side}"),
+                                              pl.lit(" in the picture?")),
+                                pl.lit("no"), o, pl.lit("count"), pl.lit("truth"), entity))
+    return pl.concat(blocks)
+
+
+def _image_generators(seed: int, image_ids: list[str]):
+    """One generator per image, the same stream as sampling.derived_rng(seed, "queries", image_id).
+
+    The seed goes in as its 32-bit words (what SeedSequence makes of the integer itself: low word first, no
+    leading zero words), which skips numpy's slower integer conversion.
+    """
+    for image_id in image_ids:
+        n = int(stable_hash([seed, "queries", image_id])[:16], 16)
+        words = [n & 0xFFFFFFFF, n >> 32] if n >> 32 else [n]
+        yield np.random.default_rng(np.array(words, dtype=np.uint32))
+
+
 def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,
                  seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
                  strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
                  count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
                  counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Queries table (docs/data-contracts.md), one block of queries per accepted image."""
+    """Queries table (docs/data-contracts.md), one block of queries per accepted image.
+
+    The questions every image of a scene shares are built once per scene with polars expressions and repeated
+    for each of its images; per image only the seeded draws remain (random negatives, counterfactual object and
+    attribute words: one numpy generator per image keeps a release's bytes independent of its size), and the
+    deterministic negatives are computed once per (objects, detected objects) combination.
+    """
     for s in strategies:
         if s not in STRATEGIES:
             raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
-    scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
-    node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
     if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
         raise ConfigError("config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
                           "hallucination-prone objects (AMBER annotations or the shipped seed)")
+    acc = accepted.sort("image_id")
+    acc = acc.select("image_id", "scene_id", (pl.col("detected") if "detected" in acc.columns
+                                              else pl.lit(None, pl.List(pl.String))).alias("detected"))
+    missing = acc.join(scenes.select("scene_id"), on="scene_id", how="anti")
+    if missing.height:
+        first = missing.row(0, named=True)
+        raise InputError(f"accepted image {first['image_id']}: scene {first['scene_id']!r} not in the scenes table")
+    if acc.height == 0:
+        return pl.DataFrame(schema=QUERY_SCHEMA)
+    used = scenes.join(acc.select("scene_id").unique(), on="scene_id", how="semi")
+    node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
     sampler = NegativeSampler(nodes, edges, hallu_edges)
     vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
                           - {""})
              for kind in ("state", "action")}
-    foreign_words: dict[tuple[str, str], list[str]] = {}  # (object, kind) -> attribute words it never has
-    rows: list[tuple] = []
-    for img in progress(accepted.sort("image_id").iter_rows(named=True), desc="queries", total=accepted.height):
-        scene = scene_rows.get(img["scene_id"])
-        if scene is None:
-            raise InputError(f"accepted image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")
-        image_id = img["image_id"]
-        truth = [scene["object_a"], scene["object_b"]]
-        detected = set(img.get("detected") or [])
-        seen_questions: set[str] = set()
-        # One generator per image, drawn in a fixed order: random negatives, counterfactual object, attributes.
-        rng = derived_rng(seed, "queries", image_id)
+    objects_a, objects_b = used["object_a"].to_list(), used["object_b"].to_list()
+    scene_index = {sid: i for i, sid in enumerate(used["scene_id"].to_list())}
+    scene_kinds = list(zip(used["attribute_a_kind"].to_list(), used["attribute_b_kind"].to_list()))
 
-        def add(query_type, question, truth_value, target=None, attribute_kind=None, strategy=None):
-            if question in seen_questions:
-                return
-            seen_questions.add(question)
-            rows.append((query_id(image_id, question), image_id, f"images/{image_id}.png", scene["scene_id"],
-                         scene["distribution"], scene["pair_kind"],
-                         "generative" if query_type == "generative" else "discriminative", query_type,
-                         attribute_kind, question, truth_value, target, truth[0], truth[1], strategy))
+    # Per image only what depends on its detections or its own generator; everything else is cached.
+    neg_img, neg_pos, neg_obj, neg_strategy = [], [], [], []
+    cfo_img, cfo_pos, cfo_obj = [], [], []
+    cfa_img, cfa_pos, cfa_question, cfa_target, cfa_kind = [], [], [], [], []
+    per_combo: dict[tuple, tuple[list, list]] = {}  # (scene, detected) -> (negatives, counterfactual pool)
+    foreign: dict[tuple, list] = {}  # (object, kind) -> [attribute words it never has, question template]
+    random_negatives = "random" in strategies
+    draws = random_negatives or counterfactual_per_image > 0 or counterfactual_attributes
+    image_ids = acc["image_id"].to_list()
+    image_scene = [scene_index[sid] for sid in acc["scene_id"].to_list()]
+    generators = _image_generators(seed, image_ids) if draws else iter(lambda: None, 0)
 
-        add("generative", generative_prompt, None)
-        for obj in truth:
-            add("existence", EXISTENCE.format(article=article(obj), object=obj), "yes", obj, strategy="truth")
-        exclude = set(truth) | detected
+    def negatives(truth, detected, rng):
+        picked_all, exclude = [], set(truth) | set(detected or ())
         for strategy in strategies:
-            # Each strategy skips objects an earlier one already asked, so every strategy adds its own questions.
+            # Each strategy skips objects an earlier one already asked: every strategy adds its own.
             picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
             exclude |= set(picked)
-            for obj in picked:
-                add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
-        for side in ("a", "b"):
-            obj, attr, kind = scene[f"object_{side}"], scene[f"attribute_{side}"], scene[f"attribute_{side}_kind"]
-            if attr and kind in ATTRIBUTE:
-                add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=attr), "yes", obj, kind, "truth")
-                contrast = scene[f"attribute_{side}_contrast"]
-                if contrast and contrast != attr:
-                    add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=contrast), "no", obj, kind,
-                        "contrast")
-        for obj in truth:
-            if node_rows.get(obj, {}).get("type") != "entity":
-                continue  # counting an environment ("two skies") is not a meaningful question
-            add("count", COUNT_ONE.format(object=obj), "yes", obj, "count", "truth")
-            for number in count_negatives:
-                add("count", COUNT_MANY.format(number=number, plural=plural(obj)), "no", obj, "count", "truth")
-        for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, rng):
-            add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj,
-                strategy="fictional")
+            picked_all += [(o, strategy) for o in picked]
+        pool = ([n for n in sampler.order("unlinked", truth) if n not in exclude]
+                if counterfactual_per_image > 0 else [])
+        return picked_all, pool
+
+    def attribute_pool(si, side):
+        obj = truth_of[si][side]
+        node = node_rows.get(obj, {})
+        kind = scene_kinds[si][side] or ("action" if node.get("action_pairs") else "state")
+        if (obj, kind) not in foreign:
+            own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
+            foreign[(obj, kind)] = [w for w in vocab[kind] if w not in own]
+        return obj, kind, foreign[(obj, kind)]
+
+    truth_of = list(zip(objects_a, objects_b))
+    attribute_pools = [(attribute_pool(si, 0), attribute_pool(si, 1)) for si in range(len(truth_of))] \
+        if counterfactual_attributes else []
+    for idx, (si, detected, rng) in enumerate(progress(zip(image_scene, acc["detected"].to_list(), generators),
+                                                      desc="queries", total=acc.height)):
+        truth = truth_of[si]
+        if random_negatives:
+            picked_all, pool = negatives(truth, detected, rng)
+        else:
+            key = (si, tuple(detected) if detected else ())
+            combo = per_combo.get(key)
+            if combo is None:
+                combo = per_combo[key] = negatives(truth, detected, rng)
+            picked_all, pool = combo
+        for j, (o, strategy) in enumerate(picked_all):
+            neg_img.append(idx), neg_pos.append(j), neg_obj.append(o), neg_strategy.append(strategy)
+        if pool:
+            # one pick = one bounded draw: integers(n) is choice(n, size=1, replace=False) at a third of the cost
+            picks = ([int(rng.integers(len(pool)))] if counterfactual_per_image == 1 else
+                     sorted(rng.choice(len(pool), size=min(counterfactual_per_image, len(pool)), replace=False)))
+            for j, i in enumerate(picks):
+                cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(pool[i])
         if counterfactual_attributes:
-            for side in ("a", "b"):
-                obj = scene[f"object_{side}"]
-                node = node_rows.get(obj, {})
-                kind = scene[f"attribute_{side}_kind"] or ("action" if node.get("action_pairs") else "state")
-                if (obj, kind) not in foreign_words:
-                    own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
-                    foreign_words[(obj, kind)] = [w for w in vocab[kind] if w not in own]
-                pool = foreign_words[(obj, kind)]
-                if pool:
-                    word = pool[int(rng.integers(len(pool)))]
-                    add("counterfactual", ATTRIBUTE[kind].format(object=obj, attribute=word), "no", obj, kind,
-                        "fictional")
-    # Scalars go in row-wise; the `objects` list column is assembled in one vectorised step (building a Python
-    # list per row through polars costs more than everything else here).
-    flat = {**{k: v for k, v in QUERY_SCHEMA.items() if k != "objects"}, "_a": pl.String, "_b": pl.String}
-    order = [c for c in QUERY_SCHEMA if c not in ("objects", "strategy")] + ["_a", "_b", "strategy"]
-    df = pl.DataFrame(rows, schema={c: flat[c] for c in order}, orient="row")
-    return df.with_columns(pl.concat_list("_a", "_b").alias("objects")).select(list(QUERY_SCHEMA))
+            for side, (obj, kind, words) in enumerate(attribute_pools[si]):
+                if words:
+                    word = words[int(rng.integers(len(words)))]
+                    cfa_img.append(idx), cfa_pos.append(side), cfa_kind.append(kind), cfa_target.append(obj)
+                    cfa_question.append(ATTRIBUTE[kind].format(object=obj, attribute=word))
+
+    objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows)
+    existence = objects.select("object", "existence")
+    row_schema = {"img": pl.Int64, "key": pl.Int64, "query_type": pl.String, "question": pl.String,
+                  "truth": pl.String, "target": pl.String, "attribute_kind": pl.String, "strategy": pl.String}
+    # The shared rows of each image's scene, repeated per image by index arithmetic (no join on strings).
+    shared = _scene_rows(used, objects, generative_prompt, tuple(count_negatives)).with_columns(
+        pl.col("scene_id").replace_strict(scene_index, return_dtype=pl.Int64).alias("si")).sort("si", "section", "pos")
+    per_scene = np.bincount(shared["si"].to_numpy(), minlength=used.height)
+    first_row = np.concatenate([[0], np.cumsum(per_scene)[:-1]])
+    counts = per_scene[np.asarray(image_scene, dtype=np.int64)]
+    img_of_row = np.repeat(np.arange(len(image_scene), dtype=np.int64), counts)
+    starts = np.repeat(first_row[np.asarray(image_scene, dtype=np.int64)] - (np.cumsum(counts) - counts), counts)
+    shared = shared[starts + np.arange(counts.sum(), dtype=np.int64)].with_columns(
+        pl.Series("img", img_of_row), (pl.col("section") * 1_000_000 + pl.col("pos")).cast(pl.Int64).alias("key"))
+
+    def per_image(img, pos, section, query_type, question, truth, target, attribute_kind, strategy):
+        return pl.DataFrame({"img": img, "key": [section * 1_000_000 + p for p in pos], "query_type": query_type,
+                             "question": question, "truth": truth, "target": target,
+                             "attribute_kind": attribute_kind, "strategy": strategy}, schema=row_schema)
+
+    existence_of = dict(existence.iter_rows())
+    rows = pl.concat([
+        shared.select(list(row_schema)).cast(row_schema),
+        per_image(neg_img, neg_pos, 1, "existence", [existence_of[o] for o in neg_obj], "no", neg_obj, None,
+                  neg_strategy),
+        per_image(cfo_img, cfo_pos, 3, "counterfactual", [existence_of[o] for o in cfo_obj], "no", cfo_obj, None,
+                  "fictional"),
+        per_image(cfa_img, cfa_pos, 4, "counterfactual", cfa_question, "no", cfa_target, cfa_kind, "fictional"),
+    ]).sort("img", "key")
+    # ODE asks a question once per image, from whichever block produced it first. Repeats are rare (only odd
+    # graphs or configs), so they are found on a 64-bit hash and confirmed on the text itself.
+    maybe = pl.struct("img", pl.col("question").hash()).is_duplicated()
+    if rows.select(maybe.any()).item():
+        rows = rows.filter(~maybe | pl.struct("img", "question").is_first_distinct())
+    img = rows["img"].to_numpy()
+    image_id = acc["image_id"].gather(img)
+    si = pl.Series(image_scene, dtype=pl.Int64).gather(img)
+    scene_cols = used.select("scene_id", "distribution", "pair_kind", "object_a", "object_b")[si]
+    sha = hashlib.sha256
+    keys = pl.select(pl.concat_str(image_id, pl.lit("\x1f"), rows["question"])).to_series().to_list()
+    ids = [sha(k.encode()).hexdigest()[:16] for k in keys]
+    return pl.DataFrame({
+        "query_id": pl.Series(ids, dtype=pl.String), "image_id": image_id,
+        "image": ("images/" + image_id + ".png"), "scene_id": scene_cols["scene_id"],
+        "distribution": scene_cols["distribution"], "pair_kind": scene_cols["pair_kind"],
+        "task": rows.select(pl.when(pl.col("query_type") == "generative").then(pl.lit("generative"))
+                            .otherwise(pl.lit("discriminative"))).to_series(),
+        "query_type": rows["query_type"], "attribute_kind": rows["attribute_kind"], "question": rows["question"],
+        "truth": rows["truth"], "target": rows["target"],
+        "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
+        "strategy": rows["strategy"]}).cast(QUERY_SCHEMA).rechunk()
 
 
 def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int) -> dict[str, list[str]]:
