@@ -157,3 +157,41 @@ def test_score_rule_through_snakemake(tmp_path, repo):
     assert metrics["pope"]["accuracy"] == 0.5 and metrics["stand_in"] is True
     assert pl.read_parquet(root / "scores" / "m" / "answers.parquet").height == 8
     assert "scored 8 answers of m" in (tmp_path / "logs" / "wf-test" / "score" / "m.log").read_text()
+
+
+def test_generative_truth_is_scene_plus_detected_objects_through_synonyms():
+    """Hand-worked captions for an image of a person in a hat where the detector also confirmed grass."""
+    from halluflow.ode.scoring import default_synonyms
+
+    captions = {
+        "c1": "A man wearing a hat stands on the grass.",  # man = person (CHAIR synonym), grass seen by the detector
+        "c2": "Two people with hats.",  # plural synonym of person
+        "c3": "A woman in a hat walks a dog under the sky.",  # no dog in the scene; the sky was never confirmed
+        "c4": "A guy and a boy.",  # both persons; the hat is not mentioned
+    }
+    queries = pl.DataFrame({
+        "query_id": list(captions), "distribution": "standard", "pair_kind": "entity_entity", "task": "generative",
+        "query_type": "generative", "attribute_kind": None, "truth": None, "target": None,
+        "objects": [["person", "hat"]] * 4, "detected": [["grass", "hat", "person"]] * 4},
+        schema={**Q_SCHEMA, "detected": pl.List(pl.String)})
+    answers = pl.DataFrame({"query_id": list(captions), "model": "m", "answer": list(captions.values()),
+                            "status": "ok"})
+    vocab = ["person", "hat", "grass", "sky", "dog", "man", "woman"]
+
+    def judged(mode):
+        scored = score_answers(queries, answers, vocab, synonyms=default_synonyms(), generative_truth=mode)
+        return {r["query_id"]: (r["mentioned"], r["hallucinated_objects"], r["n_truth_covered"])
+                for r in scored.to_dicts()}
+
+    detected = judged("detected")
+    assert detected["c1"] == (["man", "hat", "grass"], [], 2)
+    assert detected["c2"][1:] == ([], 2)
+    assert detected["c3"] == (["woman", "hat", "dog", "sky"], ["dog", "sky"], 2)
+    assert detected["c4"] == (["guy", "boy"], [], 1)
+    scene = judged("scene")  # the strict variant: only the scene's own objects support a mention
+    assert scene["c1"][1] == ["grass"] and scene["c3"][1] == ["dog", "sky"] and scene["c4"][1] == []
+    # without the synonym table a man is not a person: the behaviour this replaces
+    plain = score_answers(queries, answers, vocab, generative_truth="scene").filter(pl.col("query_id") == "c1")
+    assert plain["hallucinated_objects"].to_list() == [["man", "grass"]]
+    with pytest.raises(InputError, match="scoring.generative_truth': unknown value 'boxes'"):
+        score_answers(queries, answers, vocab, generative_truth="boxes")

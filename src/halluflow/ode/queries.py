@@ -44,6 +44,9 @@ QUERY_SCHEMA = {
     "target": pl.String,
     "objects": pl.List(pl.String),
     "strategy": pl.String,
+    # objects the detector confirmed in the image (>= the exclusion threshold): with `objects`, the truth a
+    # generative answer is judged against
+    "detected": pl.List(pl.String),
 }
 
 
@@ -363,7 +366,8 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         "query_type": rows["query_type"], "attribute_kind": rows["attribute_kind"], "question": rows["question"],
         "truth": rows["truth"], "target": rows["target"],
         "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
-        "strategy": rows["strategy"]}).cast(QUERY_SCHEMA).rechunk()
+        "strategy": rows["strategy"],
+        "detected": acc["detected"].fill_null([]).gather(img)}).cast(QUERY_SCHEMA).rechunk()
 
 
 def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int) -> dict[str, list[str]]:

@@ -1,6 +1,9 @@
-"""ODE scoring (ODE open-set dynamic hallucination evaluation, §4; its released scorer is AMBER's): POPE-style metrics of the yes/no queries broken down by
+"""ODE scoring (Tu, Hu, Sang, "ODE: Open-Set Evaluation of Hallucinations in Multimodal Large Language Models",
+CVPR 2025, §4; its released scorer is AMBER's): POPE-style metrics of the yes/no queries broken down by
 distribution, pair kind, query type and attribute kind, hallucination rate per distribution, and CHAIR-like scores
-of the generative answers, matched against the scene's truth objects with the concept-graph nodes as vocabulary.
+of the generative answers. A caption's object is supported when it names a truth object or a synonym of one (CHAIR's
+synonym table, the one CAOS uses); the truth is the scene's objects plus those the detector confirmed in the image
+(`generative_truth: detected`, default) or the scene's objects alone (`scene`).
 
 Outputs: a tidy table with one row per answer (scores/<model>/answers.parquet) and a metrics JSON per model.
 A failed request or an empty answer (`failed`) is never scored: left out of every metric, counted as n_failed.
@@ -20,15 +23,20 @@ from ..metrics.singular import singularize_cached
 
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
+GENERATIVE_TRUTH = ("detected", "scene")
 BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind")
 GENERATIVE = "generative"
 
 
 class ConceptMatcher:
     """Mentions of vocabulary concepts in free text: lower-case, tokenize, singularize (as CHAIR does), then the
-    longest vocabulary phrase starting at each position wins ("traffic light" before "light")."""
+    longest vocabulary phrase starting at each position wins ("traffic light" before "light").
 
-    def __init__(self, vocabulary: Iterable[str]):
+    `synonyms` ((surface, category) pairs, e.g. CHAIR's "man" → "person") add their surfaces to the vocabulary and
+    put concepts of one category in one class, so "a man" supports the truth object "person".
+    """
+
+    def __init__(self, vocabulary: Iterable[str], synonyms: Iterable[tuple[str, str]] = ()):
         self.phrases: dict[tuple[str, ...], str] = {}
         for concept in vocabulary:
             if concept is None or not str(concept).strip():
@@ -36,6 +44,13 @@ class ConceptMatcher:
             key = self.key(str(concept))
             if key:
                 self.phrases.setdefault(key, str(concept))
+        self.classes: dict[tuple[str, ...], tuple[str, ...]] = {}
+        for surface, category in synonyms:
+            key, cat = self.key(surface), self.key(category)
+            if key and cat:
+                self.phrases.setdefault(key, surface)
+                self.phrases.setdefault(cat, category)
+                self.classes.setdefault(key, cat)
         self.max_len = max((len(k) for k in self.phrases), default=1)
 
     @staticmethod
@@ -45,6 +60,16 @@ class ConceptMatcher:
     def canonical(self, concept: str) -> str:
         """The vocabulary spelling of a truth object (so 'Dogs' and 'dog' compare equal); unknown → as given."""
         return self.phrases.get(self.key(concept), concept)
+
+    def synonym_class(self, concept: str) -> tuple[str, ...]:
+        """The category a concept belongs to (its own key when the synonym table does not list it)."""
+        key = self.key(concept)
+        return self.classes.get(key, key)
+
+    def unsupported(self, mentions: Sequence[str], truth: Iterable[str]) -> list[str]:
+        """Mentions naming no truth object, directly or through a synonym: the hallucinated objects."""
+        classes = {self.synonym_class(t) for t in truth if t}
+        return [m for m in mentions if self.synonym_class(m) not in classes]
 
     def mentions(self, text: str) -> list[str]:
         words = self.key(text)
@@ -61,6 +86,14 @@ class ConceptMatcher:
         return out
 
 
+def default_synonyms() -> list[tuple[str, str]]:
+    """The tool's one synonym table (resources/caos/coco_synonyms.tsv, derived from CHAIR's), shared with CAOS."""
+    from ..caos.extract import default_chair_synonyms, read_synonym_table
+
+    path = default_chair_synonyms()
+    return read_synonym_table(path) if path else []
+
+
 def _require(df: pl.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -68,8 +101,16 @@ def _require(df: pl.DataFrame, columns: Sequence[str], what: str) -> None:
 
 
 def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iterable[str], parser: str = "pope",
-                  positive: str = "yes") -> pl.DataFrame:
-    """The tidy per-answer table: parsed/correct/hallucinated for yes/no queries, mentions for generative ones."""
+                  positive: str = "yes", synonyms: Iterable[tuple[str, str]] = (),
+                  generative_truth: str = "detected") -> pl.DataFrame:
+    """The tidy per-answer table: parsed/correct/hallucinated for yes/no queries, mentions for generative ones.
+
+    `generative_truth`: `detected` judges a caption against the scene's objects plus the objects the detector
+    confirmed in the image (the queries' `detected` column, when present); `scene` against the scene's objects only.
+    """
+    if generative_truth not in GENERATIVE_TRUTH:
+        raise InputError(f"config key 'scoring.generative_truth': unknown value {generative_truth!r}; known: "
+                         f"{', '.join(GENERATIVE_TRUTH)}")
     _require(queries, QUERY_COLUMNS, "queries table")
     _require(answers, ANSWER_COLUMNS, "answers table")
     dup = answers["query_id"].is_duplicated()
@@ -80,8 +121,10 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         raise InputError(f"answers: query_id {unknown['query_id'][0]!r} is not in the queries table "
                          f"({unknown.height} unknown)")
     stand_in = pl.col("stand_in").fill_null(False) if "stand_in" in answers.columns else pl.lit(False)
+    confirmed = (pl.col("detected") if generative_truth == "detected" and "detected" in queries.columns
+                 else pl.lit(None, pl.List(pl.String))).alias("_detected")
     df = (answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
-          .join(queries.select(QUERY_COLUMNS), on="query_id", how="inner", maintain_order="left")
+          .join(queries.select(*QUERY_COLUMNS, confirmed), on="query_id", how="inner", maintain_order="left")
           .sort("query_id"))
     df = df.with_columns(failed_mask(df["answer"], df["status"]).alias("failed"))
     df = df.with_columns(pl.when(~pl.col("failed")).then(pl.col("answer")).otherwise(None).alias("_answer"))
@@ -92,15 +135,18 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         pl.when(is_disc & pl.col("_answer").is_not_null()).then(pl.col("parsed").fill_null("") == pl.col("truth"))
         .otherwise(None).alias("correct"))
 
-    matcher = ConceptMatcher(vocabulary)
+    matcher = ConceptMatcher(vocabulary, synonyms)
     gen = df.filter(~is_disc & pl.col("_answer").is_not_null())
     mentioned, hallucinated, covered, n_truth = [], [], [], []
-    for text, objects in zip(gen["_answer"].to_list(), gen["objects"].to_list()):
+    for text, objects, detected in zip(gen["_answer"].to_list(), gen["objects"].to_list(),
+                                       gen["_detected"].to_list()):
         truth = {matcher.canonical(o) for o in objects or []}
         found = matcher.mentions(text)
         mentioned.append(found)
-        hallucinated.append([m for m in found if m not in truth])
-        covered.append(len(truth & set(found)))
+        hallucinated.append(matcher.unsupported(found, truth | set(detected or [])))
+        # coverage stays over the scene's objects: detections widen what a caption may say, not what it must
+        found_classes = {matcher.synonym_class(m) for m in found}
+        covered.append(sum(matcher.synonym_class(t) in found_classes for t in truth))
         n_truth.append(len(truth))
     gen_cols = pl.DataFrame({"query_id": gen["query_id"], "mentioned": mentioned, "hallucinated_objects": hallucinated,
                              "n_truth_covered": covered, "n_truth": n_truth},
@@ -117,7 +163,7 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         pl.when(is_disc & pl.col("parsed").is_not_null()).then(~pl.col("correct"))
         .when(~is_disc & pl.col("_answer").is_not_null()).then(pl.col("n_hallucinated") > 0)
         .otherwise(None).alias("hallucinated"))
-    return df.drop("_answer").select(
+    return df.drop("_answer", "_detected").select(
         "query_id", "model", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "answer",
         "status", "failed", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
         "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in")
@@ -248,7 +294,8 @@ def run_score(answer_paths: Sequence[str], queries_path: str, nodes_path: str, s
                         | set(queries["objects"].explode().drop_nulls().to_list())
                         | set(queries["target"].drop_nulls().to_list()))
     parser, positive = scoring.get("parser", "pope"), scoring.get("positive", "yes")
-    scored = score_answers(queries, read_answer_shards(answer_paths), vocabulary, parser, positive)
+    scored = score_answers(queries, read_answer_shards(answer_paths), vocabulary, parser, positive,
+                           synonyms=default_synonyms(), generative_truth=scoring.get("generative_truth", "detected"))
     wrong_model = scored.filter(pl.col("model") != model)
     if wrong_model.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong_model['model'][0]!r}")
