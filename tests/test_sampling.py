@@ -29,7 +29,8 @@ def pairs(df, dist, kind):
 
 
 def test_standard_and_long_tail_follow_edge_weights():
-    df = sample_scenes(NODES, EDGES, sizes(2, 2), seed=1)
+    # ODE's code: the heaviest edges; the tiny graph has no co-occurring pairs left for Random
+    df = sample_scenes(NODES, EDGES, sizes(2, 2), seed=1, standard_band=1, random_pool="all")
     assert pairs(df, "standard", "entity_entity") == [("a", "b", 5), ("a", "c", 3)]
     assert pairs(df, "standard", "entity_environment") == [("a", "sky", 4), ("c", "sea", 2)]
     assert pairs(df, "long_tail", "entity_entity") == [("b", "c", 1), ("a", "c", 3)]
@@ -49,7 +50,8 @@ def test_fictional_pairs_have_no_edge_and_are_not_capped():
 
 
 def test_random_keeps_pair_kinds_apart_and_never_repeats_a_pair():
-    df = sample_scenes(NODES, EDGES, sizes(0, 0, random={"entity_entity": 10, "entity_environment": 10}), seed=7)
+    df = sample_scenes(NODES, EDGES, sizes(0, 0, random={"entity_entity": 10, "entity_environment": 10}), seed=7,
+                       random_pool="all")
     types = dict(zip(NODES["node"], NODES["type"]))
     ev = pairs(df, "random", "entity_environment")
     assert all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)  # anchor leaked e-e pairs here
@@ -59,8 +61,8 @@ def test_random_keeps_pair_kinds_apart_and_never_repeats_a_pair():
 
 
 def test_seeded_and_variants_carry_attributes():
-    a = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3)
-    b = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3)
+    a = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3, standard_band=1, random_pool="all")
+    b = sample_scenes(NODES, EDGES, sizes(2, 2), seed=5, variants=3, standard_band=1, random_pool="all")
     assert a.equals(b)
     assert a["scene_id"].n_unique() == a.height == 8 * 2 * 3
     row_a = a.filter(pl.col("scene_id") == "standard-ee-00000-v0").row(0, named=True)
@@ -77,7 +79,7 @@ def test_seeded_and_variants_carry_attributes():
 
 def test_default_seed_graph_default_sizes():
     nodes, edges = build_graph({"format": "seed"})
-    df = sample_scenes(nodes, edges, sizes(2, 2), seed=42)
+    df = sample_scenes(nodes, edges, sizes(2, 2), seed=42, standard_band=1)
     assert df.height == 16
     types = dict(zip(nodes["node"], nodes["type"]))
     top = pairs(df, "standard", "entity_environment")
@@ -103,7 +105,7 @@ def test_conformance_with_odes_released_pairs():
     types = dict(zip(nodes["node"], nodes["type"]))
     assert all(weight.get(frozenset(p), 0) == 0 for k in ("ee", "ev") for p in lists[("Fictional", k)])
     assert all(weight.get(frozenset(p)) == 1 for k in ("ee", "ev") for p in lists[("Longtailed", k)])
-    ours = sample_scenes(nodes, edges, sizes(40, 39), seed=42)
+    ours = sample_scenes(nodes, edges, sizes(40, 39), seed=42, standard_band=1)
     # Standard = ODE's "Common": our top-40 entity pairs differ from theirs only among pairs tied at the cut-off
     mine = {frozenset(p[:2]) for p in pairs(ours, "standard", "entity_entity")}
     theirs = {frozenset(p) for p in lists[("Common", "ee")]}
@@ -114,7 +116,49 @@ def test_conformance_with_odes_released_pairs():
     kinds = Counter((types[a], types[b]) for a, b in lists[("Random", "ev")])
     assert kinds[("entity", "entity")] == 14 and len(lists[("Fictional", "ev")]) == 20
     fixed = sample_scenes(nodes, edges, sizes(0, 0, random={"entity_entity": 0, "entity_environment": 38},
-                                              fictional={"entity_entity": 0, "entity_environment": 39}), seed=42)
+                                              fictional={"entity_entity": 0, "entity_environment": 39}), seed=42,
+                          random_pool="all")
     for dist, n in (("random", 38), ("fictional", 39)):
         ev = pairs(fixed, dist, "entity_environment")
         assert len(ev) == n and all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)
+
+
+def _pair_set(df, dist, kind):
+    return {frozenset(p[:2]) for p in pairs(df, dist, kind)}
+
+
+def test_a_new_seed_gives_new_standard_pairs_from_the_high_cooccurrence_band():
+    nodes, edges = build_graph({"format": "seed"})
+    paper = sizes(40, 40)
+    a, b = sample_scenes(nodes, edges, paper, seed=1), sample_scenes(nodes, edges, paper, seed=2)
+    legacy = [sample_scenes(nodes, edges, paper, seed=s, standard_band=1) for s in (1, 2)]
+    weight = {frozenset((s, t)): w for s, t, w in edges.iter_rows()}
+    for kind in ("entity_entity", "entity_environment"):
+        # ODE's code: the same top-40 for every seed (up to ties at the cut-off)
+        assert len(_pair_set(legacy[0], "standard", kind) & _pair_set(legacy[1], "standard", kind)) >= 38
+        mine, theirs = _pair_set(a, "standard", kind), _pair_set(b, "standard", kind)
+        assert len(mine) == 40 and len(mine & theirs) <= 30  # a new seed: a new Standard list
+        # still the high-co-occurrence band: every pair among the 160 heaviest of its kind
+        types = dict(zip(nodes["node"], nodes["type"]))
+        want = {"entity_entity": ["entity", "entity"], "entity_environment": ["entity", "environment"]}[kind]
+        of_kind = sorted((w for p, w in weight.items() if sorted(types[o] for o in p) == want), reverse=True)
+        assert min(weight[p] for p in mine) >= of_kind[159]
+        assert sum(weight[p] for p in mine) / 40 > 3 * sum(of_kind) / len(of_kind)
+
+
+def test_random_is_not_fictional_by_another_name():
+    nodes, edges = build_graph({"format": "seed"})
+    weight = {frozenset((s, t)): w for s, t, w in edges.iter_rows()}
+    df = sample_scenes(nodes, edges, sizes(40, 40), seed=3)
+    odes = sample_scenes(nodes, edges, sizes(40, 40), seed=3, random_pool="all")
+    for kind in ("entity_entity", "entity_environment"):
+        rand = _pair_set(df, "random", kind)
+        assert len(rand) == 40 and all(weight.get(p, 0) > 0 for p in rand)  # none is a Fictional pair
+        assert not rand & (_pair_set(df, "standard", kind) | _pair_set(df, "long_tail", kind))
+    # ODE's uniform node pairs: most entity pairs were never seen together, like Fictional's
+    zero = sum(weight.get(p, 0) == 0 for p in _pair_set(odes, "random", "entity_entity"))
+    assert zero >= 30
+    with pytest.raises(ConfigError, match="random.entity_entity': asked for 2 pairs .* random_pool: all draws"):
+        sample_scenes(NODES, EDGES, sizes(2, 2), seed=1)  # Standard + Long-tail took the tiny graph's 3 edges
+    with pytest.raises(ConfigError, match="ode.sampling.random_pool': unknown value 'any'"):
+        sample_scenes(nodes, edges, sizes(1, 1), seed=3, random_pool="any")

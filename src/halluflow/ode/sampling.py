@@ -1,8 +1,12 @@
-"""Scene sampling of ODE (seed 002, §3.2 "four distributions"; anchor: ODE `concept_composer.py`).
+"""Scene sampling of ODE (Tu, Hu, Sang, CVPR 2025, §3.2 "four distributions"; code: github Iridescent-y/ODE
+`concept_composer.py`).
 
-Standard = highest-weight edges, Long-tail = lowest non-zero edges, Random = uniform node pairs, Fictional =
-pairs with zero co-occurrence; each as entity+entity and entity+environment lists. Unlike the anchor, Random
-never leaks entity+entity pairs into the entity+environment list and Fictional entity+environment is not capped.
+Standard = pairs drawn from the high-co-occurrence band, weighted by edge weight (ODE's code takes the top edges,
+so a new seed would leave them unchanged); Long-tail = lowest non-zero edges; Random = pairs drawn uniformly from the
+co-occurring pairs the other lists did not take (ODE's uniform node pairs are mostly never-seen pairs, i.e.
+Fictional by another name); Fictional = pairs with zero co-occurrence; each as entity+entity and entity+environment
+lists. Unlike ODE's code, Random never leaks entity+entity pairs into the entity+environment list and Fictional
+entity+environment is not capped.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
 PAIR_KINDS = ("entity_entity", "entity_environment")
 KIND_SHORT = {"entity_entity": "ee", "entity_environment": "ev"}
 ATTRIBUTE_KINDS = ("state", "action")
+RANDOM_POOLS = ("cooccurring", "all")
 
 SCENE_SCHEMA = {
     "scene_id": pl.String,
@@ -59,15 +64,37 @@ def _by_weight(pairs: list[tuple[str, str]], weights: dict, rng, descending: boo
 
 
 def select_pairs(distribution: str, kind: str, n: int, entities: list[str], environments: list[str],
-                 weights: dict, rng: np.random.Generator) -> list[tuple[str, str]]:
+                 weights: dict, rng: np.random.Generator, *, standard_band: float = 4.0,
+                 random_pool: str = "cooccurring", taken: set | None = None) -> list[tuple[str, str]]:
+    """n pairs of one distribution and pair kind.
+
+    standard_band: Standard draws from the `standard_band * n` heaviest pairs with probability proportional to
+    the edge weight (1 = ODE's code: exactly the n heaviest). random_pool: `cooccurring` draws Random uniformly
+    from pairs seen together at least once and not `taken` by Standard or Long-tail; `all` = ODE's code (any pair).
+    """
     if n == 0:
         return []
     candidates = _candidate_pairs(kind, entities, environments)
     if distribution in ("standard", "long_tail"):
-        pool = [p for p in candidates if weights.get(frozenset(p), 0) > 0]
-        chosen = _by_weight(pool, weights, rng, descending=distribution == "standard")[:n]
+        pool = _by_weight([p for p in candidates if weights.get(frozenset(p), 0) > 0], weights, rng,
+                          descending=distribution == "standard")
+        if distribution == "standard" and standard_band > 1 and len(pool) > n:
+            band = pool[:max(n, int(np.ceil(standard_band * n)))]
+            w = np.array([weights[frozenset(p)] for p in band], dtype=float)
+            picked = sorted(rng.choice(len(band), size=n, replace=False, p=w / w.sum()))
+            chosen = [band[i] for i in picked]  # band order: heaviest first
+        else:
+            chosen = pool[:n]
     elif distribution in ("random", "fictional"):
-        pool = candidates if distribution == "random" else [p for p in candidates if frozenset(p) not in weights]
+        if distribution == "fictional":
+            pool = [p for p in candidates if frozenset(p) not in weights]
+        elif random_pool == "all":
+            pool = candidates
+        elif random_pool == "cooccurring":
+            pool = [p for p in candidates if weights.get(frozenset(p), 0) > 0 and frozenset(p) not in (taken or ())]
+        else:
+            raise ConfigError(f"config key 'ode.sampling.random_pool': unknown value {random_pool!r}; known: "
+                              f"{', '.join(RANDOM_POOLS)}")
         chosen = [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)] if pool else []
     else:
         raise ConfigError(f"config key 'ode.sampling.sizes.{distribution}': unknown distribution; known: "
@@ -76,6 +103,8 @@ def select_pairs(distribution: str, kind: str, n: int, entities: list[str], envi
         raise ConfigError(
             f"config key 'ode.sampling.sizes.{distribution}.{kind}': asked for {n} pairs but the graph has "
             f"only {len(chosen)} {distribution} {kind} pairs"
+            + (" (co-occurring pairs not in Standard or Long-tail; random_pool: all draws from any pair)"
+               if distribution == "random" and random_pool == "cooccurring" else "")
         )
     return chosen
 
@@ -102,8 +131,10 @@ def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
 
 
 def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: int, variants: int = 1,
-                  attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS) -> pl.DataFrame:
-    """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant)."""
+                  attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS, standard_band: float = 4.0,
+                  random_pool: str = "cooccurring") -> pl.DataFrame:
+    """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant). See select_pairs for
+    `standard_band` and `random_pool`."""
     if variants < 1:
         raise ConfigError("config key 'ode.sampling.variants': must be at least 1")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
@@ -111,12 +142,16 @@ def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: i
     environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment")
     weights = {frozenset((s, t)): int(w) for s, t, w in edges.iter_rows() if s != t}
     rows = []
+    taken: set[frozenset] = set()  # Standard and Long-tail pairs, which Random leaves to them
     for distribution in DISTRIBUTIONS:
         per_kind = sizes.get(distribution, {})
         for kind in PAIR_KINDS:
             n = int(per_kind.get(kind, 0))
             rng = derived_rng(seed, "pairs", distribution, kind)
-            pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng)
+            pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng,
+                                 standard_band=standard_band, random_pool=random_pool, taken=taken)
+            if distribution in ("standard", "long_tail"):
+                taken |= {frozenset(p) for p in pairs}
             for index, (a, b) in enumerate(pairs):
                 arng = derived_rng(seed, "attributes", distribution, kind, a, b)
                 attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds), variants, arng)
