@@ -93,3 +93,12 @@ def test_schema_default_is_the_papers_threshold_and_demo_keeps_images(repo):
 
     assert validate_config({})["ode"]["filter"]["keep_threshold"] == 0.65
     assert load_config(repo / "config.yaml")["ode"]["filter"]["keep_threshold"] == 0.0  # stand-in detector = noise
+
+
+def test_count_boxes_merges_overlapping_boxes_above_the_threshold():
+    from halluflow.ode.filtering import count_boxes
+
+    dog1, dog1_again, dog2 = (0, 0, 10, 10), (1, 1, 10, 10), (20, 0, 30, 10)  # IoU(dog1, dog1_again) = 0.81
+    assert count_boxes([(0.9, dog1), (0.8, dog1_again), (0.7, dog2), (0.3, (40, 0, 50, 10))], 0.65) == 2
+    assert count_boxes([(0.9, dog1), (0.8, dog1_again)], 0.95) == 0
+    assert count_boxes([(0.9, None), (0.7, None)], 0.5) == 2  # no boxes recorded: every label hit counts

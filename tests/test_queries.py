@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -17,15 +19,16 @@ ANN = Annotations(images=IMAGES, state_pairs={"dog": [("black", "white")], "cup"
 NODES, EDGES = build_tables(ANN, {"grass"})
 SCENES = pl.DataFrame([{
     "scene_id": "s1", "distribution": "standard", "pair_kind": "entity_entity", "object_a": "dog",
-    "object_b": "frisbee", "attribute_a": "run", "attribute_a_kind": "action", "attribute_a_contrast": "sit",
+    "object_b": "frisbee", "attribute_a": "running", "attribute_a_kind": "action", "attribute_a_contrast": "sitting",
     "attribute_b": None, "attribute_b_kind": None, "attribute_b_contrast": None, "cooccurrence": 5, "variant": 0,
 }, {
     "scene_id": "s2", "distribution": "fictional", "pair_kind": "entity_environment", "object_a": "cup",
     "object_b": "grass", "attribute_a": "red", "attribute_a_kind": "state", "attribute_a_contrast": "blue",
     "attribute_b": None, "attribute_b_kind": None, "attribute_b_contrast": None, "cooccurrence": 0, "variant": 0,
 }], schema=SCENE_SCHEMA)
+# the detector counted two dogs and one frisbee in s1, one cup in s2 (grass is an environment: never counted)
 ACCEPTED = pl.DataFrame({"image_id": ["s1-i00", "s2-i00"], "scene_id": ["s1", "s2"],
-                         "detected": [["dog", "grass"], []]})
+                         "detected": [["dog", "grass"], []], "count_a": [2, 1], "count_b": [1, 0]})
 
 
 def table(q, image="s1-i00"):
@@ -42,29 +45,60 @@ def test_odes_question_set_for_one_image():
     negatives = [r for r in rows if r[0] == "existence" and r[2] == "no"]
     assert negatives == [("existence", "Is there a person in the picture?", "no", "graph_neighbour"),
                          ("existence", "Is there a ball in the picture?", "no", "graph_neighbour")]
-    assert ("attribute", "Does the dog run in the picture?", "yes", "truth") in rows
-    assert ("attribute", "Does the dog sit in the picture?", "no", "contrast") in rows
-    assert [r[1] for r in rows if r[0] == "count"] == [
-        "Is there one dog in the picture?", "Are there two dogs in the picture?", "Are there three dogs in the picture?",
-        "Is there one frisbee in the picture?", "Are there two frisbees in the picture?",
-        "Are there three frisbees in the picture?"]
+    assert ("attribute", "Is the dog running?", "yes", "truth") in rows
+    assert ("attribute", "Is the dog sitting?", "no", "contrast") in rows
+    # count truths from the detector's boxes: two dogs (so "two" is the yes, "three" a no), one frisbee
+    assert [(r[1], r[2]) for r in rows if r[0] == "count"] == [
+        ("Are there two dogs?", "yes"), ("Are there three dogs?", "no"),
+        ("Is there one frisbee?", "yes"), ("Are there two frisbees?", "no"), ("Are there three frisbees?", "no")]
     # counterfactual object: the only nodes never co-occurring with dog or frisbee are bed, cup, table
     cf = [r for r in rows if r[0] == "counterfactual" and r[1].startswith("Is there")]
     assert len(cf) == 1 and cf[0][1].split()[3] in {"bed", "cup", "table"} and cf[0][2] == "no"
-    # counterfactual attribute: never one of the object's own mined words
-    cf_attr = q.filter((pl.col("query_type") == "counterfactual") & (pl.col("target") == "dog"))
-    assert cf_attr.height == 1 and cf_attr["question"][0].split()[3] not in {"run", "sit"}
+    # counterfactual attribute: an action dog never has (its own: running, sitting; black, white) beside the
+    # scene's action; the frisbee has no attribute in the scene, so none is asked about it
+    cf_attr = q.filter((pl.col("query_type") == "counterfactual") & pl.col("attribute_kind").is_not_null())
+    s1 = cf_attr.filter(pl.col("image_id") == "s1-i00")
+    assert s1["question"].to_list()[0] in {"Is the dog walking?", "Is the dog jumping?"} and s1.height == 1
     assert q["query_id"].n_unique() == q.height
     assert set(q["image"]) == {"images/s1-i00.png", "images/s2-i00.png"}
     assert q.filter(pl.col("image_id") == "s1-i00")["objects"][0].to_list() == ["dog", "frisbee"]
+    assert q.filter(pl.col("image_id") == "s1-i00")["detected"][0].to_list() == ["dog", "grass"]
 
 
 def test_environment_objects_are_not_counted_and_states_use_is():
     q = make_queries(ACCEPTED, SCENES, NODES, EDGES, seed=1)
     rows = table(q, "s2-i00")
-    assert ("attribute", "Is the cup red in the picture?", "yes", "truth") in rows
-    assert ("attribute", "Is the cup blue in the picture?", "no", "contrast") in rows
-    assert not any("grass" in r[1] for r in rows if r[0] == "count")
+    assert ("attribute", "Is the cup red?", "yes", "truth") in rows
+    assert ("attribute", "Is the cup blue?", "no", "contrast") in rows
+    assert [(r[1], r[2]) for r in rows if r[0] == "count"] == [
+        ("Is there one cup?", "yes"), ("Are there two cups?", "no"), ("Are there three cups?", "no")]
+    cf_attr = [r[1] for r in rows if r[0] == "counterfactual" and r[1].startswith("Is the ")]
+    assert cf_attr in (["Is the cup black?"], ["Is the cup white?"])
+
+
+def test_odes_code_wording_stays_available():
+    q = make_queries(ACCEPTED, SCENES.with_columns(attribute_a=pl.Series(["run", "red"]),
+                                                   attribute_a_contrast=pl.Series(["sit", "blue"])),
+                     NODES, EDGES, seed=1, question_style="ode_code")
+    rows = table(q)
+    assert ("attribute", "Does the dog run in the picture?", "yes", "truth") in rows
+    assert ("count", "Is there one dog in the picture?", "yes", "truth") in rows  # ODE's code assumes one
+    with pytest.raises(ConfigError, match="question_style': unknown value 'amber'"):
+        make_queries(ACCEPTED, SCENES, NODES, EDGES, seed=1, question_style="amber")
+
+
+def test_no_question_asks_a_synonym_of_an_object_in_the_image_as_absent():
+    images = [["person", "hat"]] * 4 + [["man", "hat"]] * 3 + [["hat", "bag"]] * 2
+    nodes, edges = build_tables(Annotations(images=images, state_pairs={}, action_pairs={}), set())
+    scenes = SCENES.head(1).with_columns(object_a=pl.lit("hat"), object_b=pl.lit("person"), attribute_a=None,
+                                         attribute_a_kind=None, attribute_a_contrast=None)
+    accepted = ACCEPTED.head(1)
+    negs = [r[1] for r in table(make_queries(accepted, scenes, nodes, edges, seed=1)) if r[2] == "no"
+            and r[0] == "existence"]
+    assert negs == ["Is there a bag in the picture?"]  # "man" (weight 3) is the person under another name
+    old = [r[1] for r in table(make_queries(accepted, scenes, nodes, edges, seed=1, question_style="ode_code"))
+           if r[2] == "no" and r[0] == "existence"]
+    assert old[0] == "Is there a man in the picture?"
 
 
 def test_pope_strategies_add_distinct_negatives():
@@ -140,7 +174,8 @@ def test_vectorised_make_queries_writes_the_same_bytes_as_the_per_image_loop(opt
     accepted, scenes, nodes, edges = _release_inputs(300)
     hallu = hallu_graph({"format": "seed", "path": str(DEFAULT_SEED_DIR)})
     old = per_image_loop(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, **options)
-    new = make_queries(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, **options)
+    new = make_queries(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, question_style="ode_code",
+                       **options)
     write_parquet(tmp_path / "old.parquet", old)
     write_parquet(tmp_path / "new.parquet", new.drop("detected"))  # the one column the loop did not write
     assert old.height > 300 * 5
@@ -149,6 +184,11 @@ def test_vectorised_make_queries_writes_the_same_bytes_as_the_per_image_loop(opt
 
 def test_vectorised_make_queries_edge_cases():
     from legacy_ode_queries import make_queries as per_image_loop
+
+    make_grammatical = globals()["make_queries"]
+
+    def make_queries(*args, **kw):
+        return make_grammatical(*args, question_style="ode_code", **kw)
 
     empty = make_queries(ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1)
     assert empty.height == 0 and empty.drop("detected").schema == per_image_loop(
@@ -161,3 +201,72 @@ def test_vectorised_make_queries_edge_cases():
     twin = SCENES.with_columns(pl.col("object_a").alias("object_b"))
     assert make_queries(ACCEPTED, twin, NODES, EDGES, seed=1).drop("detected").equals(
         per_image_loop(ACCEPTED, twin, NODES, EDGES, seed=1))
+
+
+def _paper_release(clean: bool):
+    """configs/ode-paper.yaml's scene lists (40 pairs x 8 lists x 2 variants, 6 images each), every image
+    accepted, a third of its detector candidates detected and 1-3 boxes counted per object: queries only."""
+    import numpy as np
+    import yaml
+
+    from halluflow.ode.graph import DEFAULT_SEED_DIR, hallu_graph, read_seed
+    from halluflow.ode.prompts import make_prompts
+    from halluflow.ode.sampling import sample_scenes
+
+    paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "ode-paper.yaml").read_text())["ode"]
+    nodes, edges = read_seed(DEFAULT_SEED_DIR)
+    scenes = sample_scenes(nodes, edges, paper["sampling"]["sizes"], seed=42, variants=paper["sampling"]["variants"],
+                           clean_attributes=clean)
+    prompts = make_prompts(scenes, seed=42, images_per_scene=paper["prompts"]["images_per_scene"])
+    cands = detector_candidates(scenes, nodes, edges, 4)
+    rng = np.random.default_rng(0)
+    by_scene = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
+    detected = [sorted(x for x in [by_scene[s]["object_a"], by_scene[s]["object_b"], *cands[s]] if rng.random() < 0.3)
+                for s in prompts["scene_id"]]
+    accepted = prompts.select("image_id", "scene_id").with_columns(
+        pl.Series("detected", detected, dtype=pl.List(pl.String)),
+        pl.Series("count_a", rng.integers(1, 4, prompts.height)), pl.Series("count_b", rng.integers(1, 4, prompts.height)))
+    hallu = hallu_graph({"format": "seed"})
+    return accepted, scenes, prompts, nodes, edges, hallu, paper["queries"]
+
+
+def test_a_paper_size_release_asks_only_valid_questions():
+    from halluflow.ode.queries import invalid_questions
+
+    accepted, scenes, prompts, nodes, edges, hallu, cfg = _paper_release(clean=True)
+    q = make_queries(accepted, scenes, nodes, edges, seed=42, hallu_edges=hallu,
+                     negatives_per_image=cfg["negatives_per_image"], strategies=cfg["strategies"])
+    assert accepted.height == 3840 and q.filter(pl.col("query_type") == "attribute").height > 2000
+    bad = invalid_questions(q)
+    assert bad.height == 0, bad.head(10)
+    # every kind present, and the prompts read "a swimming dog", never "a swim dog"
+    assert {"existence", "attribute", "count", "counterfactual"} <= set(q["query_type"])
+    actions = scenes.filter(pl.col("attribute_a_kind") == "action")["attribute_a"]
+    assert actions.len() > 50 and actions.str.ends_with("ing").all()
+
+    # the same checker on ODE's code (mined words, AMBER wording) finds what this replaces
+    accepted, scenes, *_ = _paper_release(clean=False)
+    old = make_queries(accepted, scenes, nodes, edges, seed=42, hallu_edges=hallu, question_style="ode_code")
+    problems = invalid_questions(old)["problem"].to_list()
+    assert any("not the state template" in p for p in problems)
+    assert any("'1' is not an attribute word" in p or "digit" in p for p in problems)
+
+
+def test_question_problems_by_hand():
+    from halluflow.ode.queries import question_problem
+
+    ok = [("attribute", "state", "Is the car red?", "yes", "car"),
+          ("attribute", "action", "Is the dog swimming?", "no", "dog"),
+          ("count", "count", "Are there two dogs?", "yes", "dog"), ("count", "count", "Is there one dog?", "no", "dog"),
+          ("count", "count", "Are there three people?", "no", "person"),
+          ("existence", None, "Is there an apple in the picture?", "yes", "apple")]
+    assert [question_problem(*r) for r in ok] == [None] * len(ok)
+    bad = [("attribute", "action", "Does the person yellow in the picture?", "yes", "person"),
+           ("attribute", "state", "Is the vase 1?", "yes", "vase"),
+           ("attribute", "action", "Is the person yellow?", "yes", "person"),
+           ("attribute", "state", "Is the dog swimming?", "no", "dog"),
+           ("attribute", "action", "Is the dog swim?", "no", "dog"),
+           ("count", "count", "Are there two persons?", "no", "person"),
+           ("existence", None, "Is there a apple in the picture?", "yes", "apple"),
+           ("existence", None, "Is there a dog in the picture?", "maybe", "dog")]
+    assert all(question_problem(*r) for r in bad), [question_problem(*r) for r in bad]

@@ -67,11 +67,12 @@ def test_seeded_and_variants_carry_attributes():
     assert a["scene_id"].n_unique() == a.height == 8 * 2 * 3
     row_a = a.filter(pl.col("scene_id") == "standard-ee-00000-v0").row(0, named=True)
     assert row_a["object_a"] == "a"
-    # "a" has 3 attributes (red, big: state; run: action): its 3 variants use each once, with their contrast
+    # "a" has 3 attributes (red, big: state; run: action): its 3 variants use each once, with their contrast;
+    # actions read as gerunds ("a running a"), the form questions ask about ("Is the dog running?")
     got = a.filter((pl.col("distribution") == "standard") & (pl.col("pair_kind") == "entity_entity")
                    & (pl.col("object_b") == "b"))
     assert sorted(zip(got["attribute_a"], got["attribute_a_kind"], got["attribute_a_contrast"])) == [
-        ("big", "state", "small"), ("red", "state", "blue"), ("run", "action", "sit")]
+        ("big", "state", "small"), ("red", "state", "blue"), ("running", "action", "sitting")]
     assert got["attribute_b"].null_count() == 3  # "b" has no attributes
     plain = sample_scenes(NODES, EDGES, sizes(1, 1), seed=5, attribute_kinds=())
     assert plain["attribute_a"].null_count() == plain.height
@@ -162,3 +163,18 @@ def test_random_is_not_fictional_by_another_name():
         sample_scenes(NODES, EDGES, sizes(2, 2), seed=1)  # Standard + Long-tail took the tiny graph's 3 edges
     with pytest.raises(ConfigError, match="ode.sampling.random_pool': unknown value 'any'"):
         sample_scenes(nodes, edges, sizes(1, 1), seed=3, random_pool="any")
+
+
+def test_attribute_words_are_cleaned_per_kind():
+    """Mined words in the wrong kind, counts and bare verbs: what the seed graph's AMBER-mined pairs hold."""
+    from halluflow.ode.sampling import _attribute_options
+
+    node = {"state_pairs": ["1/2", "red/blue", "swim/run", "sensory/plain"],
+            "action_pairs": ["yellow/white", "swim/walk", "sit/green", "dance/dancing"]}
+    assert _attribute_options(node, ("state", "action")) == [
+        ("red", "state", "blue"), ("swimming", "action", "running"), ("yellow", "state", "white"),
+        ("sitting", "action", None), ("dancing", "action", None)]
+    assert _attribute_options(node, ("state",)) == [("red", "state", "blue"), ("yellow", "state", "white")]
+    # ODE's code: the mined words as they are
+    assert _attribute_options(node, ("state", "action"), clean=False)[:2] == [("1", "state", "2"),
+                                                                              ("red", "state", "blue")]

@@ -25,6 +25,9 @@ FILTER_SCHEMA = {
     "detected": pl.List(pl.String),
     "max_score_a": pl.Float64,
     "max_score_b": pl.Float64,
+    # boxes of the object at or above the keep threshold, overlapping duplicates merged: the truth of count questions
+    "count_a": pl.Int64,
+    "count_b": pl.Int64,
 }
 REJECTED_SCHEMA = {**FILTER_SCHEMA, "reason": pl.String}
 
@@ -39,6 +42,28 @@ def _norm(label: str) -> str:
     return " ".join(str(label).lower().split())
 
 
+def _iou(a, b) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def count_boxes(boxes: list[tuple[float, tuple]], threshold: float, iou: float = 0.5) -> int:
+    """Objects counted from (score, box) pairs of one label: greedy non-maximum suppression at `iou`, since
+    open-vocabulary detectors (OWLv2) return several overlapping boxes for one object."""
+    kept: list[tuple] = []
+    for score, box in sorted(boxes, key=lambda sb: -sb[0]):
+        if score < threshold:
+            break
+        if box is None or all(_iou(box, k) <= iou for k in kept):
+            kept.append(box)
+    return len(kept)
+
+
 def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.DataFrame, *, keep_threshold: float,
                   exclusion_threshold: float, balance: bool = False, seed: int = 0,
                   root: str | Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -48,10 +73,14 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
     _require(scenes, ("scene_id", "distribution", "pair_kind", "object_a", "object_b"), "scenes table")
     scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
     scores: dict[str, dict[str, float]] = {}
-    for image_id, label, score in detections.select("image_id", "label", "score").iter_rows():
+    boxes: dict[tuple[str, str], list] = {}
+    has_boxes = all(c in detections.columns for c in ("x0", "y0", "x1", "y1"))
+    cols = ["image_id", "label", "score"] + (["x0", "y0", "x1", "y1"] if has_boxes else [])
+    for image_id, label, score, *box in detections.select(cols).iter_rows():
         per = scores.setdefault(image_id, {})
         lab = _norm(label)
         per[lab] = max(per.get(lab, 0.0), float(score))
+        boxes.setdefault((image_id, lab), []).append((float(score), tuple(box) if box else None))
     accepted, rejected = [], []
     for img in progress(images.sort("image_id").iter_rows(named=True), desc="filter images", total=images.height):
         scene = scene_rows.get(img["scene_id"])
@@ -68,6 +97,8 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
             "detected": sorted(lab for lab, s in per.items() if s >= exclusion_threshold),
             "max_score_a": per.get(a, 0.0),
             "max_score_b": per.get(b, 0.0),
+            "count_a": count_boxes(boxes.get((img["image_id"], a), []), keep_threshold),
+            "count_b": count_boxes(boxes.get((img["image_id"], b), []), keep_threshold),
         }
         reasons = []
         if root is not None and not safe_join(root, img["path"]).is_file():

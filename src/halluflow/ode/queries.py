@@ -10,6 +10,7 @@ which ODE's released code lacks.
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 import polars as pl
@@ -17,17 +18,28 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from .graph import neighbours
 from ..progress import progress
+from ..caos.extract import plural_forms
 from ..io import stable_hash
+from ..progress import get_logger
+from .attributes import NUMBER_WORDS, clean_word, node_attribute_forms, read_attribute_words
+
+log = get_logger(__name__)
 
 STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucination")
 
+QUESTION_STYLES = ("grammatical", "ode_code")
 EXISTENCE = "Is there {article} {object} in the picture?"
-# ODE asks "Is the {obj} {attr} ...?" for both kinds; AMBER's action words are bare verbs ("run"), so
-# actions read "Does the dog run in the picture?" as in AMBER's own questions.
-ATTRIBUTE = {"state": "Is the {object} {attribute} in the picture?",
-             "action": "Does the {object} {attribute} in the picture?"}
-COUNT_ONE = "Is there one {object} in the picture?"
-COUNT_MANY = "Are there {number} {plural} in the picture?"
+# One template per kind: states are adjectives ("Is the car red?"), actions gerunds ("Is the dog swimming?"),
+# counts agree in number ("Is there one dog?", "Are there two dogs?").
+ATTRIBUTE = {"state": "Is the {object} {attribute}?", "action": "Is the {object} {attribute}?"}
+COUNT_ONE = "Is there one {object}?"
+COUNT_MANY = "Are there {number} {plural}?"
+# ODE's code asks "Is the {obj} {attr} in the picture?" with AMBER's mined words as they are, and actions read
+# "Does the dog run in the picture?" as AMBER's own questions; counts assume "one" (`question_style: ode_code`).
+ODE_CODE = {"state": "Is the {object} {attribute} in the picture?",
+            "action": "Does the {object} {attribute} in the picture?",
+            "count_one": "Is there one {object} in the picture?",
+            "count_many": "Are there {number} {plural} in the picture?"}
 
 QUERY_SCHEMA = {
     "query_id": pl.String,
@@ -145,21 +157,36 @@ class NegativeSampler:
         return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
 
 
-def _object_table(objects: set[str], node_rows: dict) -> pl.DataFrame:
+def plural_noun(phrase: str) -> str:
+    """Plural of a phrase's last word with English irregulars ("two people", "three sheep", "two benches")."""
+    head, _, last = phrase.rpartition(" ")
+    forms = plural_forms(last)
+    return f"{head} {forms[0] if forms else last}".strip()
+
+
+def _object_table(objects: set[str], node_rows: dict, style: str) -> pl.DataFrame:
     """Per distinct object (a few hundred, not one per image): its existence question, plural and node type."""
     names = sorted(o for o in objects if o is not None)
+    to_plural = plural if style == "ode_code" else plural_noun
     return pl.DataFrame({"object": names,
                          "existence": [EXISTENCE.format(article=article(o), object=o) for o in names],
-                         "plural": [plural(o) for o in names],
+                         "plural": [to_plural(o) for o in names],
                          "node_type": [node_rows.get(o, {}).get("type") for o in names]},
                         schema={"object": pl.String, "existence": pl.String, "plural": pl.String,
                                 "node_type": pl.String})
 
 
-def _scene_rows(scenes: pl.DataFrame, objects: pl.DataFrame, generative_prompt: str,
-                count_negatives: tuple[str, ...]) -> pl.DataFrame:
+def _fill(template: str, **values: pl.Expr) -> pl.Expr:
+    """A str.format-style template as a polars expression; placeholders take expressions."""
+    parts = re.split(r"\{(\w+)\}", template)
+    return pl.concat_str([pl.lit(p) if i % 2 == 0 else values[p] for i, p in enumerate(parts) if p != ""])
+
+
+def _scene_rows(scenes: pl.DataFrame, objects: pl.DataFrame, generative_prompt: str, templates: dict,
+                count_negatives: tuple[str, ...] | None) -> pl.DataFrame:
     """Rows every image of a scene shares, keyed (section, pos) so they interleave with the per-image rows:
-    section 0 = generative + existence "yes", section 2 = attribute truth/contrast + count."""
+    section 0 = generative + existence "yes", section 2 = attribute truth/contrast (+ the assumed-one counts of
+    ODE's code when `count_negatives` is given)."""
     def obj(side):
         return objects.select(pl.col("object").alias(f"object_{side}"), pl.col("existence").alias(f"ex_{side}"),
                               pl.col("plural").alias(f"pl_{side}"), pl.col("node_type").alias(f"type_{side}"))
@@ -182,28 +209,60 @@ def _scene_rows(scenes: pl.DataFrame, objects: pl.DataFrame, generative_prompt: 
     for i, side in enumerate("ab"):
         o, attr = pl.col(f"object_{side}"), pl.col(f"attribute_{side}")
         kind, contrast = pl.col(f"attribute_{side}_kind"), pl.col(f"attribute_{side}_contrast")
-        asked = attr.is_not_null() & (attr != "") & kind.is_in(list(ATTRIBUTE))
+        asked = attr.is_not_null() & (attr != "") & kind.is_in(["state", "action"])
 
         def attribute_question(word):
-            return pl.when(kind == "state").then(pl.concat_str(pl.lit("Is the "), o, pl.lit(" "), word,
-                                                               pl.lit(" in the picture?"))) \
-                .otherwise(pl.concat_str(pl.lit("Does the "), o, pl.lit(" "), word, pl.lit(" in the picture?")))
+            return pl.when(kind == "state").then(_fill(templates["state"], object=o, attribute=word)) \
+                .otherwise(_fill(templates["action"], object=o, attribute=word))
 
         blocks.append(block(2, 2 * i, "attribute", attribute_question(attr), pl.lit("yes"), o, kind,
                             pl.lit("truth"), asked))
         blocks.append(block(2, 2 * i + 1, "attribute", attribute_question(contrast), pl.lit("no"), o, kind,
                             pl.lit("contrast"), asked & contrast.is_not_null() & (contrast != "") & (contrast != attr)))
-    for i, side in enumerate("ab"):
+    for i, side in enumerate("ab") if count_negatives is not None else ():
         o, entity = pl.col(f"object_{side}"), pl.col(f"type_{side}") == "entity"
         base = 1000 * (i + 1)
-        blocks.append(block(2, base, "count", pl.concat_str(pl.lit("Is there one "), o, pl.lit(" in the picture?")),
+        blocks.append(block(2, base, "count", _fill(templates["count_one"], object=o),
                             pl.lit("yes"), o, pl.lit("count"), pl.lit("truth"), entity))
         for j, number in enumerate(count_negatives):
             blocks.append(block(2, base + 1 + j, "count",
-                                pl.concat_str(pl.lit(f"Are there {number} "), pl.col(f"pl_{side}"),
-                                              pl.lit(" in the picture?")),
+                                _fill(templates["count_many"], number=pl.lit(number), plural=pl.col(f"pl_{side}")),
                                 pl.lit("no"), o, pl.lit("count"), pl.lit("truth"), entity))
     return pl.concat(blocks)
+
+
+def _count_rows(images: pl.DataFrame, used: pl.DataFrame, objects: pl.DataFrame,
+                count_negatives: tuple[str, ...]) -> pl.DataFrame:
+    """Count questions of each image from its detector box counts: "yes" for the counted number, "no" for the
+    configured other numbers; environments and objects counted 0 or more than twenty are not asked about."""
+    wrong = []
+    for word in count_negatives:
+        if word not in NUMBER_WORDS:
+            raise ConfigError(f"config key 'ode.queries.count_negatives': {word!r} is not a number word "
+                              f"({', '.join(NUMBER_WORDS[1:])})")
+        wrong.append(NUMBER_WORDS.index(word))
+    numbers = pl.DataFrame({"j": list(range(len(wrong))), "n": wrong}, schema={"j": pl.Int32, "n": pl.Int64})
+    frames = []
+    for i, side in enumerate("ab"):
+        per = (images.select("img", "si", pl.col(f"count_{side}").alias("count"))
+               .join(used.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("si"),
+                                 pl.col(f"object_{side}").alias("object")), on="si", how="left")
+               .join(objects.select("object", "plural", "node_type"), on="object", how="left")
+               .filter((pl.col("node_type") == "entity") & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1)))
+        asked = pl.concat([
+            per.with_columns(pl.lit(-1, pl.Int32).alias("j"), pl.col("count").alias("n")),
+            per.join(numbers, how="cross").filter(pl.col("n") != pl.col("count")),
+        ])
+        word = pl.col("n").replace_strict(dict(enumerate(NUMBER_WORDS)), return_dtype=pl.String)
+        frames.append(asked.select(
+            "img", (2_000_000 + 1000 * (i + 1) + 1 + pl.col("j")).cast(pl.Int64).alias("key"),
+            pl.lit("count").alias("query_type"),
+            pl.when(pl.col("n") == 1).then(_fill(COUNT_ONE, object=pl.col("object")))
+            .otherwise(_fill(COUNT_MANY, number=word, plural=pl.col("plural"))).alias("question"),
+            pl.when(pl.col("n") == pl.col("count")).then(pl.lit("yes")).otherwise(pl.lit("no")).alias("truth"),
+            pl.col("object").alias("target"), pl.lit("count").alias("attribute_kind"),
+            pl.lit("truth").alias("strategy")))
+    return pl.concat(frames)
 
 
 def _image_generators(seed: int, image_ids: list[str]):
@@ -218,12 +277,29 @@ def _image_generators(seed: int, image_ids: list[str]):
         yield np.random.default_rng(np.array(words, dtype=np.uint32))
 
 
+def _synonym_groups(names: list[str]) -> dict[str, set[str]]:
+    """name → every name of its synonym class (CHAIR's table: man, woman, boy ... are all `person`)."""
+    from .scoring import ConceptMatcher, default_synonyms
+
+    matcher = ConceptMatcher((), default_synonyms())
+    by_class: dict[tuple, set[str]] = {}
+    for n in names:
+        by_class.setdefault(matcher.synonym_class(n), set()).add(n)
+    return {n: by_class[matcher.synonym_class(n)] for n in names}
+
+
 def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,
                  seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
                  strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
                  count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
-                 counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None) -> pl.DataFrame:
+                 counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None,
+                 question_style: str = "grammatical") -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image.
+
+    question_style `grammatical` (default): one template per kind, count truths from the detector's box counts
+    (`count_a`, `count_b` of the accepted table), "no" objects never a synonym of an object in the image, and
+    attribute counterfactuals only beside the scene's own attribute of that kind, from the cleaned vocabulary.
+    `ode_code`: ODE's released code (AMBER's wording, mined words as they are, "one" assumed).
 
     The questions every image of a scene shares are built once per scene with polars expressions and repeated
     for each of its images; per image only the seeded draws remain (random negatives, counterfactual object and
@@ -233,12 +309,22 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
     for s in strategies:
         if s not in STRATEGIES:
             raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+    if question_style not in QUESTION_STYLES:
+        raise ConfigError(f"config key 'ode.queries.question_style': unknown value {question_style!r}; known: "
+                          f"{', '.join(QUESTION_STYLES)}")
     if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
         raise ConfigError("config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
                           "hallucination-prone objects (AMBER annotations or the shipped seed)")
+    grammatical = question_style == "grammatical"
+    templates = {**ATTRIBUTE, "count_one": COUNT_ONE, "count_many": COUNT_MANY} if grammatical else ODE_CODE
     acc = accepted.sort("image_id")
+    counts = [c for c in ("count_a", "count_b") if c in acc.columns]
+    if grammatical and len(counts) < 2:
+        log.warning("accepted table has no detector box counts (count_a, count_b): no count questions")
     acc = acc.select("image_id", "scene_id", (pl.col("detected") if "detected" in acc.columns
-                                              else pl.lit(None, pl.List(pl.String))).alias("detected"))
+                                              else pl.lit(None, pl.List(pl.String))).alias("detected"),
+                     *[(pl.col(c) if c in acc.columns else pl.lit(None, pl.Int64)).cast(pl.Int64).alias(c)
+                       for c in ("count_a", "count_b")])
     missing = acc.join(scenes.select("scene_id"), on="scene_id", how="anti")
     if missing.height:
         first = missing.row(0, named=True)
@@ -248,19 +334,33 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
     used = scenes.join(acc.select("scene_id").unique(), on="scene_id", how="semi")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
     sampler = NegativeSampler(nodes, edges, hallu_edges)
-    vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
-                          - {""})
-             for kind in ("state", "action")}
+    if grammatical:
+        vocab = {"state": set(), "action": set()}
+        for r in node_rows.values():
+            for mined in ("state", "action"):
+                for p in r[f"{mined}_pairs"] or []:
+                    for w in p.split("/"):
+                        cleaned = clean_word(w, mined) if w else None
+                        if cleaned:
+                            vocab[cleaned[0]].add(cleaned[1])
+        vocab = {k: sorted(v) for k, v in vocab.items()}
+        synonyms = _synonym_groups(sorted(set(node_rows) | set(used["object_a"]) | set(used["object_b"])))
+    else:
+        vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
+                              - {""})
+                 for kind in ("state", "action")}
+        synonyms = {}
     objects_a, objects_b = used["object_a"].to_list(), used["object_b"].to_list()
     scene_index = {sid: i for i, sid in enumerate(used["scene_id"].to_list())}
-    scene_kinds = list(zip(used["attribute_a_kind"].to_list(), used["attribute_b_kind"].to_list()))
+    scene_attrs = [list(zip(used[f"attribute_{s}"].to_list(), used[f"attribute_{s}_kind"].to_list(),
+                            used[f"attribute_{s}_contrast"].to_list())) for s in "ab"]
 
     # Per image only what depends on its detections or its own generator; everything else is cached.
     neg_img, neg_pos, neg_obj, neg_strategy = [], [], [], []
     cfo_img, cfo_pos, cfo_obj = [], [], []
     cfa_img, cfa_pos, cfa_question, cfa_target, cfa_kind = [], [], [], [], []
     per_combo: dict[tuple, tuple[list, list]] = {}  # (scene, detected) -> (negatives, counterfactual pool)
-    foreign: dict[tuple, list] = {}  # (object, kind) -> [attribute words it never has, question template]
+    foreign: dict[tuple, list] = {}  # (object, kind) -> attribute words it never has
     random_negatives = "random" in strategies
     draws = random_negatives or counterfactual_per_image > 0 or counterfactual_attributes
     image_ids = acc["image_id"].to_list()
@@ -269,6 +369,8 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
 
     def negatives(truth, detected, rng):
         picked_all, exclude = [], set(truth) | set(detected or ())
+        # an object of the image under another name ("man" beside "person") must not be asked as absent
+        exclude |= {other for o in list(exclude) for other in synonyms.get(o, ())}
         for strategy in strategies:
             # Each strategy skips objects an earlier one already asked: every strategy adds its own.
             picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
@@ -281,7 +383,17 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
     def attribute_pool(si, side):
         obj = truth_of[si][side]
         node = node_rows.get(obj, {})
-        kind = scene_kinds[si][side] or ("action" if node.get("action_pairs") else "state")
+        attr, kind, contrast = scene_attrs[side][si]
+        if grammatical:
+            # beside the scene's own attribute of that kind only: the image shows the object doing / being that,
+            # so a word the graph never gives the object is a reliable "no"
+            if kind not in ("state", "action") or not attr:
+                return obj, kind, []
+            if (obj, kind) not in foreign:
+                own = node_attribute_forms(node)
+                foreign[(obj, kind)] = [w for w in vocab[kind] if w not in own]
+            return obj, kind, [w for w in foreign[(obj, kind)] if w not in (attr, contrast)]
+        kind = kind or ("action" if node.get("action_pairs") else "state")
         if (obj, kind) not in foreign:
             own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
             foreign[(obj, kind)] = [w for w in vocab[kind] if w not in own]
@@ -314,14 +426,15 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                 if words:
                     word = words[int(rng.integers(len(words)))]
                     cfa_img.append(idx), cfa_pos.append(side), cfa_kind.append(kind), cfa_target.append(obj)
-                    cfa_question.append(ATTRIBUTE[kind].format(object=obj, attribute=word))
+                    cfa_question.append(templates[kind].format(object=obj, attribute=word))
 
-    objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows)
+    objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows, question_style)
     existence = objects.select("object", "existence")
     row_schema = {"img": pl.Int64, "key": pl.Int64, "query_type": pl.String, "question": pl.String,
                   "truth": pl.String, "target": pl.String, "attribute_kind": pl.String, "strategy": pl.String}
     # The shared rows of each image's scene, repeated per image by index arithmetic (no join on strings).
-    shared = _scene_rows(used, objects, generative_prompt, tuple(count_negatives)).with_columns(
+    shared = _scene_rows(used, objects, generative_prompt, templates,
+                         None if grammatical else tuple(count_negatives)).with_columns(
         pl.col("scene_id").replace_strict(scene_index, return_dtype=pl.Int64).alias("si")).sort("si", "section", "pos")
     per_scene = np.bincount(shared["si"].to_numpy(), minlength=used.height)
     first_row = np.concatenate([[0], np.cumsum(per_scene)[:-1]])
@@ -337,14 +450,19 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                              "attribute_kind": attribute_kind, "strategy": strategy}, schema=row_schema)
 
     existence_of = dict(existence.iter_rows())
-    rows = pl.concat([
+    blocks = [
         shared.select(list(row_schema)).cast(row_schema),
         per_image(neg_img, neg_pos, 1, "existence", [existence_of[o] for o in neg_obj], "no", neg_obj, None,
                   neg_strategy),
         per_image(cfo_img, cfo_pos, 3, "counterfactual", [existence_of[o] for o in cfo_obj], "no", cfo_obj, None,
                   "fictional"),
         per_image(cfa_img, cfa_pos, 4, "counterfactual", cfa_question, "no", cfa_target, cfa_kind, "fictional"),
-    ]).sort("img", "key")
+    ]
+    if grammatical:
+        images_si = acc.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("img"),
+                               pl.Series("si", image_scene, dtype=pl.Int64), "count_a", "count_b")
+        blocks.append(_count_rows(images_si, used, objects, tuple(count_negatives)).cast(row_schema))
+    rows = pl.concat(blocks).sort("img", "key")
     # ODE asks a question once per image, from whichever block produced it first. Repeats are rare (only odd
     # graphs or configs), so they are found on a 64-bit hash and confirmed on the text itself.
     maybe = pl.struct("img", pl.col("question").hash()).is_duplicated()
@@ -368,6 +486,70 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
         "strategy": rows["strategy"],
         "detected": acc["detected"].fill_null([]).gather(img)}).cast(QUERY_SCHEMA).rechunk()
+
+
+def _attribute_word_problem(word: str, kind: str, table: dict) -> str | None:
+    known = {form: k for k, form in table.values() if k in ("state", "action") and form}
+    if not re.fullmatch(r"[a-z]+(-[a-z]+)?", word) or word in NUMBER_WORDS:
+        return f"{word!r} is not an attribute word"
+    if word in known:
+        return None if known[word] == kind else f"{word!r} is a {known[word]} word, asked as a {kind}"
+    if kind == "action" and not word.endswith("ing"):
+        return f"action {word!r} is not a gerund"
+    if kind == "state" and word.endswith("ing"):
+        return f"state {word!r} reads as an action"
+    return None
+
+
+def question_problem(query_type: str, attribute_kind: str | None, question: str, truth: str | None,
+                     target: str | None, table: dict | None = None) -> str | None:
+    """Why a question is not one of the grammatical templates (docs/ode.md), or None when it is."""
+    table = read_attribute_words() if table is None else table
+    if query_type == "generative":
+        return None if question else "empty prompt"
+    if truth not in ("yes", "no"):
+        return f"truth {truth!r} is not yes/no"
+    if not target or re.search(r"\d|\s\s", question):
+        return "no target, a digit or a double space"
+    if query_type in ("existence", "counterfactual") and attribute_kind is None:
+        want = EXISTENCE.format(article=article(target), object=target)
+        return None if question == want else f"not the existence template {want!r}"
+    if query_type in ("attribute", "counterfactual") and attribute_kind in ATTRIBUTE:
+        head = f"Is the {target} "
+        word = question[len(head):-1] if question.startswith(head) and question.endswith("?") else ""
+        if not word or " " in word:
+            return f"not the {attribute_kind} template 'Is the {target} <{attribute_kind}>?'"
+        return _attribute_word_problem(word, attribute_kind, table)
+    if query_type == "count":
+        if question == COUNT_ONE.format(object=target):
+            return None
+        many = re.fullmatch(r"Are there (\w+) (.+)\?", question)
+        if many and many.group(1) in NUMBER_WORDS[2:] and many.group(2) == plural_noun(target):
+            return None
+        return "not a count template ('Is there one <object>?' / 'Are there <number> <objects>?')"
+    return f"unknown query type {query_type!r} / attribute kind {attribute_kind!r}"
+
+
+def invalid_questions(queries: pl.DataFrame) -> pl.DataFrame:
+    """The queries whose question breaks the grammatical templates, with a `problem` column; also every
+    (image, counted object) that has not exactly one "yes" count. Empty for a valid release."""
+    table = read_attribute_words()
+    keys = ["query_type", "attribute_kind", "question", "truth", "target"]
+    distinct = queries.select(keys).unique()
+    problems = distinct.with_columns(pl.Series("problem", [question_problem(*r, table=table) for r in distinct.rows()],
+                                               dtype=pl.String))
+    bad = (queries.join(problems.filter(pl.col("problem").is_not_null()), on=keys, how="inner", nulls_equal=True)
+           .select("query_id", "image_id", *keys, "problem"))
+    yes_counts = (queries.filter(pl.col("query_type") == "count")
+                  .group_by("image_id", "target").agg((pl.col("truth") == "yes").sum().alias("n_yes"))
+                  .filter(pl.col("n_yes") != 1))
+    if yes_counts.height:
+        bad = pl.concat([bad, yes_counts.select(
+            pl.lit(None, pl.String).alias("query_id"), "image_id", pl.lit("count").alias("query_type"),
+            pl.lit("count").alias("attribute_kind"), pl.lit(None, pl.String).alias("question"),
+            pl.lit(None, pl.String).alias("truth"), "target",
+            pl.format("{} 'yes' count questions (one expected)", "n_yes").alias("problem"))])
+    return bad.sort("image_id", "query_id", nulls_last=True)
 
 
 def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ import polars as pl
 
 from ..errors import ConfigError
 from ..io import stable_hash
+from .attributes import clean_pair
 
 DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
 PAIR_KINDS = ("entity_entity", "entity_environment")
@@ -109,16 +110,28 @@ def select_pairs(distribution: str, kind: str, n: int, entities: list[str], envi
     return chosen
 
 
-def _attribute_options(node: dict, kinds: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """(word, kind, contrast) options of a node: the true member of each mined (true, contrast) pair."""
+def _attribute_options(node: dict, kinds: tuple[str, ...], clean: bool = True) -> list[tuple[str, str, str]]:
+    """(word, kind, contrast) options of a node: the true member of each mined (true, contrast) pair, cleaned to
+    its kind's form (an adjective for states, a gerund for actions; counts and nouns left out) unless `clean` is
+    off (ODE's code: the mined words as they are)."""
     options = []
-    for kind in kinds:
-        seen = set()
-        for pair in node.get(f"{kind}_pairs") or []:
-            word, _, contrast = pair.partition("/")
-            if word and word not in seen:
-                seen.add(word)
-                options.append((word, kind, contrast or None))
+    if not clean:
+        for kind in kinds:
+            seen = set()
+            for pair in node.get(f"{kind}_pairs") or []:
+                word, _, contrast = pair.partition("/")
+                if word and word not in seen:
+                    seen.add(word)
+                    options.append((word, kind, contrast or None))
+        return options
+    seen = set()
+    for mined_kind in ATTRIBUTE_KINDS:
+        for pair in node.get(f"{mined_kind}_pairs") or []:
+            option = clean_pair(pair, mined_kind)
+            # a word mined as a state may be an action ("sit"), so the kind filter applies after cleaning
+            if option and option[1] in kinds and option[0] not in seen:
+                seen.add(option[0])
+                options.append(option)
     return options
 
 
@@ -132,7 +145,7 @@ def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
 
 def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: int, variants: int = 1,
                   attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS, standard_band: float = 4.0,
-                  random_pool: str = "cooccurring") -> pl.DataFrame:
+                  random_pool: str = "cooccurring", clean_attributes: bool = True) -> pl.DataFrame:
     """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant). See select_pairs for
     `standard_band` and `random_pool`."""
     if variants < 1:
@@ -154,8 +167,10 @@ def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: i
                 taken |= {frozenset(p) for p in pairs}
             for index, (a, b) in enumerate(pairs):
                 arng = derived_rng(seed, "attributes", distribution, kind, a, b)
-                attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds), variants, arng)
-                attrs_b = _pick_attributes(_attribute_options(node_rows[b], attribute_kinds), variants, arng)
+                attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds, clean_attributes),
+                                           variants, arng)
+                attrs_b = _pick_attributes(_attribute_options(node_rows[b], attribute_kinds, clean_attributes),
+                                           variants, arng)
                 for v in range(variants):
                     at_a, at_b = attrs_a[v], attrs_b[v]
                     rows.append({
