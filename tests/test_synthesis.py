@@ -162,3 +162,18 @@ def test_rebuilt_stand_in_is_not_reused(tmp_path):
     second = synthesize_shard(_prompts(2), tmp_path, "000", create(
         "synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}), batch_size=2)
     assert set(first["sha256"]).isdisjoint(second["sha256"])
+
+
+def test_negative_prompt_reaches_flux_only_with_true_cfg_scale(flux_dir, caplog):
+    """FluxPipeline runs the negative pass only when true_cfg_scale > 1; otherwise the prompt is dropped, loudly."""
+    def images(synthesizer, negative):
+        return np.asarray(synthesizer.generate([ImagePrompt("a", "a dog", negative, 7)])[0])
+
+    plain = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu", **SMALL})
+    with caplog.at_level("WARNING"):
+        assert np.array_equal(images(plain, "(bad anatomy)"), images(plain, ""))
+    assert "ignores the negative prompt unless true_cfg_scale > 1" in caplog.text
+    true_cfg = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu",
+                                      "true_cfg_scale": 2.0, **SMALL})
+    assert not np.array_equal(images(true_cfg, "(bad anatomy)"), images(true_cfg, ""))
+    assert true_cfg.settings()["true_cfg_scale"] == 2.0 and "true_cfg_scale" not in plain.settings()

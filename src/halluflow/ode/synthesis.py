@@ -58,6 +58,7 @@ class DiffusersSynthesizer(Synthesizer):
         height: int = 128,
         width: int = 128,
         call_args: dict | None = None,
+        true_cfg_scale: float | None = None,
     ):
         from ..devices import resolve_device, resolve_dtype
 
@@ -76,7 +77,9 @@ class DiffusersSynthesizer(Synthesizer):
         self.dtype = resolve_dtype(dtype, self.device)
         self.steps, self.guidance, self.height, self.width = int(steps), float(guidance), int(height), int(width)
         self.call_args = dict(call_args or {})
+        self.true_cfg_scale = None if true_cfg_scale is None else float(true_cfg_scale)
         self.standin = standin_info(self.model)
+        self._warned: set[str] = set()
         self._pipe = None
         self._pipeline_class = DiffusionPipeline
         local = Path(self.model)
@@ -101,8 +104,7 @@ class DiffusersSynthesizer(Synthesizer):
                 raise ConfigError(
                     f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(pipe).__name__}"
                 )
-            # FLUX accepts a negative prompt but only uses it when true_cfg_scale > 1; SD-style pipelines always do.
-            self._negative = "negative_prompt" in accepted
+            self._accepted = accepted
             pipe.to(self.device)
             pipe.set_progress_bar_config(disable=True)
             self._pipe = pipe
@@ -110,8 +112,40 @@ class DiffusersSynthesizer(Synthesizer):
 
     def settings(self) -> dict[str, Any]:
         """Everything besides the prompt and seed that shapes an image (part of the resume key)."""
-        return {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
-                "call_args": self.call_args, "dtype": str(self.dtype), "weights": _weights_fingerprint(self.model)}
+        out = {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
+               "call_args": self.call_args, "dtype": str(self.dtype), "weights": _weights_fingerprint(self.model)}
+        if self.true_cfg_scale is not None:
+            out["true_cfg_scale"] = self.true_cfg_scale  # absent when unset: earlier images keep their resume key
+        return out
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning(message)
+
+    def negative_args(self, negatives: list[str]) -> dict[str, Any]:
+        """Arguments that make the negative prompts reach the model, warning where the pipeline would drop them.
+
+        FLUX.1-dev is guidance-distilled: FluxPipeline accepts `negative_prompt` but runs the second (negative)
+        pass only when `true_cfg_scale` > 1 (diffusers >= 0.32); pipelines without `negative_prompt` ignore it."""
+        name = type(self.pipe).__name__
+        if "true_cfg_scale" in self._accepted and self.true_cfg_scale is not None:
+            args: dict[str, Any] = {"true_cfg_scale": self.true_cfg_scale}
+        else:
+            args = {}
+            if self.true_cfg_scale is not None:
+                self._warn_once(f"synthesis.true_cfg_scale: {name} has no true_cfg_scale argument: ignored")
+        if not any(negatives):
+            return args
+        if "negative_prompt" not in self._accepted:
+            self._warn_once(f"{name} takes no negative_prompt: the negative prompts are dropped")
+            return args
+        scale = args.get("true_cfg_scale", self.call_args.get("true_cfg_scale"))
+        if "true_cfg_scale" in self._accepted and (scale is None or float(scale) <= 1):
+            self._warn_once(f"{name} ignores the negative prompt unless true_cfg_scale > 1 (now {scale or 1.0}): "
+                            "set synthesis.true_cfg_scale (e.g. 1.5; each image then costs two passes)")
+        args["negative_prompt"] = negatives
+        return args
 
     def describe(self) -> BackendInfo:
         return BackendInfo(role="synthesizer", backend="diffusers", model=self.model, revision=self.revision,
@@ -136,8 +170,7 @@ class DiffusersSynthesizer(Synthesizer):
             output_type="pil",
             **self.call_args,
         )
-        if self._negative and any(p.negative_prompt for p in prompts):
-            kwargs["negative_prompt"] = [p.negative_prompt or "" for p in prompts]
+        kwargs.update(self.negative_args([p.negative_prompt or "" for p in prompts]))
         with torch.inference_mode():
             return list(pipe(**kwargs).images)
 
@@ -293,5 +326,6 @@ def synthesize_shard(prompts: pl.DataFrame, root: str | os.PathLike, shard: str,
 
 def synthesizer_kwargs(section: dict, model: str) -> dict:
     """Backend kwargs from the `synthesis:` config block (workflow-only keys dropped)."""
-    kwargs = {k: v for k, v in section.items() if k not in ("backend", "model", "stand_in", "batch_size")}
+    kwargs = {k: v for k, v in section.items()
+              if k not in ("backend", "model", "stand_in", "batch_size", "max_attempts")}
     return {"backend": section["backend"], "model": model, **kwargs}
