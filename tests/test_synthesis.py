@@ -177,3 +177,48 @@ def test_negative_prompt_reaches_flux_only_with_true_cfg_scale(flux_dir, caplog)
                                       "true_cfg_scale": 2.0, **SMALL})
     assert not np.array_equal(images(true_cfg, "(bad anatomy)"), images(true_cfg, ""))
     assert true_cfg.settings()["true_cfg_scale"] == 2.0 and "true_cfg_scale" not in plain.settings()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_rejected_image_is_regenerated_and_accepted_on_a_later_attempt(synth, tmp_path):
+    """Two rounds on the stand-ins: round 0's rejects get new seeds and a prompt stressing the missed object,
+    round 1 accepts some; every attempt stays in the audit (rejected table) with its attempt number."""
+    from halluflow.ode.detection import detect_shard, image_labels
+    from halluflow.ode.filtering import filter_images, read_rounds, retry_prompts
+
+    owl = create("detector", {"backend": "transformers", "device": "cpu", "box_threshold": 0.0,
+                              "model": str(build_standin("owlv2", tmp_path / "owl", seed=0))})
+    scenes = pl.DataFrame({"scene_id": [f"s{i}" for i in range(6)], "distribution": "standard",
+                           "pair_kind": "entity_environment", "object_a": "dog", "object_b": "grass"})
+    prompts = pl.DataFrame({"image_id": [f"s{i}-i00" for i in range(6)], "scene_id": [f"s{i}" for i in range(6)],
+                            "shard": "000", "prompt": "a dog in a grass, (Photography)", "negative_prompt": "",
+                            "seed": list(range(6))})
+    write_parquet(tmp_path / "prompts.parquet", prompts)
+
+    def round_(table, shard):
+        images = synthesize_shard(table, tmp_path, shard, synth, batch_size=3)
+        write_parquet(tmp_path / f"images-{shard}.parquet", images)
+        dets = detect_shard(images, image_labels(images, scenes), tmp_path, owl)
+        write_parquet(tmp_path / f"det-{shard}.parquet", dets)
+        return images, dets
+
+    images0, dets0 = round_(read_prompts(tmp_path / "prompts.parquet", "000"), "000")
+    scores = filter_images(images0, dets0, scenes, keep_threshold=0.0, exclusion_threshold=1.0)[0]["max_score_a"]
+    keep = float(scores.median())  # about half of round 0 fails
+    retry = retry_prompts(prompts, images0, dets0, scenes, attempt=1, seed=9, keep_threshold=keep, shard="000-a1")
+    assert 0 < retry.height < 6 and set(retry["attempt"]) == {1} and set(retry["shard"]) == {"000-a1"}
+    assert all(p == "a dog in a grass, (clear and obvious dog)(Photography)" for p in retry["prompt"])
+    assert not set(retry["seed"]) & set(prompts["seed"])
+    write_parquet(tmp_path / "retry.parquet", retry)
+    round_(read_prompts(tmp_path / "retry.parquet", "000-a1"), "000-a1")
+
+    images, dets = read_rounds([tmp_path / "images-000.parquet", tmp_path / "images-000-a1.parquet"],
+                               [tmp_path / "det-000.parquet", tmp_path / "det-000-a1.parquet"])
+    accepted, rejected = filter_images(images, dets, scenes, keep_threshold=keep, exclusion_threshold=1.0,
+                                       root=tmp_path)
+    later = accepted.filter(pl.col("attempt") == 1)
+    assert later.height >= 1 and all(p.startswith("images/000-a1/") for p in later["path"])
+    audit = rejected.filter(pl.col("image_id").is_in(later["image_id"].implode()))
+    assert audit.height == later.height and set(audit["attempt"]) == {0}  # its failed first attempt is kept
+    assert accepted["image_id"].n_unique() == accepted.height  # one image per id in the release
+    assert accepted.height + rejected.filter(pl.col("attempt") == 1).height == 6

@@ -40,6 +40,7 @@ IMAGE_SCHEMA = {
     "revision": pl.Utf8,
     "seed": pl.Int64,
     "stand_in": pl.Boolean,
+    "attempt": pl.Int64,  # generation round (0 = first; regenerated rejects: 1, 2, ...)
 }
 
 
@@ -237,7 +238,8 @@ def read_prompts(path: str | os.PathLike, shard: str | None = None) -> pl.DataFr
     missing = [c for c in PROMPT_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
-    df = df.select([pl.col(c).cast(t) for c, t in PROMPT_COLUMNS.items()])
+    df = df.select([pl.col(c).cast(t) for c, t in PROMPT_COLUMNS.items()]
+                   + [(pl.col("attempt") if "attempt" in df.columns else pl.lit(0)).cast(pl.Int64).alias("attempt")])
     dup = df.filter(pl.col("image_id").is_duplicated())["image_id"].unique().sort().to_list()
     if dup:
         raise InputError(f"{path}: duplicate image_id {dup[0]!r}")
@@ -317,6 +319,7 @@ def synthesize_shard(prompts: pl.DataFrame, root: str | os.PathLike, shard: str,
             "revision": info.revision,
             "seed": int(r["seed"]),
             "stand_in": info.stand_in,
+            "attempt": int(r.get("attempt") or 0),
         }
         for r in rows
     ]
