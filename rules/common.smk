@@ -23,6 +23,10 @@ LOGS = f"logs/{RELEASE}"
 BENCH = f"benchmarks/{RELEASE}"
 IMAGE_SHARDS = [f"{i:03d}" for i in range(config["shards"]["images"])]
 ANSWER_SHARDS = [f"{i:03d}" for i in range(config["shards"]["answers"])]
+# Generation rounds: round 0 is the image shard itself, a regenerated round is "<shard>-a<attempt>".
+IMAGE_ROUNDS = IMAGE_SHARDS + [
+    f"{s}-a{a}" for s in IMAGE_SHARDS for a in range(1, config["synthesis"].get("max_attempts", 1))
+]
 SOURCE = config["answer"]["source"]
 MODELS = {m["name"]: m for m in config["models"]}
 RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
@@ -76,6 +80,16 @@ def get_standin_vlm_spec(wildcards):
 
 
 STANDIN_VLMS = [name for name, r in RESOLVED.items() if r.build_rule == "build_standin_vlm"]
+
+
+# ---- regeneration rounds (rules/images.smk) ----
+def previous_round(wildcards):
+    """The round before regeneration round `attempt` of a shard: its images and detections."""
+    name = wildcards.shard if int(wildcards.attempt) == 1 else f"{wildcards.shard}-a{int(wildcards.attempt) - 1}"
+    return {
+        "images": expand(rules.synthesize.output.table, shard=name)[0],
+        "detections": expand(rules.detect.output.table, shard=name)[0],
+    }
 
 
 # ---- answer + score ----

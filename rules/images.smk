@@ -53,3 +53,58 @@ rule detect:
         model=stage_model(config["detection"]),
     script:
         "../scripts/detect.py"
+
+
+# Regeneration rounds (synthesis.max_attempts > 1): a round's prompts are the previous round's rejects of the shard,
+# with new seeds and the missed objects stressed; its images and detections are "<shard>-a<attempt>" tables.
+rule retry_prompts:
+    input:
+        unpack(previous_round),
+        prompts=rules.make_prompts.output.prompts,
+        scenes=rules.sample_scenes.output.scenes,
+    output:
+        prompts=f"{OUT}/prompts/retry/{{shard}}-a{{attempt}}.parquet",
+    log:
+        f"{LOGS}/retry_prompts/{{shard}}-a{{attempt}}.log",
+    wildcard_constraints:
+        attempt=r"[1-9]\d*",
+    conda:
+        "../envs/ode-data.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        keep_threshold=config["ode"]["filter"]["keep_threshold"],
+        seed=config["seed"],
+    script:
+        "../scripts/ode_retry_prompts.py"
+
+
+use rule synthesize as synthesize_retry with:
+    input:
+        prompts=rules.retry_prompts.output.prompts,
+        model=lambda wildcards: stage_model_inputs(config["synthesis"]),
+    output:
+        table=f"{OUT}/images/{{shard}}-a{{attempt}}.parquet",
+    log:
+        f"{LOGS}/synthesize/{{shard}}-a{{attempt}}.log",
+    benchmark:
+        f"{BENCH}/synthesize/{{shard}}-a{{attempt}}.tsv"
+    wildcard_constraints:
+        attempt=r"[1-9]\d*",
+
+
+use rule detect as detect_retry with:
+    input:
+        images=rules.synthesize_retry.output.table,
+        prompts=rules.retry_prompts.output.prompts,
+        scenes=rules.sample_scenes.output.scenes,
+        model=lambda wildcards: stage_model_inputs(config["detection"]),
+    output:
+        table=f"{OUT}/detections/{{shard}}-a{{attempt}}.parquet",
+    log:
+        f"{LOGS}/detect/{{shard}}-a{{attempt}}.log",
+    benchmark:
+        f"{BENCH}/detect/{{shard}}-a{{attempt}}.tsv"
+    wildcard_constraints:
+        attempt=r"[1-9]\d*",

@@ -4,8 +4,8 @@
 
 rule filter_images:
     input:
-        images=expand(rules.synthesize.output.table, shard=IMAGE_SHARDS),
-        detections=expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
+        detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
         scenes=rules.sample_scenes.output.scenes,
     output:
         accepted=f"{OUT}/filtered/accepted.parquet",
@@ -55,8 +55,8 @@ rule package_release:
         rejected=rules.filter_images.output.rejected,
         queries=rules.make_queries.output.queries,
         scenes=rules.sample_scenes.output.scenes,
-        images=expand(rules.synthesize.output.table, shard=IMAGE_SHARDS),
-        detections=expand(rules.detect.output.table, shard=IMAGE_SHARDS),
+        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
+        detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
     output:
         # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
         # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole.

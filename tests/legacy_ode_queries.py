@@ -1,17 +1,17 @@
-"""make_queries as it was before vectorisation (per-image Python loop), frozen as the reference its polars
-version must match byte for byte (tests/test_queries.py) and the baseline bench/bench_dag.py times it against."""
+"""make_queries as it was before vectorisation (its per-image Python loop; the negative sampler is shared), frozen
+as the reference its polars version must match byte for byte in ODE's wording (tests/test_queries.py) and the
+baseline bench/bench_dag.py times it against."""
 
 from __future__ import annotations
 
-import hashlib
 
-import numpy as np
 import polars as pl
 
 from halluflow.errors import ConfigError, InputError
-from halluflow.ode.graph import neighbours
-from halluflow.progress import progress
+from halluflow.ode.queries import QUERY_SCHEMA as ODE_QUERY_SCHEMA
+from halluflow.ode.queries import NegativeSampler, article, plural, query_id
 from halluflow.ode.sampling import derived_rng
+from halluflow.progress import progress
 
 STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucination")
 
@@ -23,117 +23,8 @@ ATTRIBUTE = {"state": "Is the {object} {attribute} in the picture?",
 COUNT_ONE = "Is there one {object} in the picture?"
 COUNT_MANY = "Are there {number} {plural} in the picture?"
 
-QUERY_SCHEMA = {
-    "query_id": pl.String,
-    "image_id": pl.String,
-    "image": pl.String,
-    "scene_id": pl.String,
-    "distribution": pl.String,
-    "pair_kind": pl.String,
-    "task": pl.String,
-    "query_type": pl.String,
-    "attribute_kind": pl.String,
-    "question": pl.String,
-    "truth": pl.String,
-    "target": pl.String,
-    "objects": pl.List(pl.String),
-    "strategy": pl.String,
-}
-
-
-def article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
-
-
-def plural(word: str) -> str:
-    """Plain English plural of the last word; enough for count questions ("two benches", "three skies")."""
-    head, _, last = word.rpartition(" ")
-    if last.endswith(("s", "x", "z", "ch", "sh")):
-        last += "es"
-    elif last.endswith("y") and last[-2:-1] not in ("a", "e", "i", "o", "u", ""):
-        last = last[:-1] + "ies"
-    else:
-        last += "s"
-    return f"{head} {last}".strip()
-
-
-def query_id(image_id: str, question: str) -> str:
-    """16 hex digits of sha256(image id, question): stable across runs, shards and releases."""
-    return hashlib.sha256(f"{image_id}\x1f{question}".encode()).hexdigest()[:16]
-
-
-class NegativeSampler:
-    """Objects to ask about as absent, per strategy, from the concept graph.
-
-    Orders depend only on the truth objects, so they are computed once per object pair and reused by every
-    image of its scenes (100,000 images cost seconds, not minutes).
-    """
-
-    def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, hallu_edges: pl.DataFrame | None = None):
-        self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
-        self.hallu: dict[str, list[tuple[str, int]]] = {}
-        for s, t, w in (hallu_edges.iter_rows() if hallu_edges is not None else []):
-            self.hallu.setdefault(s, []).append((t, int(w)))
-        self.nodes = sorted(nodes["node"].to_list())
-        freq = dict(zip(nodes["node"], nodes["frequency"]))
-        self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
-        self._orders: dict[tuple, list[str]] = {}
-
-    def _weights_to(self, truth: tuple[str, ...]) -> dict[str, list[int]]:
-        per: dict[str, list[int]] = {}
-        for t in truth:
-            for other, w in self.adj.get(t, []):
-                per.setdefault(other, []).append(w)
-        return per
-
-    def order(self, strategy: str, truth: tuple[str, ...], rng: np.random.Generator | None = None) -> list[str]:
-        if strategy == "random":
-            # POPE random: uniform over all objects, a fresh draw per image
-            return [self.nodes[i] for i in rng.permutation(len(self.nodes))]
-        key = (strategy, truth)
-        if key not in self._orders:
-            if strategy == "graph_neighbour":
-                # ODE: neighbours of the truth objects by descending edge weight (strongest link to any of them)
-                per = self._weights_to(truth)
-                self._orders[key] = sorted(per, key=lambda n: (-max(per[n]), n))
-            elif strategy == "adversarial":
-                # POPE adversarial: objects co-occurring most with the ground-truth objects altogether
-                per = self._weights_to(truth)
-                self._orders[key] = sorted(per, key=lambda n: (-sum(per[n]), n))
-            elif strategy == "popular":
-                self._orders[key] = self.popular
-            elif strategy == "hallucination":
-                # ODE's G_H: objects annotators marked as likely hallucinated next to the truth objects
-                per: dict[str, int] = {}
-                for t in truth:
-                    for other, w in self.hallu.get(t, []):
-                        per[other] = per.get(other, 0) + w
-                self._orders[key] = sorted(per, key=lambda n: (-per[n], n))
-            elif strategy == "unlinked":
-                linked = set(self._weights_to(truth))
-                self._orders[key] = [n for n in self.nodes if n not in linked]
-            else:
-                raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
-                                  f"known: {', '.join(STRATEGIES)}")
-        return self._orders[key]
-
-    def candidates(self, strategy: str, truth, exclude: set[str], k: int, rng=None) -> list[str]:
-        if k <= 0:
-            return []
-        out = []
-        for n in self.order(strategy, tuple(truth), rng):
-            if n not in exclude:
-                out.append(n)
-                if len(out) == k:
-                    break
-        return out
-
-    def never_cooccurring(self, truth, exclude: set[str], k: int, rng: np.random.Generator) -> list[str]:
-        """Counterfactual objects: never annotated with any truth object (zero co-occurrence), drawn at random."""
-        pool = [n for n in self.order("unlinked", tuple(truth)) if n not in exclude]
-        if k <= 0 or not pool:
-            return []
-        return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
+# the loop wrote every column but `detected`
+QUERY_SCHEMA = {k: v for k, v in ODE_QUERY_SCHEMA.items() if k != "detected"}
 
 
 def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,

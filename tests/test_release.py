@@ -115,3 +115,12 @@ def test_verify_as_installed_command(stage):
     assert verify_release(tmp / "nowhere") == [f"{tmp / 'nowhere'}: not a folder"]
     (rel / "manifest.json").write_text("{")
     assert "not valid JSON" in verify_release(rel)[0]
+
+
+def test_rejections_of_regeneration_rounds_are_counted_per_attempt():
+    from halluflow.ode.release import rejection_kind
+
+    assert rejection_kind("attempt 2: object_a 'dog' max score 0.100 < keep threshold 0.65") == (
+        "object_a below keep threshold (attempt 2)")
+    assert rejection_kind("object_b 'cat' max score 0.1 < keep threshold 0.65; image file x missing") == (
+        "object_b below keep threshold + image file missing")

@@ -88,6 +88,8 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
         boxes.setdefault((image_id, attempt, lab), []).append((float(score), tuple(box) if box else None))
     accepted, rejected = [], []
     passed: set[str] = set()
+    # with regeneration rounds every rejection says which attempt failed (the audit shows it as it is)
+    rounds = images.height > 0 and images["attempt"].max() > 0
     for img in progress(images.sort("image_id", "attempt").iter_rows(named=True), desc="filter images",
                         total=images.height):
         scene = scene_rows.get(img["scene_id"])
@@ -121,7 +123,8 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
             if score < keep_threshold:
                 reasons.append(f"{slot} {name!r} max score {score:.3f} < keep threshold {keep_threshold}")
         if reasons:
-            rejected.append({**row, "reason": "; ".join(reasons)})
+            prefix = f"attempt {img['attempt']}: " if rounds else ""  # counted from 0, as the column
+            rejected.append({**row, "reason": prefix + "; ".join(reasons)})
         else:
             accepted.append(row)
             passed.add(img["image_id"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -91,6 +92,10 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     if counts["rejected"] is not None:
         lines.append(f"- images rejected by the detector filter: {counts['rejected']}")
         lines += [f"  - {kind}: {n}" for kind, n in counts["rejected_by_reason"].items()]
+    later = {k: v for k, v in (counts.get("accepted_by_attempt") or {}).items() if k != "0"}
+    if later:
+        lines.append("- images accepted after regeneration (new seed, prompt stressing the missed object): "
+                     + ", ".join(f"{v} on attempt {k}" for k, v in later.items()) + " (attempt 0 = first generation)")
     lines += ["", "| distribution | pair kind | images | queries |", "|---|---|---|---|"]
     for row in counts["by_distribution"]:
         lines.append(f"| {row['distribution']} | {row['pair_kind']} | {row['images']} | {row['queries']} |")
@@ -104,7 +109,11 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
 
 
 def rejection_kind(reason: str) -> str:
-    """Group a filter reason for counting ("object_a 'dog' max score 0.1 < ..." -> "object_a below keep threshold")."""
+    """Group a filter reason for counting ("object_a 'dog' max score 0.1 < ..." -> "object_a below keep threshold";
+    "attempt 2: ..." -> "... (attempt 2)" when images were regenerated)."""
+    attempt = re.match(r"attempt (\d+): ", reason)
+    if attempt:
+        return f"{rejection_kind(reason[attempt.end():])} (attempt {attempt.group(1)})"
     parts = []
     for clause in reason.split("; "):
         if "< keep threshold" in clause:
@@ -132,8 +141,11 @@ def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame,
     for reason in (rejected["reason"].to_list() if rejected is not None and rejected.height else []):
         kind = rejection_kind(reason)
         reasons[kind] = reasons.get(kind, 0) + 1
+    attempts = (dict(sorted(accepted.group_by("attempt").len().iter_rows())) if "attempt" in accepted.columns
+                else {})
     return {"images": accepted.height, "scenes": scenes.height, "queries": queries.height,
             "rejected": rejected.height if rejected is not None else None,
+            "accepted_by_attempt": {str(k): v for k, v in attempts.items()},
             "rejected_by_reason": dict(sorted(reasons.items())),
             "by_distribution": by_dist, "by_query_type": by_type}
 
@@ -148,17 +160,17 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        sha_of = {}
+        sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
         for df in images:
             if "sha256" in df.columns:
-                sha_of.update(zip(df["image_id"], df["sha256"]))
+                sha_of.update(zip(df["path"] if "path" in df.columns else df["image_id"], df["sha256"]))
         for image_id, path in progress(accepted.select("image_id", "path").sort("image_id").iter_rows(),
                                        desc="release images", total=accepted.height):
             src = safe_join(root, path)
             if not src.is_file():
                 raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
             data = src.read_bytes()
-            if image_id in sha_of and sha_of[image_id] and sha256_bytes(data) != sha_of[image_id]:
+            if sha_of.get(path) and sha256_bytes(data) != sha_of[path]:
                 raise InputError(f"accepted image {image_id}: {path} does not match the sha256 in its image table")
             write_bytes(tmp / "images" / f"{image_id}.png", data)
         kept_scenes = scenes.filter(pl.col("scene_id").is_in(accepted["scene_id"].unique().to_list())).sort("scene_id")
