@@ -88,9 +88,9 @@ def create(role: str, spec: dict) -> Any:
 
 # Built-in backends. Third-party code can call e.g. VLMS.register("mine", "my_pkg.module:MyVLM").
 for _registry, _name, _target in [
-    (SYNTHESIZERS, "diffusers", "halluflow.ode.synthesis:DiffusersSynthesizer"),
-    (DETECTORS, "transformers", "halluflow.ode.detection:TransformersDetector"),
-    (DETECTORS, "ultralytics", "halluflow.ode.detection:UltralyticsDetector"),
+    (SYNTHESIZERS, "diffusers", "halluflow.backends.diffusers_synthesizer:DiffusersSynthesizer"),
+    (DETECTORS, "transformers", "halluflow.backends.detectors:TransformersDetector"),
+    (DETECTORS, "ultralytics", "halluflow.backends.detectors:UltralyticsDetector"),
     (VLMS, "transformers", "halluflow.backends.transformers_vlm:TransformersVLM"),
     (VLMS, "openai", "halluflow.backends.openai_http:OpenAIVLM"),
     (VLMS, "vllm", "halluflow.backends.vllm_engine:VLLMVLM"),

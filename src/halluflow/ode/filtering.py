@@ -1,4 +1,5 @@
-"""Detector filter of ODE (seed 002, §3.3 "quality control"; anchor: ODE's YOLO-World filter).
+"""Detector filter of ODE (Tu, Hu, Sang, CVPR 2025, §3.3 "quality control"; github
+Iridescent-y/ODE: its YOLO-World filter).
 
 Keep an image only if object_a (and object_b for entity+entity scenes) is detected with confidence at least the
 keep threshold (paper 0.65; ODE's code 0.2); labels detected at or above the exclusion threshold (0.6) are

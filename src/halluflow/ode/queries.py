@@ -1,4 +1,5 @@
-"""Queries of ODE (seed 002, §3.4 "query construction"; anchor: ODE `query_generator.py`) plus POPE negatives.
+"""Queries of ODE (Tu, Hu, Sang, CVPR 2025, §3.4 "query construction"; github
+Iridescent-y/ODE `query_generator.py`) plus POPE negatives.
 
 Generative "Please describe this picture."; existence yes for the truth objects and "no" for graph neighbours
 in descending edge weight (excluding truth and detected objects), POPE's random / popular / adversarial

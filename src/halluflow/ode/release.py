@@ -1,4 +1,5 @@
-"""Benchmark release of ODE (seed 002, §3 "dynamic, contamination-free releases") and `halluflow release verify`.
+"""Benchmark release of ODE (Tu, Hu, Sang, CVPR 2025, §3 "dynamic, contamination-free
+releases") and `halluflow release verify`.
 
 A release folder holds the accepted images (by content, `images/<image_id>.png`), scenes and queries (parquet +
 JSONL), DATACARD.md and manifest.json: the sha256 of every file, the config, seed, package versions, the models

@@ -1,26 +1,26 @@
-"""Image synthesis for ODE (seed 002, §3.2 "image generation"): one image per prompt row, seeded per image.
+"""Image synthesis for ODE (Tu, Hu, Sang, CVPR 2025, §3.2 "image generation"): one image per prompt row, seeded per image.
 
-The paper generates with FLUX.1-dev; the anchor code calls an HTTP text-to-image API at 768×768 with 30–32 steps.
-`DiffusersSynthesizer` runs any diffusers text-to-image pipeline (FLUX by default); `build_tiny_flux` builds the
-offline stand-in (a random FLUX pipeline of ~1 MB) that the same class loads with `from_pretrained`.
+The paper generates with FLUX.1-dev; ODE's code (github Iridescent-y/ODE) calls an HTTP text-to-image API at 768×768 with 30–32 steps.
+The backend (halluflow.backends.diffusers_synthesizer.DiffusersSynthesizer) runs any diffusers text-to-image
+pipeline (FLUX by default); here: the shard job (`synthesize_shard`) and `build_tiny_flux`, the offline stand-in
+(a random FLUX pipeline of ~1 MB) that the backend loads with `from_pretrained`.
 """
 
 from __future__ import annotations
 
-import inspect
 import io
 import os
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
-from ..backends.base import BackendInfo, ImagePrompt, Synthesizer
+from ..backends.base import ImagePrompt, Synthesizer
 from ..errors import BackendError, ConfigError, InputError
 from ..io import read_jsonl, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
 from ..progress import get_logger, progress
-from ..standins import standin_info, tiny_clip_tokenizer, tiny_t5_tokenizer
+from ..standins import tiny_clip_tokenizer, tiny_t5_tokenizer
 
 log = get_logger(__name__)
 
@@ -42,138 +42,6 @@ IMAGE_SCHEMA = {
     "stand_in": pl.Boolean,
     "attempt": pl.Int64,  # generation round (0 = first; regenerated rejects: 1, 2, ...)
 }
-
-
-class DiffusersSynthesizer(Synthesizer):
-    """Any diffusers text-to-image pipeline, loaded once; one torch generator per image so each image depends
-    only on its own seed (and on the batch it was generated in: batched kernels round differently)."""
-
-    def __init__(
-        self,
-        model: str,
-        revision: str | None = None,
-        dtype: str = "auto",
-        device: str = "auto",
-        steps: int = 4,
-        guidance: float = 3.5,
-        height: int = 128,
-        width: int = 128,
-        call_args: dict | None = None,
-        true_cfg_scale: float | None = None,
-    ):
-        from ..devices import resolve_device, resolve_dtype
-
-        try:
-            import torch  # noqa: F401
-            from diffusers import DiffusionPipeline
-        except ModuleNotFoundError as exc:
-            from ..errors import MissingExtraError
-
-            raise MissingExtraError(
-                f"synthesizer 'diffusers' needs the package {exc.name!r}: pip install 'halluflow[models]'"
-            ) from exc
-        self.model = str(model)
-        self.revision = revision
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self.device)
-        self.steps, self.guidance, self.height, self.width = int(steps), float(guidance), int(height), int(width)
-        self.call_args = dict(call_args or {})
-        self.true_cfg_scale = None if true_cfg_scale is None else float(true_cfg_scale)
-        self.standin = standin_info(self.model)
-        self._warned: set[str] = set()
-        self._pipe = None
-        self._pipeline_class = DiffusionPipeline
-        local = Path(self.model)
-        if local.is_dir() and not (local / "model_index.json").is_file():
-            raise BackendError(f"synthesis.model {self.model!r}: folder has no model_index.json (not a diffusers pipeline)")
-
-    @property
-    def pipe(self):
-        """The pipeline, loaded on first use: a restarted shard whose images all exist never pays for loading
-        FLUX.1-dev (tens of GB)."""
-        if self._pipe is None:
-            try:
-                pipe = self._pipeline_class.from_pretrained(self.model, revision=self.revision, dtype=self.dtype)
-            except (OSError, ValueError) as exc:
-                raise BackendError(
-                    f"synthesis.model {self.model!r} (revision {self.revision!r}) could not be loaded: "
-                    f"{str(exc).splitlines()[0]}"
-                ) from exc
-            accepted = set(inspect.signature(pipe.__call__).parameters)
-            unknown = sorted(set(self.call_args) - accepted)
-            if unknown:
-                raise ConfigError(
-                    f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(pipe).__name__}"
-                )
-            self._accepted = accepted
-            pipe.to(self.device)
-            pipe.set_progress_bar_config(disable=True)
-            self._pipe = pipe
-        return self._pipe
-
-    def settings(self) -> dict[str, Any]:
-        """Everything besides the prompt and seed that shapes an image (part of the resume key)."""
-        out = {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
-               "call_args": self.call_args, "dtype": str(self.dtype), "weights": _weights_fingerprint(self.model)}
-        if self.true_cfg_scale is not None:
-            out["true_cfg_scale"] = self.true_cfg_scale  # absent when unset: earlier images keep their resume key
-        return out
-
-    def _warn_once(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
-            log.warning(message)
-
-    def negative_args(self, negatives: list[str]) -> dict[str, Any]:
-        """Arguments that make the negative prompts reach the model, warning where the pipeline would drop them.
-
-        FLUX.1-dev is guidance-distilled: FluxPipeline accepts `negative_prompt` but runs the second (negative)
-        pass only when `true_cfg_scale` > 1 (diffusers >= 0.32); pipelines without `negative_prompt` ignore it."""
-        name = type(self.pipe).__name__
-        if "true_cfg_scale" in self._accepted and self.true_cfg_scale is not None:
-            args: dict[str, Any] = {"true_cfg_scale": self.true_cfg_scale}
-        else:
-            args = {}
-            if self.true_cfg_scale is not None:
-                self._warn_once(f"synthesis.true_cfg_scale: {name} has no true_cfg_scale argument: ignored")
-        if not any(negatives):
-            return args
-        if "negative_prompt" not in self._accepted:
-            self._warn_once(f"{name} takes no negative_prompt: the negative prompts are dropped")
-            return args
-        scale = args.get("true_cfg_scale", self.call_args.get("true_cfg_scale"))
-        if "true_cfg_scale" in self._accepted and (scale is None or float(scale) <= 1):
-            self._warn_once(f"{name} ignores the negative prompt unless true_cfg_scale > 1 (now {scale or 1.0}): "
-                            "set synthesis.true_cfg_scale (e.g. 1.5; each image then costs two passes)")
-        args["negative_prompt"] = negatives
-        return args
-
-    def describe(self) -> BackendInfo:
-        return BackendInfo(role="synthesizer", backend="diffusers", model=self.model, revision=self.revision,
-                           stand_in=self.standin is not None,
-                           extra={k: v for k, v in self.settings().items() if k != "weights"})
-
-    def generate(self, prompts: Sequence[ImagePrompt]):
-        import torch
-
-        if not prompts:
-            return []
-        # CPU generators: the same seed gives the same starting noise on any device.
-        pipe = self.pipe
-        generators = [torch.Generator("cpu").manual_seed(int(p.seed)) for p in prompts]
-        kwargs = dict(
-            prompt=[p.prompt for p in prompts],
-            generator=generators,
-            num_inference_steps=self.steps,
-            guidance_scale=self.guidance,
-            height=self.height,
-            width=self.width,
-            output_type="pil",
-            **self.call_args,
-        )
-        kwargs.update(self.negative_args([p.negative_prompt or "" for p in prompts]))
-        with torch.inference_mode():
-            return list(pipe(**kwargs).images)
 
 
 def build_tiny_flux(out_dir: Path, seed: int = 0, hidden: int = 32, layers: int = 1, max_text_length: int = 512,
@@ -211,20 +79,6 @@ def build_tiny_flux(out_dir: Path, seed: int = 0, hidden: int = 32, layers: int 
                         tokenizer=clip_tok, text_encoder_2=text_encoder_2, tokenizer_2=t5_tok, transformer=transformer)
     pipe.save_pretrained(out_dir)
     return {"pipeline": "FluxPipeline", "note": "random weights: images are colour noise"}
-
-
-def _weights_fingerprint(model: str) -> Any:
-    """Identifies the weights behind a model path, so a rebuilt stand-in or replaced local folder is never mistaken
-    for the one that made existing images: the stand-in marker (kind, seed, settings), else file sizes and mtimes
-    of a local folder (cheap for tens of GB; a copy only costs a regeneration). Hub ids rely on `revision`."""
-    marker = standin_info(model)
-    if marker is not None:
-        return marker
-    path = Path(model)
-    if not path.is_dir():
-        return None
-    return sorted((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns)
-                  for f in path.rglob("*") if f.is_file())
 
 
 # ---- one shard -------------------------------------------------------------------------------------------------
