@@ -7,7 +7,8 @@ from halluflow import jobs
 
 jobs.synthesize(
     prompts=snakemake.input.prompts,
-    shard=snakemake.wildcards.shard,
+    # rule synthesize_retry writes the shard's regeneration round "<shard>-a<attempt>"
+    shard=jobs.round_name(snakemake.wildcards.shard, getattr(snakemake.wildcards, "attempt", None)),
     synthesis=snakemake.params.synthesis,
     model=snakemake.params.model,
     out=snakemake.output.table,

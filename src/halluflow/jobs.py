@@ -37,7 +37,8 @@ def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str) -
 
     node_table, edge_table = read_graph(nodes, edges)
     scenes = sample(node_table, edge_table, sampling["sizes"], seed, sampling["variants"],
-                    tuple(sampling["attribute_kinds"]))
+                    tuple(sampling["attribute_kinds"]), standard_band=sampling["standard_band"],
+                    random_pool=sampling["random_pool"], clean_attributes=sampling["attribute_words"] == "cleaned")
     write_parquet(out, scenes)
     log.info("%d scenes: %s", scenes.height,
              dict(scenes.group_by("distribution").len().sort("distribution").iter_rows()))
@@ -91,12 +92,12 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
 
 def filter_images(images: list[str], detections: list[str], scenes: str, filter: dict, seed: int,
                   accepted: str, rejected: str) -> None:
-    """Rule filter_images: image + detection tables of all shards -> accepted / rejected images."""
+    """Rule filter_images: image + detection tables of all shards and rounds -> accepted / rejected images."""
     from .ode.filtering import filter_images as run_filter
-    from .ode.filtering import require_accepted
+    from .ode.filtering import read_rounds, require_accepted
 
-    image_table = pl.concat([pl.read_parquet(p) for p in images], how="diagonal_relaxed")
-    detection_table = pl.concat([pl.read_parquet(p) for p in detections], how="diagonal_relaxed")
+    # shards and their regeneration rounds, read pairwise (the same order in both lists)
+    image_table, detection_table = read_rounds(images, detections)
     kept, dropped = run_filter(image_table, detection_table, pl.read_parquet(scenes),
                                keep_threshold=filter["keep_threshold"],
                                exclusion_threshold=filter["exclusion_threshold"], balance=filter["balance"],
@@ -107,6 +108,24 @@ def filter_images(images: list[str], detections: list[str], scenes: str, filter:
     write_parquet(accepted, kept)
     write_parquet(rejected, dropped)
     log.info("accepted %d, rejected %d (keep threshold %s)", kept.height, dropped.height, filter["keep_threshold"])
+
+
+def round_name(shard: str, attempt: str | int | None = None) -> str:
+    """The table name of a shard's generation round: the shard itself, then "<shard>-a<attempt>"."""
+    return f"{shard}-a{int(attempt)}" if attempt else shard
+
+
+def retry_prompts(prompts: str, images: str, detections: str, scenes: str, shard: str, attempt: int,
+                  keep_threshold: float, seed: int, out: str) -> None:
+    """Rule retry_prompts: the previous round's rejected images of one shard -> prompts of round `attempt`."""
+    from .ode.filtering import read_rounds
+    from .ode.filtering import retry_prompts as retry
+
+    image_table, detection_table = read_rounds([images], [detections])
+    table = retry(pl.read_parquet(prompts), image_table, detection_table, pl.read_parquet(scenes),
+                  attempt=int(attempt), seed=seed, keep_threshold=keep_threshold, shard=round_name(shard, attempt))
+    write_parquet(out, table)
+    log.info("shard %s attempt %s: %d of %d images to regenerate", shard, attempt, table.height, image_table.height)
 
 
 def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str, queries: dict, seed: int,
@@ -120,7 +139,8 @@ def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str,
                  generative_prompt=queries["generative_prompt"], negatives_per_image=queries["negatives_per_image"],
                  strategies=queries["strategies"], count_negatives=queries["count_negatives"],
                  counterfactual_per_image=queries["counterfactual_per_image"],
-                 counterfactual_attributes=queries["counterfactual_attributes"], hallu_edges=pl.read_parquet(hallu))
+                 counterfactual_attributes=queries["counterfactual_attributes"], hallu_edges=pl.read_parquet(hallu),
+                 question_style=queries["question_style"])
     write_parquet(out, table)
     log.info("%d queries: %s", table.height,
              dict(table.group_by("query_type").len().sort("query_type").iter_rows()))
