@@ -28,6 +28,7 @@ IMAGE_ROUNDS = IMAGE_SHARDS + [
     f"{s}-a{a}" for s in IMAGE_SHARDS for a in range(1, config["synthesis"].get("max_attempts", 1))
 ]
 SOURCE = config["answer"]["source"]
+PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["parent"]] if p]
 MODELS = {m["name"]: m for m in config["models"]}
 RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
 STAGES = stage_plan(config)

@@ -28,6 +28,7 @@ rule sample_scenes:
     input:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
+        parent=PARENT_MANIFEST,
     output:
         scenes=f"{OUT}/scenes/scenes.parquet",
     log:
@@ -40,6 +41,8 @@ rule sample_scenes:
     params:
         sampling=config["ode"]["sampling"],
         seed=config["seed"],
+        domain=config["ode"]["domain"],
+        lineage=config["ode"]["lineage"],
     script:
         "../scripts/ode_sample_scenes.py"
 

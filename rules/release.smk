@@ -57,6 +57,8 @@ rule package_release:
         scenes=rules.sample_scenes.output.scenes,
         images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
         detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
+        graph_sources=graph_source_files(config),
+        parent=PARENT_MANIFEST,
     output:
         # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
         # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole.
@@ -75,5 +77,6 @@ rule package_release:
         config={k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection") if k in config},
         seed=config["seed"],
         name=RELEASE,
+        parent=config["ode"]["lineage"]["parent"],
     script:
         "../scripts/ode_package_release.py"

@@ -21,6 +21,8 @@ manifest = package_release(
     config=dict(snakemake.params.config),
     seed=snakemake.params.seed,
     name=snakemake.params.name,
+    parent=snakemake.params.parent,
+    graph_sources=list(snakemake.input.graph_sources),
 )
 log.info("release %s: %d files, stand-ins used: %s", snakemake.params.name, len(manifest["files"]),
          manifest["stand_ins_used"])

@@ -11,4 +11,6 @@ jobs.sample_scenes(
     sampling=snakemake.params.sampling,
     seed=snakemake.params.seed,
     out=snakemake.output.scenes,
+    domain=snakemake.params.domain,
+    lineage=snakemake.params.lineage,
 )

@@ -56,3 +56,60 @@ def test_ancestor_pairs_follow_the_chain(tmp_path):
     assert ancestor_pairs(b) == {pair_key("dog", "frisbee"), pair_key("sofa", "cat")}
     with pytest.raises(InputError, match="release.parent"):
         lineage(tmp_path / "nowhere")
+
+
+def test_child_release_shares_no_pair_with_its_parent(tmp_path, capsys):
+    """Two releases sampled from the shipped graph with the workflow's job function: the child names the parent,
+    leaves out every pair the parent used, and `release diff` shows no shared pair."""
+    import yaml
+
+    from halluflow import jobs
+    from halluflow.config import validate_config
+    from halluflow.ode.graph import read_seed
+    from halluflow.ode.release import package_release
+
+    from conftest import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate_config(config)
+    sampling = dict(config["ode"]["sampling"])
+    sampling["sizes"] = {d: {"entity_entity": 6, "entity_environment": 6}
+                         for d in ("standard", "long_tail", "random", "fictional")}
+    nodes, edges = read_seed(REPO / "resources" / "graph_seed")
+    nodes.write_parquet(tmp_path / "nodes.parquet")
+    edges.write_parquet(tmp_path / "edges.parquet")
+
+    def release(name, parent):
+        scenes_path = tmp_path / name / "scenes.parquet"
+        jobs.sample_scenes(str(tmp_path / "nodes.parquet"), str(tmp_path / "edges.parquet"), sampling, seed=7,
+                           out=str(scenes_path), lineage={"parent": parent, "exclude_ancestor_pairs": True})
+        scenes = pl.read_parquet(scenes_path)
+        empty = pl.DataFrame(schema={"image_id": pl.String, "scene_id": pl.String, "path": pl.String,
+                                     "distribution": pl.String, "pair_kind": pl.String})
+        rel = tmp_path / name / "release"
+        package_release(rel, root=tmp_path / name, accepted=empty, queries=pl.DataFrame(
+            schema={"query_id": pl.String, "image_id": pl.String, "query_type": pl.String, "truth": pl.String,
+                    "distribution": pl.String, "pair_kind": pl.String, "objects": pl.List(pl.String)}),
+            scenes=scenes, images=[], detections=[], config={}, seed=7, name=name,
+            parent=str(parent) if parent else None)
+        # The release keeps only scenes with accepted images; for the lineage test every sampled scene counts.
+        scenes.write_parquet(rel / "scenes.parquet")
+        return rel, scenes
+
+    parent, p_scenes = release("r1", None)
+    child, c_scenes = release("r2", parent)
+    same_seed_twin, _ = release("r3", None)
+    pairs = lambda df: {pair_key(a, b) for a, b in df.select("object_a", "object_b").iter_rows()}  # noqa: E731
+    assert pairs(p_scenes) and pairs(c_scenes)
+    assert not pairs(p_scenes) & pairs(c_scenes)
+    assert pairs(p_scenes) == release_pairs_of(same_seed_twin)  # same seed, no parent: the same pairs again
+    manifest = json.loads((child / "manifest.json").read_text())
+    assert manifest["lineage"]["parent"] == "r1" and [a["release"] for a in manifest["lineage"]["ancestors"]] == ["r1"]
+    d = diff_releases(parent, child)
+    assert d["pairs"]["shared"] == [] and all(r["pairs_shared"] == 0 for r in d["by_distribution"])
+
+
+def release_pairs_of(rel):
+    from halluflow.ode.lineage import release_pairs
+
+    return release_pairs(rel)

@@ -30,15 +30,25 @@ def build_graph(graph: dict, nodes: str, edges: str, graphml: str, hallu: str) -
              edge_table.height, hallu_table.height)
 
 
-def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str) -> None:
-    """Rule sample_scenes: graph -> scenes (4 distributions x 2 pair kinds, seeded)."""
+def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str, domain: dict | None = None,
+                  lineage: dict | None = None) -> None:
+    """Rule sample_scenes: graph (restricted to `ode.domain`) -> scenes (4 distributions x 2 pair kinds, seeded),
+    leaving out the concept pairs of the parent release's lineage (`ode.lineage`)."""
+    from .ode.domain import restrict_graph
     from .ode.graph import read_graph
+    from .ode.lineage import ancestor_pairs
     from .ode.sampling import sample_scenes as sample
 
-    node_table, edge_table = read_graph(nodes, edges)
+    node_table, edge_table = restrict_graph(*read_graph(nodes, edges), domain)
+    exclude = None
+    if lineage and lineage.get("parent") and lineage.get("exclude_ancestor_pairs", True):
+        exclude = {frozenset(p.split("|")) for p in ancestor_pairs(lineage["parent"])}
+        log.info("lineage: %d concept pairs used by %s and its ancestors are left out", len(exclude),
+                 lineage["parent"])
     scenes = sample(node_table, edge_table, sampling["sizes"], seed, sampling["variants"],
                     tuple(sampling["attribute_kinds"]), standard_band=sampling["standard_band"],
-                    random_pool=sampling["random_pool"], clean_attributes=sampling["attribute_words"] == "cleaned")
+                    random_pool=sampling["random_pool"], clean_attributes=sampling["attribute_words"] == "cleaned",
+                    exclude=exclude)
     write_parquet(out, scenes)
     log.info("%d scenes: %s", scenes.height,
              dict(scenes.group_by("distribution").len().sort("distribution").iter_rows()))

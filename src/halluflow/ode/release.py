@@ -153,8 +153,21 @@ def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame,
 
 def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.DataFrame, queries: pl.DataFrame,
                     scenes: pl.DataFrame, images: list[pl.DataFrame], detections: list[pl.DataFrame],
-                    config: dict, seed: int, name: str, rejected: pl.DataFrame | None = None) -> dict:
-    """Write the release folder (built beside it, then renamed into place) and return the manifest."""
+                    config: dict, seed: int, name: str, rejected: pl.DataFrame | None = None,
+                    parent: str | None = None, graph_sources: list[str] = ()) -> dict:
+    """Write the release folder (built beside it, then renamed into place) and return the manifest.
+
+    `parent`: the parent release folder (ODE lineage): the manifest records the chain of ancestors it names.
+    `graph_sources`: annotation files the concept graph was built from; their sha256 go into the manifest.
+    """
+    from .lineage import lineage as read_lineage
+
+    ancestors = read_lineage(parent) if parent else []
+    sources = {}
+    for path in graph_sources:
+        if not Path(path).is_file():
+            raise InputError(f"graph source {path}: not found")
+        sources[str(path)] = sha256_file(path)
     release_dir = Path(release_dir)
     tmp = release_dir.with_name(f".{release_dir.name}.building")
     if tmp.exists():
@@ -190,6 +203,8 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
             rel = path.relative_to(tmp).as_posix()
             files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
         manifest = {"format": FORMAT, "release": name, "seed": seed, "config": config,
+                    "lineage": {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors},
+                    "graph_sources": sources,
                     "packages": package_versions(), "models": models, "stand_ins_used": stand_ins,
                     "counts": counts, "files": files}
         write_json(tmp / MANIFEST, manifest)

@@ -66,7 +66,8 @@ def _by_weight(pairs: list[tuple[str, str]], weights: dict, rng, descending: boo
 
 def select_pairs(distribution: str, kind: str, n: int, entities: list[str], environments: list[str],
                  weights: dict, rng: np.random.Generator, *, standard_band: float = 4.0,
-                 random_pool: str = "cooccurring", taken: set | None = None) -> list[tuple[str, str]]:
+                 random_pool: str = "cooccurring", taken: set | None = None,
+                 exclude: set | None = None) -> list[tuple[str, str]]:
     """n pairs of one distribution and pair kind.
 
     standard_band: Standard draws from the `standard_band * n` heaviest pairs with probability proportional to
@@ -76,6 +77,8 @@ def select_pairs(distribution: str, kind: str, n: int, entities: list[str], envi
     if n == 0:
         return []
     candidates = _candidate_pairs(kind, entities, environments)
+    if exclude:  # pairs an ancestor release used (lineage): a child release is new
+        candidates = [p for p in candidates if frozenset(p) not in exclude]
     if distribution in ("standard", "long_tail"):
         pool = _by_weight([p for p in candidates if weights.get(frozenset(p), 0) > 0], weights, rng,
                           descending=distribution == "standard")
@@ -145,9 +148,10 @@ def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
 
 def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: int, variants: int = 1,
                   attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS, standard_band: float = 4.0,
-                  random_pool: str = "cooccurring", clean_attributes: bool = True) -> pl.DataFrame:
+                  random_pool: str = "cooccurring", clean_attributes: bool = True,
+                  exclude: set | None = None) -> pl.DataFrame:
     """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant). See select_pairs for
-    `standard_band` and `random_pool`."""
+    `standard_band` and `random_pool`; `exclude` = unordered pairs (frozensets) never to draw (an ancestor's)."""
     if variants < 1:
         raise ConfigError("config key 'ode.sampling.variants': must be at least 1")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
@@ -162,7 +166,8 @@ def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: i
             n = int(per_kind.get(kind, 0))
             rng = derived_rng(seed, "pairs", distribution, kind)
             pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng,
-                                 standard_band=standard_band, random_pool=random_pool, taken=taken)
+                                 standard_band=standard_band, random_pool=random_pool, taken=taken,
+                                 exclude=exclude)
             if distribution in ("standard", "long_tail"):
                 taken |= {frozenset(p) for p in pairs}
             for index, (a, b) in enumerate(pairs):
