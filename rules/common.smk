@@ -7,7 +7,7 @@ from pathlib import Path
 from halluflow.config import graph_source_files, method_models, stage_plan, validate_config
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, oracle_members, resolve, resolve_llm
-from halluflow.models import stage_model, stage_model_inputs
+from halluflow.models import shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from snakemake.logging import logger
 
@@ -32,6 +32,12 @@ PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["pare
 MODELS = {m["name"]: m for m in config["models"]}
 RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
 STAGES = stage_plan(config)
+SHARD_GENERATORS = shard_generators(config["synthesis"], len(IMAGE_SHARDS))  # one text-to-image model per shard
+STANDIN_SYNTHESIZERS = {g["stand_in"]["name"]: g["stand_in"] for g in SHARD_GENERATORS if g["stand_in"]["enabled"]}
+
+
+def get_generator(wildcards):
+    return SHARD_GENERATORS[int(wildcards.shard)]
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():

@@ -6,7 +6,7 @@
 rule synthesize:
     input:
         prompts=rules.make_prompts.output.prompts,
-        model=lambda wildcards: stage_model_inputs(config["synthesis"]),
+        model=lambda wildcards: stage_model_inputs(get_generator(wildcards)),
     output:
         # The PNGs of the shard (images/<shard>/*.png) are written beside the table and reused on a restart when
         # their recorded sha256 still matches (images/<shard>.resume.jsonl); the table appears last.
@@ -23,8 +23,8 @@ rule synthesize:
         runtime=lambda wildcards, attempt: 120 * attempt,
         gpu=1,
     params:
-        synthesis=config["synthesis"],
-        model=stage_model(config["synthesis"]),
+        synthesis=get_generator,
+        model=lambda wildcards: stage_model(get_generator(wildcards)),
     script:
         "../scripts/synthesize.py"
 
@@ -83,7 +83,7 @@ rule retry_prompts:
 use rule synthesize as synthesize_retry with:
     input:
         prompts=rules.retry_prompts.output.prompts,
-        model=lambda wildcards: stage_model_inputs(config["synthesis"]),
+        model=lambda wildcards: stage_model_inputs(get_generator(wildcards)),
     output:
         table=f"{OUT}/images/{{shard}}-a{{attempt}}.parquet",
     log:

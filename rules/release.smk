@@ -33,6 +33,7 @@ rule make_queries:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
+        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
     output:
         queries=f"{OUT}/queries/queries.parquet",
     log:

@@ -5,16 +5,18 @@
 
 rule build_standin_synthesizer:
     output:
-        model=directory(f"{MODELS_CACHE}/{config['synthesis']['stand_in']['name']}"),
+        model=directory(f"{MODELS_CACHE}/{{synthesizer}}"),
     log:
-        f"logs/models/build_standin_{config['synthesis']['stand_in']['name']}.log",
+        "logs/models/build_standin_{synthesizer}.log",
+    wildcard_constraints:
+        synthesizer=name_pattern(STANDIN_SYNTHESIZERS),
     conda:
         "../envs/models.yaml"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
-        stand_in=config["synthesis"]["stand_in"],
+        stand_in=lambda wildcards: STANDIN_SYNTHESIZERS[wildcards.synthesizer],
     script:
         "../scripts/build_standin.py"
 

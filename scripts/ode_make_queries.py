@@ -14,4 +14,5 @@ jobs.make_queries(
     queries=snakemake.params.queries,
     seed=snakemake.params.seed,
     out=snakemake.output.queries,
+    images=list(snakemake.input.images),
 )

@@ -81,7 +81,9 @@ def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, 
     rows = read_prompts(prompts, shard=shard)
     synthesizer = create("synthesizer", synthesizer_kwargs(synthesis, model))
     log.info("synthesizer: %s", synthesizer.describe().as_dict())
-    write_parquet(out, synthesize_shard(rows, root, shard, synthesizer, synthesis["batch_size"]))
+    table = synthesize_shard(rows, root, shard, synthesizer, synthesis["batch_size"])
+    # Which of the release's text-to-image models made each image (metrics break down by it).
+    write_parquet(out, table.with_columns(pl.lit(synthesis.get("name", model)).alias("generator")))
 
 
 def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, out: str, threads: int = 1) -> None:
@@ -139,8 +141,9 @@ def retry_prompts(prompts: str, images: str, detections: str, scenes: str, shard
 
 
 def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str, queries: dict, seed: int,
-                 out: str) -> None:
-    """Rule make_queries: accepted images + scenes + graph -> the release's questions."""
+                 out: str, images: list[str] = ()) -> None:
+    """Rule make_queries: accepted images + scenes + graph -> the release's questions (with each image's
+    generator, read from the image tables)."""
     from .ode.graph import read_graph
     from .ode.queries import make_queries as make
 
@@ -151,6 +154,11 @@ def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str,
                  counterfactual_per_image=queries["counterfactual_per_image"],
                  counterfactual_attributes=queries["counterfactual_attributes"], hallu_edges=pl.read_parquet(hallu),
                  question_style=queries["question_style"])
+    tables = [pl.read_parquet(p, columns=["image_id", "generator"]) for p in images
+              if "generator" in pl.read_parquet_schema(p)]
+    if tables:
+        generator = pl.concat(tables).unique("image_id", keep="last")
+        table = table.join(generator, on="image_id", how="left", maintain_order="left")
     write_parquet(out, table)
     log.info("%d queries: %s", table.height,
              dict(table.group_by("query_type").len().sort("query_type").iter_rows()))

@@ -116,6 +116,42 @@ def resolve_model_path(model: str) -> str:
     return model  # a hub id: transformers resolves it (offline machines need it in the HF cache)
 
 
+def generators(synthesis: dict) -> list[dict]:
+    """The synthesis section per generator: `synthesis.generators` entries merged over the section (stand_in merged
+    key by key), each with its `name` and `share`; without entries, the section itself as one generator.
+
+    Several text-to-image models in one release keep a benchmark from testing one generator's style (ODE)."""
+    base = {k: v for k, v in synthesis.items() if k != "generators"}
+    entries = synthesis.get("generators") or []
+    if not entries:
+        return [{**base, "name": base["stand_in"]["name"] if base["stand_in"]["enabled"] else base["model"],
+                 "share": 1.0}]
+    out = []
+    for entry in entries:
+        merged = {**base, **{k: v for k, v in entry.items() if k != "stand_in"}}
+        merged["stand_in"] = {**base["stand_in"], **(entry.get("stand_in") or {})}
+        out.append(merged)
+    return out
+
+
+def shard_generators(synthesis: dict, n_shards: int) -> list[dict]:
+    """One generator per image shard: shards split by share (largest remainder), in the generators' order."""
+    gens = generators(synthesis)
+    if len(gens) > n_shards:
+        raise ConfigError(f"config key 'synthesis.generators': {len(gens)} generators need at least as many image "
+                          f"shards (shards.images is {n_shards})")
+    total = sum(float(g["share"]) for g in gens)
+    exact = [n_shards * float(g["share"]) / total for g in gens]
+    counts = [max(1, int(e)) for e in exact]
+    while sum(counts) < n_shards:
+        i = max(range(len(gens)), key=lambda j: exact[j] - counts[j])
+        counts[i] += 1
+    while sum(counts) > n_shards:
+        i = max((j for j in range(len(gens)) if counts[j] > 1), key=lambda j: counts[j] - exact[j])
+        counts[i] -= 1
+    return [g for g, c in zip(gens, counts) for _ in range(c)]
+
+
 def stage_model(section: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> str:
     """The model a synthesis / detection backend loads: its stand-in folder, or the configured hub id / path."""
     stand_in = section["stand_in"]

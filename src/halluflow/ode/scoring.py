@@ -24,7 +24,9 @@ from ..metrics.singular import singularize_cached
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
 GENERATIVE_TRUTH = ("detected", "scene")
-BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind")
+BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind", "generator")
+# Breakdowns over columns a release may lack (releases made before generators were recorded): skipped when absent.
+OPTIONAL_BREAKDOWNS = ("generator",)
 GENERATIVE = "generative"
 
 
@@ -124,7 +126,8 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
     confirmed = (pl.col("detected") if generative_truth == "detected" and "detected" in queries.columns
                  else pl.lit(None, pl.List(pl.String))).alias("_detected")
     df = (answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
-          .join(queries.select(*QUERY_COLUMNS, confirmed), on="query_id", how="inner", maintain_order="left")
+          .join(queries.select(*QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed),
+                on="query_id", how="inner", maintain_order="left")
           .sort("query_id"))
     df = df.with_columns(failed_mask(df["answer"], df["status"]).alias("failed"))
     df = df.with_columns(pl.when(~pl.col("failed")).then(pl.col("answer")).otherwise(None).alias("_answer"))
@@ -166,7 +169,8 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
     return df.drop("_answer", "_detected").select(
         "query_id", "model", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "answer",
         "status", "failed", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
-        "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in")
+        "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in",
+        *[c for c in OPTIONAL_BREAKDOWNS if c in df.columns])
 
 
 def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
@@ -250,6 +254,7 @@ def ode_metrics(scored: pl.DataFrame, model: str, parser: str = "pope", positive
                 breakdowns: Sequence[str] = BREAKDOWNS) -> dict:
     """Metrics JSON of one model: overall sections first (the report picks the least nested numbers), then one
     `by_<column>` block per breakdown and distribution × query type."""
+    breakdowns = [b for b in breakdowns if b in scored.columns or b not in OPTIONAL_BREAKDOWNS]
     unknown = [b for b in breakdowns if b not in scored.columns]
     if unknown:
         raise InputError(f"scoring.breakdowns: unknown column(s) {', '.join(unknown)} (known: {', '.join(BREAKDOWNS)})")

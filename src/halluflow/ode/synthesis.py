@@ -184,5 +184,6 @@ def synthesize_shard(prompts: pl.DataFrame, root: str | os.PathLike, shard: str,
 def synthesizer_kwargs(section: dict, model: str) -> dict:
     """Backend kwargs from the `synthesis:` config block (workflow-only keys dropped)."""
     kwargs = {k: v for k, v in section.items()
-              if k not in ("backend", "model", "stand_in", "batch_size", "max_attempts")}
+              if k not in ("backend", "model", "stand_in", "batch_size", "max_attempts", "generators", "name",
+                           "share")}
     return {"backend": section["backend"], "model": model, **kwargs}
