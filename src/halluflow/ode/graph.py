@@ -1,4 +1,5 @@
-"""Weighted concept graph G = (V, A, E, W) of ODE (seed 002, §3.1; anchor: ODE `data_extractor.py`).
+"""Weighted concept graph G = (V, A, E, W) of ODE (Tu et al., "ODE: Open-Set Evaluation of Hallucinations in
+Multimodal Large Language Models", §3.1; ODE code `data_extractor.py`).
 
 Nodes are annotated objects typed entity / environment with state and action attributes; an edge's weight
 is the number of images in which both objects are annotated (each image counted once per pair, even when an
@@ -130,10 +131,8 @@ def _mine_amber_attributes(queries: list, ann: Annotations, source) -> None:
 
 def _coco_objects(data, instances) -> dict[object, list[str]]:
     """Category name of every annotation, per image id (annotation order)."""
-    if not isinstance(data, dict):
-        raise InputError(f"{instances}: expected a COCO instances JSON object")
     for key in ("annotations", "categories"):
-        if key not in data:
+        if not isinstance(data, dict) or key not in data:
             raise InputError(f"{instances}: COCO instances JSON lacks {key!r}")
     try:
         names = {c["id"]: _normalise(c["name"]) for c in data["categories"]}
