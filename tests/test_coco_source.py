@@ -19,6 +19,7 @@ import yaml
 from chat_server import ChatServer
 from workflow_utils import copy_workflow, jobs_run, run_snakemake
 
+from halluflow.config import stage_plan, validate_config
 from halluflow.errors import ConfigError, InputError
 from halluflow.sources import coco_queries, load_source
 
@@ -107,6 +108,28 @@ def test_coco_bad_files_say_which(tmp_path):
         load_source("coco", tmp_path)
 
 
+def _config(repo: Path, **source) -> dict:
+    config = yaml.safe_load((repo / "config.yaml").read_text())
+    config["answer"]["source"] = {"kind": "coco", **source}
+    return config
+
+
+def test_coco_config_plans_caos_without_ode(repo):
+    config = validate_config(_config(repo, path="val2014", annotations="instances_val2014.json", limit=5))
+    plan = stage_plan(config)
+    assert plan["caos"] is None and plan["answer"] is None and plan["score"] is None
+    assert plan["ode"] == "answer.source is coco val2014"
+    for stage in ("diagnosis", "cedi", "samf", "report"):
+        assert "answer.source" in plan[stage], (stage, plan[stage])  # each says why (needs the ODE release)
+    with pytest.raises(ConfigError, match="'answer.source.annotations': required for a coco source"):
+        validate_config(_config(repo, path="val2014"))
+    with pytest.raises(ConfigError, match="'caos.frequent': 'graph' needs"):
+        validate_config({**_config(repo, path="val2014", annotations="i.json"),
+                         "caos": {**yaml.safe_load((repo / "config.yaml").read_text())["caos"], "frequent": "graph"}})
+    with pytest.raises(ConfigError, match="answer.source.limit"):
+        validate_config(_config(repo, path="val2014", annotations="i.json", limit=0))
+
+
 def _cli(*args: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "halluflow.cli", *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -159,3 +182,25 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     assert {k: v for k, v in cli.items() if k not in ("objects", "sequential", "embedder")} == glove
     assert cli["objects"] == caos["objects"] and cli["sequential"] == caos["sequential"]
     assert _cli("score", "chair", "--captions", str(captions), "--truth", str(truth)) == metrics["chair"]
+
+
+@pytest.mark.slow  # runs Snakemake with the stand-in VLM (build + answers, about a minute on one core)
+def test_standin_vlm_captions_coco_images(tmp_path, repo):
+    # The transformers path: the processor reads each COCO image from the folder; truth still from the instances.
+    instances, folder, _ = _coco(tmp_path)
+    work = copy_workflow(tmp_path / "wf")
+    standin = next(m for m in yaml.safe_load((repo / "config.yaml").read_text())["models"] if m.get("build"))
+    override = {"release": "coco-vlm", "shards": {"images": 1, "answers": 1}, "models": [standin],
+                "answer": {"source": {"kind": "coco", "path": str(folder), "annotations": str(instances), "limit": 2},
+                           "max_new_tokens": {"discriminative": 4, "generative": 8}},
+                "caos": {"embedders": ["glove"]}}
+    (work / "coco.yaml").write_text(yaml.safe_dump(override))
+    proc = run_snakemake(work, "--cores", "1", "--configfile", "config.yaml", "coco.yaml", timeout=900)
+    ran = jobs_run(proc)
+    assert ran.get("caos_score") == 1 and not set(ran) & ODE_RULES, ran
+    out = work / "results" / "coco-vlm"
+    metrics = json.loads((out / "metrics" / f"{standin['name']}.json").read_text())
+    assert metrics["n_answers"] == 2 and metrics["n_failed"] == 0 and metrics["stand_in"] is True
+    assert metrics["chair"]["n_captions"] == 2
+    caos = json.loads((out / "caos" / f"{standin['name']}.json").read_text())
+    assert caos["n_generative_queries"] == 2 and caos["objects"]["n_captions"] == 2 and caos["stand_in"] is True
