@@ -166,7 +166,7 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     assert metrics["source"] == "coco" and metrics["n_answers"] == 3 and metrics["n_failed"] == 0
     # 6 mentions (dog, person, cat, bench, car, truck), 3 hallucinated, in 2 of 3 captions
     assert metrics["chair"] == {"chair_s": 2 / 3, "chair_i": 0.5, "n_captions": 3, "n_mentions": 6,
-                                "n_hallucinated_mentions": 3, "n_hallucinated_captions": 2}
+                                "n_hallucinated_mentions": 3, "n_hallucinated_captions": 2, "n_failed": 0}
 
     caos = json.loads((out / "caos" / "captioner.json").read_text())
     assert caos["n_generative_queries"] == 3 and caos["objects"]["n_captions"] == 3

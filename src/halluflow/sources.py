@@ -219,7 +219,7 @@ def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answe
         synonyms = chair.shipped_synonyms()
         queries, _ = source_queries(source)
         truth = {q: chair.normalise_truth(objs, synonyms) for q, objs in queries.select("image_id", "objects").iter_rows()}
-        scores, _ = chair.chair_scores(chair.load_captions(out_answers), truth, synonyms)
+        scores, _ = chair.score_captions(chair.load_captions(out_answers), truth, synonyms)
     else:
         raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
     metrics = {"model": model, "source": kind, "n_answers": answers.height, "n_failed": answers.height - ok.height,
