@@ -1,12 +1,11 @@
-# CAOS (context-aware object similarities of hallucinated objects) on each model's generative answers, and ODE's
-# clustered concept x hallucination diagnosis. Logic in src/halluflow/caos/ and src/halluflow/ode/diagnosis.py.
+# CAOS (context-aware object similarities of hallucinated objects) on each model's generative answers (of the ODE
+# release, or captions of a coco source's images), and ODE's clustered concept x hallucination diagnosis. Logic in src/halluflow/caos/ and src/halluflow/ode/diagnosis.py.
 
 
 rule caos_score:
     input:
+        unpack(get_caos_truth_input),  # the ODE release + graph, or a coco source's instances
         answers=get_model_answers,
-        release=rules.package_release.output.manifest,
-        nodes=rules.build_graph.output.nodes,  # node frequencies = the frequent-object ranking
         metrics=[rules.score.output.metrics],  # POPE-F1 / CHAIR shown beside CAOS (a list: the job reads many)
         models=get_caos_model_inputs,
     output:
@@ -27,6 +26,7 @@ rule caos_score:
         gpu=get_caos_gpus,  # oracle members on a GPU
     params:
         caos=config["caos"],
+        source=SOURCE if SOURCE["kind"] == "coco" else None,  # coco: its queries and truth
         oracle_members=oracle_members(config),
         # Only when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS otherwise.
         llm=config["llm"] if uses_default_llm("caos", "extractor") else None,

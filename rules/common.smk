@@ -101,9 +101,11 @@ def previous_round(wildcards):
 
 # ---- answer + score ----
 def get_answer_source_input(wildcards):
-    """The release manifest (written last by package_release) or the POPE/AMBER question files."""
+    """The release manifest (written last by package_release), the POPE/AMBER question files or COCO's instances."""
     if SOURCE["kind"] == "ode":
         return [f"{SOURCE['path']}/manifest.json" if SOURCE["path"] else rules.package_release.output.manifest]
+    if SOURCE["kind"] == "coco":
+        return [SOURCE["annotations"]]  # `path` is the image folder: the answer job checks every image it reads
     return [p for p in (SOURCE["path"], SOURCE["annotations"]) if p]
 
 
@@ -135,6 +137,14 @@ def get_model_answers(wildcards):
 # ---- CAOS / diagnosis / CEDI / SAMF ----
 def uses_default_llm(section, *keys):
     return any(config[section].get(k) == "llm" for k in keys) and not config[section].get("llm")
+
+
+def get_caos_truth_input(wildcards):
+    # ode: the release's queries and graph nodes (its vocabulary); coco: the instances file alone, so no ODE stage
+    # enters the DAG
+    if SOURCE["kind"] == "coco":
+        return {"source": SOURCE["annotations"]}
+    return {"release": rules.package_release.output.manifest, "nodes": rules.build_graph.output.nodes}
 
 
 def get_caos_model_inputs(wildcards):

@@ -1,6 +1,6 @@
 # Scoring, one job per model after all its answer shards. ODE source: POPE-style metrics with ODE's breakdowns and
-# CHAIR-like generative scores (src/halluflow/ode/scoring.py). POPE / AMBER sources: the answers are written in the
-# benchmark's own answer format and scored by the same code as `halluflow score pope|amber`.
+# CHAIR-like generative scores (src/halluflow/ode/scoring.py). POPE / AMBER / COCO sources: the answers are written
+# in the benchmark's own answer format and scored by the same code as `halluflow score pope|amber|chair`.
 
 if SOURCE["kind"] == "ode":
 
@@ -53,8 +53,9 @@ else:
             answers=get_model_answers,
             source=get_answer_source_input,
         output:
-            # POPE: JSONL {question_id, answer}; AMBER: JSON array [{id, response}] (what their scorers read)
-            scores=f"{OUT}/scores/{{model}}/answers.{'jsonl' if SOURCE['kind'] == 'pope' else 'json'}",
+            # POPE: JSONL {question_id, answer}; AMBER: JSON array [{id, response}]; COCO: JSONL {image_id, caption}
+            # (what their scorers read)
+            scores=f"{OUT}/scores/{{model}}/answers.{'json' if SOURCE['kind'] == 'amber' else 'jsonl'}",
             metrics=f"{OUT}/metrics/{{model}}.json",
         log:
             f"{LOGS}/score/{{model}}.log",

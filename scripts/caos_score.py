@@ -1,4 +1,5 @@
-"""Rule caos_score: one model's generative answers + release queries + graph nodes -> caos/<model>.{json,...}."""
+"""Rule caos_score: one model's generative answers + release queries + graph nodes (or a coco source's instances)
+-> caos/<model>.{json,...}."""
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -9,8 +10,10 @@ from halluflow.caos.scores import run_workflow
 
 summary = run_workflow(
     answers=list(snakemake.input.answers),
-    release_dir=str(Path(snakemake.input.release).parent),  # the input is the release's manifest.json
-    nodes=snakemake.input.nodes,
+    # the release's manifest.json; absent for a coco source, whose queries and truth come from answer.source
+    release_dir=str(Path(snakemake.input.release).parent) if "release" in snakemake.input.keys() else None,
+    nodes=snakemake.input.nodes if "nodes" in snakemake.input.keys() else None,
+    source=snakemake.params.source if "source" in snakemake.input.keys() else None,
     metrics=list(snakemake.input.metrics),
     cfg=snakemake.params.caos,
     model=snakemake.wildcards.model,

@@ -281,14 +281,14 @@ def answer_shard(
 
 def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, threads: int | None = None) -> dict:
     """Rule answer: load the configured source, build the model lazily, answer shard `shard` of `params['shards']`."""
-    from .sources import load_source
+    from .sources import source_queries
 
     if threads is not None:
         set_threads(threads)
 
     settings = params["answer"]
     src = settings["source"]
-    queries, image_root = load_source(src["kind"], src["path"] or params["release"], src.get("images"), src.get("annotations"))
+    queries, image_root = source_queries(src, params["release"])
     model = ModelUnderTest(params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", "resources/models"))
     engine_settings = {k: v for k, v in settings.items() if k != "source"}
     return answer_shard(queries, image_root, model, params["cache"], out_path, shard=shard, n_shards=int(params["shards"]),

@@ -107,10 +107,13 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(f"config key '{section}.llm.backend': {spec.get('backend')!r}: expected one of "
                               f"{', '.join(LLM_BACKENDS)} (or set {section}.llm to null for the top-level llm)")
     source = config.get("answer", {}).get("source") or {}
-    if source.get("kind") in ("pope", "amber"):
-        for key in ("path", "images") + (("annotations",) if source["kind"] == "amber" else ()):
-            if not source.get(key):
-                raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
+    required = {"pope": ("path", "images"), "amber": ("path", "images", "annotations"), "coco": ("path", "annotations")}
+    for key in required.get(source.get("kind"), ()):
+        if not source.get(key):
+            raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
+    if source.get("kind") == "coco" and config.get("caos", {}).get("frequent") == "graph":
+        raise ConfigError("config key 'caos.frequent': 'graph' needs this config's ODE graph, which a coco source "
+                          "does not build (use coco or a frequency list)")
     samf = config.get("samf") or {}
     if "vlm" in (samf.get("judge"), samf.get("verifier")) and samf.get("judge_model") not in names:
         raise ConfigError(f"config key 'samf.judge_model': {samf.get('judge_model')!r} is not a model in models "
@@ -147,8 +150,10 @@ def stage_plan(config: dict) -> dict[str, str | None]:
     for method in ("caos", "diagnosis", "cedi"):
         if not config[method]["enabled"]:
             plan[method] = f"{method}.enabled is false"
-        elif plan["ode"] and not (method == "cedi" and config["cedi"].get("source", "ode") != "ode"):
-            plan[method] = no_release  # CEDI on Visual Genome / COCO scene graphs needs no ODE release
+        elif plan["ode"] and not (method == "cedi" and config["cedi"].get("source", "ode") != "ode"
+                                  or method == "caos" and kind == "coco"):
+            # CEDI on Visual Genome / COCO scene graphs and CAOS on COCO captions (truth = instances) need no release
+            plan[method] = no_release
         elif not method_models(config, method):
             plan[method] = f"no model selected ({method}.models / models.*.skip)"
         else:

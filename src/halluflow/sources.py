@@ -1,9 +1,11 @@
-"""Evaluation sources for the answer stage: an ODE release, POPE question files, or AMBER queries.
+"""Evaluation sources for the answer stage: an ODE release, POPE question files, AMBER queries, or COCO images.
 
 Each becomes one table in the queries.parquet schema (docs/data-contracts.md) plus the folder its `image` paths are
 relative to. POPE: COCO label files are JSONL, A-OKVQA/GQA ones JSON arrays ({question_id, image, text, label});
-AMBER: query_*.json ({id, image, query}) with optional annotations.json for the truth. Images live in a
-user-supplied folder; paths escaping it and missing files are reported up front.
+AMBER: query_*.json ({id, image, query}) with optional annotations.json for the truth; COCO: an image folder and its
+instances_*.json, one caption request per image with the annotated categories as truth (the setting of CHAIR,
+Rohrbach et al. "Object Hallucination in Image Captioning", and of CAOS). Images live in a user-supplied folder;
+paths escaping it and missing files are reported up front.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Iterable
 from .errors import ConfigError, InputError
 from .io import safe_join
 
-SOURCE_KINDS = ("ode", "pope", "amber")
+SOURCE_KINDS = ("ode", "pope", "amber", "coco")
+COCO_PROMPT = "Describe this image."
 
 # Columns every source provides (the queries.parquet contract); extra ODE columns are kept as they are.
 QUERY_COLUMNS = {
@@ -112,6 +115,25 @@ def amber_queries(path: str | os.PathLike, annotations: str | os.PathLike | None
     return _table(rows)
 
 
+def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limit: int | None = None,
+                 seed: int = 0):
+    """COCO instances JSON → one generative query per image (query_id = image_id = COCO's image id), truth = the
+    image's categories. `limit` draws that many images (seeded, the same for every model and every stage)."""
+    import random
+
+    from .ode.graph import read_coco_images
+
+    images = sorted(read_coco_images(annotations), key=lambda r: (len(r[0]), r[0]))
+    if not images:
+        raise InputError(f"{annotations}: no images listed")
+    if limit is not None and limit < len(images):
+        chosen = set(random.Random(seed).sample(range(len(images)), limit))
+        images = [r for i, r in enumerate(images) if i in chosen]
+    rows = [{"query_id": iid, "image_id": iid, "image": file_name, "task": "generative", "query_type": "generative",
+             "question": prompt, "objects": objects} for iid, file_name, objects in images]
+    return _table(rows)
+
+
 def ode_queries(release_dir: str | os.PathLike):
     import polars as pl
 
@@ -126,16 +148,28 @@ def ode_queries(release_dir: str | os.PathLike):
 
 
 def load_source(kind: str, path: str | os.PathLike, images: str | os.PathLike | None = None,
-                annotations: str | os.PathLike | None = None):
-    """Return (queries table, image root). For `ode` the image root is the release folder itself."""
+                annotations: str | os.PathLike | None = None, *, prompt: str | None = None,
+                limit: int | None = None, seed: int = 0):
+    """Return (queries table, image root). For `ode` the image root is the release folder itself, for `coco` the
+    image folder `path` (its truth is `annotations`)."""
     if kind == "ode":
         return ode_queries(path), Path(images or path)
     if kind not in SOURCE_KINDS:
         raise ConfigError(f"answer.source.kind {kind!r}: expected one of {', '.join(SOURCE_KINDS)}")
+    if kind == "coco":
+        if annotations is None:
+            raise ConfigError("answer.source.annotations: a coco source needs its instances_*.json")
+        return coco_queries(annotations, prompt or COCO_PROMPT, limit, seed), Path(images or path)
     if images is None:
         raise ConfigError(f"answer.source.images: a {kind} source needs the folder holding its images")
     table = pope_queries(path) if kind == "pope" else amber_queries(path, annotations)
     return table, Path(images)
+
+
+def source_queries(source: dict, release: str | os.PathLike | None = None):
+    """load_source for the config's `answer.source` section (every stage reads the same table from it)."""
+    return load_source(source["kind"], source["path"] or release, source.get("images"), source.get("annotations"),
+                       prompt=source.get("prompt"), limit=source.get("limit"), seed=int(source.get("seed") or 0))
 
 
 def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int = 5) -> list[Path]:
@@ -153,9 +187,9 @@ def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int =
 
 def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answers: str | os.PathLike,
                  out_metrics: str | os.PathLike, model: str, scoring: dict) -> dict:
-    """Rule score on a POPE / AMBER source: write the model's answers in the benchmark's answer format (POPE JSONL
-    {question_id, answer}; AMBER JSON [{id, response}]) and score that file with the code behind `halluflow score
-    pope|amber`, so the workflow's numbers are the CLI's numbers. Failed answers are left out and counted: a failed
+    """Rule score on a POPE / AMBER / COCO source: write the model's answers in the benchmark's answer format (POPE
+    JSONL {question_id, answer}; AMBER JSON [{id, response}]; COCO captions JSONL {image_id, caption}) and score that
+    file with the code behind `halluflow score pope|amber|chair`, so the workflow's numbers are the CLI's numbers. Failed answers are left out and counted: a failed
     request never becomes a "no"."""
     import polars as pl
 
@@ -178,10 +212,19 @@ def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answe
         write_json(out_answers, [{"id": int(q), "response": a} for q, a in ok.select("query_id", "answer").iter_rows()])
         data = amber.load_amber(Path(source["annotations"]).parent)
         scores = amber.amber_scores(amber.load_responses(out_answers, len(data.annotations)), data)
+    elif kind == "coco":
+        from .metrics import chair
+
+        write_jsonl(out_answers, ({"image_id": q, "caption": a} for q, a in ok.select("query_id", "answer").iter_rows()))
+        synonyms = chair.shipped_synonyms()
+        queries, _ = source_queries(source)
+        truth = {q: chair.normalise_truth(objs, synonyms) for q, objs in queries.select("image_id", "objects").iter_rows()}
+        scores, _ = chair.score_captions(chair.load_captions(out_answers), truth, synonyms)
     else:
         raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
     metrics = {"model": model, "source": kind, "n_answers": answers.height, "n_failed": answers.height - ok.height,
-               "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False, kind: scores}
+               "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
+               "chair" if kind == "coco" else kind: scores}
     write_json(out_metrics, metrics)
     return metrics
 

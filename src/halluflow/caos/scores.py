@@ -564,11 +564,15 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
     return out
 
 
-def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metrics: Sequence[str], cfg: Mapping,
-                 model: str, oracle_members: Sequence[Mapping] = (), default_llm: Mapping | None = None,
-                 models_cache: str = "resources/models", out_summary: str, out_objects: str,
-                 out_captions: str) -> dict:
-    """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs."""
+def run_workflow(*, answers: Sequence[str], release_dir: str | None, nodes: str | None, metrics: Sequence[str],
+                 cfg: Mapping, model: str, oracle_members: Sequence[Mapping] = (), default_llm: Mapping | None = None,
+                 models_cache: str = "resources/models", out_summary: str, out_objects: str, out_captions: str,
+                 source: Mapping | None = None) -> dict:
+    """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs.
+
+    An ODE release brings the queries (truth = each scene's objects) and the graph nodes (the vocabulary); a coco
+    `source` (answer.source) brings one caption query per image, truth = its instances, and the vocabulary is built
+    like `halluflow score caos` builds it (truth + frequent objects + COCO/CHAIR synonyms), so both agree."""
     import polars as pl
 
     from .. import registry
@@ -577,14 +581,24 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
     answers_df = pl.concat([pl.read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
     if answers_df is None:
         raise InputError(f"model {model!r}: no answer shards")
-    queries_path = Path(release_dir) / "queries.parquet"
-    if not queries_path.exists():
-        raise InputError(f"{queries_path}: release queries not found")
-    queries = pl.read_parquet(queries_path)
-    nodes_df = pl.read_parquet(nodes)
-    vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]),
-                             open_vocabulary=bool(cfg.get("open_vocabulary", True)))
-    frequent = resolve_frequent(cfg.get("frequent", "coco"), nodes_df)
+    if source is not None and source.get("kind") == "coco":
+        from ..sources import source_queries
+
+        queries, image_root = source_queries(dict(source))
+        nodes_df = None
+        frequent = resolve_frequent(cfg.get("frequent", "coco"))
+        truth_terms = {o for objs in queries["objects"].to_list() for o in objs or []}
+        vocab = build_vocabulary(extra_terms=sorted(truth_terms | set(frequent)), synonyms=bool(cfg["synonyms"]),
+                                 open_vocabulary=bool(cfg.get("open_vocabulary", True)))
+    else:
+        queries_path = Path(release_dir) / "queries.parquet"
+        if not queries_path.exists():
+            raise InputError(f"{queries_path}: release queries not found")
+        queries, image_root = pl.read_parquet(queries_path), Path(release_dir)
+        nodes_df = pl.read_parquet(nodes)
+        vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]),
+                                 open_vocabulary=bool(cfg.get("open_vocabulary", True)))
+        frequent = resolve_frequent(cfg.get("frequent", "coco"), nodes_df)
     llm = None
     if cfg["extractor"] == "llm":
         spec = cfg.get("llm") or default_llm
@@ -599,14 +613,14 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, nodes: str, metric
         # `models:` entry means the same backend in both roles.
         members = []
         for i, m in enumerate(oracle_members):
-            mut = ModelUnderTest({"name": f"oracle-{i}", **m}, graph_dir=str(Path(nodes).parent),
+            mut = ModelUnderTest({"name": f"oracle-{i}", **m}, graph_dir=str(Path(nodes).parent) if nodes else None,
                                  models_cache=models_cache)
             members.append((mut.name, mut.backend))
         o = cfg["oracle"]
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
     summary, objects, captions = score_release_answers(
-        answers_df, queries, nodes_df, release_dir=release_dir,
+        answers_df, queries, nodes_df, release_dir=image_root,
         extractor=ObjectExtractor(vocab, llm, negation=cfg.get("negation", "skip")),
         embedders=embedders, oracle=oracle, k=int(cfg["k"]), ks=sorted(set(cfg["k_sweep"])), frequent=frequent,
         ood_without_oracle=cfg.get("ood_without_oracle", "hallucinated"),

@@ -213,6 +213,13 @@ def load_captions(path) -> pl.DataFrame:
                          "failed": failed_mask(df["caption"], df["status"])})
 
 
+def score_captions(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: dict[str, str]):
+    """chair_scores over the captions load_captions did not flag as failed; those are counted in n_failed."""
+    metrics, rows = chair_scores(captions.filter(~pl.col("failed")).drop("failed"), truth, synonyms)
+    metrics["n_failed"] = int(captions["failed"].sum())
+    return metrics, rows
+
+
 def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
     truth: dict[str, list[str]] = {}
     for i, r in enumerate(read_jsonl(path), 1):
@@ -247,11 +254,9 @@ def run(args: argparse.Namespace) -> int:
 
     synonyms = load_synonyms(args.synonyms, fix_spaces=args.fix_synonym_spaces)
     captions = load_captions(args.captions)
-    n_failed = int(captions["failed"].sum())
-    check_failed(n_failed, captions.height, args.max_failed_fraction, f"score chair {args.captions}")
-    metrics, rows = chair_scores(captions.filter(~pl.col("failed")).drop("failed"), load_truth(args.truth, synonyms),
-                                 synonyms)
-    metrics["n_failed"] = n_failed
+    check_failed(int(captions["failed"].sum()), captions.height, args.max_failed_fraction,
+                 f"score chair {args.captions}")
+    metrics, rows = score_captions(captions, load_truth(args.truth, synonyms), synonyms)
     if args.per_caption:
         write_parquet(args.per_caption, rows)
     emit(metrics, args.out)

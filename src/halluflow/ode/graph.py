@@ -1,4 +1,5 @@
-"""Weighted concept graph G = (V, A, E, W) of ODE (seed 002, §3.1; anchor: ODE `data_extractor.py`).
+"""Weighted concept graph G = (V, A, E, W) of ODE (Tu et al., "ODE: Open-Set Evaluation of Hallucinations in
+Multimodal Large Language Models", §3.1; ODE code `data_extractor.py`).
 
 Nodes are annotated objects typed entity / environment with state and action attributes; an edge's weight
 is the number of images in which both objects are annotated (each image counted once per pair, even when an
@@ -128,20 +129,47 @@ def _mine_amber_attributes(queries: list, ann: Annotations, source) -> None:
             previous = current
 
 
-def read_coco(instances: str | Path) -> Annotations:
-    """COCO instances JSON: the category names of each image's annotations (images without any are skipped)."""
-    data = read_json(instances)
+def _coco_objects(data, instances) -> dict[object, list[str]]:
+    """Category name of every annotation, per image id (annotation order)."""
     for key in ("annotations", "categories"):
-        if key not in data:
+        if not isinstance(data, dict) or key not in data:
             raise InputError(f"{instances}: COCO instances JSON lacks {key!r}")
-    names = {c["id"]: _normalise(c["name"]) for c in data["categories"]}
+    try:
+        names = {c["id"]: _normalise(c["name"]) for c in data["categories"]}
+    except (KeyError, TypeError):
+        raise InputError(f"{instances}: every category needs 'id' and 'name'") from None
     per_image: dict[object, list[str]] = {}
     for i, a in enumerate(data["annotations"]):
         try:
             per_image.setdefault(a["image_id"], []).append(names[a["category_id"]])
         except KeyError as exc:
             raise InputError(f"{instances}: annotation {i} has unknown or missing {exc.args[0]!r}") from None
+    return per_image
+
+
+def read_coco(instances: str | Path) -> Annotations:
+    """COCO instances JSON: the category names of each image's annotations (images without any are skipped)."""
+    per_image = _coco_objects(read_json(instances), instances)
     return Annotations(images=[per_image[k] for k in sorted(per_image, key=str)])
+
+
+def read_coco_images(instances: str | Path) -> list[tuple[str, str, list[str]]]:
+    """COCO instances JSON → (image id, file_name, category names: one per category, first-annotated first) for every
+    listed image; an image without annotations has no objects (its truth is that nothing is there)."""
+    data = read_json(instances)
+    per_image = _coco_objects(data, instances)
+    if not isinstance(data.get("images"), list):
+        raise InputError(f"{instances}: COCO instances JSON lacks an 'images' list")
+    out = []
+    for i, img in enumerate(data["images"]):
+        if not isinstance(img, dict) or "id" not in img or "file_name" not in img:
+            raise InputError(f"{instances}: images[{i}] needs 'id' and 'file_name'")
+        out.append((str(img["id"]), str(img["file_name"]), list(dict.fromkeys(per_image.get(img["id"], [])))))
+    listed = {str(img["id"]) for img in data["images"]}
+    unlisted = sorted(str(k) for k in per_image if str(k) not in listed)
+    if unlisted:
+        raise InputError(f"{instances}: annotations name image_id {unlisted[0]!r}, which is not in 'images'")
+    return out
 
 
 def read_visual_genome(objects: str | Path, attributes: str | Path | None = None) -> Annotations:
