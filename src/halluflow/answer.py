@@ -7,7 +7,6 @@ nothing it finished); failures are recorded (status failed + error), never cache
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
@@ -85,11 +84,6 @@ def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
     return text, False, len(text)
 
 
-def _accepts(fn, name: str) -> bool:
-    params = inspect.signature(fn).parameters
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
 class ModelUnderTest:
     """A config `models:` entry with its backend built lazily (a fully cached shard never loads the model)."""
 
@@ -112,18 +106,21 @@ class ModelUnderTest:
     @property
     def backend(self):
         if self._backend is None:
-            args = dict(self.args)
-            if self.spec_stand_in and _accepts(registry.VLMS.resolve(self.backend_name).__init__, "stand_in"):
-                args.setdefault("stand_in", True)
-            self._backend = registry.create("vlm", {"backend": self.backend_name, **args})
-            if self._queries is not None and hasattr(self._backend, "bind_queries"):
+            self._backend = registry.create("vlm", {"backend": self.backend_name, **self.args})
+            if self._queries is not None:
                 self._backend.bind_queries(self._queries)
         return self._backend
 
+    def describe(self):
+        """The backend's description; a spec marked stand_in labels it stand-in whatever the backend knows."""
+        info = self.backend.describe()
+        info.stand_in = bool(info.stand_in or self.spec_stand_in)
+        return info
+
     def bind(self, queries) -> None:
-        """Hand the query table to backends that use scene context (the prior); others never see it."""
+        """Hand the query table to backends that use scene context (the prior); others ignore it."""
         self._queries = queries
-        if self._backend is not None and hasattr(self._backend, "bind_queries"):
+        if self._backend is not None:
             self._backend.bind_queries(queries)
 
     @property
@@ -140,25 +137,9 @@ class ModelUnderTest:
             "build": self.build,
         }
 
-    def generation(self, max_new_tokens: int) -> dict:
-        backend = self.backend
-        if hasattr(backend, "generation_settings"):
-            return backend.generation_settings(max_new_tokens)
-        return {"max_new_tokens": max_new_tokens}
-
-    def run(self, requests, max_new_tokens: int) -> list[tuple[str | None, str | None]]:
-        """(text, error) per request; backends with answer_results report per-request failures."""
-        backend = self.backend
-        if hasattr(backend, "answer_results"):
-            results = backend.answer_results(requests, max_new_tokens=max_new_tokens)
-            return [(r.text, r.error) for r in results]
-        if _accepts(backend.answer, "max_new_tokens"):
-            texts = backend.answer(requests, max_new_tokens=max_new_tokens)
-        else:
-            texts = backend.answer(requests)
-        if len(texts) != len(requests):
-            raise BackendError(f"model {self.name!r}: backend returned {len(texts)} answers for {len(requests)} requests")
-        return [(t, None) for t in texts]
+    def run(self, requests) -> list:
+        """One Result per request (text stripped, failures as errors, fallbacks as notes): backend.respond."""
+        return self.backend.respond(requests)
 
 
 def answer_shard(
@@ -197,6 +178,8 @@ def answer_shard(
             prompt=prompt_for(r, settings),
             image_path=str(paths[image]) if image else None,
             image_sha256=digests[image] if image else None,
+            task=task,
+            max_new_tokens=limit,
         )
         key = request_key(**key_fields, prompt=request.prompt, history=list(request.history),
                           image_sha256=request.image_sha256, max_new_tokens=limit)
@@ -223,13 +206,15 @@ def answer_shard(
         by_limit.setdefault(item[3], []).append(item)
     batches = [items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)]
     for batch in progress(batches, desc=f"answer {model.name} {shard:03d}"):
-        limit = batch[0][3]
         start = time.perf_counter()
-        outcomes = model.run([b[1] for b in batch], limit)
+        outcomes = model.run([b[1] for b in batch])
         latency = (time.perf_counter() - start) / len(batch)
-        generation = json.dumps(model.generation(limit), sort_keys=True, default=str)
-        stand_in = bool(model.spec_stand_in or model.backend.describe().stand_in)
-        for (r, request, key, _), (text, error) in zip(batch, outcomes):
+        stand_in = bool(model.describe().stand_in)
+        for (r, request, key, _), outcome in zip(batch, outcomes):
+            text, error = outcome.text, outcome.error
+            used = model.backend.generation_settings(request)
+            generation = json.dumps({**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True,
+                                    default=str)
             answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
             record = {"answer": answer, "truncated": truncated, "original_chars": original, "latency_s": latency,
                       "generation": generation, "stand_in": stand_in, "query_id": request.request_id}

@@ -29,7 +29,7 @@ def register_builder(kind: str, target: str | Callable) -> None:
     """Register a builder `fn(out_dir: Path, seed: int, **cfg) -> dict | None` (the dict is added to the marker).
 
     A builder writes a folder its backend loads with `from_pretrained` (or a weights file) and raises ConfigError
-    for settings it does not know. Example: register_builder("smolvlm", "halluflow.backends.transformers_vlm:build")."""
+    for settings it does not know. Example: register_builder("smolvlm", "halluflow.backends.tiny_vlms:build_tiny_smolvlm")."""
     _BUILDERS[kind] = target
 
 
@@ -136,10 +136,14 @@ for _kind, _target in [
     ("grounding_dino", "halluflow.ode.detection:build_tiny_grounding_dino"),
     ("yolo", "halluflow.ode.detection:build_tiny_yolo"),
     ("yolo_world", "halluflow.ode.detection:build_tiny_yolo_world"),
-    ("smolvlm", "halluflow.backends.transformers_vlm:build_tiny_smolvlm"),
     ("dinov2", "halluflow.backends.image_embedders:build_tiny_dinov2"),
 ]:
     register_builder(_kind, _target)
+# Models under test of the families people evaluate (tiny random, built from config).
+for _kind, _fn in [("smolvlm", "build_tiny_smolvlm"), ("llava", "build_tiny_llava"),
+                   ("llava_next", "build_tiny_llava_next"), ("qwen2_vl", "build_tiny_qwen2_vl"),
+                   ("gemma3", "build_tiny_gemma3")]:
+    register_builder(_kind, f"halluflow.backends.tiny_vlms:{_fn}")
 
 
 # ---- `halluflow standin build` ------------------------------------------------------------------------------------
@@ -150,7 +154,9 @@ examples:
   halluflow standin build flux resources/models/tiny-flux
   halluflow standin build owlv2 /tmp/tiny-owl --seed 1 --arg image_size=96 --arg patch_size=16
   halluflow standin build yolo /tmp/tiny-yolo --arg 'names=["dog","cat"]'
-The folder loads with the real classes (DiffusionPipeline / AutoModelForZeroShotObjectDetection / ultralytics.YOLO)
+  halluflow standin build llava_next /tmp/tiny-llava-next --arg image_size=64
+The folder loads with the real classes (DiffusionPipeline / AutoModelForZeroShotObjectDetection / ultralytics.YOLO /
+AutoModelForImageTextToText)
 and carries {MARKER}, so every output made with it is marked stand_in."""
 
 

@@ -7,7 +7,7 @@ tests run the real code path. `describe()` feeds manifests and reports (model id
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 
@@ -21,15 +21,56 @@ class ImagePrompt:
     seed: int
 
 
+# Generation settings a request may carry; None means the backend's own default (its constructor arguments).
+GENERATION_FIELDS = ("max_new_tokens", "temperature", "top_p", "seed")
+
+
 @dataclass(frozen=True)
 class VLMRequest:
-    """One question to a model under test. `image_path` is None for text-only (blind) requests."""
+    """One question to a model under test, carrying its own generation settings.
+
+    `images` lists the request's image paths in prompt order (empty for text-only, blind requests); `image_path`
+    is the first of them and may be given instead, so VLMRequest(id, prompt, path) keeps working. `image_sha256`
+    identifies the image content (all of it, for several images) in request-cache keys. `task` (discriminative,
+    generative, ...) is recorded with the answer. A generation setting left None takes the backend's default.
+    """
 
     request_id: str
     prompt: str
-    image_path: str | None
+    image_path: str | None = None
     image_sha256: str | None = None
     history: tuple[tuple[str, str], ...] = ()  # previous (user, assistant) turns for multi-turn examiners
+    images: tuple[str, ...] = ()
+    task: str | None = None
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+    def __post_init__(self):
+        images = tuple(str(p) for p in self.images)
+        if self.image_path is not None and not images:
+            images = (str(self.image_path),)
+        elif images and self.image_path is not None and str(self.image_path) != images[0]:
+            raise ValueError(f"request {self.request_id}: image_path {self.image_path!r} is not images[0] {images[0]!r}")
+        object.__setattr__(self, "images", images)
+        object.__setattr__(self, "image_path", images[0] if images else None)
+        object.__setattr__(self, "history", tuple(tuple(t) for t in self.history))
+
+
+@dataclass
+class Result:
+    """Outcome of one request: text on success, else error (a short reason without secrets); `note` records a
+    fallback the backend took (e.g. images tiled into one), so answers made that way can be told apart."""
+
+    text: str | None
+    error: str | None = None
+    attempts: int = 1
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
 
 
 @dataclass
@@ -60,24 +101,70 @@ class BackendInfo:
 
 
 class SamplingSettings:
-    """Generation settings shared by text-generating backends; recorded with every answer and in request-cache keys."""
+    """Generation defaults of text-generating backends; a request's own settings override them per request.
+
+    The resolved settings are recorded with every answer (and their semantic parts key the request cache)."""
+
+    max_new_tokens: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    system_prompt: str | None = None
 
     def set_sampling(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
                      system_prompt: str | None) -> None:
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = None if seed is None else int(seed)  # None: a server that takes no seed
         self.system_prompt = system_prompt
 
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        return {
-            "max_new_tokens": self.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "system_prompt": self.system_prompt,
-        }
+    def settings_for(self, request: VLMRequest | None = None) -> dict:
+        settings = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                    "seed": self.seed, "system_prompt": self.system_prompt}
+        if request is not None:
+            settings.update({f: getattr(request, f) for f in GENERATION_FIELDS if getattr(request, f) is not None})
+        return settings
+
+
+def group_by_settings(requests: Sequence[VLMRequest], key) -> list[tuple[Any, list[int]]]:
+    """Request indices grouped by `key(request)` (hashable), groups in first-seen order: one generate call per group."""
+    groups: dict[Any, list[int]] = {}
+    for i, r in enumerate(requests):
+        groups.setdefault(key(r), []).append(i)
+    return list(groups.items())
+
+
+def tile_images(paths: Sequence[str], out_dir: str | None = None) -> str:
+    """Several images side by side in one PNG (same height, aspect kept), for backends taking fewer images.
+
+    Written once per distinct input (named by a hash of the paths and their sizes) under out_dir, default
+    <tmp>/halluflow-tiles; the write is atomic, so concurrent jobs share the file safely."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from PIL import Image
+
+    from ..io import atomic_path, open_rgb, stable_hash
+
+    folder = Path(out_dir or Path(tempfile.gettempdir()) / "halluflow-tiles")
+    stats = [(str(p), os.path.getsize(p) if os.path.exists(p) else -1) for p in paths]
+    out = folder / f"{stable_hash(stats)[:24]}.png"
+    if out.exists():
+        return str(out)
+    images = [open_rgb(p) for p in paths]
+    height = max(im.height for im in images)
+    scaled = [im.resize((max(1, round(im.width * height / im.height)), height)) for im in images]
+    canvas = Image.new("RGB", (sum(im.width for im in scaled), height))
+    x = 0
+    for im in scaled:
+        canvas.paste(im, (x, 0))
+        x += im.width
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        canvas.save(tmp, format="PNG")
+    return str(out)
 
 
 class Backend(ABC):
@@ -104,12 +191,55 @@ class Detector(Backend):
         """Open-vocabulary detection: for each image, boxes for the given text labels."""
 
 
-class VLM(Backend):
+class VLM(SamplingSettings, Backend):
+    """A model under test. Subclasses implement `answer(requests)`, reading each request's generation settings
+    (`settings_for(request)`); callers go through `respond`, the one path every backend's answers take.
+
+    `max_images`: images one prompt may carry (0 = the backend ignores images on purpose, e.g. the blind baseline).
+    A request with more images than that is answered on one tiled image instead, recorded in its Result.note.
+    """
+
     role = "vlm"
+    max_images: int = 1
 
     @abstractmethod
     def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
-        """One answer text per request (empty string when the model returned nothing)."""
+        """One answer text per request (empty string when the model returned nothing); raises on failure."""
+
+    def answer_results(self, requests: Sequence[VLMRequest]) -> list[Result]:
+        """Per-request outcomes; backends that can fail per request (HTTP) override this to report failures."""
+        return [Result(text) for text in self.answer(requests)]
+
+    def generation_settings(self, request: VLMRequest) -> dict:
+        """The settings this request is answered with: recorded beside the answer."""
+        return self.settings_for(request)
+
+    def bind_queries(self, table) -> None:
+        """Receive the query table (scene context); only context-using baselines (the prior) keep it."""
+
+    def fit_images(self, request: VLMRequest) -> tuple[VLMRequest, str | None]:
+        if self.max_images <= 0 or len(request.images) <= self.max_images:
+            return request, None
+        tiled = tile_images(request.images)
+        note = f"{len(request.images)} images tiled into one (backend takes at most {self.max_images})"
+        return replace(request, image_path=None, images=(tiled,)), note
+
+    def respond(self, requests: Sequence[VLMRequest]) -> list[Result]:
+        """Answer through the one call path all backends share: images fitted to `max_images`, one Result per
+        request, text stripped of the leading/trailing whitespace models and servers add (" Yes" → "Yes")."""
+        from ..errors import BackendError
+
+        fitted = [self.fit_images(r) for r in requests]
+        results = self.answer_results([r for r, _ in fitted])
+        if len(results) != len(requests):
+            name = self.describe().model
+            raise BackendError(f"model {name!r}: backend returned {len(results)} answers for {len(requests)} requests")
+        for result, (_, note) in zip(results, fitted):
+            if result.text is not None:
+                result.text = result.text.strip()
+            if note:
+                result.note = note if result.note is None else f"{result.note}; {note}"
+        return results
 
 
 class LLM(Backend):

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import VLM, BackendInfo, VLMRequest
+from .base import VLM, BackendInfo, VLMRequest, group_by_settings
 from .llm import DEFAULT_LLM_DIR, TransformersLLM
 
 
 class BlindVLM(VLM):
     """Args are TransformersLLM's (model, revision, device, dtype, max_new_tokens, temperature, top_p, seed,
     batch_size, system_prompt, stand_in); the image of each request is ignored on purpose."""
+
+    max_images = 0
 
     def __init__(self, model: str = DEFAULT_LLM_DIR, **llm_args):
         self.llm = TransformersLLM(model=model, **llm_args)
@@ -23,8 +25,8 @@ class BlindVLM(VLM):
         info = self.llm.describe()
         return BackendInfo("vlm", "blind", info.model, info.revision, info.stand_in, {"image_input": False})
 
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        return self.llm.generation_settings(max_new_tokens)
+    def settings_for(self, request: VLMRequest | None = None) -> dict:
+        return self.llm.settings_for(request)
 
     @staticmethod
     def messages(request: VLMRequest) -> list[dict]:
@@ -34,6 +36,11 @@ class BlindVLM(VLM):
         messages.append({"role": "user", "content": request.prompt})
         return messages
 
-    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
-        prompts = [self.llm.template(self.messages(r)) for r in requests]
-        return self.llm.generate_texts(prompts, max_new_tokens=max_new_tokens)
+    def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
+        answers = [""] * len(requests)
+        for _, idx in group_by_settings(requests, lambda r: tuple(sorted(self.settings_for(r).items()))):
+            settings = self.settings_for(requests[idx[0]])
+            prompts = [self.llm.template(self.messages(requests[i]), settings["system_prompt"]) for i in idx]
+            for i, text in zip(idx, self.llm.generate_texts(prompts, settings)):
+                answers[i] = text
+        return answers

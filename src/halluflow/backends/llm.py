@@ -162,32 +162,41 @@ class TransformersLLM(SamplingSettings, LLM):
     def describe(self) -> BackendInfo:
         return BackendInfo("llm", "transformers", self.model_name, self.revision, self.stand_in)
 
-    def _with_system(self, messages: Sequence[dict]) -> list[dict]:
+    def _with_system(self, messages: Sequence[dict], system_prompt: str | None) -> list[dict]:
         messages = [dict(m) for m in messages]
         for i, m in enumerate(messages):
             if "role" not in m or "content" not in m:
                 raise InputError(f"chat message {i}: needs 'role' and 'content' keys, got {sorted(m)}")
-        if self.system_prompt and not any(m["role"] == "system" for m in messages):
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        if system_prompt and not any(m["role"] == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system_prompt})
         return messages
 
-    def generate_texts(self, prompts: Sequence[str], max_new_tokens: int | None = None) -> list[str]:
-        """Generate from already-templated prompt strings, in batches (shared with the blind VLM)."""
-        outputs: list[str] = []
-        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        kwargs = generation_kwargs(limit, self.temperature, self.top_p, self.tokenizer.pad_token_id)
-        for start in range(0, len(prompts), self.batch_size):
-            chunk = list(prompts[start : start + self.batch_size])
+    def generate_texts(self, prompts: Sequence[str], settings: dict | None = None) -> list[str]:
+        """Generate from already-templated prompt strings with resolved `settings` (settings_for; default: this
+        model's own), in batches of prompts sorted by length so each pads to a near neighbour (shared with the
+        blind VLM)."""
+        settings = settings or self.settings_for()
+        outputs: list[str] = [""] * len(prompts)
+        kwargs = generation_kwargs(settings["max_new_tokens"], settings["temperature"], settings["top_p"],
+                                   self.tokenizer.pad_token_id)
+        order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            chunk = [prompts[i] for i in idx]
             enc = self.tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-            self._torch.manual_seed(self.seed)
+            self._torch.manual_seed(settings["seed"])
             with self._torch.inference_mode():
                 out = self.model.generate(**enc, **kwargs)
             new = out[:, enc["input_ids"].shape[1] :]
-            outputs.extend(t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True))
+            for i, text in zip(idx, self.tokenizer.batch_decode(new, skip_special_tokens=True)):
+                outputs[i] = text.strip()
         return outputs
 
-    def template(self, messages: Sequence[dict]) -> str:
-        return self.tokenizer.apply_chat_template(self._with_system(messages), add_generation_prompt=True, tokenize=False)
+    def template(self, messages: Sequence[dict], system_prompt: str | None = None) -> str:
+        """The chat-templated prompt; `system_prompt` (default: this model's) is added when the messages have none."""
+        system = self.system_prompt if system_prompt is None else system_prompt
+        return self.tokenizer.apply_chat_template(self._with_system(messages, system), add_generation_prompt=True,
+                                                  tokenize=False)
 
     def chat(self, messages: Sequence[dict]) -> str:
         return self.chat_batch([messages])[0]

@@ -17,28 +17,14 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import BackendError, ConfigError, InputError
-from .base import LLM, VLM, BackendInfo, VLMRequest
+from .base import LLM, VLM, BackendInfo, Result, VLMRequest
 
 log = logging.getLogger("halluflow.backends.openai")
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-@dataclass
-class Result:
-    """Outcome of one request: text on success, else error (a short reason without secrets)."""
-
-    text: str | None
-    error: str | None = None
-    attempts: int = 1
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 class RetryableError(Exception):
@@ -58,17 +44,15 @@ def image_data_url(path: str) -> str:
 
 
 def request_messages(request: VLMRequest, system_prompt: str | None = None) -> list[dict]:
-    """OpenAI chat messages; the image rides with the first user turn (multi-turn examiners replay history)."""
+    """OpenAI chat messages; the images ride with the first user turn (multi-turn examiners replay history)."""
     messages: list[dict] = []
     if system_prompt:
         messages.append({"role": "system", "content": system_prompt})
     turns = [*request.history, (request.prompt, None)]
     for i, (user, assistant) in enumerate(turns):
-        if i == 0 and request.image_path is not None:
-            content: Any = [
-                {"type": "image_url", "image_url": {"url": image_data_url(request.image_path)}},
-                {"type": "text", "text": user},
-            ]
+        if i == 0 and request.images:
+            content: Any = [{"type": "image_url", "image_url": {"url": image_data_url(p)}} for p in request.images]
+            content.append({"type": "text", "text": user})
         else:
             content = user
         messages.append({"role": "user", "content": content})
@@ -163,7 +147,8 @@ class OpenAIClient:
             **({"extra_body": self.extra_body} if self.extra_body else {}),
         }
 
-    def body(self, messages: list[dict], max_tokens: int | None = None) -> dict:
+    def body(self, messages: list[dict], max_tokens: int | None = None, overrides: dict | None = None) -> dict:
+        """The request body; `overrides` (temperature, top_p, seed of one request) replace the client defaults."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -173,6 +158,7 @@ class OpenAIClient:
         }
         if self.seed is not None:
             body["seed"] = self.seed
+        body.update({k: v for k, v in (overrides or {}).items() if v is not None})
         body.update(self.extra_body)
         return body
 
@@ -204,8 +190,8 @@ class OpenAIClient:
         delay = min(self.backoff_max_s, self.backoff_s * (2**attempt)) * (0.5 + 0.5 * jitter)
         return max(delay, retry_after or 0.0)
 
-    def complete(self, messages: list[dict], max_tokens: int | None = None) -> Result:
-        body = self.body(messages, max_tokens)
+    def complete(self, messages: list[dict], max_tokens: int | None = None, overrides: dict | None = None) -> Result:
+        body = self.body(messages, max_tokens, overrides)
         last = ""
         for attempt in range(self.max_retries + 1):
             try:
@@ -221,11 +207,19 @@ class OpenAIClient:
                 return Result(None, str(exc), attempt + 1)
         return Result(None, f"gave up after {self.max_retries + 1} attempts: {last}", self.max_retries + 1)
 
-    def complete_many(self, conversations: Sequence[list[dict]], max_tokens: int | None = None) -> list[Result]:
+    def complete_many(self, conversations: Sequence[list[dict]], max_tokens: int | None = None,
+                      overrides: Sequence[dict] | None = None) -> list[Result]:
+        """`overrides`: one dict per conversation (max_tokens, temperature, top_p, seed of that request)."""
+        per = list(overrides) if overrides is not None else [{}] * len(conversations)
+
+        def one(i: int) -> Result:
+            o = dict(per[i])
+            return self.complete(conversations[i], o.pop("max_tokens", None) or max_tokens, o)
+
         if len(conversations) <= 1 or self.concurrency == 1:
-            return [self.complete(c, max_tokens) for c in conversations]
+            return [one(i) for i in range(len(conversations))]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda c: self.complete(c, max_tokens), conversations))
+            return list(pool.map(one, range(len(conversations))))
 
     def close(self) -> None:
         self._http.close()
@@ -238,25 +232,33 @@ def _raise_first_failure(results: Sequence[Result], ids: Sequence[str]) -> None:
 
 
 class OpenAIVLM(VLM):
-    """Model under test behind an OpenAI-compatible server; args are OpenAIClient's."""
+    """Model under test behind an OpenAI-compatible server; args are OpenAIClient's plus max_images (images one
+    prompt may carry, default 1: many servers take one; more are tiled into one image)."""
 
-    def __init__(self, **client_args):
+    def __init__(self, max_images: int = 1, **client_args):
         self.client = OpenAIClient(**client_args)
+        self.max_images = max(1, int(max_images))
+        c = self.client
+        self.set_sampling(c.max_tokens, c.temperature, c.top_p, c.seed, c.system_prompt)
 
     def describe(self) -> BackendInfo:
         c = self.client
         return BackendInfo("vlm", "openai", c.model, c.revision, c.stand_in, {"base_url": c.base_url})
 
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
-        return self.client.generation_settings(max_new_tokens)
+    def generation_settings(self, request: VLMRequest) -> dict:
+        extra = {"extra_body": self.client.extra_body} if self.client.extra_body else {}
+        return {**self.settings_for(request), **extra}
 
-    def answer_results(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[Result]:
+    def answer_results(self, requests: Sequence[VLMRequest]) -> list[Result]:
         """Per-request outcomes (failures included) for the answer stage, which records them without caching."""
-        conversations = [request_messages(r, self.client.system_prompt) for r in requests]
-        return self.client.complete_many(conversations, max_new_tokens)
+        settings = [self.settings_for(r) for r in requests]
+        conversations = [request_messages(r, s["system_prompt"]) for r, s in zip(requests, settings)]
+        overrides = [{"max_tokens": s["max_new_tokens"], "temperature": s["temperature"], "top_p": s["top_p"],
+                      "seed": s["seed"]} for s in settings]
+        return self.client.complete_many(conversations, overrides=overrides)
 
-    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
-        results = self.answer_results(requests, max_new_tokens)
+    def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
+        results = self.answer_results(requests)
         _raise_first_failure(results, [r.request_id for r in requests])
         return [r.text or "" for r in results]
 

@@ -1,6 +1,6 @@
 """Language-prior baseline: answers from the ODE concept graph's co-occurrence statistics, never from pixels.
 
-ODE (seed 002) builds its queries from co-occurrence; this deterministic model answers "yes" exactly when the asked
+ODE (open-set dynamic evaluation of object hallucination) builds its queries from co-occurrence; this deterministic model answers "yes" exactly when the asked
 object co-occurs strongly with the scene's other objects, so it reproduces the hallucination a purely prior-driven
 model would make (yes to strong neighbours, no to fictional pairs). Generative: the context plus top neighbours.
 """
@@ -27,7 +27,7 @@ def article(noun: str) -> str:
 
 
 class LanguagePriorVLM(VLM):
-    """Args:
+    """Never looks at images (max_images 0). Args:
       graph: folder with nodes.parquet + edges.parquet (data contract of build_graph); the answer stage fills in
              results/<release>/graph when omitted.
       queries: optional queries table (parquet) giving each request's scene objects by query id; without it the
@@ -36,6 +36,8 @@ class LanguagePriorVLM(VLM):
              without context, when frequency(target) / max frequency ≥ threshold.
       neighbours: how many top co-occurring objects a generative answer adds (default 3).
     """
+
+    max_images = 0
 
     def __init__(self, graph: str | None = None, queries: str | None = None, threshold: float = 0.1, neighbours: int = 3):
         import polars as pl
@@ -75,7 +77,7 @@ class LanguagePriorVLM(VLM):
         return BackendInfo("vlm", "prior", f"cooccurrence-prior:{Path(self.graph_dir).name}", None, False,
                            {"image_input": False, "threshold": self.threshold})
 
-    def generation_settings(self, max_new_tokens: int | None = None) -> dict:
+    def generation_settings(self, request: VLMRequest) -> dict:
         return {"threshold": self.threshold, "neighbours": self.neighbours}
 
     def _mentioned(self, text: str) -> str | None:
@@ -131,5 +133,5 @@ class LanguagePriorVLM(VLM):
             yes = yes and (not counts or counts[0] == 1)
         return "Yes" if yes else "No"
 
-    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
+    def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
         return [self._answer_one(r) for r in requests]

@@ -1,94 +1,24 @@
 """Models under test on transformers: any AutoModelForImageTextToText with a processor chat template.
 
-Batched greedy generation with left padding; multi-turn history (CEDI examiner conversations) is replayed with the
-image attached to the first user turn. Also builds the offline stand-in: a tiny RANDOM SmolVLM/Idefics3 whose
-answers are noise (every output is labelled stand_in) but which runs the real processor/generate code path.
+Nothing here depends on the model family (LLaVA, LLaVA-NeXT, Qwen2-VL, Gemma 3, Idefics3/SmolVLM ...): prompts go
+through the processor's own chat template (`apply_chat_template`, one {"type": "image"} part per image), and
+everything the processor returns (pixel_values of whatever shape, image_sizes, image_grid_thw, token_type_ids ...)
+is passed to `generate`. Requests are grouped by generation settings and image count, sorted by prompt length and
+batched with left padding, so each batch is padded once and little is wasted. Multi-turn history (CEDI examiner
+conversations) is replayed with the images attached to the first user turn. Offline stand-ins of these families:
+halluflow.backends.tiny_vlms.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Sequence
 
 from ..errors import MissingExtraError
-from .base import VLM, BackendInfo, SamplingSettings, VLMRequest
-from .llm import generation_kwargs, load_packaged_tokenizer, resolve_device, resolve_model_path, torch_dtype
+from .base import VLM, BackendInfo, VLMRequest, group_by_settings
+from .llm import generation_kwargs, resolve_device, resolve_model_path, torch_dtype
+from .tiny_vlms import build_tiny_smolvlm  # noqa: F401  (scripts and tests build the default stand-in from here)
 
 STANDIN_VLM_NAME = "tiny-smolvlm"
-
-# Idefics3's own template, minus the system-prompt handling SmolVLM adds; images become one <image> placeholder
-# that the processor expands to image_seq_len tokens.
-_IDEFICS3_TEMPLATE = (
-    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
-    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
-    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
-    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
-
-def build_tiny_smolvlm(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, image_size: int = 64) -> dict:
-    """Save a tiny random Idefics3 (SmolVLM architecture) + processor into `out_dir`; reload with from_pretrained.
-
-    Vision: hidden 32, 64 px images, 16 px patches (16 patches → 4 image tokens after pixel shuffle ×2);
-    text: a 2-layer Llama of width 32 over the real SmolLM2 tokenizer (so prompts tokenize like SmolVLM's).
-    A builder for `halluflow.standins.build_standin` (kind "smolvlm"), which adds atomicity and the stand-in marker.
-    """
-    import torch
-    from transformers import (
-        Idefics3Config,
-        Idefics3ForConditionalGeneration,
-        Idefics3ImageProcessor,
-        Idefics3Processor,
-        LlamaConfig,
-    )
-
-    out = Path(out_dir)
-    tokenizer = load_packaged_tokenizer()
-    tokenizer.add_special_tokens(
-        {"additional_special_tokens": ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]}
-    )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-    )
-    config = Idefics3Config(
-        vision_config=dict(
-            hidden_size=hidden_size,
-            intermediate_size=2 * hidden_size,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            image_size=image_size,
-            patch_size=16,
-        ),
-        text_config=text.to_dict(),
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        scale_factor=2,
-    )
-    torch.manual_seed(seed)
-    model = Idefics3ForConditionalGeneration(config).eval()
-    image_processor = Idefics3ImageProcessor(
-        size={"longest_edge": image_size}, max_image_size={"longest_edge": image_size}, do_image_splitting=False
-    )
-    image_seq_len = (image_size // 16) ** 2 // 4
-    processor = Idefics3Processor(
-        image_processor=image_processor, tokenizer=tokenizer, image_seq_len=image_seq_len, chat_template=_IDEFICS3_TEMPLATE
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    return {"architecture": "Idefics3ForConditionalGeneration", "image_size": image_size, "hidden_size": hidden_size,
-            "tokenizer": "SmolLM2 (packaged GGUF)"}
 
 
 def is_standin_folder(model: str) -> bool:
@@ -107,26 +37,27 @@ def load_image(path: str):
 
 
 def conversation(request: VLMRequest, system_prompt: str | None = None) -> list[dict]:
-    """Chat messages in the processor format; the image goes with the first user turn."""
+    """Chat messages in the processor format; the images go with the first user turn, before its text."""
     messages: list[dict] = []
     if system_prompt:
         messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
     turns = [*request.history, (request.prompt, None)]
     for i, (user, assistant) in enumerate(turns):
         content = [{"type": "text", "text": user}]
-        if i == 0 and request.image_path is not None:
-            content.insert(0, {"type": "image"})
+        if i == 0:
+            content[:0] = [{"type": "image"} for _ in request.images]
         messages.append({"role": "user", "content": content})
         if assistant is not None:
             messages.append({"role": "assistant", "content": [{"type": "text", "text": assistant}]})
     return messages
 
 
-class TransformersVLM(SamplingSettings, VLM):
+class TransformersVLM(VLM):
     """A VLM under test loaded with AutoProcessor + AutoModelForImageTextToText.
 
-    Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype, max_new_tokens (16; the answer stage
-    overrides it per task), temperature (0 = greedy), top_p, seed, batch_size (8), system_prompt, stand_in.
+    Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype, max_new_tokens (16; requests carry
+    their own, set by the answer stage per task), temperature (0 = greedy), top_p, seed, batch_size (8),
+    system_prompt, max_images (images one prompt may carry, default 4; more are tiled into one), stand_in.
     """
 
     def __init__(
@@ -141,6 +72,7 @@ class TransformersVLM(SamplingSettings, VLM):
         seed: int = 0,
         batch_size: int = 8,
         system_prompt: str | None = None,
+        max_images: int = 4,
         stand_in: bool = False,
     ):
         try:
@@ -152,45 +84,58 @@ class TransformersVLM(SamplingSettings, VLM):
         self.revision = revision
         self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
         self.batch_size = max(1, int(batch_size))
+        self.max_images = max(1, int(max_images))
         self.stand_in = bool(stand_in) or is_standin_folder(model)
         self.device = resolve_device(device)
         path = resolve_model_path(model)
         self.processor = AutoProcessor.from_pretrained(path, revision=revision)
-        self.processor.tokenizer.padding_side = "left"
-        if self.processor.tokenizer.pad_token is None:
-            self.processor.tokenizer.pad_token = self.processor.tokenizer.eos_token
+        self.tokenizer = self.processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForImageTextToText.from_pretrained(path, revision=revision, dtype=torch_dtype(dtype))
         self.model.to(self.device).eval()
         self._torch = torch
 
     def describe(self) -> BackendInfo:
-        return BackendInfo("vlm", "transformers", self.model_name, self.revision, self.stand_in)
+        return BackendInfo("vlm", "transformers", self.model_name, self.revision, self.stand_in,
+                           {"architecture": type(self.model).__name__})
 
-    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
-        answers: dict[int, str] = {}
-        # A batch must be all-image or all-text: the processor takes one images list aligned with the texts.
-        with_image = [i for i, r in enumerate(requests) if r.image_path is not None]
-        text_only = [i for i, r in enumerate(requests) if r.image_path is None]
-        for group in (with_image, text_only):
-            for start in range(0, len(group), self.batch_size):
-                idx = group[start : start + self.batch_size]
-                for i, text in zip(idx, self._generate([requests[i] for i in idx], max_new_tokens)):
-                    answers[i] = text
-        return [answers[i] for i in range(len(requests))]
+    def batches(self, requests: Sequence[VLMRequest]) -> list[tuple[dict, list[int], list[str]]]:
+        """(settings, request indices, templated prompts) per generate call.
 
-    def _generate(self, batch: list[VLMRequest], max_new_tokens: int | None) -> list[str]:
-        texts = [
-            self.processor.apply_chat_template(conversation(r, self.system_prompt), add_generation_prompt=True)
-            for r in batch
-        ]
+        A call needs one generation config and, for the processor, one image count per prompt; within a group
+        prompts are sorted by length so each batch pads to a near neighbour, not to the longest prompt overall."""
+        texts = [self.processor.apply_chat_template(conversation(r, self.settings_for(r)["system_prompt"]),
+                                                    add_generation_prompt=True) for r in requests]
+        out = []
+        for (_, settings), idx in group_by_settings(
+            requests, lambda r: (len(r.images), tuple(sorted(self.settings_for(r).items())))
+        ):
+            idx.sort(key=lambda i: (len(texts[i]), i))
+            for start in range(0, len(idx), self.batch_size):
+                chunk = idx[start : start + self.batch_size]
+                out.append((dict(settings), chunk, [texts[i] for i in chunk]))
+        return out
+
+    def encode(self, texts: list[str], images: list[list] | None):
         kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
-        if batch[0].image_path is not None:
-            kwargs["images"] = [[load_image(r.image_path)] for r in batch]
-        enc = self.processor(**kwargs).to(self.device)
-        limit = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        gen = generation_kwargs(limit, self.temperature, self.top_p, self.processor.tokenizer.pad_token_id)
-        self._torch.manual_seed(self.seed)
+        if images:
+            kwargs["images"] = images  # one list per prompt: the layout every processor accepts
+        return self.processor(**kwargs).to(self.device)
+
+    def generate(self, enc, settings: dict) -> list[str]:
+        gen = generation_kwargs(settings["max_new_tokens"], settings["temperature"], settings["top_p"],
+                                self.tokenizer.pad_token_id)
+        self._torch.manual_seed(settings["seed"])
         with self._torch.inference_mode():
             out = self.model.generate(**enc, **gen)
-        new = out[:, enc["input_ids"].shape[1] :]
-        return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
+        return self.processor.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
+        answers: list[str] = [""] * len(requests)
+        for settings, idx, texts in self.batches(requests):
+            images = [[load_image(p) for p in requests[i].images] for i in idx] if requests[idx[0]].images else None
+            for i, text in zip(idx, self.generate(self.encode(texts, images), settings)):
+                answers[i] = text
+        return answers

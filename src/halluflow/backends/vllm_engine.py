@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import MissingExtraError
-from .base import VLM, BackendInfo, SamplingSettings, VLMRequest
+from .base import VLM, BackendInfo, VLMRequest
 from .openai_http import request_messages
 
 
-class VLLMVLM(SamplingSettings, VLM):
+class VLLMVLM(VLM):
     """Args: model (folder or hub id), revision, dtype ("auto"), max_new_tokens (16), temperature (0), top_p (1),
     seed (0), tensor_parallel_size (1), gpu_memory_utilization (0.9), max_model_len (null = model default),
     max_images_per_prompt (1), system_prompt, stand_in, engine_args (dict passed to vllm.LLM as is)."""
@@ -47,6 +47,7 @@ class VLLMVLM(SamplingSettings, VLM):
         self.revision = revision
         self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
         self.stand_in = stand_in
+        self.max_images = max(1, int(max_images_per_prompt))
         kwargs = dict(
             model=model,
             revision=revision,
@@ -64,13 +65,11 @@ class VLLMVLM(SamplingSettings, VLM):
     def describe(self) -> BackendInfo:
         return BackendInfo("vlm", "vllm", self.model_name, self.revision, self.stand_in)
 
-    def answer(self, requests: Sequence[VLMRequest], max_new_tokens: int | None = None) -> list[str]:
-        params = self._vllm.SamplingParams(
-            max_tokens=self.max_new_tokens if max_new_tokens is None else max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed,
-        )
-        conversations = [request_messages(r, self.system_prompt) for r in requests]
+    def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
+        settings = [self.settings_for(r) for r in requests]
+        # vLLM takes one SamplingParams per prompt, so requests with different settings share one engine call.
+        params = [self._vllm.SamplingParams(max_tokens=s["max_new_tokens"], temperature=s["temperature"],
+                                            top_p=s["top_p"], seed=s["seed"]) for s in settings]
+        conversations = [request_messages(r, s["system_prompt"]) for r, s in zip(requests, settings)]
         outputs = self.engine.chat(conversations, params, use_tqdm=False)
-        return [o.outputs[0].text.strip() if o.outputs else "" for o in outputs]
+        return [o.outputs[0].text if o.outputs else "" for o in outputs]

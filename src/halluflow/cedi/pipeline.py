@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .. import registry
+from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import read_json, safe_join, sha256_file, stable_hash, write_json, write_parquet
 from ..progress import get_logger
@@ -244,32 +245,6 @@ def vocabulary(graph_dir: str | Path, synonyms: Synonyms) -> Vocabulary:
     return Vocabulary.from_nodes(nodes.iter_rows(named=True), synonyms)
 
 
-class Evaluatee:
-    """The model under test, resolved exactly as the answer stage does (halluflow.answer.ModelUnderTest: `build:`
-    stand-in folders, the prior's concept graph, stand_in labels); failed requests become empty answers (unjudged)."""
-
-    def __init__(self, spec: Mapping[str, Any], graph_dir: str | Path | None, models_cache: str | Path,
-                 max_new_tokens: int):
-        from ..answer import ModelUnderTest
-
-        self.model = ModelUnderTest(dict(spec), graph_dir=str(graph_dir) if graph_dir else None,
-                                    models_cache=models_cache)
-        self.max_new_tokens = max_new_tokens
-        self.failed = 0
-
-    def describe(self):
-        return self.model.backend.describe()
-
-    def answer(self, requests):
-        out = []
-        for text, error in self.model.run(list(requests), self.max_new_tokens):
-            if error:
-                self.failed += 1
-                log.warning("cedi: request failed for %s: %s", self.model.name, error)
-            out.append(text or "")
-        return out
-
-
 def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path | None,
                   graph_dir: str | Path | None, out_transcripts: str | Path, out_truth: str | Path, vlm=None,
                   models_cache: str | Path = "resources/models", accepted: str | Path | None = None) -> int:
@@ -290,7 +265,8 @@ def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], rele
         scenes = build_annotation_scenes(source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)),
                                          int(config.get("seed", 0)), vocab)
     llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")))
-    vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir, models_cache, int(s.get("max_new_tokens", 64)))
+    vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir=graph_dir, models_cache=models_cache,
+                                                max_new_tokens=int(s.get("max_new_tokens", 64)), method="cedi")
     info = vlm.describe()
     examiner = Examiner(vocab, s, llm=llm, seed=int(config.get("seed", 0)))
     rows = examiner.run(scenes, vlm, model_spec["name"], s.get("examiners", EXAMINERS), s.get("history", HISTORY_MODES),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import read_json, safe_join, write_json, write_parquet
 from ..progress import get_logger
@@ -104,35 +105,6 @@ def make_instances(samf: dict, release_dir, release: str, seed: int, out_instanc
 
 
 # ---------------------------------------------------------------------------------------------- model calls
-class ModelAnswers:
-    """Adapts the answer stage's ModelUnderTest (lazy backend, answer-length cap) to the VLM `answer` call."""
-
-    def __init__(self, spec: dict, models_cache, graph_dir=None, max_new_tokens: int = 32):
-        from ..answer import ModelUnderTest
-
-        self.model = ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache)
-        self.max_new_tokens = max_new_tokens
-        self.failed = 0
-
-    def describe(self):
-        return self.model.backend.describe()
-
-    @property
-    def max_images(self):
-        return getattr(self.model.backend, "max_images", None)
-
-    def answer(self, requests) -> list[str | None]:
-        out = []
-        for text, error in self.model.run(list(requests), self.max_new_tokens):
-            if error is not None:
-                # A failed request is no answer: None is never scored, and the tables count it as failed.
-                self.failed += 1
-                log.warning("samf: request failed: %s", error)
-                text = None
-            out.append(text)
-        return out
-
-
 JUDGE_KINDS = ("rule", "llm", "vlm")
 
 
@@ -207,7 +179,8 @@ def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> N
 
 
 def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None) -> None:
-    vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
+    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"],
+                    method="samf")
     suite = make_suite(samf, judges, models_cache, graph_dir)
     df = standard_eval(load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite)
     write_parquet(out, df)
@@ -222,7 +195,7 @@ def run_train(samf, instances_path, split_path, spec, group, release_dir, models
         write_json(out, {"group": group, "policy": None, "skipped": "no training instances", "model": spec["name"]})
         log.warning("samf train %s/%s: no training instances", spec["name"], group)
         return
-    vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
+    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf")
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
         result = train_group(
@@ -251,7 +224,7 @@ def run_fuzzed(
     out_fuzzed, out_instances, out_dynamic, judges=None,
 ) -> None:
     controller, records = load_controller(trained)
-    vlm = ModelAnswers(spec, models_cache, graph_dir, samf["max_new_tokens"])
+    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf")
     stand_in = bool(vlm.describe().stand_in)
     write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
