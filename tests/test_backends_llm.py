@@ -61,4 +61,4 @@ def test_blind_vlm_ignores_the_image_and_supports_history(llm):
     history = blind.answer([VLMRequest("c", "And a cat?", None, history=(("Is there a dog?", "Yes."),))])
     assert isinstance(history[0], str)
     assert blind.describe().extra == {"image_input": False}
-    assert len(blind.answer([VLMRequest("d", q, None)], max_new_tokens=1)[0].split()) <= 2
+    assert len(blind.answer([VLMRequest("d", q, None, max_new_tokens=1)])[0].split()) <= 2  # the request's own length
