@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -73,21 +74,23 @@ def raw_loop(backend, requests: list[VLMRequest], batches: list[list[int]]) -> l
     return answers
 
 
-def best_of(repeats: int, fns: dict) -> tuple[dict, dict]:
-    """Fastest of `repeats` interleaved runs of each fn, in process CPU time and wall time.
+def paired_times(repeats: int, fns: dict) -> tuple[dict, list[dict], dict]:
+    """Run each fn once per round, in alternating order; per round, process CPU time and wall time of each.
 
-    With one torch thread on the CPU, CPU time is what the process itself spent, so other jobs on a shared machine
-    barely move it (wall time swung ±40% here under load 7 on 2 cores); the minimum drops remaining disturbances."""
-    cpu = {k: float("inf") for k in fns}
-    wall = dict(cpu)
-    results: dict = {}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    Comparing the two runs of the same round cancels the slow drift of other jobs' load on a shared machine
+    (wall time swung ±40% here under load 7 on 2 cores); with one torch thread, CPU time is what this process
+    itself spent, which other jobs barely move."""
+    rounds, results = [], {}
+    names = list(fns)
+    for i in range(repeats):
+        row = {}
+        for name in names if i % 2 == 0 else names[::-1]:
             c, w = time.process_time(), time.perf_counter()
-            results[name] = fn()
-            cpu[name] = min(cpu[name], time.process_time() - c)
-            wall[name] = min(wall[name], time.perf_counter() - w)
-    return {"cpu": cpu, "wall": wall}, results
+            results[name] = fns[name]()
+            row[name] = (time.process_time() - c, time.perf_counter() - w)
+        rounds.append(row)
+    best = {name: min(r[name][0] for r in rounds) for name in names}
+    return best, rounds, results
 
 
 def vs_raw(args) -> list[dict]:
@@ -99,13 +102,13 @@ def vs_raw(args) -> list[dict]:
             backend = create("vlm", {"backend": "transformers", "model": str(folder), "batch_size": args.batch[-1]})
             batches = [idx for _, idx, _ in backend.batches(reqs)]  # the backend's own batches, given to both
             backend.answer(reqs[:2]), raw_loop(backend, reqs, batches[:1])  # warm-up
-            times, out = best_of(args.repeats, {"backend": lambda: backend.answer(reqs),
-                                                "raw": lambda: raw_loop(backend, reqs, batches)})
+            best, rounds, out = paired_times(args.repeats, {"raw": lambda: raw_loop(backend, reqs, batches),
+                                                            "backend": lambda: backend.answer(reqs)})
+            ratio_cpu = statistics.median(r["raw"][0] / r["backend"][0] for r in rounds)
+            ratio_wall = statistics.median(r["raw"][1] / r["backend"][1] for r in rounds)
             row = {"kind": kind, "architecture": type(backend.model).__name__, "requests": len(reqs),
-                   "batch": args.batch[-1], "raw_cpu_s": round(times["cpu"]["raw"], 4),
-                   "backend_cpu_s": round(times["cpu"]["backend"], 4),
-                   "ratio_cpu": round(times["cpu"]["raw"] / times["cpu"]["backend"], 3),
-                   "ratio_wall": round(times["wall"]["raw"] / times["wall"]["backend"], 3),
+                   "batch": args.batch[-1], "raw_cpu_s": round(best["raw"], 4), "backend_cpu_s": round(best["backend"], 4),
+                   "ratio_cpu_median": round(ratio_cpu, 3), "ratio_wall_median": round(ratio_wall, 3),
                    "identical_outputs": [a.strip() for a in out["backend"]] == out["raw"]}
             rows.append(row)
             print(json.dumps(row))
@@ -122,7 +125,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--vs-raw", action="store_true", help="transformers backend vs a plain generate loop (see above)")
     ap.add_argument("--kinds", nargs="+", default=["llava", "llava_next", "qwen2_vl", "gemma3", "smolvlm"])
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=9)
     args = ap.parse_args()
     if args.vs_raw:
         set_threads(args.threads[0])

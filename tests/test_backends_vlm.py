@@ -12,7 +12,8 @@ from PIL import Image
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
-from halluflow.backends.base import VLMRequest
+from halluflow.backends.base import VLM, BackendInfo, Result, VLMRequest
+from halluflow.backends.evaluatee import Evaluatee
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm, conversation
 from halluflow.errors import InputError, MissingExtraError
 from halluflow.standins import MARKER, build_standin, register_builder
@@ -178,3 +179,52 @@ def test_vllm_backend_names_its_extra_when_missing():
             registry.create("vlm", {"backend": "vllm", "model": "any/model"})
     else:
         pytest.skip("vllm is installed: the engine itself needs a GPU")
+
+
+# ---- the one call path every VLM backend shares (base.VLM.respond) and the one evaluatee ----------------------------
+
+class EchoVLM(VLM):
+    """Answers with padding whitespace and what it received; fails requests whose prompt says so."""
+
+    max_images = 1
+
+    def __init__(self, calls: list | None = None):
+        self.calls = [] if calls is None else calls
+
+    def describe(self) -> BackendInfo:
+        return BackendInfo("vlm", "echo", "echo", None, False)
+
+    def answer_results(self, requests):
+        self.calls.append(list(requests))
+        return [Result(None, "boom") if "fail" in r.prompt
+                else Result(f"  {len(r.images)} {self.settings_for(r)['max_new_tokens']}\n") for r in requests]
+
+    def answer(self, requests):
+        return [r.text for r in self.answer_results(requests)]
+
+
+def test_request_keeps_image_path_and_lists_images():
+    assert VLMRequest("a", "q", "x.png").images == ("x.png",)
+    assert VLMRequest("a", "q", images=("x.png", "y.png")).image_path == "x.png"
+    assert VLMRequest("a", "q").images == () and VLMRequest("a", "q").image_path is None
+    with pytest.raises(ValueError, match="is not images"):
+        VLMRequest("a", "q", "z.png", images=("x.png",))
+
+
+def test_respond_strips_answers_and_tiles_extra_images(images):
+    vlm = EchoVLM()
+    two = VLMRequest("a", "q", images=(images[0], images[2]), max_new_tokens=3)
+    results = vlm.respond([two, VLMRequest("b", "q", images[1])])
+    assert [r.text for r in results] == ["1 3", f"1 {vlm.max_new_tokens}"]  # stripped; request setting or default
+    assert "2 images tiled into one" in results[0].note and results[1].note is None
+    tiled = Image.open(vlm.calls[0][0].image_path)
+    # same height, widths scaled to it: 80x60 → 253x190 beside 50x190
+    assert tiled.size == (round(80 * 190 / 60) + 50, 190)
+
+
+def test_evaluatee_stamps_answer_length_and_counts_failures(monkeypatch):
+    monkeypatch.setitem(registry.VLMS._targets, "echo", "test_backends_vlm:EchoVLM")
+    ev = Evaluatee({"name": "e", "backend": "echo", "stand_in": True}, max_new_tokens=9, method="test")
+    out = ev.answer([VLMRequest("a", "q"), VLMRequest("b", "please fail"), VLMRequest("c", "q", max_new_tokens=2)])
+    assert out == ["0 9", "", "0 2"] and ev.failed == 1
+    assert ev.describe().stand_in is True  # the spec's label, though the backend does not know it

@@ -27,7 +27,8 @@ def _needs_diffusers(out_dir, seed=0):
 
 
 def test_builtin_kinds_are_registered():
-    assert {"flux", "owlv2", "grounding_dino", "yolo", "yolo_world"} <= set(builder_kinds())
+    assert {"flux", "owlv2", "grounding_dino", "yolo", "yolo_world", "smolvlm", "llava", "llava_next", "qwen2_vl",
+            "gemma3"} <= set(builder_kinds())
 
 
 def test_unknown_kind_lists_known_ones(tmp_path):
