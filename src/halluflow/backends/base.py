@@ -182,6 +182,10 @@ class Synthesizer(Backend):
     def generate(self, prompts: Sequence[ImagePrompt]):
         """Return one PIL image per prompt, deterministic given each prompt's seed."""
 
+    def settings(self) -> dict[str, Any]:
+        """Everything besides the model that shapes an image (steps, size, guidance ...): keys resumed images."""
+        return {}
+
 
 class Detector(Backend):
     role = "detector"

@@ -128,7 +128,7 @@ def synthesize_shard(prompts: pl.DataFrame, root: str | os.PathLike, shard: str,
         # ids become file names: anything else could escape images/<shard>/ or collide after normalisation
         raise InputError(f"prompts: image_id {bad[0]!r} is not a plain file name ([A-Za-z0-9_-][A-Za-z0-9._-]*)")
     info = synthesizer.describe()
-    settings = synthesizer.settings() if hasattr(synthesizer, "settings") else {}
+    settings = synthesizer.settings()
     resume_path = root / "images" / f"{shard}.resume.jsonl"
     done = {r["image_id"]: r for r in read_jsonl(resume_path)} if resume_path.exists() else {}
     rows = prompts.to_dicts()
