@@ -25,9 +25,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from halluflow.devices import set_threads
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.llm import DEFAULT_LLM_DIR
+from halluflow.devices import set_threads
 from halluflow.registry import create
 from halluflow.standins import build_standin
 
@@ -102,8 +102,8 @@ def vs_raw(args) -> list[dict]:
             backend = create("vlm", {"backend": "transformers", "model": str(folder), "batch_size": args.batch[-1]})
             batches = [idx for _, idx, _ in backend.batches(reqs)]  # the backend's own batches, given to both
             backend.answer(reqs[:2]), raw_loop(backend, reqs, batches[:1])  # warm-up
-            best, rounds, out = paired_times(args.repeats, {"raw": lambda: raw_loop(backend, reqs, batches),
-                                                            "backend": lambda: backend.answer(reqs)})
+            best, rounds, out = paired_times(args.repeats, {"raw": lambda b=backend, ix=batches: raw_loop(b, reqs, ix),
+                                                            "backend": lambda b=backend: b.answer(reqs)})
             ratio_cpu = statistics.median(r["raw"][0] / r["backend"][0] for r in rounds)
             ratio_wall = statistics.median(r["raw"][1] / r["backend"][1] for r in rounds)
             row = {"kind": kind, "architecture": type(backend.model).__name__, "requests": len(reqs),

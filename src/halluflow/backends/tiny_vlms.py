@@ -94,8 +94,7 @@ def _save(model, processor, out_dir: str | os.PathLike, tokenizer_note: str = "S
 def build_tiny_smolvlm(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, image_size: int = 64) -> dict:
     """Idefics3 (SmolVLM architecture): 64 px images, 16 px patches → 4 image tokens after pixel shuffle ×2."""
     import torch
-    from transformers import (Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor,
-                              Idefics3Processor)
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor, Idefics3Processor
 
     tokenizer = _tokenizer(["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"])
     config = Idefics3Config(
@@ -141,8 +140,12 @@ def build_tiny_llava_next(out_dir: str | os.PathLike, seed: int = 0, hidden_size
     """LLaVA-NeXT (LlavaNextForConditionalGeneration): "any resolution" — each image is tiled on the best-fitting
     grid of image_size crops (1×1 … 2×2) plus a base view, so the image-token count depends on the image's shape."""
     import torch
-    from transformers import (LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextImageProcessor,
-                              LlavaNextProcessor)
+    from transformers import (
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessor,
+        LlavaNextProcessor,
+    )
 
     tokenizer = _tokenizer(["<image>"])
     grid = [[image_size, image_size], [image_size, 2 * image_size], [2 * image_size, image_size],
@@ -170,8 +173,14 @@ def build_tiny_qwen2_vl(out_dir: str | os.PathLike, seed: int = 0, hidden_size: 
     (t, h, w) grid of 14 px patches (pixel_values flattened across the batch, image_grid_thw per image) with
     multimodal rotary positions; max_pixels (default 16 merged 28 px cells) bounds the grid."""
     import torch
-    from transformers import (Qwen2Config, Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor,
-                              Qwen2VLProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        Qwen2Config,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
     tokenizer = _tokenizer(["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>"])
     head_dim = hidden_size // 4
@@ -203,8 +212,13 @@ def build_tiny_gemma3(out_dir: str | os.PathLike, seed: int = 0, hidden_size: in
     """Gemma 3 (Gemma3ForConditionalGeneration): SigLIP tower, image tokens pooled to a fixed 4 per image between
     <start_of_image> / <end_of_image>, bidirectional attention over the image span (token_type_ids)."""
     import torch
-    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor,
-                              Gemma3TextConfig)
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessor,
+        Gemma3Processor,
+        Gemma3TextConfig,
+    )
 
     named = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
     tokenizer = _tokenizer(list(named.values()), named)
