@@ -200,9 +200,10 @@ def answer_shard(
 
     new = failed = 0
     batch_size = max(1, int(settings["batch_size"]))
-    # Group by generation length so each backend call has one max_new_tokens (order stays deterministic).
+    # Group by generation length so each backend call has one max_new_tokens, and sort each group by prompt length
+    # so a batch pads its prompts to a near neighbour (ties by query id: the order stays deterministic).
     by_limit: dict[int, list] = {}
-    for item in misses:
+    for item in sorted(misses, key=lambda m: (len(m[1].prompt), m[1].request_id)):
         by_limit.setdefault(item[3], []).append(item)
     batches = [items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)]
     for batch in progress(batches, desc=f"answer {model.name} {shard:03d}"):
