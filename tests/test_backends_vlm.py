@@ -228,3 +228,12 @@ def test_evaluatee_stamps_answer_length_and_counts_failures(monkeypatch):
     out = ev.answer([VLMRequest("a", "q"), VLMRequest("b", "please fail"), VLMRequest("c", "q", max_new_tokens=2)])
     assert out == ["0 9", "", "0 2"] and ev.failed == 1
     assert ev.describe().stand_in is True  # the spec's label, though the backend does not know it
+
+
+def test_served_and_vllm_requests_carry_every_image(images):
+    from halluflow.backends.openai_http import request_messages
+
+    request = VLMRequest("a", "Which is brighter?", images=(images[0], images[1]), history=(("Hi", "Hello"),))
+    first = request_messages(request, "Be brief.")[1]["content"]
+    assert [part["type"] for part in first] == ["image_url", "image_url", "text"]
+    assert first[0]["image_url"]["url"].startswith("data:image/png;base64,") and first[0] != first[1]
