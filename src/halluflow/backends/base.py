@@ -138,8 +138,8 @@ def group_by_settings(requests: Sequence[VLMRequest], key) -> list[tuple[Any, li
 def tile_images(paths: Sequence[str], out_dir: str | None = None) -> str:
     """Several images side by side in one PNG (same height, aspect kept), for backends taking fewer images.
 
-    Written once per distinct input (named by a hash of the paths and their sizes) under out_dir, default
-    <tmp>/halluflow-tiles; the write is atomic, so concurrent jobs share the file safely."""
+    Written once per distinct input (named by a hash of the paths, sizes and modification times) under out_dir,
+    default <tmp>/halluflow-tiles; the write is atomic, so concurrent jobs share the file safely."""
     import os
     import tempfile
     from pathlib import Path
@@ -149,7 +149,7 @@ def tile_images(paths: Sequence[str], out_dir: str | None = None) -> str:
     from ..io import atomic_path, open_rgb, stable_hash
 
     folder = Path(out_dir or Path(tempfile.gettempdir()) / "halluflow-tiles")
-    stats = [(str(p), os.path.getsize(p) if os.path.exists(p) else -1) for p in paths]
+    stats = [(str(p), *((os.stat(p).st_size, os.stat(p).st_mtime_ns) if os.path.exists(p) else (-1, -1))) for p in paths]
     out = folder / f"{stable_hash(stats)[:24]}.png"
     if out.exists():
         return str(out)
