@@ -137,16 +137,6 @@ class OpenAIClient:
         self._jitter = random.Random(0)
         self._jitter_lock = threading.Lock()
 
-    def generation_settings(self, max_tokens: int | None = None) -> dict:
-        return {
-            "max_new_tokens": self.max_tokens if max_tokens is None else max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "system_prompt": self.system_prompt,
-            **({"extra_body": self.extra_body} if self.extra_body else {}),
-        }
-
     def body(self, messages: list[dict], max_tokens: int | None = None, overrides: dict | None = None) -> dict:
         """The request body; `overrides` (temperature, top_p, seed of one request) replace the client defaults."""
         body: dict[str, Any] = {
