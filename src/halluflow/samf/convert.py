@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..io import stable_hash
+from ..io import read_jsonl, stable_hash
 from .schema import validate_instance
 from .taxonomy import QUESTION_TYPES, group_key, make_instance_id
 from .taxonomy import risk_level as taxonomy_risk
