@@ -23,13 +23,13 @@ rule caos_score:
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        gpu=get_caos_gpus,  # oracle members on a GPU
+        gpu=on_gpu(oracle_members(config), [method_llm(config, "caos", "extractor")], own=False),
     params:
         caos=config["caos"],
         source=SOURCE if SOURCE["kind"] == "coco" else None,  # coco: its queries and truth
         oracle_members=oracle_members(config),
         # Only when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS otherwise.
-        llm=config["llm"] if uses_default_llm("caos", "extractor") else None,
+        llm=config["llm"] if method_llm(config, "caos", "extractor") is config["llm"] else None,
         models_cache=MODELS_CACHE,
     script:
         "../scripts/caos_score.py"

@@ -22,7 +22,7 @@ rule cedi_examine:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=get_gpus,
+        gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),
     params:
         # Only what the CEDI jobs read, so editing another stage's config does not rerun them.
         config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},

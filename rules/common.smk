@@ -4,9 +4,9 @@
 import re
 from pathlib import Path
 
-from halluflow.config import graph_source_files, method_models, stage_plan, validate_config
+from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.errors import ConfigError
-from halluflow.models import LOCAL_LLM, MODELS_CACHE, oracle_members, resolve, resolve_llm
+from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, oracle_members, resolve, resolve_llm
 from halluflow.models import shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from snakemake.logging import logger
@@ -60,8 +60,8 @@ def model_inputs(spec_or_name):
     return inputs
 
 
-def llm_inputs(llm=None):
-    resolved = resolve_llm(llm if llm is not None else config["llm"], MODELS_CACHE, config["gpu"])
+def llm_inputs(llm):
+    resolved = resolve_llm(llm, MODELS_CACHE, config["gpu"])
     return resolved.inputs() if resolved else []
 
 
@@ -75,6 +75,12 @@ def get_model_spec(wildcards):
 
 def get_gpus(wildcards):
     return int(RESOLVED[wildcards.model].gpu)
+
+
+def on_gpu(models=(), llms=(), own=True):
+    # The `gpu` resource of a job loading helper models too (oracle members, judges, an LLM): 1 if any is on one.
+    helpers = any_on_gpu(models, llms, config["gpu"], MODELS_CACHE)
+    return lambda wildcards: int(helpers or (own and RESOLVED[wildcards.model].gpu))
 
 
 def get_api_calls(wildcards):
@@ -135,10 +141,6 @@ def get_model_answers(wildcards):
 
 
 # ---- CAOS / diagnosis / CEDI / SAMF ----
-def uses_default_llm(section, *keys):
-    return any(config[section].get(k) == "llm" for k in keys) and not config[section].get("llm")
-
-
 def get_caos_truth_input(wildcards):
     # ode: the release's queries and graph nodes (its vocabulary); coco: the instances file alone, so no ODE stage
     # enters the DAG
@@ -150,15 +152,11 @@ def get_caos_truth_input(wildcards):
 def get_caos_model_inputs(wildcards):
     # The extractor's LLM and the oracle members' folders (as the answer stage resolves them) are built first.
     members = [f for spec in oracle_members(config) for f in model_inputs(spec)]
-    return sorted(set(members + (llm_inputs() if uses_default_llm("caos", "extractor") else [])))
-
-
-def get_caos_gpus(wildcards):
-    return int(any(resolve(m, MODELS_CACHE, config["gpu"]).gpu for m in oracle_members(config)))
+    return sorted(set(members + llm_inputs(method_llm(config, "caos", "extractor"))))
 
 
 def get_cedi_llm_input(wildcards):
-    return llm_inputs() if uses_default_llm("cedi", "question_writer", "switch", "parser") else []
+    return llm_inputs(method_llm(config, "cedi", "question_writer", "switch", "parser"))
 
 
 def get_cedi_truth_input(wildcards):
@@ -178,6 +176,11 @@ def get_cedi_vocabulary_input(wildcards):
     return {"nodes": rules.build_graph.output.nodes} if config["cedi"].get("source", "ode") == "ode" else {}
 
 
+def samf_gpus():
+    judges = samf_judge_specs(config)
+    return on_gpu([judges["vlm"]] if "vlm" in judges else [], [judges.get("llm")])
+
+
 def get_samf_source_input(wildcards):
     if config["samf"]["source"]["format"] == "ode":
         return [rules.package_release.output.manifest]  # written last: the queries and images are complete
@@ -187,7 +190,7 @@ def get_samf_source_input(wildcards):
 def get_samf_judge_input(wildcards):
     # The judges' model folders are built first: the llm, the vlm judge's models: entry, the detector's stand-in.
     specs = samf_judge_specs(config)
-    inputs = llm_inputs() if "llm" in specs else []
+    inputs = llm_inputs(specs.get("llm"))
     if "vlm" in specs:
         inputs += model_inputs(specs["vlm"])
     if "detector" in specs:

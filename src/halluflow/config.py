@@ -136,6 +136,15 @@ def method_models(config: dict, method: str) -> list[str]:
     return [m["name"] for m in config.get("models") or [] if method not in (m.get("skip") or [])]
 
 
+def method_llm(config: dict, section: str, *keys: str) -> dict | None:
+    """The LLM block a method loads when one of its `keys` (extractor, question_writer, parser...) is `llm`: the
+    method's own `llm:` block, else the top-level one; None when it uses no LLM."""
+    method = config[section]
+    if not any(method.get(k) == "llm" for k in keys):
+        return None
+    return method.get("llm") or config["llm"]
+
+
 def stage_plan(config: dict) -> dict[str, str | None]:
     """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
     kind = config["answer"]["source"]["kind"]

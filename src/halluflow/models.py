@@ -169,3 +169,9 @@ def oracle_members(config: dict) -> list[dict]:
     by_name = {m["name"]: m for m in config.get("models") or []}
     return [dict(by_name[m]) if isinstance(m, str) else {"name": f"oracle-{i}", **m}
             for i, m in enumerate(config["caos"]["oracle"]["members"])]
+
+
+def any_on_gpu(models=(), llms=(), gpu_available: bool = False, models_cache=MODELS_CACHE) -> bool:
+    """Whether a job loading these helper models (oracle members, judges) and LLM blocks needs a GPU."""
+    return any(resolve(m, models_cache, gpu_available).gpu for m in models) or any(
+        resolve_llm(llm, models_cache, gpu_available).gpu for llm in llms if llm)
