@@ -185,3 +185,25 @@ def report_files(outputs: dict[str, str], options: dict) -> None:
     write_table_files(root, tables)
     write_figure_files(root, figures, ReportOptions(**options))
     log.info("wrote %d tables and %d figures under %s/report", len(tables), len(figures), root)
+
+
+def package_release(manifest: str, accepted: str, rejected: str, queries: str, scenes: str, images: list[str],
+                    detections: list[str], config: dict, seed: int, name: str) -> dict:
+    """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last)."""
+    from .ode.release import package_release as package
+
+    out = package(
+        Path(manifest).parent,  # results/<release>/release
+        root=Path(scenes).parents[1],  # results/<release>: image paths are relative to it
+        accepted=pl.read_parquet(accepted),
+        rejected=pl.read_parquet(rejected),
+        queries=pl.read_parquet(queries),
+        scenes=pl.read_parquet(scenes),
+        images=[pl.read_parquet(p) for p in images],
+        detections=[pl.read_parquet(p) for p in detections],
+        config=dict(config),
+        seed=seed,
+        name=name,
+    )
+    log.info("release %s: %d files, stand-ins used: %s", name, len(out["files"]), out["stand_ins_used"])
+    return out
