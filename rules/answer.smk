@@ -22,7 +22,7 @@ rule answer:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=get_gpus,
+        gpu=on_gpu(),
         api_calls=get_api_calls,
     params:
         answer=get_answer_params,

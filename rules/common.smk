@@ -65,16 +65,8 @@ def llm_inputs(llm):
     return resolved.inputs() if resolved else []
 
 
-def get_model_input(wildcards):
-    return model_inputs(wildcards.model)
-
-
-def get_model_spec(wildcards):
-    return MODELS[wildcards.model]
-
-
-def get_gpus(wildcards):
-    return int(RESOLVED[wildcards.model].gpu)
+get_model_input = lambda wildcards: model_inputs(wildcards.model)
+get_model_spec = lambda wildcards: MODELS[wildcards.model]
 
 
 def on_gpu(models=(), llms=(), own=True):
@@ -86,10 +78,6 @@ def on_gpu(models=(), llms=(), own=True):
 def get_api_calls(wildcards):
     # Throttle HTTP models across jobs with `snakemake --resources api_calls=N`.
     return int(RESOLVED[wildcards.model].api)
-
-
-def get_standin_vlm_spec(wildcards):
-    return MODELS[wildcards.vlm]["build"]
 
 
 STANDIN_VLMS = [name for name, r in RESOLVED.items() if r.build_rule == "build_standin_vlm"]
@@ -119,17 +107,13 @@ def ode_release_dir():
     return str(Path(rules.package_release.output.manifest).parent)
 
 
-def release_dir():
-    return SOURCE["path"] or ode_release_dir()
-
-
 def get_answer_params(wildcards):
     """Only what the job reads, so editing another model's entry does not rerun this one."""
     return {
         "spec": MODELS[wildcards.model],
         "answer": config["answer"],
         "shards": len(ANSWER_SHARDS),
-        "release": release_dir(),
+        "release": SOURCE["path"] or ode_release_dir(),
         "graph": str(Path(rules.build_graph.output.nodes).parent),
         "cache": f"{OUT}/cache/{wildcards.model}",
         "models_cache": MODELS_CACHE,

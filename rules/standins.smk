@@ -50,7 +50,7 @@ rule build_standin_vlm:
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
-        build=get_standin_vlm_spec,
+        build=lambda wildcards: MODELS[wildcards.vlm]["build"],
     script:
         "../scripts/build_standin_vlm.py"
 
