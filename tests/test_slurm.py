@@ -128,3 +128,17 @@ def test_default_workflow_on_slurm(slurm_cluster, tmp_path):
     verify = subprocess.run(["halluflow", "release", "verify", str(workdir / "results" / config["release"] / "release")],
                             capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_helper_llm_on_gpu_moves_its_jobs_to_a_gpu(tmp_path):
+    """A CEDI parser LLM on a GPU makes every cedi_examine job ask for one; the CPU models' answer jobs do not."""
+    workdir = copy_workflow(tmp_path / "wf")
+    (workdir / "llm-gpu.yaml").write_text(yaml.safe_dump({"llm": {"device": "cuda"}, "cedi": {"parser": "llm"}}))
+    proc = run_snakemake(workdir, "-n", "--configfile", "config.yaml", "llm-gpu.yaml")
+    gpus: dict[str, set[str]] = {}
+    for job in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", proc.stdout + proc.stderr):
+        rule = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", job)
+        gpu = re.search(r"resources: .*?\bgpu=(\d)", job)
+        if rule and gpu:
+            gpus.setdefault(rule.group(1), set()).add(gpu.group(1))
+    assert gpus["cedi_examine"] == {"1"} and gpus["answer"] == {"0"}, gpus
