@@ -29,6 +29,8 @@ include: "rules/caos.smk"
 include: "rules/cedi.smk"
 include: "rules/samf.smk"
 include: "rules/report.smk"
+# What `rule all` asks for: the final files of the planned stages.
+include: "rules/targets.smk"
 
 
 rule all:
