@@ -188,8 +188,10 @@ def report_files(outputs: dict[str, str], options: dict) -> None:
 
 
 def package_release(manifest: str, accepted: str, rejected: str, queries: str, scenes: str, images: list[str],
-                    detections: list[str], config: dict, seed: int, name: str) -> dict:
-    """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last)."""
+                    detections: list[str], config: dict, seed: int, name: str, parent: str | None = None,
+                    graph_sources: list[str] = ()) -> dict:
+    """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last);
+    `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from."""
     from .ode.release import package_release as package
 
     out = package(
@@ -204,6 +206,8 @@ def package_release(manifest: str, accepted: str, rejected: str, queries: str, s
         config=dict(config),
         seed=seed,
         name=name,
+        parent=parent,
+        graph_sources=list(graph_sources),
     )
     log.info("release %s: %d files, stand-ins used: %s", name, len(out["files"]), out["stand_ins_used"])
     return out
