@@ -4,11 +4,14 @@
 import re
 from pathlib import Path
 
+import polars as pl
+
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, oracle_members, resolve, resolve_llm
-from halluflow.models import shard_generators, stage_model, stage_model_inputs
+from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
+from halluflow.samf.workflow import groups_for
 from snakemake.logging import logger
 
 try:
@@ -36,8 +39,7 @@ SHARD_GENERATORS = shard_generators(config["synthesis"], len(IMAGE_SHARDS))  # o
 STANDIN_SYNTHESIZERS = {g["stand_in"]["name"]: g["stand_in"] for g in SHARD_GENERATORS if g["stand_in"]["enabled"]}
 
 
-def get_generator(wildcards):
-    return SHARD_GENERATORS[int(wildcards.shard)]
+get_generator = lambda wildcards: SHARD_GENERATORS[int(wildcards.shard)]
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():
@@ -160,11 +162,6 @@ def get_cedi_vocabulary_input(wildcards):
     return {"nodes": rules.build_graph.output.nodes} if config["cedi"].get("source", "ode") == "ode" else {}
 
 
-def samf_gpus():
-    judges = samf_judge_specs(config)
-    return on_gpu([judges["vlm"]] if "vlm" in judges else [], [judges.get("llm")])
-
-
 def get_samf_source_input(wildcards):
     if config["samf"]["source"]["format"] == "ode":
         return [rules.package_release.output.manifest]  # written last: the queries and images are complete
@@ -174,26 +171,17 @@ def get_samf_source_input(wildcards):
 def get_samf_judge_input(wildcards):
     # The judges' model folders are built first: the llm, the vlm judge's models: entry, the detector's stand-in.
     specs = samf_judge_specs(config)
-    inputs = llm_inputs(specs.get("llm"))
-    if "vlm" in specs:
-        inputs += model_inputs(specs["vlm"])
-    if "detector" in specs:
-        inputs += stage_model_inputs(config["detection"])
-    return sorted(set(inputs))
+    inputs = llm_inputs(specs.get("llm")) + (model_inputs(specs["vlm"]) if "vlm" in specs else [])
+    return sorted(set(inputs + (stage_model_inputs(config["detection"]) if "detector" in specs else [])))
 
 
 def get_samf_trained(wildcards):
     # One training job per (subtype x question type) group: ODE groups follow from samf.query_types; a UniHall
     # file's groups are read from the split samf_instances wrote (a checkpoint), never from the file at DAG time.
-    from halluflow.samf.workflow import groups_for
-
     if config["samf"]["source"]["format"] == "ode":
         groups = groups_for(config["samf"])
     else:
-        import polars as pl
-
-        split = checkpoints.samf_instances.get().output.split
-        groups = sorted(pl.read_parquet(split)["group"].unique())
+        groups = sorted(pl.read_parquet(checkpoints.samf_instances.get().output.split)["group"].unique())
     return expand(rules.samf_train.output.policy, model=wildcards.model, group=groups)
 
 

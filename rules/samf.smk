@@ -47,7 +47,7 @@ rule samf_standard_eval:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=samf_gpus(),
+        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
     params:
         samf=config["samf"],
@@ -81,7 +81,7 @@ rule samf_train:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=samf_gpus(),
+        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
     params:
         samf=config["samf"],
@@ -120,7 +120,7 @@ rule samf_fuzzed_eval:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=samf_gpus(),
+        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
     params:
         samf=config["samf"],

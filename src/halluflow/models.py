@@ -175,3 +175,9 @@ def any_on_gpu(models=(), llms=(), gpu_available: bool = False, models_cache=MOD
     """Whether a job loading these helper models (oracle members, judges) and LLM blocks needs a GPU."""
     return any(resolve(m, models_cache, gpu_available).gpu for m in models) or any(
         resolve_llm(llm, models_cache, gpu_available).gpu for llm in llms if llm)
+
+
+def judge_models(judges: dict) -> tuple[list[dict], list[dict]]:
+    """(model specs, LLM blocks) among judge specs {"llm": block, "vlm": models: entry, "detector": ...}, for
+    `any_on_gpu`: the SAMF jobs run their judges in process, so a judge on a GPU moves the job there."""
+    return ([judges["vlm"]] if "vlm" in judges else []), ([judges["llm"]] if "llm" in judges else [])
