@@ -1,4 +1,4 @@
-"""Scale and overhead of the workflow (issue 7 item 6; printed, never asserted).
+"""Scale and overhead of the workflow (printed, never asserted).
 
 1. DAG construction + dry run (`snakemake -n`) for 10,000 and 100,000 scenes (bench_dag's overlay: static shards,
    so the DAG grows with the shard counts, not the scene count).

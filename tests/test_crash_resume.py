@@ -1,4 +1,4 @@
-"""Crash-resume proof (issue 7 item 2): kill -9 the whole workflow, then single GPU-stage jobs, and rerun.
+"""Crash-resume proof: kill -9 the whole workflow, then single GPU-stage jobs, and rerun.
 
 One scratch clone lives through the story (module fixture `story`):
   A. `snakemake` to the release manifest; once one synthesize shard is finished and the other is mid-shard (its

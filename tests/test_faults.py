@@ -1,4 +1,4 @@
-"""Workflow-level fault proof (issue 7 item 3): an OpenAI-compatible model under test, served by a REAL local HTTP
+"""Workflow-level fault proof: an OpenAI-compatible model under test, served by a REAL local HTTP
 server (tests/chat_server.py), faces 429 / 500 / connection reset / timeout / malformed JSON through the workflow's
 `answer` rule. Transient faults are retried with backoff; a request that keeps failing is recorded as failed, never
 cached, and a rerun retries only it: no finished request is repeated, nothing else is lost.

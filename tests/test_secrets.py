@@ -1,4 +1,4 @@
-"""Secrets proof (issue 7 item 5): an API key in the environment, really sent to a REAL local OpenAI-compatible
+"""Secrets proof: an API key in the environment, really sent to a REAL local OpenAI-compatible
 server by the workflow's `answer` rule (the server rejects any other key), appears in no log, result, benchmark,
 cache entry or Snakemake metadata file, and not in Snakemake's own output — on success and on failure.
 """

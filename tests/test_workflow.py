@@ -1,4 +1,4 @@
-"""End to end: the default workflow on the offline stand-ins, in a scratch clone (issue 2's "must show")."""
+"""End to end: the default workflow on the offline stand-ins, in a scratch clone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ODE hallucination diagnosis (seed 002, section 04 "幻觉倾向分析与诊断"): a concept × hallucination-frequency
+"""ODE hallucination diagnosis (ODE, Tu et al. CVPR 2025, section 04 "幻觉倾向分析与诊断"): a concept × hallucination-frequency
 matrix per model, clustered hierarchically (scipy) to locate the concepts a model is weak on, plus per-distribution
 comparison tables. The paper shows the clustered matrix (Fig. 8) but publishes no code; the definitions are ours:
 

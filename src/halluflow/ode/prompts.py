@@ -1,4 +1,4 @@
-"""Text-to-image prompts of ODE (seed 002, §3.3 "image generation"; anchor: ODE prompt composer).
+"""Text-to-image prompts of ODE (ODE, Tu et al. CVPR 2025, §3.3 "image generation"; original: the ODE repository's prompt composer).
 
 "{a} and {b}" (entity+entity) or "{a} in {env}" (entity+environment), each part "a {state} {action} {object}",
 plus positive style tags and a negative prompt. Each image gets its own seed derived from the master seed and
