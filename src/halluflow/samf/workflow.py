@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import read_json, safe_join, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
-from .controllers import CentralFuzzController, Policy, pilot_split, policy_space
-from .judges import DetectorOracle, TextJudge, VisualJudge
-from .metrics import LLMVerifier, MetricSuite, RuleVerifier, scorer_from_config
-from .pipeline import compare, dynamic_eval, empty_table, fuzzed_eval, standard_eval, train_group
 from .schema import group_of, load_instances, write_instances
+
+# polars and the controllers, judges, metrics and pipeline (PIL) are imported by the functions that use them:
+# rules/common.smk imports this module for judge_specs and groups_for, so every snakemake invocation would pay for them.
+if TYPE_CHECKING:
+    import polars as pl
+
+    from .controllers import CentralFuzzController
+    from .metrics import MetricSuite
 
 log = get_logger(__name__)
 
@@ -36,6 +39,8 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         queries = Path(release_dir) / "queries.parquet"
         if not queries.exists():
             raise InputError(f"{queries}: the release has no queries table")
+        import polars as pl
+
         rows = pl.read_parquet(queries).to_dicts()
         return convert.from_ode_queries(rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed)
     if src["format"] == "unihall":
@@ -70,11 +75,15 @@ def groups_for(samf: dict) -> list[str]:
 
 
 def write_split(path, instances: list[dict], split: dict[str, str]) -> None:
+    import polars as pl
+
     rows = [{"instance_id": i["instance_id"], "group": group_of(i), "split": split[i["instance_id"]]} for i in instances]
     write_parquet(path, pl.DataFrame(rows, schema={"instance_id": pl.String, "group": pl.String, "split": pl.String}).sort("instance_id"))
 
 
 def read_split(path) -> dict[str, str]:
+    import polars as pl
+
     return dict(pl.read_parquet(path).select("instance_id", "split").iter_rows())
 
 
@@ -92,6 +101,8 @@ def check_image_paths(items: list[dict], root: Path, source) -> None:
 
 
 def make_instances(samf: dict, release_dir, release: str, seed: int, out_instances, out_split) -> int:
+    from .controllers import pilot_split
+
     items = source_instances(samf, release_dir, release, seed)
     if not items:
         raise InputError(f"samf: no instances from {samf['source']['format']} source (query types {samf['query_types']})")
@@ -112,6 +123,7 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
     """Judge objects from config: `judges` = {"llm": top-level llm spec, "vlm": the `models:` entry named by
     samf.judge_model, "detector": a detector registry spec} (each None when unused)."""
     from .. import registry
+    from .judges import DetectorOracle, TextJudge, VisualJudge
 
     judges = judges or {}
     built: dict = {}
@@ -162,6 +174,8 @@ def judge_specs(config: dict, models_cache=None) -> dict:
 def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_dir=None) -> MetricSuite:
     """The run's metric suite: Sim_NLP (samf.similarity), GHR's and SHR/GHS's judge (samf.judge), BHR's verifier
     (samf.verifier) and the detector oracle (samf.detector)."""
+    from .metrics import LLMVerifier, MetricSuite, RuleVerifier, scorer_from_config
+
     built = make_judges(samf, judges, models_cache, graph_dir)
     judge = built.get(samf["judge"])
     verifier_kind = samf.get("verifier", "rule")
@@ -171,6 +185,8 @@ def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_
 
 
 def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> None:
+    import polars as pl
+
     failed = int(df["failed"].sum()) if df.height else 0
     ghr = df.filter(~pl.col("failed"))["ghr"].mean() if df.height > failed else None
     info = suite.describe()
@@ -179,6 +195,8 @@ def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> N
 
 
 def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None) -> None:
+    from .pipeline import standard_eval
+
     vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"],
                     method="samf")
     suite = make_suite(samf, judges, models_cache, graph_dir)
@@ -188,6 +206,8 @@ def run_standard(samf, instances_path, split_path, spec, release_dir, models_cac
 
 
 def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, judges=None) -> None:
+    from .pipeline import train_group
+
     items = load_instances(instances_path)
     split = read_split(split_path)
     if not any(group_of(i) == group and split.get(i["instance_id"]) == "train" for i in items):
@@ -208,6 +228,8 @@ def run_train(samf, instances_path, split_path, spec, group, release_dir, models
 
 
 def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
+    from .controllers import CentralFuzzController, Policy
+
     policies, records = {}, []
     for p in sorted(trained_paths):
         data = read_json(p)
@@ -223,6 +245,9 @@ def run_fuzzed(
     samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies,
     out_fuzzed, out_instances, out_dynamic, judges=None,
 ) -> None:
+    from .controllers import policy_space
+    from .pipeline import dynamic_eval, empty_table, fuzzed_eval
+
     controller, records = load_controller(trained)
     vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf")
     stand_in = bool(vlm.describe().stand_in)
@@ -242,6 +267,10 @@ def run_fuzzed(
 
 
 def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
+    import polars as pl
+
+    from .pipeline import compare
+
     std, fz = pl.read_parquet(standard_path), pl.read_parquet(fuzzed_path)
     table = compare(std, fz, dynamic=pl.read_parquet(dynamic_path) if dynamic_path else None)
     write_parquet(out_parquet, table)
