@@ -4,14 +4,16 @@ Snakemake runs each `script:` in a fresh Python process, so every job pays Pytho
 (unpickling the `snakemake` object imports Snakemake itself) and the script's own imports before doing any work.
 For each rule of the default workflow whose script loads no model this bench times
 
-  * fixed cost: `python -c "<the script's top-level imports>; setup(<stand-in snakemake object>)"`, best of
-    --repeat runs, once with this tree's `src/` and (with --before SRC) once with another tree's, e.g. main's;
-  * the heaviest imports behind it (`python -X importtime`, cumulative time of top-level packages);
-  * job time: the wall time of that rule's jobs in a finished run (--run DIR, from `.snakemake/metadata`);
+  * fixed cost: `python -c "<Snakemake's preamble>; <the script's top-level imports>; setup(<stand-in snakemake
+    object>)"`, best of --repeat runs: CPU seconds with this tree's `src/` and (with --before SRC) another tree's,
+    e.g. main's (CPU time hardly moves with other load on a shared machine), and wall seconds with this tree's;
+  * the heaviest imports behind it (`python -X importtime` self times summed per top-level package);
+  * job time: the median wall time of that rule's jobs in a finished run (--run DIR, from `.snakemake/metadata`);
 
-and prints rule, fixed cost before/after, job time and the fixed/job share. It also times what the `snakemake`
-process itself pays once per invocation: Snakemake's preamble import, `halluflow.config.validate_config` with the
-schema load, importing the modules `rules/common.smk` needs, and a dry run of the finished run (DAG build).
+and prints rule, fixed cost before/after, job time and the fixed (wall) / job share. It also times what the
+`snakemake` process itself pays once per invocation: Python, Snakemake's preamble import, the config load with
+`halluflow.config.validate_config` and its schema, the imports of `rules/common.smk`, and a dry run of the finished
+run (DAG build, nothing to do).
 
     python bench/bench_startup.py [--before /work/main/src] [--run <finished run dir>] [--repeat 5]
 
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import base64
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,16 +77,21 @@ def run_python(code: str, src: Path, extra: list[str] = ()) -> subprocess.Comple
     return subprocess.run([sys.executable, *extra, "-c", code], env=env, capture_output=True, text=True)
 
 
-def wall(code: str, src: Path, repeat: int) -> float:
-    """Best of `repeat` runs: on a shared machine the minimum is the cost itself, the rest is other load."""
-    times = []
+def cost(code: str, src: Path, repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of `python -c code`, each the best of `repeat` runs (the minimum is the cost itself, the
+    rest is other load). CPU time (user + sys of the child)
+    hardly moves with other load, so it is the number to compare before/after on a shared machine."""
+    walls, cpus = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = run_python(code, src)
-        times.append(time.perf_counter() - start)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if proc.returncode != 0:
             raise SystemExit(f"bench_startup: `{code}` failed with {src}:\n{proc.stderr[-2000:]}")
-    return min(times)
+    return min(walls), min(cpus)
 
 
 def heaviest_imports(code: str, src: Path, top: int = 4) -> str:
@@ -100,39 +107,60 @@ def heaviest_imports(code: str, src: Path, top: int = 4) -> str:
 
 
 def job_times(run: Path) -> dict[str, list[float]]:
-    """rule -> wall seconds of each of its jobs in a finished run (Snakemake's per-output metadata records them)."""
-    jobs: dict[str, dict[tuple, float]] = defaultdict(dict)
-    for meta in (run / ".snakemake" / "metadata").glob("*"):
+    """rule -> wall seconds of each of its jobs in a finished run. Snakemake's per-output metadata records the job's
+    start (per output, a few microseconds apart) and the output's mtime as its end: a job is its rule + job hash,
+    from its first start to its last output."""
+    spans: dict[tuple[str, int], tuple[float, float]] = {}
+    for meta in (run / ".snakemake" / "metadata").rglob("*"):  # long output paths are split into folders
+        if not meta.is_file():
+            continue
         try:
             record = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if record.get("starttime") and record.get("endtime") and record.get("rule"):
-            key = (record["starttime"], record["endtime"])  # one job, many outputs: count it once
-            jobs[record["rule"]][key] = record["endtime"] - record["starttime"]
-    return {rule: list(spans.values()) for rule, spans in jobs.items()}
+            key = (record["rule"], record.get("job_hash"))
+            start, end = spans.get(key, (record["starttime"], record["endtime"]))
+            spans[key] = (min(start, record["starttime"]), max(end, record["endtime"]))
+    jobs: dict[str, list[float]] = defaultdict(list)
+    for (rule, _), (start, end) in spans.items():
+        jobs[rule].append(end - start)
+    return dict(jobs)
 
 
-def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[str, float]]:
-    """What the `snakemake` process pays per invocation before and around its jobs."""
+def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[str, tuple[float, float]]]:
+    """What the `snakemake` process pays per invocation before and around its jobs: (wall, CPU) seconds."""
     rows = [
-        ("python -c pass", wall("pass", src, repeat)),
-        ("Snakemake preamble (every script job)", wall(PREAMBLE, src, repeat)),
-        ("config load + schema + validate_config", wall(
+        ("python -c pass", cost("pass", src, repeat)),
+        ("Snakemake preamble (every script job)", cost(PREAMBLE, src, repeat)),
+        ("config load + schema + validate_config", cost(
             "import yaml; from halluflow.config import validate_config; "
             f"validate_config(yaml.safe_load(open({str(REPO / 'config.yaml')!r})))", src, repeat)),
-        ("imports of rules/common.smk", wall(_common_imports(), src, repeat)),
+        ("imports of rules/common.smk", cost(_common_imports(), src, repeat)),
     ]
     if run is not None:
         env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-        times = []
+        walls, cpus = [], []
         for _ in range(max(1, repeat // 2)):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--quiet", "rules", "--cores", "1"],
                            cwd=run, env=env, capture_output=True, text=True, check=True)
-            times.append(time.perf_counter() - start)
-        rows.append(("snakemake -n on the finished run (DAG, nothing to do)", min(times)))
+            walls.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        rows.append(("snakemake -n on the finished run (DAG, nothing to do)", (min(walls), min(cpus))))
     return rows
+
+
+def forcerun(run: Path, rule: str, src: Path) -> tuple[float, float]:
+    """(whole `snakemake` call, the rule's jobs) wall seconds: rerun one rule's jobs of a finished run, nothing else."""
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--forcerun", rule, "--until", rule, "--quiet", "all"]
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=run, env=env, capture_output=True, text=True, check=True)
+    whole = time.perf_counter() - start
+    return whole, sum(job_times(run).get(rule, [float("nan")]))
 
 
 def _common_imports() -> str:
@@ -147,30 +175,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=Path, help="a finished run directory, for job wall times")
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (the fastest is reported)")
     ap.add_argument("--rules", nargs="*", help="only these rules")
+    ap.add_argument("--forcerun", nargs="*", default=[], metavar="RULE",
+                    help="with --run: rerun these rules' jobs there and compare the whole snakemake call to the jobs")
     args = ap.parse_args(argv)
     after_src = REPO / "src"
     times = job_times(args.run) if args.run else {}
     scripts = {r: s for r, s in rule_scripts(REPO / "rules").items()
                if r not in MODEL_RULES and (not args.rules or r in args.rules)}
 
-    print(f"{'rule':<22} {'before s':>8} {'after s':>8} {'job s':>7} {'share':>6}  heaviest imports after (s)")
+    print(f"{'rule':<22} {'CPU before':>10} {'CPU after':>9} {'wall after':>10} {'job wall':>8} {'share':>6}  "
+          f"heaviest imports after (s)")
     for rule, script in scripts.items():
         code = startup_code(script, rule)
         full = f"{PREAMBLE}; {code}"
-        after = wall(full, after_src, args.repeat)
-        before = wall(full, args.before, args.repeat) if args.before else None
-        job = statistics.median(times[rule]) if times.get(rule) else None
-        share = f"{after / job:6.0%}" if job else f"{'':>6}"
-        print(f"{rule:<22} {before if before is not None else float('nan'):8.2f} {after:8.2f} "
-              f"{job if job is not None else float('nan'):7.2f} {share}  {heaviest_imports(code, after_src)}")
+        after_wall, after_cpu = cost(full, after_src, args.repeat)
+        before_cpu = cost(full, args.before, args.repeat)[1] if args.before else float("nan")
+        job = statistics.median(times[rule]) if times.get(rule) else float("nan")
+        share = f"{after_wall / job:6.0%}" if times.get(rule) else f"{'':>6}"
+        print(f"{rule:<22} {before_cpu:10.2f} {after_cpu:9.2f} {after_wall:10.2f} {job:8.2f} {share}  "
+              f"{heaviest_imports(code, after_src)}")
 
-    print("\nper invocation of snakemake (best of --repeat, s):")
+    print("\nper invocation of snakemake (best of --repeat): wall s, CPU s")
     before_rows = dict(snakemake_overhead(args.before, None, args.repeat)) if args.before else {}
-    for label, secs in snakemake_overhead(after_src, args.run, args.repeat):
-        line = f"  {label:<55} {secs:6.2f}"
+    for label, (secs, cpu) in snakemake_overhead(after_src, args.run, args.repeat):
+        line = f"  {label:<55} {secs:6.2f} {cpu:6.2f}"
         if label in before_rows:
-            line += f"   before {before_rows[label]:6.2f}"
+            line += f"   before {before_rows[label][0]:6.2f} {before_rows[label][1]:6.2f}"
         print(line)
+    for rule in args.forcerun if args.run else []:
+        whole, jobs = forcerun(args.run, rule, after_src)
+        print(f"  snakemake --forcerun {rule} --until {rule}: whole call {whole:.2f} s, its jobs {jobs:.2f} s "
+              f"({jobs / whole:.0%} of the call)")
     return 0
 
 
