@@ -158,6 +158,15 @@ def stage_model(section: dict, models_cache: str | os.PathLike = MODELS_CACHE) -
     return str(Path(models_cache) / stand_in["name"]) if stand_in["enabled"] else section["model"]
 
 
+def detector_kwargs(section: dict, model: str) -> dict:
+    """Backend kwargs from the `detection:` config block (workflow-only keys dropped, backend-specific kept)."""
+    drop = {"backend", "model", "stand_in", "batch_size", "ultralytics"}
+    kwargs = {k: v for k, v in section.items() if k not in drop}
+    if section["backend"] == "ultralytics":
+        kwargs.update(section.get("ultralytics") or {})
+    return {"backend": section["backend"], "model": model, **kwargs}
+
+
 def stage_model_inputs(section: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> list[str]:
     # A stand-in (or local weights) is a file dependency, so rebuilding it reruns the stage; a hub id is not.
     model = stage_model(section, models_cache)

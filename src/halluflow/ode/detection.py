@@ -18,6 +18,7 @@ from ..backends.base import Detector
 from ..backends.detectors import _import_ultralytics
 from ..errors import ConfigError, InputError, MissingExtraError
 from ..io import open_rgb, safe_join
+from ..models import detector_kwargs  # noqa: F401 (lives with the model resolver: the DAG needs it without polars)
 from ..progress import get_logger, progress
 from ..standins import tiny_clip_tokenizer
 
@@ -202,11 +203,3 @@ def detect_shard(images: pl.DataFrame, labels: dict[str, list[str]], root: str |
                              "model": info.model, "revision": info.revision, "stand_in": info.stand_in})
     return pl.DataFrame(rows, schema=DETECTION_SCHEMA)
 
-
-def detector_kwargs(section: dict, model: str) -> dict:
-    """Backend kwargs from the `detection:` config block (workflow-only keys dropped, backend-specific kept)."""
-    drop = {"backend", "model", "stand_in", "batch_size", "ultralytics"}
-    kwargs = {k: v for k, v in section.items() if k not in drop}
-    if section["backend"] == "ultralytics":
-        kwargs.update(section.get("ultralytics") or {})
-    return {"backend": section["backend"], "model": model, **kwargs}

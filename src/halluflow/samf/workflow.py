@@ -155,8 +155,7 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
 def judge_specs(config: dict, models_cache=None) -> dict:
     """The judge backends the samf jobs need, from the whole config: only those samf.judge / samf.verifier /
     samf.detector use, so editing an unused backend reruns no SAMF job."""
-    from ..models import MODELS_CACHE, stage_model
-    from ..ode.detection import detector_kwargs
+    from ..models import MODELS_CACHE, detector_kwargs, stage_model
 
     samf = config["samf"]
     kinds = {samf["judge"], samf["verifier"]}
