@@ -106,10 +106,10 @@ def heaviest_imports(code: str, src: Path, top: int = 4) -> str:
     return ", ".join(f"{name} {secs:.2f}" for name, secs in heavy if secs >= 0.02)
 
 
-def job_times(run: Path) -> dict[str, list[float]]:
+def job_times(run: Path, since: float = 0.0) -> dict[str, list[float]]:
     """rule -> wall seconds of each of its jobs in a finished run. Snakemake's per-output metadata records the job's
     start (per output, a few microseconds apart) and the output's mtime as its end: a job is its rule + job hash,
-    from its first start to its last output."""
+    from its first start to its last output. `since`: only jobs started from then on (epoch seconds)."""
     spans: dict[tuple[str, int], tuple[float, float]] = {}
     for meta in (run / ".snakemake" / "metadata").rglob("*"):  # long output paths are split into folders
         if not meta.is_file():
@@ -118,7 +118,7 @@ def job_times(run: Path) -> dict[str, list[float]]:
             record = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if record.get("starttime") and record.get("endtime") and record.get("rule"):
+        if record.get("rule") and record.get("endtime") and (record.get("starttime") or 0) >= since:
             key = (record["rule"], record.get("job_hash"))
             start, end = spans.get(key, (record["starttime"], record["endtime"]))
             spans[key] = (min(start, record["starttime"]), max(end, record["endtime"]))
@@ -141,7 +141,7 @@ def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[s
     if run is not None:
         env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
         walls, cpus = [], []
-        for _ in range(max(1, repeat // 2)):
+        for _ in range(repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--quiet", "rules", "--cores", "1"],
@@ -153,14 +153,18 @@ def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[s
     return rows
 
 
-def forcerun(run: Path, rule: str, src: Path) -> tuple[float, float]:
-    """(whole `snakemake` call, the rule's jobs) wall seconds: rerun one rule's jobs of a finished run, nothing else."""
+def forcerun(run: Path, rule: str, src: Path) -> tuple[float, float, int]:
+    """(whole `snakemake` call, sum of the rule's job spans) wall seconds and the job count: rerun one rule's jobs of
+    a finished run and nothing else (--allowed-rules: an earlier rerun upstream must not rerun the jobs between)."""
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--forcerun", rule, "--until", rule, "--quiet", "all"]
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--forcerun", rule, "--until", rule,
+           "--allowed-rules", rule, "--rerun-triggers=mtime"]
+    called = time.time()
     start = time.perf_counter()
     subprocess.run(cmd, cwd=run, env=env, capture_output=True, text=True, check=True)
     whole = time.perf_counter() - start
-    return whole, sum(job_times(run).get(rule, [float("nan")]))
+    spans = job_times(run, since=called).get(rule, [])
+    return whole, sum(spans), len(spans)
 
 
 def _common_imports() -> str:
@@ -196,15 +200,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{heaviest_imports(code, after_src)}")
 
     print("\nper invocation of snakemake (best of --repeat): wall s, CPU s")
-    before_rows = dict(snakemake_overhead(args.before, None, args.repeat)) if args.before else {}
+    before_rows = dict(snakemake_overhead(args.before, args.run, args.repeat)) if args.before else {}
     for label, (secs, cpu) in snakemake_overhead(after_src, args.run, args.repeat):
         line = f"  {label:<55} {secs:6.2f} {cpu:6.2f}"
         if label in before_rows:
             line += f"   before {before_rows[label][0]:6.2f} {before_rows[label][1]:6.2f}"
         print(line)
     for rule in args.forcerun if args.run else []:
-        whole, jobs = forcerun(args.run, rule, after_src)
-        print(f"  snakemake --forcerun {rule} --until {rule}: whole call {whole:.2f} s, its jobs {jobs:.2f} s "
+        whole, jobs, n = forcerun(args.run, rule, after_src)
+        print(f"  snakemake --forcerun {rule} ({n} jobs, --cores 1): whole call {whole:.2f} s, the jobs {jobs:.2f} s "
               f"({jobs / whole:.0%} of the call)")
     return 0
 
