@@ -17,8 +17,9 @@ run (DAG build, nothing to do).
 
     python bench/bench_startup.py [--before /work/main/src] [--run <finished run dir>] [--repeat 5]
 
-A finished run: any directory where `snakemake --cores 1` completed (e.g. a copy of the repository run with a
-one-shard override config). Without --run the job-time columns are left empty.
+A finished run: a copy of the repository where `snakemake --cores 1` completed with that copy's own config.yaml
+(this bench calls snakemake there without --configfile; e.g. shards set to 1). --forcerun reruns jobs there.
+Without --run the job-time columns are left empty.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def job_times(run: Path, since: float = 0.0) -> dict[str, list[float]]:
             spans[key] = (min(start, record["starttime"]), max(end, record["endtime"]))
     jobs: dict[str, list[float]] = defaultdict(list)
     for (rule, _), (start, end) in spans.items():
-        jobs[rule].append(end - start)
+        if end - start > 0.01:  # `snakemake --touch` records zero-length jobs
+            jobs[rule].append(end - start)
     return dict(jobs)
 
 
@@ -144,7 +146,8 @@ def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[s
         for _ in range(repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--quiet", "rules", "--cores", "1"],
+            subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--quiet", "rules", "--cores", "1",
+                            "--rerun-triggers=mtime"],
                            cwd=run, env=env, capture_output=True, text=True, check=True)
             walls.append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -183,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --run: rerun these rules' jobs there and compare the whole snakemake call to the jobs")
     args = ap.parse_args(argv)
     after_src = REPO / "src"
-    times = job_times(args.run) if args.run else {}
     scripts = {r: s for r, s in rule_scripts(REPO / "rules").items()
                if r not in MODEL_RULES and (not args.rules or r in args.rules)}
+    forced = {}
+    if args.run:  # first, so the job times below are those of these reruns
+        forced = {rule: forcerun(args.run, rule, after_src) for rule in args.forcerun}
+    times = job_times(args.run) if args.run else {}
 
     print(f"{'rule':<22} {'CPU before':>10} {'CPU after':>9} {'wall after':>10} {'job wall':>8} {'share':>6}  "
           f"heaviest imports after (s)")
@@ -206,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if label in before_rows:
             line += f"   before {before_rows[label][0]:6.2f} {before_rows[label][1]:6.2f}"
         print(line)
-    for rule in args.forcerun if args.run else []:
-        whole, jobs, n = forcerun(args.run, rule, after_src)
+    for rule, (whole, jobs, n) in forced.items():
         print(f"  snakemake --forcerun {rule} ({n} jobs, --cores 1): whole call {whole:.2f} s, the jobs {jobs:.2f} s "
               f"({jobs / whole:.0%} of the call)")
     return 0
