@@ -1,8 +1,9 @@
 """Throughput of the answer stage's backends on this machine: requests per second by batch size and torch threads.
 
-Runs the default models under test (tiny random SmolVLM stand-in, blind SmolLM2-135M, co-occurrence prior is not
-worth timing) on synthetic yes/no and generative requests, through the same backend classes the answer rule uses.
-Use it to size `answer.batch_size`, `shards.answers` and the rule's runtime; speed is never asserted in tests.
+Local models: runs the default models under test (tiny random SmolVLM stand-in, blind SmolLM2-135M, co-occurrence
+prior is not worth timing) on synthetic yes/no and generative requests, through the same backend classes the answer
+rule uses. Use it to size `answer.batch_size`, `shards.answers` and the rule's runtime; speed is never asserted in
+tests.
 
     python bench/bench_answer.py [--requests 16] [--batch 1 4 8 16] [--threads 1 2] [--out bench_answer.json]
 
@@ -12,6 +13,15 @@ batches, checks the answers are identical, and prints raw / backend time (1.0 = 
 plus the same loop on unsorted batches in request order (what sorting by prompt length saves):
 
     python bench/bench_answer.py --vs-raw [--kinds llava llava_next qwen2_vl gemma3 smolvlm] [--requests 48]
+
+Served models (`--openai`): the answer stage's `openai` backend (answer_shard: cache, batches, retries) against the
+official `openai` client driving the same server with `concurrency` threads and no batches at all, the ideal
+pipeline. Prints the throughput ratio (stage / direct; 1.0 = no idle gap at batch ends) and, for comparison, the
+batch-at-a-time schedule (each batch waits for its slowest request). Without --base-url a local server with
+random 20-80 ms latency stands in for a real one, so the number measures scheduling, not a model.
+
+    python bench/bench_answer.py --openai [--requests 400] [--concurrency 8] [--batch 8] \
+        [--base-url http://127.0.0.1:8000/v1 --model resources/models/tiny-smolvlm]
 """
 
 from __future__ import annotations
@@ -117,6 +127,108 @@ def vs_raw(args) -> list[dict]:
                    "identical_outputs": [a.strip() for a in out["backend"]] == out["raw"]}
             rows.append(row)
             print(json.dumps(row))
+def latency_server(low_ms: float = 20, high_ms: float = 80, seed: int = 0):
+    """A chat-completions server on 127.0.0.1 whose replies take a random 20-80 ms (threads: requests overlap)."""
+    import random
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    rng, lock = random.Random(seed), threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            with lock:
+                delay = rng.uniform(low_ms, high_ms) / 1000
+            time.sleep(delay)
+            data = json.dumps({"id": "b", "object": "chat.completion", "model": body["model"],
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": " Yes"}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            data = json.dumps({"object": "list", "data": [{"id": "bench", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+
+
+def bench_openai(args) -> list[dict]:
+    import polars as pl
+    from concurrent.futures import ThreadPoolExecutor
+
+    from halluflow.answer import ModelUnderTest, answer_shard
+
+    httpd = None
+    base_url, model = args.base_url, args.model
+    if base_url is None:
+        httpd, base_url = latency_server()
+        model = "bench"
+    questions = [r.prompt for r in requests(args.requests, None)]
+    queries = pl.DataFrame({"query_id": [f"q{i:05d}" for i in range(len(questions))], "question": questions,
+                            "task": ["discriminative"] * len(questions), "image": [None] * len(questions)},
+                           schema={"query_id": pl.String, "question": pl.String, "task": pl.String,
+                                   "image": pl.String})
+    spec = {"name": "bench", "backend": "openai",
+            "args": {"base_url": base_url, "model": model, "api_key_env": None, "concurrency": args.concurrency,
+                     "max_retries": 0, "timeout_s": 120}}
+    settings = {"yes_no_suffix": "", "batch_size": args.batch[0], "max_new_tokens": {"discriminative": 6}}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = ModelUnderTest(spec)
+        warm.run([requests(1, None)[0]], 1)  # connection + GET /models once, outside the clocks
+
+        import openai
+
+        direct = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+
+        def ask(q):
+            return direct.chat.completions.create(model=model, messages=[{"role": "user", "content": q}],
+                                                  max_tokens=6, temperature=0).choices[0].message.content
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+            list(pool.map(ask, questions))
+        direct_s = time.perf_counter() - start
+
+        start = time.perf_counter()
+        stats = answer_shard(queries, tmp, ModelUnderTest(spec), Path(tmp) / "cache", Path(tmp) / "a.parquet",
+                             settings=settings)
+        stage_s = time.perf_counter() - start
+        assert stats["new"] == len(questions), stats
+
+        mut = ModelUnderTest(spec)  # the batch-at-a-time schedule the stage used before, for comparison
+        reqs = [r for r in requests(args.requests, None)]
+        start = time.perf_counter()
+        for i in range(0, len(reqs), args.batch[0]):
+            mut.run(reqs[i : i + args.batch[0]], 6)
+        batched_s = time.perf_counter() - start
+    if httpd is not None:
+        httpd.shutdown()
+    n = len(questions)
+    row = {"mode": "openai", "server": args.base_url or "latency 20-80 ms", "requests": n,
+           "concurrency": args.concurrency, "batch": args.batch[0],
+           "direct_openai_rps": round(n / direct_s, 1), "answer_stage_rps": round(n / stage_s, 1),
+           "batch_at_a_time_rps": round(n / batched_s, 1), "ratio_stage_over_direct": round(direct_s / stage_s, 3),
+           "ratio_batch_at_a_time_over_direct": round(direct_s / batched_s, 3)}
+    rows.append(row)
+    print(json.dumps(row))
     return rows
 
 
@@ -131,10 +243,23 @@ def main() -> None:
     ap.add_argument("--vs-raw", action="store_true", help="transformers backend vs a plain generate loop (see above)")
     ap.add_argument("--kinds", nargs="+", default=["llava", "llava_next", "qwen2_vl", "gemma3", "smolvlm"])
     ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--openai", action="store_true", help="bench the openai backend against the openai client")
+    ap.add_argument("--concurrency", type=int, default=8, help="--openai: requests in flight")
+    ap.add_argument("--base-url", default=None, help="--openai: a running server (default: a local latency server)")
+    ap.add_argument("--model", default=None, help="--openai: the served model id (with --base-url)")
     args = ap.parse_args()
     if args.vs_raw:
         set_threads(args.threads[0])
         rows = vs_raw(args)
+        if args.out:
+            Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
+        return
+    if args.openai:
+        if args.requests == 16:
+            args.requests = 400
+        if args.batch == [1, 4, 8, 16]:
+            args.batch = [8]
+        rows = bench_openai(args)
         if args.out:
             Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
         return

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import polars as pl
 import pytest
+import yaml
 from PIL import Image
 
 from halluflow import registry
@@ -89,17 +92,19 @@ def test_failures_recorded_not_cached_and_rerun_retries_only_them(server, tmp_pa
     queries = make_release(tmp_path / "release", questions)
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, max_retries=2)}
     server.faults["dog"] = ["500"] * 3  # exhausts 1 + 2 retries
-    server.faults["sky"] = ["null"]
+    server.faults["sky"] = ["null"]  # an empty success is a failure: retried, never cached as ""
     server.faults["unicorn"] = ["huge"]
     out, cache = tmp_path / "answers" / "000.parquet", tmp_path / "cache"
     settings = {"max_failed_fraction": 1.0, "yes_no_suffix": ""}
     with caplog.at_level("INFO"):
         stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), cache, out, settings=settings)
-    assert stats == {"queries": 4, "cache_hits": 0, "new": 3, "failed": 1, "truncated": 1, "empty": 2}
+    assert stats == {"queries": 4, "cache_hits": 0, "new": 3, "failed": 1, "truncated": 1, "empty": 1}
     table = pl.read_parquet(out).sort("query_id")
     assert table["status"].to_list() == ["ok", "failed", "ok", "ok"]
     assert table["error"][1] == "gave up after 3 attempts: HTTP 500"
-    assert table["answer"][2] == "" and table["truncated"][3] and table["original_chars"][3] == 12_000_000 - 1  # "yes " × 3M, trailing space stripped
+    assert server.calls["Is there a sky?"] == 2 and table["answer"][2] == "Yes"
+    # 12 MB of "yes yes ...": stripped, then cut at max_answer_chars.
+    assert table["truncated"][3] and table["original_chars"][3] == 12_000_000 - 1
     assert len(table["answer"][3]) == 10_000
     before = dict(server.calls)
     stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), cache, out, settings=settings)
@@ -121,3 +126,127 @@ def test_failed_fraction_over_the_limit_fails_the_shard(server, tmp_path):
     server.faults["dog"] = ["500"]
     with pytest.raises(BackendError, match="1 of 2 requests failed .*query q1: gave up after 1 attempts: HTTP 500"):
         answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet")
+
+
+def test_content_parts_are_joined_and_leading_space_stripped_once(server, tmp_path):
+    queries = make_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
+    server.faults["cloud"] = ["parts"]  # [{"type": "text", "text": "Y"}, {"type": "text", "text": "es"}]
+    server.faults["dog"] = ["space"]  # " No", as transformers serve answers
+    vlm = registry.create("vlm", {"backend": "openai", **client_args(server)})
+    raw = vlm.answer_results([VLMRequest("1", "Is there a cloud?", None), VLMRequest("2", "Is there a dog?", None)])
+    assert [r.text for r in raw] == ["Yes", " Yes"]  # the backend hands the server's text on unchanged
+    server.faults["cloud"], server.faults["dog"] = ["parts"], ["space"]
+    spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
+    out = tmp_path / "a.parquet"
+    answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out,
+                 settings={"yes_no_suffix": ""})
+    assert pl.read_parquet(out).sort("query_id")["answer"].to_list() == ["Yes", "Yes"]
+
+
+def test_retry_after_follows_rfc_9110_and_is_capped(server, caplog):
+    from email.utils import format_datetime
+    from datetime import datetime, timedelta, timezone
+
+    from halluflow.backends.openai_http import retry_after_seconds
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert retry_after_seconds("120") == 120.0
+    assert retry_after_seconds(format_datetime(now + timedelta(seconds=90), usegmt=True), now.timestamp()) == 90.0
+    assert retry_after_seconds("Thu, 01 Jan 2026 00:00:30 -0000", now.timestamp()) == 30.0
+    assert retry_after_seconds(format_datetime(now - timedelta(seconds=5), usegmt=True), now.timestamp()) == 0.0
+    with caplog.at_level("INFO", logger="halluflow.backends.openai"):
+        for bad in ["soon", "inf", "nan", "-3", "1.5", "1e9", "", "Fri, 99 Foo 2026"]:
+            assert retry_after_seconds(bad) is None, bad
+    assert "ignoring unparseable Retry-After header 'soon'" in caplog.text
+    # Against the server: 100000 s, a garbage value and inf are all survivable and capped by backoff_max_s (0.05).
+    vlm = registry.create("vlm", {"backend": "openai", **client_args(server)})
+    server.faults["cloud"] = ["429:100000", "429:soon", "429:inf", "429:" + "9" * 400]
+    start = time.monotonic()
+    result = vlm.answer_results([VLMRequest("1", "Is there a cloud?", None)])[0]
+    assert (result.text, result.attempts) == ("Yes", 5) and time.monotonic() - start < 2
+
+
+def test_one_deadline_covers_a_trickled_body(prior, monkeypatch):
+    # 40+ bytes at 0.2 s each would take 9 s; the request must end at timeout_s (0.5 s) however bytes trickle.
+    with ChatServer(prior, trickle_s=0.2) as srv:
+        vlm = registry.create("vlm", {"backend": "openai", **client_args(srv, api_key_env=None, max_retries=1)})
+        srv.faults["cloud"] = ["trickle", "trickle"]
+        start = time.monotonic()
+        result = vlm.answer_results([VLMRequest("1", "Is there a cloud?", None)])[0]
+        elapsed = time.monotonic() - start
+    assert result.error.startswith("gave up after 2 attempts: timeout after 0.4 s"), result.error
+    assert elapsed < 2 * 0.4 + 0.05 + 0.5, elapsed  # two attempts, one short backoff, scheduling slack
+
+
+def test_secrets_echoed_by_the_server_are_redacted_everywhere(server, tmp_path, caplog, capsys):
+    from halluflow.cli import main
+
+    questions = ["Is there a cloud?", "Is there a dog?"]
+    make_release(tmp_path / "release", questions)
+    server.faults["cloud"] = ["401-echo", "401-echo"]
+    spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
+    with caplog.at_level("INFO"):
+        answer_shard(make_release(tmp_path / "r2", questions), tmp_path / "r2", ModelUnderTest(spec),
+                     tmp_path / "cache", tmp_path / "answers.parquet", settings={"max_failed_fraction": 1.0})
+        labels = tmp_path / "pope.jsonl"
+        labels.write_text('{"question_id": 1, "image": "img0.png", "text": "Is there a cloud?", "label": "yes"}\n')
+        cfg = tmp_path / "model.yaml"
+        cfg.write_text(yaml.safe_dump({"name": "remote", "backend": "openai", "args": client_args(server)}))
+        assert main(["answer", "run", "--source", "pope", "--questions", str(labels), "--images",
+                     str(tmp_path / "release" / "images"), "--model-config", str(cfg),
+                     "--out", str(tmp_path / "cli.jsonl"), "--max-failed-fraction", "1"]) == 0
+    table = pl.read_parquet(tmp_path / "answers.parquet").sort("query_id")
+    assert table["error"][0] == "HTTP 401: {\"error\": \"rejected Authorization: [REDACTED]\"}"
+    assert "[REDACTED]" in (tmp_path / "cli.jsonl").read_text()
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) > 5 and not [p for p in files if SECRET.encode() in p.read_bytes()]
+    assert SECRET not in caplog.text + capsys.readouterr().out
+    # The key really went to the server, which echoed it back, once per run.
+    assert sum(n for q, n in server.calls.items() if "cloud" in q) == 2
+
+
+def test_identical_rejections_stop_the_shard_early(server, tmp_path):
+    questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn"]]
+    queries = make_release(tmp_path / "release", questions)
+    for q in questions:  # a server rejecting an extra_body key (e.g. top_k) rejects every request alike
+        server.faults[q] = ["422"]
+    spec = {"name": "remote", "backend": "openai", "args": client_args(server, concurrency=1)}
+    out = tmp_path / "a.parquet"
+    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out,
+                         settings={"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""})
+    assert stats["failed"] == 6 and sum(server.calls.values()) == 3
+    errors = pl.read_parquet(out).sort("query_id")["error"].to_list()
+    assert all(e.startswith("HTTP 422: ") for e in errors[:3])
+    assert errors[3] == "not sent: the server rejected 3 requests with " + errors[0]
+    assert len(set(errors[3:])) == 1
+
+
+def test_unserved_model_fails_once_naming_the_served_ids(prior, tmp_path):
+    queries = make_release(tmp_path / "release", [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "cat", "car"]])
+    with ChatServer(prior, models=("org/served-model",)) as srv:
+        spec = {"name": "remote", "backend": "openai",
+                "args": client_args(srv, api_key_env=None, model="org/typo-model")}
+        with pytest.raises(BackendError) as err:
+            answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet")
+        assert "model 'org/typo-model' is not served by" in str(err.value)
+        assert "GET /models lists 'org/served-model'" in str(err.value) and "\n" not in str(err.value)
+        assert srv.posts == 1  # the probe; the queued requests (3 threads) fail without being sent
+        ok = registry.create("vlm", {"backend": "openai", **client_args(srv, api_key_env=None, model="org/served-model")})
+        assert ok.answer([VLMRequest("1", "Is there a cloud?", None)]) == ["Yes"]
+
+
+def test_requests_stay_in_flight_across_batch_boundaries(prior, tmp_path):
+    questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn", "cat", "car"]]
+    queries = make_release(tmp_path / "release", questions)
+    with ChatServer(prior, delay_s=0.2) as srv:
+        spec = {"name": "remote", "backend": "openai", "args": client_args(srv, api_key_env=None, concurrency=4,
+                                                                           timeout_s=5)}
+        answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet",
+                     settings={"batch_size": 2})
+    # Batches of 2 answered one after another would never have more than 2 requests at the server.
+    assert srv.max_in_flight == 4
+
+
+def test_jitter_differs_between_clients(server):
+    a, b = (registry.create("llm", {"backend": "openai", **client_args(server)}).client for _ in range(2))
+    assert [a._wait(3, None) for _ in range(4)] != [b._wait(3, None) for _ in range(4)]

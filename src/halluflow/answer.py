@@ -141,6 +141,24 @@ class ModelUnderTest:
         """One Result per request (text stripped, failures as errors, fallbacks as notes): backend.respond."""
         return self.backend.respond(requests)
 
+    def run_batches(self, batches):
+        """Yield run()'s Results batch by batch. A backend that queues requests (respond_futures: the served
+        `openai` one) gets every batch up front, so the server keeps its configured number of requests in flight
+        across batch boundaries instead of idling while the slowest request of each batch finishes."""
+        backend = self.backend
+        if not hasattr(backend, "respond_futures"):
+            for requests in batches:
+                yield self.run(requests)
+            return
+        queued = [backend.respond_futures(requests) for requests in batches]
+        try:
+            for futures in queued:
+                yield [f.result() for f in futures]
+        finally:  # a crash or an early stop must not leave queued requests to be sent
+            for futures in queued:
+                for f in futures:
+                    f.cancel()
+
 
 def answer_shard(
     queries,
@@ -206,10 +224,11 @@ def answer_shard(
     for item in sorted(misses, key=lambda m: (len(m[1].prompt), m[1].request_id)):
         by_limit.setdefault(item[3], []).append(item)
     batches = [items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)]
-    for batch in progress(batches, desc=f"answer {model.name} {shard:03d}"):
-        start = time.perf_counter()
-        outcomes = model.run([b[1] for b in batch])
+    outcomes_by_batch = model.run_batches([[b[1] for b in batch] for batch in batches])
+    start = time.perf_counter()
+    for batch, outcomes in zip(progress(batches, desc=f"answer {model.name} {shard:03d}"), outcomes_by_batch):
         latency = (time.perf_counter() - start) / len(batch)
+        start = time.perf_counter()
         stand_in = bool(model.describe().stand_in)
         for (r, request, key, _), outcome in zip(batch, outcomes):
             text, error = outcome.text, outcome.error
@@ -224,6 +243,7 @@ def answer_shard(
                 new += 1
                 results[key] = record
                 if stop_after and new >= stop_after:
+                    outcomes_by_batch.close()
                     raise SimulatedCrash(f"{STOP_AFTER_ENV}={stop_after}: stopped after {new} new answers")
             else:
                 failed += 1

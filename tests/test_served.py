@@ -1,0 +1,102 @@
+"""The `openai` backend against a REAL OpenAI-compatible server: `transformers serve` (transformers' own server)
+serving the offline stand-ins on 127.0.0.1 (tests/served.py). Every role that can be served is run through it: the
+model under test (images as data URLs), the CEDI LLM parser, the SAMF LLM judge, the CAOS LLM extractor and a CAOS
+oracle member; the CEDI LLM question writer runs in the workflow test (tests/test_configs.py, openai-server).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from halluflow import registry
+from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.errors import BackendError
+
+from served import LLM_ID, VLM_ID, TransformersServe, build_served_models, missing_serve_packages
+from test_openai_http import make_release
+
+pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    missing = missing_serve_packages()
+    if missing:
+        pytest.skip(f"transformers serve needs {missing}: pip install 'halluflow[serve]'")
+    root = build_served_models(tmp_path_factory.mktemp("served"))
+    with TransformersServe(root) as server:
+        yield server
+
+
+def spec(server, model=VLM_ID, **args):
+    return {"name": "served", "backend": "openai", "stand_in": True,
+            "args": {"base_url": server.base_url, "model": model, "api_key_env": None, "timeout_s": 120,
+                     "max_retries": 1, "backoff_s": 0.1, "concurrency": 2, **args}}
+
+
+QUESTIONS = ["Is there a dog in the image?", "Is there a cat in the image?", "Describe the image."]
+
+
+def test_model_under_test_answers_over_the_server(served, tmp_path):
+    queries = make_release(tmp_path / "release", QUESTIONS)
+    before = served.requests_for(VLM_ID)
+    out, cache = tmp_path / "answers.parquet", tmp_path / "cache"
+    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served)), cache, out)
+    table = pl.read_parquet(out)
+    assert stats["new"] == 3 and (table["status"] == "ok").all(), table["error"].to_list()
+    # + 1 probe while the model is not loaded yet: an on-demand server does not list it in GET /models before.
+    sent = served.requests_for(VLM_ID) - before
+    assert sent == 3 + (before == 0), sent
+    # transformers serve answers " word ...": stored stripped, every backend alike.
+    assert all(a == a.strip() and a for a in table["answer"]), table["answer"].to_list()
+    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served)), cache, out)
+    assert stats["cache_hits"] == 3 and served.requests_for(VLM_ID) - before == sent
+
+
+def test_server_specific_rejections_stop_early_and_unserved_ids_fail_in_one_line(served, tmp_path):
+    queries = make_release(tmp_path / "release", QUESTIONS * 2)
+    # transformers serve rejects sampling fields it does not know (vLLM accepts top_k): HTTP 422, identical each
+    # time, so after three the rest of the shard is recorded as failed without being sent.
+    out = tmp_path / "a.parquet"
+    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served, extra_body={"top_k": 40},
+                                                                            concurrency=1)),
+                         tmp_path / "cache", out, settings={"max_failed_fraction": 1.0})
+    errors = pl.read_parquet(out).sort("query_id")["error"].to_list()
+    assert stats["failed"] == 6 and all("HTTP 422" in e and "top_k" in e for e in errors), errors
+    assert sum(e.startswith("not sent: the server rejected 3 requests") for e in errors) == 3
+    with pytest.raises(BackendError) as err:
+        answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served, model="resources/models/typo")),
+                     tmp_path / "cache", tmp_path / "b.parquet")
+    message = str(err.value)
+    assert "model 'resources/models/typo' is not served by" in message and repr(VLM_ID) in message
+    assert "\n" not in message
+
+
+def test_llm_roles_over_the_server(served, tmp_path):
+    from halluflow.caos.extract import ObjectExtractor, Vocabulary
+    from halluflow.caos.scores import Oracle
+    from halluflow.cedi.parser import llm_parse
+    from halluflow.samf.metrics import LLMJudge
+
+    llm = registry.create("llm", {"backend": "openai", "base_url": served.base_url, "model": LLM_ID,
+                                  "api_key_env": None, "max_tokens": 48, "timeout_s": 120})
+    before = served.requests_for(LLM_ID)
+    # CEDI parser: transcript -> scene graph JSON (None when SmolLM2's reply is not a valid graph: rule fallback).
+    graph = llm_parse(llm, [("Describe the image.", "A brown dog catches a frisbee on the grass.")])
+    assert graph is None or isinstance(graph.objects, (list, dict))
+    # SAMF judge: TRUE/FALSE, or the rule judge ("fallback") when the reply has neither.
+    hit, source = LLMJudge(llm).matches_negative("Yes, there is a cat.", ["no"], ["yes"])
+    assert isinstance(hit, bool) and source in {"llm", "fallback"}
+    # CAOS extractor: vocabulary matches plus whatever objects the LLM's JSON adds.
+    vocab = Vocabulary().add_terms(["dog", "frisbee", "grass"], "graph")
+    extraction = ObjectExtractor(vocab, llm).extract_many(["A brown dog catches a frisbee on the grass."])[0]
+    assert {"dog", "frisbee", "grass"} <= set(extraction.names) and extraction.llm_status in {"ok", "unparsed"}
+    assert served.requests_for(LLM_ID) - before == 3 + (before == 0)  # (+ the first use's probe, as above)
+    # CAOS oracle member: a served VLM answering yes/no about an out-of-domain object in a real image.
+    make_release(tmp_path / "release", ["unused"])
+    vlm_before = served.requests_for(VLM_ID)
+    member = ModelUnderTest(spec(served)).backend
+    verdict = Oracle([("served", member)]).judge([("q0", str(tmp_path / "release/images/img0.png"), "kite")])[0]
+    assert verdict.yes + verdict.no + verdict.abstain == 1
+    assert served.requests_for(VLM_ID) - vlm_before == 1 + (vlm_before == 0)
