@@ -71,9 +71,12 @@ def test_every_default_model_is_scored(default_run):
 
 def _pope_from_answers(out, model: str) -> dict:
     """POPE recomputed from the run's raw answer shards and the queries' truth, with RUCAIBox/POPE evaluate.py's
-    parser (first sentence, no commas, a word 'No'/'not'/'no' → no) and its formulas; failed requests left out."""
+    parser (first sentence, no commas, a word 'No'/'not'/'no' → no) and its formulas; failed and empty answers
+    left out."""
     answers = pl.concat([pl.read_parquet(p) for p in sorted((out / "answers" / model).glob("*.parquet"))],
                         how="diagonal_relaxed").filter(pl.col("status") == "ok")
+    # A failed or empty answer is never a prediction (docs/failed-answers.md): left out before POPE's parser.
+    answers = answers.filter(pl.col("answer").str.strip_chars() != "")
     queries = pl.read_parquet(out / "queries" / "queries.parquet").filter(pl.col("query_type") != "generative")
     rows = answers.join(queries.select("query_id", "truth"), on="query_id").to_dicts()
     pred = ["no" if {"No", "not", "no"} & set(r["answer"].split(".")[0].replace(",", "").split(" ")) else "yes"
@@ -88,7 +91,7 @@ def _pope_from_answers(out, model: str) -> dict:
           else 0.0 if precision is not None and recall is not None else None)
     return {"n": len(rows), "tp": tp, "fp": fp, "tn": tn, "fn": fn, "accuracy": (tp + tn) / len(rows),
             "precision": precision, "recall": recall, "f1": f1, "yes_ratio": (tp + fp) / len(rows),
-            "pred_yes": tp + fp, "pred_no": tn + fn, "truth_yes": tp + fn, "truth_no": fp + tn, "unknown": 0}
+            "pred_yes": tp + fp, "pred_no": tn + fn, "truth_yes": tp + fn, "truth_no": fp + tn, "n_unknown": 0}
 
 
 def test_two_runs_give_identical_manifests(default_run, tmp_path):
