@@ -45,8 +45,10 @@ from halluflow.standins import build_standin
 
 def requests(n: int, image: str | None) -> list[VLMRequest]:
     objects = ["dog", "cat", "tree", "car", "egg", "lamp", "sky", "chair"]
-    return [VLMRequest(str(i), f"Is there a {objects[i % len(objects)]} in the picture? Answer yes or no.", image)
-            for i in range(n)]
+    return [
+        VLMRequest(str(i), f"Is there a {objects[i % len(objects)]} in the picture? Answer yes or no.", image)
+        for i in range(n)
+    ]
 
 
 def mixed_requests(n: int, folder: Path, max_new_tokens: int) -> list[VLMRequest]:
@@ -58,8 +60,15 @@ def mixed_requests(n: int, folder: Path, max_new_tokens: int) -> list[VLMRequest
         Image.new("RGB", size, (40 * i, 200 - 30 * i, 90)).save(path)
         paths.append(str(path))
     objects = ["dog", "red cat sitting on a wooden chair", "tree", "car parked beside a tall lamp post", "egg", "sky"]
-    return [VLMRequest(str(i), f"Is there a {objects[i % len(objects)]} in the picture? Answer yes or no.",
-                       paths[(i * 5) % len(paths)], max_new_tokens=max_new_tokens) for i in range(n)]
+    return [
+        VLMRequest(
+            str(i),
+            f"Is there a {objects[i % len(objects)]} in the picture? Answer yes or no.",
+            paths[(i * 5) % len(paths)],
+            max_new_tokens=max_new_tokens,
+        )
+        for i in range(n)
+    ]
 
 
 def raw_loop(backend, requests: list[VLMRequest], batches: list[list[int]]) -> list[str]:
@@ -71,16 +80,22 @@ def raw_loop(backend, requests: list[VLMRequest], batches: list[list[int]]) -> l
     processor, model = backend.processor, backend.model
     answers = [""] * len(requests)
     for idx in batches:
-        messages = [[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": requests[i].prompt}]}]
-                    for i in idx]
+        messages = [
+            [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": requests[i].prompt}]}]
+            for i in idx
+        ]
         texts = [processor.apply_chat_template(m, add_generation_prompt=True) for m in messages]
         images = [[open_rgb(requests[i].image_path)] for i in idx]
         enc = processor(text=texts, images=images, return_tensors="pt", padding=True)
         torch.manual_seed(0)
         with torch.inference_mode():
-            out = model.generate(**enc, max_new_tokens=requests[idx[0]].max_new_tokens, do_sample=False,
-                                 pad_token_id=processor.tokenizer.pad_token_id)
-        for i, text in zip(idx, processor.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)):
+            out = model.generate(
+                **enc,
+                max_new_tokens=requests[idx[0]].max_new_tokens,
+                do_sample=False,
+                pad_token_id=processor.tokenizer.pad_token_id,
+            )
+        for i, text in zip(idx, processor.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)):
             answers[i] = text.strip()
     return answers
 
@@ -114,19 +129,33 @@ def vs_raw(args) -> list[dict]:
             batches = [idx for _, idx, _ in backend.batches(reqs)]  # the backend's own batches, given to both
             backend.answer(reqs[:2]), raw_loop(backend, reqs, batches[:1])  # warm-up
             in_order = [list(range(i, min(i + args.batch[-1], len(reqs)))) for i in range(0, len(reqs), args.batch[-1])]
-            best, rounds, out = paired_times(args.repeats, {"raw": lambda b=backend, ix=batches: raw_loop(b, reqs, ix),
-                                                            "backend": lambda b=backend: b.answer(reqs),
-                                                            "raw_in_order": lambda b=backend: raw_loop(b, reqs, in_order)})
+            best, rounds, out = paired_times(
+                args.repeats,
+                {
+                    "raw": lambda b=backend, ix=batches: raw_loop(b, reqs, ix),
+                    "backend": lambda b=backend: b.answer(reqs),
+                    "raw_in_order": lambda b=backend, ix=in_order: raw_loop(b, reqs, ix),
+                },
+            )
             ratio_cpu = statistics.median(r["raw"][0] / r["backend"][0] for r in rounds)
             ratio_wall = statistics.median(r["raw"][1] / r["backend"][1] for r in rounds)
-            row = {"kind": kind, "architecture": type(backend.model).__name__, "requests": len(reqs),
-                   "batch": args.batch[-1], "raw_cpu_s": round(best["raw"], 4), "backend_cpu_s": round(best["backend"], 4),
-                   "ratio_cpu_median": round(ratio_cpu, 3), "ratio_wall_median": round(ratio_wall, 3),
-                   # the same loop on batches in request order, unsorted: what sorting by length saves
-                   "raw_in_order_cpu_s": round(best["raw_in_order"], 4),
-                   "identical_outputs": [a.strip() for a in out["backend"]] == out["raw"]}
+            row = {
+                "kind": kind,
+                "architecture": type(backend.model).__name__,
+                "requests": len(reqs),
+                "batch": args.batch[-1],
+                "raw_cpu_s": round(best["raw"], 4),
+                "backend_cpu_s": round(best["backend"], 4),
+                "ratio_cpu_median": round(ratio_cpu, 3),
+                "ratio_wall_median": round(ratio_wall, 3),
+                # the same loop on batches in request order, unsorted: what sorting by length saves
+                "raw_in_order_cpu_s": round(best["raw_in_order"], 4),
+                "identical_outputs": [a.strip() for a in out["backend"]] == out["raw"],
+            }
             rows.append(row)
             print(json.dumps(row))
+
+
 def latency_server(low_ms: float = 20, high_ms: float = 80, seed: int = 0):
     """A chat-completions server on 127.0.0.1 whose replies take a random 20-80 ms (threads: requests overlap)."""
     import random
@@ -146,9 +175,16 @@ def latency_server(low_ms: float = 20, high_ms: float = 80, seed: int = 0):
             with lock:
                 delay = rng.uniform(low_ms, high_ms) / 1000
             time.sleep(delay)
-            data = json.dumps({"id": "b", "object": "chat.completion", "model": body["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop",
-                                            "message": {"role": "assistant", "content": " Yes"}}]}).encode()
+            data = json.dumps(
+                {
+                    "id": "b",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": " Yes"}}
+                    ],
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -170,8 +206,9 @@ def latency_server(low_ms: float = 20, high_ms: float = 80, seed: int = 0):
 
 
 def bench_openai(args) -> list[dict]:
-    import polars as pl
     from concurrent.futures import ThreadPoolExecutor
+
+    import polars as pl
 
     from halluflow.answer import ModelUnderTest, answer_shard
 
@@ -181,13 +218,27 @@ def bench_openai(args) -> list[dict]:
         httpd, base_url = latency_server()
         model = "bench"
     questions = [r.prompt for r in requests(args.requests, None)]
-    queries = pl.DataFrame({"query_id": [f"q{i:05d}" for i in range(len(questions))], "question": questions,
-                            "task": ["discriminative"] * len(questions), "image": [None] * len(questions)},
-                           schema={"query_id": pl.String, "question": pl.String, "task": pl.String,
-                                   "image": pl.String})
-    spec = {"name": "bench", "backend": "openai",
-            "args": {"base_url": base_url, "model": model, "api_key_env": None, "concurrency": args.concurrency,
-                     "max_retries": 0, "timeout_s": 120}}
+    queries = pl.DataFrame(
+        {
+            "query_id": [f"q{i:05d}" for i in range(len(questions))],
+            "question": questions,
+            "task": ["discriminative"] * len(questions),
+            "image": [None] * len(questions),
+        },
+        schema={"query_id": pl.String, "question": pl.String, "task": pl.String, "image": pl.String},
+    )
+    spec = {
+        "name": "bench",
+        "backend": "openai",
+        "args": {
+            "base_url": base_url,
+            "model": model,
+            "api_key_env": None,
+            "concurrency": args.concurrency,
+            "max_retries": 0,
+            "timeout_s": 120,
+        },
+    }
     settings = {"yes_no_suffix": "", "batch_size": args.batch[0], "max_new_tokens": {"discriminative": 6}}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,8 +250,13 @@ def bench_openai(args) -> list[dict]:
         direct = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
 
         def ask(q):
-            return direct.chat.completions.create(model=model, messages=[{"role": "user", "content": q}],
-                                                  max_tokens=6, temperature=0).choices[0].message.content
+            return (
+                direct.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": q}], max_tokens=6, temperature=0
+                )
+                .choices[0]
+                .message.content
+            )
 
         start = time.perf_counter()
         with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
@@ -208,8 +264,9 @@ def bench_openai(args) -> list[dict]:
         direct_s = time.perf_counter() - start
 
         start = time.perf_counter()
-        stats = answer_shard(queries, tmp, ModelUnderTest(spec), Path(tmp) / "cache", Path(tmp) / "a.parquet",
-                             settings=settings)
+        stats = answer_shard(
+            queries, tmp, ModelUnderTest(spec), Path(tmp) / "cache", Path(tmp) / "a.parquet", settings=settings
+        )
         stage_s = time.perf_counter() - start
         assert stats["new"] == len(questions), stats
 
@@ -222,11 +279,18 @@ def bench_openai(args) -> list[dict]:
     if httpd is not None:
         httpd.shutdown()
     n = len(questions)
-    row = {"mode": "openai", "server": args.base_url or "latency 20-80 ms", "requests": n,
-           "concurrency": args.concurrency, "batch": args.batch[0],
-           "direct_openai_rps": round(n / direct_s, 1), "answer_stage_rps": round(n / stage_s, 1),
-           "batch_at_a_time_rps": round(n / batched_s, 1), "ratio_stage_over_direct": round(direct_s / stage_s, 3),
-           "ratio_batch_at_a_time_over_direct": round(direct_s / batched_s, 3)}
+    row = {
+        "mode": "openai",
+        "server": args.base_url or "latency 20-80 ms",
+        "requests": n,
+        "concurrency": args.concurrency,
+        "batch": args.batch[0],
+        "direct_openai_rps": round(n / direct_s, 1),
+        "answer_stage_rps": round(n / stage_s, 1),
+        "batch_at_a_time_rps": round(n / batched_s, 1),
+        "ratio_stage_over_direct": round(direct_s / stage_s, 3),
+        "ratio_batch_at_a_time_over_direct": round(direct_s / batched_s, 3),
+    }
     rows.append(row)
     print(json.dumps(row))
     return rows
@@ -281,8 +345,14 @@ def main() -> None:
                     start = time.perf_counter()
                     backend.answer([dataclasses.replace(r, max_new_tokens=args.max_new_tokens) for r in reqs])
                     seconds = time.perf_counter() - start
-                    row = {"model": name, "threads": threads, "batch": batch, "requests": args.requests,
-                           "seconds": round(seconds, 3), "requests_per_s": round(args.requests / seconds, 2)}
+                    row = {
+                        "model": name,
+                        "threads": threads,
+                        "batch": batch,
+                        "requests": args.requests,
+                        "seconds": round(seconds, 3),
+                        "requests_per_s": round(args.requests / seconds, 2),
+                    }
                     rows.append(row)
                     print(json.dumps(row))
     if args.out:

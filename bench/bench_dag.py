@@ -30,8 +30,11 @@ def bench_config(scenes: int, image_shards: int, answer_shards: int) -> dict:
     return {
         "release": "bench-dag",
         "shards": {"images": image_shards, "answers": answer_shards},
-        "ode": {"sampling": {"sizes": {d: {"entity_entity": per_list, "entity_environment": per_list}
-                                       for d in DISTRIBUTIONS}}},
+        "ode": {
+            "sampling": {
+                "sizes": {d: {"entity_entity": per_list, "entity_environment": per_list} for d in DISTRIBUTIONS}
+            }
+        },
     }
 
 
@@ -46,8 +49,9 @@ def query_inputs(n_images: int, seed: int = 0):
     from halluflow.ode.sampling import sample_scenes
 
     nodes, edges = read_seed(DEFAULT_SEED_DIR)
-    scenes = sample_scenes(nodes, edges, {d: {"entity_entity": 40, "entity_environment": 40} for d in DISTRIBUTIONS},
-                           seed, variants=2)
+    scenes = sample_scenes(
+        nodes, edges, {d: {"entity_entity": 40, "entity_environment": 40} for d in DISTRIBUTIONS}, seed, variants=2
+    )
     candidates = detector_candidates(scenes, nodes, edges, 4)
     rng = np.random.default_rng(seed)
     rows = scenes.select("scene_id", "object_a", "object_b").rows()
@@ -58,8 +62,20 @@ def query_inputs(n_images: int, seed: int = 0):
         scene_ids.append(scene_id)
         detected.append(sorted(x for x in [a, b, *candidates[scene_id]] if rng.random() < 0.3))
     counts = rng.integers(1, 4, size=(n_images, 2))
-    return (pl.DataFrame({"image_id": ids, "scene_id": scene_ids, "detected": detected, "count_a": counts[:, 0],
-                          "count_b": counts[:, 1]}), scenes, nodes, edges)
+    return (
+        pl.DataFrame(
+            {
+                "image_id": ids,
+                "scene_id": scene_ids,
+                "detected": detected,
+                "count_a": counts[:, 0],
+                "count_b": counts[:, 1],
+            }
+        ),
+        scenes,
+        nodes,
+        edges,
+    )
 
 
 def bench_queries(n_images: int, repeat: int) -> None:
@@ -69,8 +85,11 @@ def bench_queries(n_images: int, repeat: int) -> None:
     from halluflow.ode.queries import make_queries
 
     inputs = query_inputs(n_images)
-    runs = (("per-image loop", per_image_loop, {}), ("vectorised", make_queries, {"question_style": "ode_code"}),
-            ("vectorised, grammatical", make_queries, {}))
+    runs = (
+        ("per-image loop", per_image_loop, {}),
+        ("vectorised", make_queries, {"question_style": "ode_code"}),
+        ("vectorised, grammatical", make_queries, {}),
+    )
     timings = {}
     for name, fn, options in runs:
         times = []
@@ -81,9 +100,11 @@ def bench_queries(n_images: int, repeat: int) -> None:
         timings[name] = (min(times), table)
     (old, old_table), (new, new_table) = timings["per-image loop"], timings["vectorised"]
     same = old_table.equals(new_table.drop("detected"))  # the column the loop did not write
-    print(f"make_queries, {n_images:,} images, {new_table.height:,} queries (ODE's wording): per-image loop "
-          f"{old:.2f} s, vectorised {new:.2f} s, {old / new:.1f}x faster (best of {repeat}; target < 5 s); "
-          f"identical tables: {same}")
+    print(
+        f"make_queries, {n_images:,} images, {new_table.height:,} queries (ODE's wording): per-image loop "
+        f"{old:.2f} s, vectorised {new:.2f} s, {old / new:.1f}x faster (best of {repeat}; target < 5 s); "
+        f"identical tables: {same}"
+    )
     grammatical, table = timings["vectorised, grammatical"]
     print(f"make_queries, grammatical questions with detector counts: {table.height:,} queries in {grammatical:.2f} s")
 
@@ -110,8 +131,20 @@ def bench_dag(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "bench.yaml"
         overlay.write_text(yaml.safe_dump(bench_config(args.scenes, args.image_shards, args.answer_shards)))
-        cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "2", "--configfile", "config.yaml",
-               str(overlay), "--quiet", "rules"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--nolock",
+            "--cores",
+            "2",
+            "--configfile",
+            "config.yaml",
+            str(overlay),
+            "--quiet",
+            "rules",
+        ]
         times, jobs = [], None
         for _ in range(args.repeat):
             start = time.perf_counter()
@@ -122,9 +155,11 @@ def bench_dag(args) -> int:
                 return proc.returncode
             match = re.search(r"^total\s+(\d+)", proc.stdout + proc.stderr, re.M)
             jobs = int(match.group(1)) if match else None
-    print(f"snakemake -n, {args.scenes:,} scenes, {args.image_shards} image shards, {args.answer_shards} answer "
-          f"shards: {jobs} jobs; best {min(times):.2f} s, median {sorted(times)[len(times) // 2]:.2f} s "
-          f"over {args.repeat} runs (target < 30 s)")
+    print(
+        f"snakemake -n, {args.scenes:,} scenes, {args.image_shards} image shards, {args.answer_shards} answer "
+        f"shards: {jobs} jobs; best {min(times):.2f} s, median {sorted(times)[len(times) // 2]:.2f} s "
+        f"over {args.repeat} runs (target < 30 s)"
+    )
     return 0
 
 

@@ -35,8 +35,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         flux = args.flux or str(build_standin("flux", Path(tmp) / "flux"))
         detector = args.detector or str(build_standin("owlv2", Path(tmp) / "owl"))
-        synth = create("synthesizer", {"backend": "diffusers", "model": flux, "device": args.device,
-                                       "steps": args.steps, "height": args.size, "width": args.size})
+        synth = create(
+            "synthesizer",
+            {
+                "backend": "diffusers",
+                "model": flux,
+                "device": args.device,
+                "steps": args.steps,
+                "height": args.size,
+                "width": args.size,
+            },
+        )
         det = create("detector", {"backend": "transformers", "model": detector, "device": args.device})
         prompts = [ImagePrompt(f"i{i}", f"a red dog and a cat, photo {i}", "", i) for i in range(args.images)]
         results = {"synthesizer": synth.describe().as_dict(), "detector": det.describe().as_dict(), "runs": []}
@@ -45,14 +54,18 @@ def main() -> None:
             start = time.perf_counter()
             images = []
             for i in range(0, len(prompts), batch):
-                images += synth.generate(prompts[i:i + batch])
+                images += synth.generate(prompts[i : i + batch])
             synth_s = time.perf_counter() - start
             start = time.perf_counter()
             for i in range(0, len(images), batch):
-                det.detect(images[i:i + batch], [["dog", "cat"]] * len(images[i:i + batch]))
+                det.detect(images[i : i + batch], [["dog", "cat"]] * len(images[i : i + batch]))
             detect_s = time.perf_counter() - start
-            row = {"batch": batch, "images": len(images), "synthesize_img_per_s": len(images) / synth_s,
-                   "detect_img_per_s": len(images) / detect_s}
+            row = {
+                "batch": batch,
+                "images": len(images),
+                "synthesize_img_per_s": len(images) / synth_s,
+                "detect_img_per_s": len(images) / detect_s,
+            }
             results["runs"].append(row)
             print(json.dumps(row))
         if args.out:

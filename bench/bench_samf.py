@@ -28,7 +28,12 @@ def main() -> int:
             "instance_id": "110001",
             "meta_inf": {"category": "object", "subtype": "existence", "risk_level": 1},
             "source_inf": {"source_dataset": "bench", "source_id": "1"},
-            "seed_data": {"type": "YON", "image_path": "images/x.png", "question": "Is there a dog?", "ground_truth": "Yes"},
+            "seed_data": {
+                "type": "YON",
+                "image_path": "images/x.png",
+                "question": "Is there a dog?",
+                "ground_truth": "Yes",
+            },
         }
         print(f"{'operator':<26} " + " ".join(f"L{lv} ms" for lv in (1, 3, 5)) + "   chars@L5")
         for name in O.OPERATORS:
@@ -53,8 +58,10 @@ def main() -> int:
     ):
         t0 = time.perf_counter()
         res = ctl.train("existence_YON", train, reward)
-        print(f"{method:<15} {time.perf_counter() - t0:6.2f} s controller overhead, {res.evaluations} instance evaluations, "
-              f"best R_full {res.full_reward:.2f}")
+        print(
+            f"{method:<15} {time.perf_counter() - t0:6.2f} s controller overhead, {res.evaluations} instance evaluations, "
+            f"best R_full {res.full_reward:.2f}"
+        )
     bench_metrics("--judges" in sys.argv)
     return 0
 
@@ -68,8 +75,14 @@ def bench_metrics(with_judges: bool) -> None:
         "instance_id": "120001",
         "meta_inf": {"category": "object", "subtype": "attribute", "subsubtype": "color", "risk_level": 1},
         "source_inf": {"source_dataset": "bench", "source_id": "1"},
-        "seed_data": {"type": "VQA", "image_path": "images/x.png", "question": "What color is the car?",
-                      "ground_truth": "Blue", "expected_other_answers": ["It is blue"], "negative_answers": ["Red", "Yellow"]},
+        "seed_data": {
+            "type": "VQA",
+            "image_path": "images/x.png",
+            "question": "What color is the car?",
+            "ground_truth": "Blue",
+            "expected_other_answers": ["It is blue"],
+            "negative_answers": ["Red", "Yellow"],
+        },
     }
     answers = [f"The car looks shade {i} of teal, parked near tree {i}." for i in range(200)]
     for name, spec in (("trigram", "trigram"), ("minilm", {"backend": "minilm"})):
@@ -87,12 +100,28 @@ def bench_metrics(with_judges: bool) -> None:
         root = Path(tmp)
         (root / "images").mkdir()
         Image.fromarray(np.full((64, 64, 3), 90, np.uint8)).save(root / "images" / "x.png")
-        samf = {"judge": "vlm", "verifier": "rule", "ghr": {}, "similarity": "trigram", "metrics": ["ghr", "bhr", "shr", "ghs"],
-                "detector": {"enabled": True, "threshold": 0.3, "max_labels": 8}}
+        samf = {
+            "judge": "vlm",
+            "verifier": "rule",
+            "ghr": {},
+            "similarity": "trigram",
+            "metrics": ["ghr", "bhr", "shr", "ghs"],
+            "detector": {"enabled": True, "threshold": 0.3, "max_labels": 8},
+        }
         judges = {
-            "vlm": {"name": "judge", "backend": "transformers",
-                    "args": {"model": str(build_standin("smolvlm", root / "vlm", hidden_size=32, image_size=64)), "device": "cpu"}},
-            "detector": {"backend": "transformers", "model": str(build_standin("owlv2", root / "owl")), "device": "cpu"},
+            "vlm": {
+                "name": "judge",
+                "backend": "transformers",
+                "args": {
+                    "model": str(build_standin("smolvlm", root / "vlm", hidden_size=32, image_size=64)),
+                    "device": "cpu",
+                },
+            },
+            "detector": {
+                "backend": "transformers",
+                "model": str(build_standin("owlv2", root / "owl")),
+                "device": "cpu",
+            },
         }
         suite = W.make_suite(samf, judges)
         image = str(root / "images" / "x.png")
@@ -100,8 +129,10 @@ def bench_metrics(with_judges: bool) -> None:
         for a in answers[:20]:
             suite.score(inst, a, image)
         info = suite.describe()
-        print(f"GHR+BHR+SHR+GHS, tiny VLM judge + detector {(time.perf_counter() - t0) / 20 * 1000:7.1f} ms per answer "
-              f"({info['judge_calls']} judge calls, {info['judge_failures']} unparsed, {suite.detector.calls} detector calls)")
+        print(
+            f"GHR+BHR+SHR+GHS, tiny VLM judge + detector {(time.perf_counter() - t0) / 20 * 1000:7.1f} ms per answer "
+            f"({info['judge_calls']} judge calls, {info['judge_failures']} unparsed, {suite.detector.calls} detector calls)"
+        )
 
 
 if __name__ == "__main__":

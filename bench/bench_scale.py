@@ -40,16 +40,33 @@ def dry_run(scenes: int, image_shards: int, answer_shards: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "scale.yaml"
         overlay.write_text(yaml.safe_dump(bench_config(scenes, image_shards, answer_shards)))
-        cmd = [sys.executable, "-m", "snakemake", "-n", "--nolock", "--cores", "2", "--configfile", "config.yaml",
-               str(overlay), "--quiet", "rules"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--nolock",
+            "--cores",
+            "2",
+            "--configfile",
+            "config.yaml",
+            str(overlay),
+            "--quiet",
+            "rules",
+        ]
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"snakemake -n failed:\n{proc.stderr[-3000:]}")
     match = re.search(r"^total\s+(\d+)", proc.stdout + proc.stderr, re.M)
-    return {"scenes": scenes, "image_shards": image_shards, "answer_shards": answer_shards,
-            "jobs": int(match.group(1)) if match else None, "seconds": seconds}
+    return {
+        "scenes": scenes,
+        "image_shards": image_shards,
+        "answer_shards": answer_shards,
+        "jobs": int(match.group(1)) if match else None,
+        "seconds": seconds,
+    }
 
 
 NOOP_SNAKEFILE = """
@@ -78,8 +95,9 @@ def noop_overhead(jobs: int) -> dict:
         (Path(tmp) / "Snakefile").write_text(NOOP_SNAKEFILE % jobs)
         (Path(tmp) / "noop.py").write_text(textwrap.dedent(NOOP_SCRIPT))
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--quiet"], cwd=tmp,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--cores", "1", "--quiet"], cwd=tmp, capture_output=True, text=True
+        )
         total = time.perf_counter() - start
         if proc.returncode != 0:
             raise SystemExit(f"no-op workflow failed:\n{proc.stderr[-3000:]}")
@@ -110,22 +128,30 @@ def scoring_throughput(n: int, seed: int = 0) -> dict:
     rnd = random.Random(seed)
     objects = ["dog", "cat", "car", "tree", "person", "cup", "chair", "grass", "sky", "bench"]
     disc = int(n * 0.8)
-    queries = pl.DataFrame({
-        "query_id": [f"q{i:07d}" for i in range(n)],
-        "distribution": [rnd.choice(["standard", "long_tail", "random", "fictional"]) for _ in range(n)],
-        "pair_kind": [rnd.choice(["entity_entity", "entity_environment"]) for _ in range(n)],
-        "task": ["discriminative"] * disc + ["generative"] * (n - disc),
-        "query_type": ["existence"] * disc + ["generative"] * (n - disc),
-        "attribute_kind": [None] * n,
-        "truth": [rnd.choice(["yes", "no"]) for _ in range(disc)] + [None] * (n - disc),
-        "objects": [rnd.sample(objects, 2) for _ in range(n)],
-    })
-    answers = pl.DataFrame({
-        "query_id": queries["query_id"], "model": ["m"] * n, "status": ["ok"] * n,
-        "answer": [rnd.choice(["Yes, there is one.", "No.", "no", "yes"]) for _ in range(disc)]
-        + [f"A {rnd.choice(objects)} next to a {rnd.choice(objects)} on the {rnd.choice(objects)}."
-           for _ in range(n - disc)],
-    })
+    queries = pl.DataFrame(
+        {
+            "query_id": [f"q{i:07d}" for i in range(n)],
+            "distribution": [rnd.choice(["standard", "long_tail", "random", "fictional"]) for _ in range(n)],
+            "pair_kind": [rnd.choice(["entity_entity", "entity_environment"]) for _ in range(n)],
+            "task": ["discriminative"] * disc + ["generative"] * (n - disc),
+            "query_type": ["existence"] * disc + ["generative"] * (n - disc),
+            "attribute_kind": [None] * n,
+            "truth": [rnd.choice(["yes", "no"]) for _ in range(disc)] + [None] * (n - disc),
+            "objects": [rnd.sample(objects, 2) for _ in range(n)],
+        }
+    )
+    answers = pl.DataFrame(
+        {
+            "query_id": queries["query_id"],
+            "model": ["m"] * n,
+            "status": ["ok"] * n,
+            "answer": [rnd.choice(["Yes, there is one.", "No.", "no", "yes"]) for _ in range(disc)]
+            + [
+                f"A {rnd.choice(objects)} next to a {rnd.choice(objects)} on the {rnd.choice(objects)}."
+                for _ in range(n - disc)
+            ],
+        }
+    )
     start = time.perf_counter()
     score_answers(queries, answers, objects)
     seconds = time.perf_counter() - start
@@ -149,33 +175,45 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['scenes']:>9,} {r['image_shards']:>10} {r['answer_shards']:>10} {r['jobs']:>6} {r['seconds']:>8.1f}")
 
     noop = noop_overhead(args.noop_jobs)
-    print(f"\n== Workflow overhead: a no-op shard job (script: + snakemake_glue) costs {noop['job_s']:.2f} s of job wall; "
-          f"the {noop['jobs']}-job no-op run took {noop['run_s']:.1f} s, {noop['outside_jobs_s']:.1f} s of it outside "
-          "the jobs (Snakemake start, DAG, scheduling; --cores 1)")
+    print(
+        f"\n== Workflow overhead: a no-op shard job (script: + snakemake_glue) costs {noop['job_s']:.2f} s of job wall; "
+        f"the {noop['jobs']}-job no-op run took {noop['run_s']:.1f} s, {noop['outside_jobs_s']:.1f} s of it outside "
+        "the jobs (Snakemake start, DAG, scheduling; --cores 1)"
+    )
     if args.run:
         table = run_benchmarks(args.run)
-        per_rule = (table.group_by("rule")
-                    .agg(pl.len().alias("jobs"), pl.col("s").mean().alias("mean_s"), pl.col("max_rss").max())
-                    .with_columns((pl.col("mean_s") - noop["job_s"]).clip(0).alias("model_s"))
-                    .with_columns((noop["job_s"] / pl.col("mean_s")).alias("overhead_share"))
-                    .sort("max_rss", descending=True, nulls_last=True))
+        per_rule = (
+            table.group_by("rule")
+            .agg(pl.len().alias("jobs"), pl.col("s").mean().alias("mean_s"), pl.col("max_rss").max())
+            .with_columns((pl.col("mean_s") - noop["job_s"]).clip(0).alias("model_s"))
+            .with_columns((noop["job_s"] / pl.col("mean_s")).alias("overhead_share"))
+            .sort("max_rss", descending=True, nulls_last=True)
+        )
         print(f"\n== Per rule, from {args.run}/benchmarks (model_s = mean job wall - no-op job wall)")
         print(f"{'rule':<28} {'jobs':>4} {'mean s':>8} {'model s':>8} {'overhead':>8} {'max_rss MB':>10}")
         for r in per_rule.iter_rows(named=True):
             rss = f"{r['max_rss']:.0f}" if r["max_rss"] is not None else "-"
-            print(f"{r['rule']:<28} {r['jobs']:>4} {r['mean_s']:>8.1f} {r['model_s']:>8.1f} "
-                  f"{r['overhead_share']:>8.0%} {rss:>10}")
+            print(
+                f"{r['rule']:<28} {r['jobs']:>4} {r['mean_s']:>8.1f} {r['model_s']:>8.1f} "
+                f"{r['overhead_share']:>8.0%} {rss:>10}"
+            )
         top = per_rule.row(0, named=True)
-        print(f"biggest step by memory: {top['rule']} ({top['max_rss']:.0f} MB max_rss); "
-              f"all jobs: {table['s'].sum():.0f} s of job wall in total")
+        print(
+            f"biggest step by memory: {top['rule']} ({top['max_rss']:.0f} MB max_rss); "
+            f"all jobs: {table['s'].sum():.0f} s of job wall in total"
+        )
 
     score = scoring_throughput(args.answers)
-    print(f"\n== Scoring: score_answers (rule score) on {score['answers']:,} answers "
-          f"({score['generative']:,} generative): {score['seconds']:.2f} s = {score['per_s']:,.0f} answers/s")
+    print(
+        f"\n== Scoring: score_answers (rule score) on {score['answers']:,} answers "
+        f"({score['generative']:,} generative): {score['seconds']:.2f} s = {score['per_s']:,.0f} answers/s"
+    )
     pope = bench_pope(args.answers)
-    print(f"POPE metrics on {args.answers:,} answers (bench/bench_scoring.py): ours {pope['in_memory']['ours_s']:.3f} s "
-          f"vs the official script's logic {pope['in_memory']['official_s']:.2f} s (x{pope['in_memory']['speedup']}); "
-          "full 1M-answer + CHAIR run: python bench/bench_scoring.py")
+    print(
+        f"POPE metrics on {args.answers:,} answers (bench/bench_scoring.py): ours {pope['in_memory']['ours_s']:.3f} s "
+        f"vs the official script's logic {pope['in_memory']['official_s']:.2f} s (x{pope['in_memory']['speedup']}); "
+        "full 1M-answer + CHAIR run: python bench/bench_scoring.py"
+    )
     return 0
 
 

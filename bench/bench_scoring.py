@@ -36,23 +36,167 @@ from halluflow.metrics.pope import pope_metrics, score_files  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("HALLUFLOW_SHARED", BENCH.parents[1] / "shared"))
 
-OBJECTS = ["dog", "cat", "person", "car", "chair", "dining table", "cup", "bottle", "bench", "traffic light",
-           "umbrella", "handbag", "tie", "sink", "toilet", "pizza", "cake", "bed", "laptop", "clock"]
-TEMPLATES_YES = ["Yes, there is a {o} in the image.", "Yes", "yes", "Yes.", "There is a {o} in the image.",
-                 "Yes, a {o} is visible, but it is not in focus."]
-TEMPLATES_NO = ["No, there is no {o} in the image.", "No", "no", "No.", "There is not a {o} in the image.",
-                "I do not see a {o}."]
-FILLER = ["a", "the", "with", "on", "near", "of", "and", "is", "two", "standing", "sitting", "large", "small",
-          "next", "to", "in", "front", "white", "red", "some", ".", ","]
-CAPTION_WORDS = ["man", "men", "woman", "people", "dog", "dogs", "cat", "cats", "car", "cars", "bus", "buses",
-                 "pizza", "pizzas", "table", "tables", "chair", "chairs", "toilet", "seat", "hot", "wine", "glass",
-                 "glasses", "teddy", "bear", "bears", "baby", "elephant", "giraffes", "zebra", "kite", "kites",
-                 "surfboard", "skis", "bench", "benches", "clock", "umbrella", "sandwich", "sandwiches", "cup",
-                 "knives", "fork", "spoon", "bowl", "bananas", "apple", "oranges", "broccoli", "laptop", "phone",
-                 "cell", "train", "track", "passenger", "plate", "home", "stop", "sign", "traffic", "light"]
-COCO = ["person", "dog", "cat", "car", "bus", "pizza", "dining table", "chair", "toilet", "wine glass", "teddy bear",
-        "elephant", "giraffe", "zebra", "kite", "surfboard", "skis", "bench", "clock", "umbrella", "sandwich", "cup",
-        "knife", "fork", "spoon", "bowl", "banana", "apple", "orange", "broccoli", "laptop", "cell phone", "train"]
+OBJECTS = [
+    "dog",
+    "cat",
+    "person",
+    "car",
+    "chair",
+    "dining table",
+    "cup",
+    "bottle",
+    "bench",
+    "traffic light",
+    "umbrella",
+    "handbag",
+    "tie",
+    "sink",
+    "toilet",
+    "pizza",
+    "cake",
+    "bed",
+    "laptop",
+    "clock",
+]
+TEMPLATES_YES = [
+    "Yes, there is a {o} in the image.",
+    "Yes",
+    "yes",
+    "Yes.",
+    "There is a {o} in the image.",
+    "Yes, a {o} is visible, but it is not in focus.",
+]
+TEMPLATES_NO = [
+    "No, there is no {o} in the image.",
+    "No",
+    "no",
+    "No.",
+    "There is not a {o} in the image.",
+    "I do not see a {o}.",
+]
+FILLER = [
+    "a",
+    "the",
+    "with",
+    "on",
+    "near",
+    "of",
+    "and",
+    "is",
+    "two",
+    "standing",
+    "sitting",
+    "large",
+    "small",
+    "next",
+    "to",
+    "in",
+    "front",
+    "white",
+    "red",
+    "some",
+    ".",
+    ",",
+]
+CAPTION_WORDS = [
+    "man",
+    "men",
+    "woman",
+    "people",
+    "dog",
+    "dogs",
+    "cat",
+    "cats",
+    "car",
+    "cars",
+    "bus",
+    "buses",
+    "pizza",
+    "pizzas",
+    "table",
+    "tables",
+    "chair",
+    "chairs",
+    "toilet",
+    "seat",
+    "hot",
+    "wine",
+    "glass",
+    "glasses",
+    "teddy",
+    "bear",
+    "bears",
+    "baby",
+    "elephant",
+    "giraffes",
+    "zebra",
+    "kite",
+    "kites",
+    "surfboard",
+    "skis",
+    "bench",
+    "benches",
+    "clock",
+    "umbrella",
+    "sandwich",
+    "sandwiches",
+    "cup",
+    "knives",
+    "fork",
+    "spoon",
+    "bowl",
+    "bananas",
+    "apple",
+    "oranges",
+    "broccoli",
+    "laptop",
+    "phone",
+    "cell",
+    "train",
+    "track",
+    "passenger",
+    "plate",
+    "home",
+    "stop",
+    "sign",
+    "traffic",
+    "light",
+]
+COCO = [
+    "person",
+    "dog",
+    "cat",
+    "car",
+    "bus",
+    "pizza",
+    "dining table",
+    "chair",
+    "toilet",
+    "wine glass",
+    "teddy bear",
+    "elephant",
+    "giraffe",
+    "zebra",
+    "kite",
+    "surfboard",
+    "skis",
+    "bench",
+    "clock",
+    "umbrella",
+    "sandwich",
+    "cup",
+    "knife",
+    "fork",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "orange",
+    "broccoli",
+    "laptop",
+    "cell phone",
+    "train",
+]
 
 
 def timed(fn, *args, **kwargs):
@@ -64,14 +208,21 @@ def timed(fn, *args, **kwargs):
 
 
 def _side(official, ours) -> dict:
-    return {"official_s": round(official[0], 3), "ours_s": round(ours[0], 3), "speedup": round(official[0] / ours[0], 1),
-            "official_cpu_s": round(official[1], 3), "ours_cpu_s": round(ours[1], 3),
-            "cpu_speedup": round(official[1] / ours[1], 1)}
+    return {
+        "official_s": round(official[0], 3),
+        "ours_s": round(ours[0], 3),
+        "speedup": round(official[0] / ours[0], 1),
+        "official_cpu_s": round(official[1], 3),
+        "ours_cpu_s": round(ours[1], 3),
+        "cpu_speedup": round(official[1] / ours[1], 1),
+    }
 
 
 def _fmt(name: str, r: dict) -> str:
-    return (f"{name}: official {r['official_s']:.2f}s  ours {r['ours_s']:.3f}s  x{r['speedup']} wall"
-            f"  (CPU {r['official_cpu_s']:.2f}s vs {r['ours_cpu_s']:.3f}s  x{r['cpu_speedup']})")
+    return (
+        f"{name}: official {r['official_s']:.2f}s  ours {r['ours_s']:.3f}s  x{r['speedup']} wall"
+        f"  (CPU {r['official_cpu_s']:.2f}s vs {r['ours_cpu_s']:.3f}s  x{r['cpu_speedup']})"
+    )
 
 
 def pope_data(n: int, seed: int = 0):
@@ -109,7 +260,9 @@ def bench_pope(n: int) -> dict:
         with open(a_path, "w") as fa, open(l_path, "w") as fl:
             for i, (a, lab) in enumerate(zip(answers, labels)):
                 fa.write(json.dumps({"question_id": i, "answer": a}) + "\n")
-                fl.write(json.dumps({"question_id": i, "image": "x.jpg", "text": "Is there a dog?", "label": lab}) + "\n")
+                fl.write(
+                    json.dumps({"question_id": i, "image": "x.jpg", "text": "Is there a dog?", "label": lab}) + "\n"
+                )
 
         def official_from_files():
             # evaluate.py: json.loads per line, answers and labels zipped by position
@@ -120,8 +273,13 @@ def bench_pope(n: int) -> dict:
         ref_f, *t_ref_f = timed(official_from_files)
         ours_f, *t_ours_f = timed(score_files, a_path, l_path)
     assert all(ours_f[k] == ref_f[k] for k in keys)
-    return {"n": n, "identical": True, "metrics": {k: ours[k] for k in keys},
-            "in_memory": _side(t_ref, t_ours), "from_files": _side(t_ref_f, t_ours_f)}
+    return {
+        "n": n,
+        "identical": True,
+        "metrics": {k: ours[k] for k in keys},
+        "in_memory": _side(t_ref, t_ours),
+        "from_files": _side(t_ref_f, t_ours_f),
+    }
 
 
 def _process(cmd: list[str]) -> tuple[dict, float, float, int]:
@@ -136,8 +294,12 @@ def _process(cmd: list[str]) -> tuple[dict, float, float, int]:
     after = os.times()
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd[:4])} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout), wall, (after.children_user - before.children_user) + (
-        after.children_system - before.children_system), peak_kb // 1024
+    return (
+        json.loads(proc.stdout),
+        wall,
+        (after.children_user - before.children_user) + (after.children_system - before.children_system),
+        peak_kb // 1024,
+    )
 
 
 _OURS = [sys.executable, "-c", "import sys; from halluflow.cli import main; sys.exit(main(sys.argv[1:]))"]
@@ -162,9 +324,14 @@ def bench_pope_processes(n: int, tmp: Path, runs: int = 3) -> dict:
     ref, ours = side["official"][0][0], side["ours"][0][0]
     assert all(ours[k] == ref[k] for k in keys), ({k: ours[k] for k in keys}, ref)
     median = {k: [statistics.median(r[i] for r in v) for i in (1, 2)] for k, v in side.items()}
-    return {"n": n, "runs": runs, "identical": True, "metrics": {k: ours[k] for k in keys},
-            "official_max_rss_mib": max(r[3] for r in side["official"]),
-            "ours_max_rss_mib": max(r[3] for r in side["ours"])} | _side(median["official"], median["ours"])
+    return {
+        "n": n,
+        "runs": runs,
+        "identical": True,
+        "metrics": {k: ours[k] for k in keys},
+        "official_max_rss_mib": max(r[3] for r in side["official"]),
+        "ours_max_rss_mib": max(r[3] for r in side["ours"]),
+    } | _side(median["official"], median["ours"])
 
 
 def bench_chair(n: int, synonyms_path: Path, tmp: Path, seed: int = 0) -> dict:
@@ -176,11 +343,14 @@ def bench_chair(n: int, synonyms_path: Path, tmp: Path, seed: int = 0) -> dict:
             fh.write(json.dumps({"image_id": i, "objects": sorted(set(rnd.sample(COCO, rnd.randint(1, 6))))}) + "\n")
     with open(cap_path, "w") as fh:
         for i in range(n):
-            words = [rnd.choice(CAPTION_WORDS) if rnd.random() < 0.3 else rnd.choice(FILLER)
-                     for _ in range(rnd.randint(6, 18))]
+            words = [
+                rnd.choice(CAPTION_WORDS) if rnd.random() < 0.3 else rnd.choice(FILLER)
+                for _ in range(rnd.randint(6, 18))
+            ]
             fh.write(json.dumps({"image_id": i % n_images, "caption": " ".join(words).capitalize() + "."}) + "\n")
-    ref, *t_ref = _process(_PORTS + ["chair", "--captions", str(cap_path), "--truth", str(truth_path),
-                                     "--synonyms", str(synonyms_path)])
+    ref, *t_ref = _process(
+        _PORTS + ["chair", "--captions", str(cap_path), "--truth", str(truth_path), "--synonyms", str(synonyms_path)]
+    )
     ours, *t_ours = _process(_OURS + ["score", "chair", "--captions", str(cap_path), "--truth", str(truth_path)])
     assert {k: ours[k] for k in ref} == ref and ours["n_failed"] == 0, (ours, ref)
     return {"n": n, "identical": True, "metrics": ours} | _side(t_ref, t_ours)
@@ -218,8 +388,13 @@ def bench_amber(n: int, amber_dir: Path, tmp: Path, seed: int = 0) -> dict:
     got = {section: {k: ours[section][k] for k in ref[section]} for section in scored}
     assert got == {section: ref[section] for section in scored}, (got, ref)
     n_gen = sum(a["type"] == "generative" for a in annotations)
-    return {"n": n, "n_generative": n_gen, "identical": True, "noun_extractor": ours.get("noun_extractor"),
-            "metrics": ref} | _side(t_ref, t_ours)
+    return {
+        "n": n,
+        "n_generative": n_gen,
+        "identical": True,
+        "noun_extractor": ours.get("noun_extractor"),
+        "metrics": ref,
+    } | _side(t_ref, t_ours)
 
 
 def main() -> int:
@@ -227,8 +402,12 @@ def main() -> int:
     ap.add_argument("--pope", type=int, default=1_000_000, help="POPE answers (default 1,000,000; 0 skips)")
     ap.add_argument("--chair", type=int, default=100_000, help="CHAIR captions (default 100,000; 0 skips)")
     ap.add_argument("--amber", type=int, default=100_000, help="AMBER responses (default 100,000; 0 skips)")
-    ap.add_argument("--synonyms", type=Path, default=SHARED / "data" / "chair-lisaanne-hallucination" / "synonyms.txt",
-                    help="CHAIR's synonyms.txt for the port (ours uses the list shipped with halluflow)")
+    ap.add_argument(
+        "--synonyms",
+        type=Path,
+        default=SHARED / "data" / "chair-lisaanne-hallucination" / "synonyms.txt",
+        help="CHAIR's synonyms.txt for the port (ours uses the list shipped with halluflow)",
+    )
     ap.add_argument("--amber-data", type=Path, default=SHARED / "data" / "amber" / "data", help="AMBER's data folder")
     ap.add_argument("--runs", type=int, default=3, help="whole-process POPE runs per side (median; default 3)")
     ap.add_argument("--out", help="also write the results JSON here")
@@ -241,8 +420,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         if args.pope:
             result["pope_processes"] = w = bench_pope_processes(args.pope, Path(tmp), args.runs)
-            print(_fmt(f"POPE {args.pope:,} answers, whole process (median of {w['runs']})", w),
-                  f"peak RSS {w['official_max_rss_mib']} vs {w['ours_max_rss_mib']} MiB — identical numbers", flush=True)
+            print(
+                _fmt(f"POPE {args.pope:,} answers, whole process (median of {w['runs']})", w),
+                f"peak RSS {w['official_max_rss_mib']} vs {w['ours_max_rss_mib']} MiB — identical numbers",
+                flush=True,
+            )
         if args.chair and args.synonyms.exists():
             result["chair"] = c = bench_chair(args.chair, args.synonyms, Path(tmp))
             print(_fmt(f"CHAIR {args.chair:,} captions, whole process", c), "— identical numbers", flush=True)
@@ -250,8 +432,15 @@ def main() -> int:
             print(f"CHAIR skipped: {args.synonyms} not found (pass --synonyms)")
         if args.amber and args.amber_data.exists():
             result["amber"] = a = bench_amber(args.amber, args.amber_data, Path(tmp))
-            print(_fmt(f"AMBER {args.amber:,} responses ({a['n_generative']:,} generative, nouns: "
-                       f"{a['noun_extractor']}), whole process", a), "— identical numbers", flush=True)
+            print(
+                _fmt(
+                    f"AMBER {args.amber:,} responses ({a['n_generative']:,} generative, nouns: "
+                    f"{a['noun_extractor']}), whole process",
+                    a,
+                ),
+                "— identical numbers",
+                flush=True,
+            )
         elif args.amber:
             print(f"AMBER skipped: {args.amber_data} not found (pass --amber-data)")
     if args.out:

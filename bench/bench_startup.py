@@ -42,8 +42,18 @@ REPO = Path(__file__).resolve().parents[1]
 # Rules whose job loads a model (a diffusers/transformers/ultralytics pipeline, a VLM under test, an embedder or an
 # LLM): their start-up is dominated by the model, which they load once per shard, so they are not measured here.
 MODEL_RULES = {
-    "answer", "synthesize", "detect", "build_standin_synthesizer", "build_standin_detector", "build_standin_vlm",
-    "build_local_llm", "cedi_examine", "caos_score", "samf_standard_eval", "samf_train", "samf_fuzzed_eval",
+    "answer",
+    "synthesize",
+    "detect",
+    "build_standin_synthesizer",
+    "build_standin_detector",
+    "build_standin_vlm",
+    "build_local_llm",
+    "cedi_examine",
+    "caos_score",
+    "samf_standard_eval",
+    "samf_train",
+    "samf_fuzzed_eval",
 }
 # Executed by every job before the script body: what unpickling the `snakemake` object needs (Snakemake's preamble).
 PREAMBLE = "from snakemake.logging import logger; from snakemake.iocontainers import Snakemake"
@@ -135,9 +145,15 @@ def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[s
     rows = [
         ("python -c pass", cost("pass", src, repeat)),
         ("Snakemake preamble (every script job)", cost(PREAMBLE, src, repeat)),
-        ("config load + schema + validate_config", cost(
-            "import yaml; from halluflow.config import validate_config; "
-            f"validate_config(yaml.safe_load(open({str(REPO / 'config.yaml')!r})))", src, repeat)),
+        (
+            "config load + schema + validate_config",
+            cost(
+                "import yaml; from halluflow.config import validate_config; "
+                f"validate_config(yaml.safe_load(open({str(REPO / 'config.yaml')!r})))",
+                src,
+                repeat,
+            ),
+        ),
         ("imports of rules/common.smk", cost(_common_imports(), src, repeat)),
     ]
     if run is not None:
@@ -146,9 +162,25 @@ def snakemake_overhead(src: Path, run: Path | None, repeat: int) -> list[tuple[s
         for _ in range(repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "snakemake", "-n", "--nolock", "--quiet", "rules", "--cores", "1",
-                            "--rerun-triggers=mtime"],
-                           cwd=run, env=env, capture_output=True, text=True, check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "snakemake",
+                    "-n",
+                    "--nolock",
+                    "--quiet",
+                    "rules",
+                    "--cores",
+                    "1",
+                    "--rerun-triggers=mtime",
+                ],
+                cwd=run,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             walls.append(time.perf_counter() - start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -160,8 +192,20 @@ def forcerun(run: Path, rule: str, src: Path) -> tuple[float, float, int]:
     """(whole `snakemake` call, sum of the rule's job spans) wall seconds and the job count: rerun one rule's jobs of
     a finished run and nothing else (--allowed-rules: an earlier rerun upstream must not rerun the jobs between)."""
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--forcerun", rule, "--until", rule,
-           "--allowed-rules", rule, "--rerun-triggers=mtime"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "1",
+        "--forcerun",
+        rule,
+        "--until",
+        rule,
+        "--allowed-rules",
+        rule,
+        "--rerun-triggers=mtime",
+    ]
     called = time.time()
     start = time.perf_counter()
     subprocess.run(cmd, cwd=run, env=env, capture_output=True, text=True, check=True)
@@ -182,19 +226,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=Path, help="a finished run directory, for job wall times")
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (the fastest is reported)")
     ap.add_argument("--rules", nargs="*", help="only these rules")
-    ap.add_argument("--forcerun", nargs="*", default=[], metavar="RULE",
-                    help="with --run: rerun these rules' jobs there and compare the whole snakemake call to the jobs")
+    ap.add_argument(
+        "--forcerun",
+        nargs="*",
+        default=[],
+        metavar="RULE",
+        help="with --run: rerun these rules' jobs there and compare the whole snakemake call to the jobs",
+    )
     args = ap.parse_args(argv)
     after_src = REPO / "src"
-    scripts = {r: s for r, s in rule_scripts(REPO / "rules").items()
-               if r not in MODEL_RULES and (not args.rules or r in args.rules)}
+    scripts = {
+        r: s
+        for r, s in rule_scripts(REPO / "rules").items()
+        if r not in MODEL_RULES and (not args.rules or r in args.rules)
+    }
     forced = {}
     if args.run:  # first, so the job times below are those of these reruns
         forced = {rule: forcerun(args.run, rule, after_src) for rule in args.forcerun}
     times = job_times(args.run) if args.run else {}
 
-    print(f"{'rule':<22} {'CPU before':>10} {'CPU after':>9} {'wall after':>10} {'job wall':>8} {'share':>6}  "
-          f"heaviest imports after (s)")
+    print(
+        f"{'rule':<22} {'CPU before':>10} {'CPU after':>9} {'wall after':>10} {'job wall':>8} {'share':>6}  "
+        f"heaviest imports after (s)"
+    )
     for rule, script in scripts.items():
         code = startup_code(script, rule)
         full = f"{PREAMBLE}; {code}"
@@ -202,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         before_cpu = cost(full, args.before, args.repeat)[1] if args.before else float("nan")
         job = statistics.median(times[rule]) if times.get(rule) else float("nan")
         share = f"{after_wall / job:6.0%}" if times.get(rule) else f"{'':>6}"
-        print(f"{rule:<22} {before_cpu:10.2f} {after_cpu:9.2f} {after_wall:10.2f} {job:8.2f} {share}  "
-              f"{heaviest_imports(code, after_src)}")
+        print(
+            f"{rule:<22} {before_cpu:10.2f} {after_cpu:9.2f} {after_wall:10.2f} {job:8.2f} {share}  "
+            f"{heaviest_imports(code, after_src)}"
+        )
 
     print("\nper invocation of snakemake (best of --repeat): wall s, CPU s")
     before_rows = dict(snakemake_overhead(args.before, args.run, args.repeat)) if args.before else {}
@@ -213,8 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             line += f"   before {before_rows[label][0]:6.2f} {before_rows[label][1]:6.2f}"
         print(line)
     for rule, (whole, jobs, n) in forced.items():
-        print(f"  snakemake --forcerun {rule} ({n} jobs, --cores 1): whole call {whole:.2f} s, the jobs {jobs:.2f} s "
-              f"({jobs / whole:.0%} of the call)")
+        print(
+            f"  snakemake --forcerun {rule} ({n} jobs, --cores 1): whole call {whole:.2f} s, the jobs {jobs:.2f} s "
+            f"({jobs / whole:.0%} of the call)"
+        )
     return 0
 
 

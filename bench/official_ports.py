@@ -65,8 +65,17 @@ def pope_evaluate(answers: list[dict], label_list: list[str]) -> dict:
     recall = float(TP) / float(TP + FN)
     f1 = 2 * precision * recall / (precision + recall)
     acc = (TP + TN) / (TP + TN + FP + FN)
-    return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio,
-            "tp": TP, "fp": FP, "tn": TN, "fn": FN}
+    return {
+        "accuracy": acc,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "yes_ratio": yes_ratio,
+        "tp": TP,
+        "fp": FP,
+        "tn": TN,
+        "fn": FN,
+    }
 
 
 # ---------------------------------------------------------------- the reference libraries, loaded independently
@@ -108,8 +117,15 @@ def pattern_singularize():
         return None
     path = Path(spec.submodule_search_locations[0]) / "text" / "en" / "inflect.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    wanted = {"NOUN", "plural_prepositions", "singular_rules", "singular_uninflected", "singular_uncountable",
-              "singular_ie", "singular_irregular"}
+    wanted = {
+        "NOUN",
+        "plural_prepositions",
+        "singular_rules",
+        "singular_uninflected",
+        "singular_uncountable",
+        "singular_ie",
+        "singular_irregular",
+    }
     body = []
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -139,14 +155,51 @@ class ChairPort:
             self.mscoco_objects.extend(synonym)
             for s in synonym:
                 self.inverse_synonym_dict[s] = synonym[0]
-        coco_double_words = ["motor bike", "motor cycle", "air plane", "traffic light", "street light",
-                             "traffic signal", "stop light", "fire hydrant", "stop sign", "parking meter",
-                             "suit case", "sports ball", "baseball bat", "baseball glove", "tennis racket",
-                             "wine glass", "hot dog", "cell phone", "mobile phone", "teddy bear", "hair drier",
-                             "potted plant", "bow tie", "laptop computer", "stove top oven", "hot dog",
-                             "teddy bear", "home plate", "train track"]
-        animal_words = ["bird", "cat", "dog", "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe",
-                        "animal", "cub"]
+        coco_double_words = [
+            "motor bike",
+            "motor cycle",
+            "air plane",
+            "traffic light",
+            "street light",
+            "traffic signal",
+            "stop light",
+            "fire hydrant",
+            "stop sign",
+            "parking meter",
+            "suit case",
+            "sports ball",
+            "baseball bat",
+            "baseball glove",
+            "tennis racket",
+            "wine glass",
+            "hot dog",
+            "cell phone",
+            "mobile phone",
+            "teddy bear",
+            "hair drier",
+            "potted plant",
+            "bow tie",
+            "laptop computer",
+            "stove top oven",
+            "hot dog",
+            "teddy bear",
+            "home plate",
+            "train track",
+        ]
+        animal_words = [
+            "bird",
+            "cat",
+            "dog",
+            "horse",
+            "sheep",
+            "cow",
+            "elephant",
+            "bear",
+            "zebra",
+            "giraffe",
+            "animal",
+            "cub",
+        ]
         vehicle_words = ["jet", "train"]
         self.double_word_dict = {}
         for double_word in coco_double_words:
@@ -166,7 +219,7 @@ class ChairPort:
         i = 0
         double_words = []
         while i < len(words):
-            double_word = " ".join(words[i:i + 2])
+            double_word = " ".join(words[i : i + 2])
             if double_word in self.double_word_dict:
                 double_words.append(self.double_word_dict[double_word])
                 i += 2
@@ -205,11 +258,15 @@ def chair_compute(captions: list[dict], truth: dict, synonyms_path, word_tokeniz
         num_caps += 1
         if hallucinated:
             num_hallucinated_caps += 1
-    return {"chair_s": num_hallucinated_caps / num_caps,
-            "chair_i": hallucinated_word_count / coco_word_count if coco_word_count else None,
-            "n_captions": int(num_caps), "n_mentions": int(coco_word_count),
-            "n_hallucinated_mentions": int(hallucinated_word_count),
-            "n_hallucinated_captions": int(num_hallucinated_caps), "mentions": mentions}
+    return {
+        "chair_s": num_hallucinated_caps / num_caps,
+        "chair_i": hallucinated_word_count / coco_word_count if coco_word_count else None,
+        "n_captions": int(num_caps),
+        "n_mentions": int(coco_word_count),
+        "n_hallucinated_mentions": int(hallucinated_word_count),
+        "n_hallucinated_captions": int(num_hallucinated_caps),
+        "mentions": mentions,
+    }
 
 
 # ---------------------------------------------------------------- AMBER
@@ -240,11 +297,29 @@ def amber_nltk_extract_nouns():
 
 # WordNet 3.0 noun.exc entries for the irregular plurals of everyday objects (the lemmatizer looks these up
 # before the suffix rules); only consulted when WordNet itself is not installed.
-_WORDNET_NOUN_EXC = {"men": "man", "women": "woman", "children": "child", "feet": "foot", "teeth": "tooth",
-                     "mice": "mouse", "geese": "goose", "oxen": "ox", "knives": "knife", "wives": "wife",
-                     "lives": "life", "leaves": "leaf", "loaves": "loaf", "wolves": "wolf", "shelves": "shelf",
-                     "halves": "half", "calves": "calf", "scarves": "scarf", "hooves": "hoof", "thieves": "thief",
-                     "dice": "die"}
+_WORDNET_NOUN_EXC = {
+    "men": "man",
+    "women": "woman",
+    "children": "child",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+    "oxen": "ox",
+    "knives": "knife",
+    "wives": "wife",
+    "lives": "life",
+    "leaves": "leaf",
+    "loaves": "loaf",
+    "wolves": "wolf",
+    "shelves": "shelf",
+    "halves": "half",
+    "calves": "calf",
+    "scarves": "scarf",
+    "hooves": "hoof",
+    "thieves": "thief",
+    "dice": "die",
+}
 
 
 def amber_rules_extract_nouns(vocabulary, word_tokenize):
@@ -269,8 +344,14 @@ def amber_rules_extract_nouns(vocabulary, word_tokenize):
     return extract_nouns
 
 
-def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], association: dict, global_safe_words: list,
-                   extract_nouns, start: float = 0.001) -> dict:
+def amber_evaluate(
+    inference_data: list[dict],
+    ground_truth: list[dict],
+    association: dict,
+    global_safe_words: list,
+    extract_nouns,
+    start: float = 0.001,
+) -> dict:
     """AMBER inference.py main(): counters from metrics.txt (all *_num = `start`), the generative list logic
     (safe_list / ha_list index bookkeeping) and the printed, rounded numbers. `extract_nouns(text)` is the noun step
     (amber_nltk_extract_nouns or amber_rules_extract_nouns); the spaCy similarity loops are left out (our default
@@ -287,8 +368,12 @@ def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], associa
         hallucination_words.append(word1)
         for word2 in association[word1]:
             hallucination_words.append(word2)
-    prefix = {"discriminative-attribute-state": "as", "discriminative-attribute-number": "an",
-              "discriminative-attribute-action": "aa", "discriminative-hallucination": "ha"}
+    prefix = {
+        "discriminative-attribute-state": "as",
+        "discriminative-attribute-number": "an",
+        "discriminative-attribute-action": "aa",
+        "discriminative-hallucination": "ha",
+    }
 
     for i in range(len(inference_data)):
         id = inference_data[i]["id"]
@@ -367,11 +452,14 @@ def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], associa
                     metrics[f"{p}_qa_ans_no_score"] += 1
 
     m = metrics
-    out = {"generative": {
-        "chair": round(m["chair_score"] / m["chair_num"] * 100, 1),
-        "cover": round(m["safe_cover_score"] / m["safe_cover_num"] * 100, 1),
-        "hal": round(100 - m["non_hallu_score"] / m["non_hallu_num"] * 100, 1),
-        "cog": round(m["hallu_cover_score"] / m["hallu_cover_num"] * 100, 1)}}
+    out = {
+        "generative": {
+            "chair": round(m["chair_score"] / m["chair_num"] * 100, 1),
+            "cover": round(m["safe_cover_score"] / m["safe_cover_num"] * 100, 1),
+            "hal": round(100 - m["non_hallu_score"] / m["non_hallu_num"] * 100, 1),
+            "cog": round(m["hallu_cover_score"] / m["hallu_cover_num"] * 100, 1),
+        }
+    }
 
     def prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps=0.0001):
         acc = round(correct / correct_num * 100, 1)
@@ -381,15 +469,32 @@ def amber_evaluate(inference_data: list[dict], ground_truth: list[dict], associa
         return {"accuracy": acc, "precision": precision, "recall": recall, "f1": f1}
 
     def one(p, eps=0.0001):
-        return prf(m[f"{p}_qa_correct_score"], m[f"{p}_qa_correct_num"], m[f"{p}_qa_ans_no_score"],
-                   m[f"{p}_qa_ans_no_num"], m[f"{p}_qa_no_score"], m[f"{p}_qa_no_num"], eps)
+        return prf(
+            m[f"{p}_qa_correct_score"],
+            m[f"{p}_qa_correct_num"],
+            m[f"{p}_qa_ans_no_score"],
+            m[f"{p}_qa_ans_no_num"],
+            m[f"{p}_qa_no_score"],
+            m[f"{p}_qa_no_num"],
+            eps,
+        )
 
-    out["overall"] = prf(m["qa_correct_score"], m["qa_correct_num"], m["qa_ans_no_score"], m["qa_ans_no_num"],
-                         m["qa_no_score"], m["qa_no_num"])
+    out["overall"] = prf(
+        m["qa_correct_score"],
+        m["qa_correct_num"],
+        m["qa_ans_no_score"],
+        m["qa_ans_no_num"],
+        m["qa_no_score"],
+        m["qa_no_num"],
+    )
     out["existence"] = one("ha", 0.001)
     attr = ("as", "an", "aa")
-    out["attribute"] = prf(*(sum(m[f"{p}_qa_{k}"] for p in attr) for k in (
-        "correct_score", "correct_num", "ans_no_score", "ans_no_num", "no_score", "no_num")))
+    out["attribute"] = prf(
+        *(
+            sum(m[f"{p}_qa_{k}"] for p in attr)
+            for k in ("correct_score", "correct_num", "ans_no_score", "ans_no_num", "no_score", "no_num")
+        )
+    )
     out["state"], out["number"], out["action"], out["relation"] = one("as"), one("an"), one("aa"), one("asso")
     return out
 
@@ -436,9 +541,13 @@ def _main(argv=None) -> int:
         association = json.load(open(f"{d}/relation.json", encoding="utf-8"))
         vocabulary = set(association) | {w for ws in association.values() for w in ws}
         safe = [line.split("\n")[0] for line in open(f"{d}/safe_words.txt", encoding="utf-8")]
-        out = amber_evaluate(json.load(open(args.responses, encoding="utf-8")),
-                             json.load(open(f"{d}/annotations.json", encoding="utf-8")), association, safe,
-                             amber_nltk_extract_nouns() or amber_rules_extract_nouns(vocabulary, word_tokenize))
+        out = amber_evaluate(
+            json.load(open(args.responses, encoding="utf-8")),
+            json.load(open(f"{d}/annotations.json", encoding="utf-8")),
+            association,
+            safe,
+            amber_nltk_extract_nouns() or amber_rules_extract_nouns(vocabulary, word_tokenize),
+        )
     print(json.dumps(out))
     return 0
 

@@ -1,4 +1,5 @@
 """Rule ode_diagnosis: scored answers + CAOS captions -> diagnosis/<model>.{parquet,png,distributions.parquet}."""
+
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)

@@ -1,5 +1,6 @@
 """Rule caos_score: one model's generative answers + release queries + graph nodes (or a coco source's instances)
 -> caos/<model>.{json,...}."""
+
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -25,5 +26,11 @@ summary = run_workflow(
     out_captions=snakemake.output.captions,
 )
 for name, s in summary["embedders"].items():
-    log.info("%s: CAOS_T %s CAOS_X %s CAOS_K %s over %d hallucinated objects", name, s["caos_t"], s["caos_x"],
-             s["caos_k"], s["n_hallucinated"])
+    log.info(
+        "%s: CAOS_T %s CAOS_X %s CAOS_K %s over %d hallucinated objects",
+        name,
+        s["caos_t"],
+        s["caos_x"],
+        s["caos_k"],
+        s["n_hallucinated"],
+    )

@@ -1,4 +1,5 @@
 """Rule report_summary: the standalone HTML summary (same page as `halluflow report build`)."""
+
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)

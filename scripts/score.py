@@ -15,5 +15,9 @@ metrics = run_score(
     model=snakemake.wildcards.model,  # noqa: F821
     scoring=dict(snakemake.params.scoring),  # noqa: F821
 )
-log.info("scored %d answers of %s: hallucination rate %s", metrics["n_answers"], metrics["model"],
-         metrics["hallucination_rate"])
+log.info(
+    "scored %d answers of %s: hallucination rate %s",
+    metrics["n_answers"],
+    metrics["model"],
+    metrics["hallucination_rate"],
+)

@@ -1,4 +1,5 @@
 """Rule score on a POPE / AMBER source: answers in the benchmark's format + the same scores as `halluflow score`."""
+
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)

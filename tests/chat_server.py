@@ -21,8 +21,15 @@ from halluflow.backends.base import VLMRequest
 
 
 class ChatServer:
-    def __init__(self, prior, expected_key: str | None = None, stall_s: float = 1.0,
-                 models: tuple[str, ...] | None = None, trickle_s: float = 0.2, delay_s: float = 0.0):
+    def __init__(
+        self,
+        prior,
+        expected_key: str | None = None,
+        stall_s: float = 1.0,
+        models: tuple[str, ...] | None = None,
+        trickle_s: float = 0.2,
+        delay_s: float = 0.0,
+    ):
         self.prior = prior
         # Ids GET /v1/models lists; other ids get HTTP 400 like a server pinned to its models. None: no /v1/models
         # endpoint (404, like some servers) and any id is answered.
@@ -45,8 +52,9 @@ class ChatServer:
 
             def do_GET(self):
                 if self.path.rstrip("/") == "/v1/models" and server.models is not None:
-                    return self._send(200, {"object": "list", "data": [{"id": m, "object": "model"}
-                                                                       for m in server.models]})
+                    return self._send(
+                        200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]}
+                    )
                 return self._send(404, {"error": "not found"})
 
             def do_POST(self):
@@ -74,8 +82,18 @@ class ChatServer:
                 if fault == "401-echo":  # a proxy that quotes the request's headers in its error
                     return self._send(401, {"error": f"rejected Authorization: {self.headers.get('Authorization')}"})
                 if fault == "422":
-                    return self._send(422, {"detail": [{"type": "extra_forbidden", "loc": ["body", "top_k"],
-                                                        "msg": "Extra inputs are not permitted"}]})
+                    return self._send(
+                        422,
+                        {
+                            "detail": [
+                                {
+                                    "type": "extra_forbidden",
+                                    "loc": ["body", "top_k"],
+                                    "msg": "Extra inputs are not permitted",
+                                }
+                            ]
+                        },
+                    )
                 if fault == "trickle":
                     return self._trickle(json.dumps({"choices": [{"message": {"content": "late"}}]}).encode())
                 if fault == "reset":
@@ -103,9 +121,17 @@ class ChatServer:
                     content = " " + content
                 elif fault == "huge":
                     content = "yes " * 3_000_000  # 12 MB
-                return self._send(200, {"id": "x", "object": "chat.completion", "model": body.get("model"),
-                                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                                     "finish_reason": "stop"}]})
+                return self._send(
+                    200,
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "model": body.get("model"),
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                        ],
+                    },
+                )
 
             def _trickle(self, data):
                 self.send_response(200)

@@ -4,7 +4,6 @@ baseline bench/bench_dag.py times it against."""
 
 from __future__ import annotations
 
-
 import polars as pl
 
 from halluflow.errors import ConfigError, InputError
@@ -18,8 +17,10 @@ STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucinat
 EXISTENCE = "Is there {article} {object} in the picture?"
 # ODE asks "Is the {obj} {attr} ...?" for both kinds; AMBER's action words are bare verbs ("run"), so
 # actions read "Does the dog run in the picture?" as in AMBER's own questions.
-ATTRIBUTE = {"state": "Is the {object} {attribute} in the picture?",
-             "action": "Does the {object} {attribute} in the picture?"}
+ATTRIBUTE = {
+    "state": "Is the {object} {attribute} in the picture?",
+    "action": "Does the {object} {attribute} in the picture?",
+}
 COUNT_ONE = "Is there one {object} in the picture?"
 COUNT_MANY = "Are there {number} {plural} in the picture?"
 
@@ -27,24 +28,39 @@ COUNT_MANY = "Are there {number} {plural} in the picture?"
 QUERY_SCHEMA = {k: v for k, v in ODE_QUERY_SCHEMA.items() if k != "detected"}
 
 
-def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,
-                 seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
-                 strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
-                 count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
-                 counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None) -> pl.DataFrame:
+def make_queries(
+    accepted: pl.DataFrame,
+    scenes: pl.DataFrame,
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame,
+    *,
+    seed: int,
+    generative_prompt: str = "Please describe this picture.",
+    negatives_per_image: int = 2,
+    strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
+    count_negatives: list[str] | tuple[str, ...] = ("two", "three"),
+    counterfactual_per_image: int = 1,
+    counterfactual_attributes: bool = True,
+    hallu_edges: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image."""
     for s in strategies:
         if s not in STRATEGIES:
-            raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+            raise ConfigError(
+                f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}"
+            )
     scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
     if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
-        raise ConfigError("config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
-                          "hallucination-prone objects (AMBER annotations or the shipped seed)")
+        raise ConfigError(
+            "config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
+            "hallucination-prone objects (AMBER annotations or the shipped seed)"
+        )
     sampler = NegativeSampler(nodes, edges, hallu_edges)
-    vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
-                          - {""})
-             for kind in ("state", "action")}
+    vocab = {
+        kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")} - {""})
+        for kind in ("state", "action")
+    }
     foreign_words: dict[tuple[str, str], list[str]] = {}  # (object, kind) -> attribute words it never has
     rows: list[tuple] = []
     for img in progress(accepted.sort("image_id").iter_rows(named=True), desc="queries", total=accepted.height):
@@ -62,10 +78,25 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             if question in seen_questions:
                 return
             seen_questions.add(question)
-            rows.append((query_id(image_id, question), image_id, f"images/{image_id}.png", scene["scene_id"],
-                         scene["distribution"], scene["pair_kind"],
-                         "generative" if query_type == "generative" else "discriminative", query_type,
-                         attribute_kind, question, truth_value, target, truth[0], truth[1], strategy))
+            rows.append(
+                (
+                    query_id(image_id, question),
+                    image_id,
+                    f"images/{image_id}.png",
+                    scene["scene_id"],
+                    scene["distribution"],
+                    scene["pair_kind"],
+                    "generative" if query_type == "generative" else "discriminative",
+                    query_type,
+                    attribute_kind,
+                    question,
+                    truth_value,
+                    target,
+                    truth[0],
+                    truth[1],
+                    strategy,
+                )
+            )
 
         add("generative", generative_prompt, None)
         for obj in truth:
@@ -83,8 +114,9 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                 add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=attr), "yes", obj, kind, "truth")
                 contrast = scene[f"attribute_{side}_contrast"]
                 if contrast and contrast != attr:
-                    add("attribute", ATTRIBUTE[kind].format(object=obj, attribute=contrast), "no", obj, kind,
-                        "contrast")
+                    add(
+                        "attribute", ATTRIBUTE[kind].format(object=obj, attribute=contrast), "no", obj, kind, "contrast"
+                    )
         for obj in truth:
             if node_rows.get(obj, {}).get("type") != "entity":
                 continue  # counting an environment ("two skies") is not a meaningful question
@@ -92,8 +124,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             for number in count_negatives:
                 add("count", COUNT_MANY.format(number=number, plural=plural(obj)), "no", obj, "count", "truth")
         for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, rng):
-            add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj,
-                strategy="fictional")
+            add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy="fictional")
         if counterfactual_attributes:
             for side in ("a", "b"):
                 obj = scene[f"object_{side}"]
@@ -105,13 +136,17 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
                 pool = foreign_words[(obj, kind)]
                 if pool:
                     word = pool[int(rng.integers(len(pool)))]
-                    add("counterfactual", ATTRIBUTE[kind].format(object=obj, attribute=word), "no", obj, kind,
-                        "fictional")
+                    add(
+                        "counterfactual",
+                        ATTRIBUTE[kind].format(object=obj, attribute=word),
+                        "no",
+                        obj,
+                        kind,
+                        "fictional",
+                    )
     # Scalars go in row-wise; the `objects` list column is assembled in one vectorised step (building a Python
     # list per row through polars costs more than everything else here).
     flat = {**{k: v for k, v in QUERY_SCHEMA.items() if k != "objects"}, "_a": pl.String, "_b": pl.String}
     order = [c for c in QUERY_SCHEMA if c not in ("objects", "strategy")] + ["_a", "_b", "strategy"]
     df = pl.DataFrame(rows, schema={c: flat[c] for c in order}, orient="row")
     return df.with_columns(pl.concat_list("_a", "_b").alias("objects")).select(list(QUERY_SCHEMA))
-
-

@@ -71,9 +71,26 @@ class TransformersServe:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [exe, "serve", "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "info"],
-                cwd=self.root, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                [
+                    exe,
+                    "serve",
+                    "--device",
+                    "cpu",
+                    "--dtype",
+                    "float32",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "info",
+                ],
+                cwd=self.root,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

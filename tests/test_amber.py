@@ -33,8 +33,9 @@ def amber():
 
 
 def _responses(data, gen, disc):
-    return pl.DataFrame([{"id": a["id"], "response": gen(a) if a["type"] == "generative" else disc(a)}
-                         for a in data.annotations])
+    return pl.DataFrame(
+        [{"id": a["id"], "response": gen(a) if a["type"] == "generative" else disc(a)} for a in data.annotations]
+    )
 
 
 def test_metrics_txt_is_the_initial_counters(amber):
@@ -43,8 +44,11 @@ def test_metrics_txt_is_the_initial_counters(amber):
 
 
 def test_perfect_answers(amber):
-    r = amber_scores(_responses(amber, lambda a: " ".join(a["truth"]),
-                                lambda a: "Yes" if a["truth"] == "yes" else "No"), amber, nouns="rules")
+    r = amber_scores(
+        _responses(amber, lambda a: " ".join(a["truth"]), lambda a: "Yes" if a["truth"] == "yes" else "No"),
+        amber,
+        nouns="rules",
+    )
     for section in ("overall", "existence", "attribute", "state", "number", "action", "relation"):
         assert [r[section][k] for k in ("accuracy", "precision", "recall", "f1")] == [100.0] * 4, section
     assert [r[s]["n"] for s in ("existence", "state", "number", "action", "relation")] == [4924, 4764, 2072, 792, 1664]
@@ -85,18 +89,35 @@ def tiny(tmp_path):
         {"id": 8, "type": "discriminative-attribute-state", "truth": "no"},
     ]
     (d / "annotations.json").write_text(json.dumps(ann))
-    (d / "relation.json").write_text(json.dumps({"dog": ["puppy"], "grass": ["lawn"], "cat": ["kitten"],
-                                                 "frisbee": [], "sky": ["cloud"], "bird": [], "tree": [],
-                                                 "light": []}))
+    (d / "relation.json").write_text(
+        json.dumps(
+            {
+                "dog": ["puppy"],
+                "grass": ["lawn"],
+                "cat": ["kitten"],
+                "frisbee": [],
+                "sky": ["cloud"],
+                "bird": [],
+                "tree": [],
+                "light": [],
+            }
+        )
+    )
     (d / "safe_words.txt").write_text("light\n")
     return d
 
 
 def test_generative_rules_by_hand(tiny):
     data = load_amber(tiny)
-    responses = pl.DataFrame({"id": [1, 2], "response": [
-        "A puppy and a kitten on the lawn, a light and two trees.",  # puppy→dog, lawn→grass, kitten: cog + hal
-        "clouds in the sky. Clouds."]})  # 'Clouds' stays capitalised → not a vocabulary noun (as in AMBER)
+    responses = pl.DataFrame(
+        {
+            "id": [1, 2],
+            "response": [
+                "A puppy and a kitten on the lawn, a light and two trees.",  # puppy→dog, lawn→grass, kitten: cog + hal
+                "clouds in the sky. Clouds.",
+            ],
+        }
+    )  # 'Clouds' stays capitalised → not a vocabulary noun (as in AMBER)
     out = amber_scores(responses, data, dimension="g", nouns="rules")
     assert out["noun_extractor"] == "rules"
     r = out["generative"]
@@ -132,10 +153,27 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
     resp = tmp_path / "r.json"
     resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 2, "response": "The sky."}]))
     out = tmp_path / "m.json"
-    assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tiny), "--out", str(out),
-                 "--nouns", "rules"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "amber",
+                "--responses",
+                str(resp),
+                "--annotations",
+                str(tiny),
+                "--out",
+                str(out),
+                "--nouns",
+                "rules",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
-    assert printed == json.loads(out.read_text()) and printed["generative"]["cover"] == round(1 / 1.001 * 100, 1) == 99.9
+    assert (
+        printed == json.loads(out.read_text()) and printed["generative"]["cover"] == round(1 / 1.001 * 100, 1) == 99.9
+    )
     assert printed["existence"]["accuracy"] == round(1 / 1.001 * 100, 1) == 99.9
     resp.write_text(json.dumps([{"id": 99, "response": "No"}]))
     with pytest.raises(InputError, match="id 99, outside AMBER's 1..8"):
@@ -203,8 +241,10 @@ def test_oracle_catches_a_broken_lemmatizer(amber, rules_oracle, monkeypatch):
     monkeypatch.setattr(amber_module, "_MORPHY_NOUN", [r for r in amber_module._MORPHY_NOUN if r != ("ies", "y")])
     texts = ["Two puppies and some strawberries on the bodies of the ponies"]
     assert amber_module.RulesNouns(amber.vocabulary).extract_many(texts)[0] != rules_oracle(texts[0])
-    responses = [{"id": a["id"], "response": "puppies, strawberries, ponies, bodies, butterflies, flies"}
-                 for a in amber.annotations[:300]]
+    responses = [
+        {"id": a["id"], "response": "puppies, strawberries, ponies, bodies, butterflies, flies"}
+        for a in amber.annotations[:300]
+    ]
     assert _port_mismatches(amber, responses, "rules", rules_oracle)
 
 
@@ -212,8 +252,10 @@ def test_nltk_nouns_equal_amber(amber):
     """With nltk's punkt, tagger and WordNet data installed, nouns="nltk" is AMBER's own noun step."""
     extract = amber_nltk_extract_nouns()
     if extract is None:
-        pytest.skip("nltk or its punkt_tab / averaged_perceptron_tagger_eng / wordnet data is not installed "
-                    "(nothing is downloaded); the offline rules are checked instead")
+        pytest.skip(
+            "nltk or its punkt_tab / averaged_perceptron_tagger_eng / wordnet data is not installed "
+            "(nothing is downloaded); the offline rules are checked instead"
+        )
     responses = _random_responses(amber, 2000, seed=11)
     assert _port_mismatches(amber, responses, "nltk", extract) == {}
     assert amber_scores(pl.DataFrame(responses[:5]), amber)["noun_extractor"] == "nltk"

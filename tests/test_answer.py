@@ -31,8 +31,16 @@ def make_release(folder, n_images=3):
     for i in range(n_images):
         Image.new("RGB", (32, 24), (60 * i, 20, 200)).save(folder / "images" / f"img{i}.png")
     rows = [
-        {"query_id": f"q{i:02d}", "image_id": f"img{i % n_images}", "image": f"images/img{i % n_images}.png",
-         "question": q, "task": task, "query_type": qt, "target": target, "objects": objects}
+        {
+            "query_id": f"q{i:02d}",
+            "image_id": f"img{i % n_images}",
+            "image": f"images/img{i % n_images}.png",
+            "question": q,
+            "task": task,
+            "query_type": qt,
+            "target": target,
+            "objects": objects,
+        }
         for i, (q, task, qt, target, objects) in enumerate(QUESTIONS)
     ]
     table = pl.DataFrame(rows)
@@ -70,8 +78,13 @@ def test_prior_answers_with_contract_columns_and_reproducible_bytes(tmp_path, re
         assert column in table.columns
     # grass|dog 8/10, frisbee|dog 3/10, unicorn|sky 0, cloud|sky 30/50, sky|cloud 30/40 against threshold 0.3.
     assert dict(zip(table["query_id"], table["answer"])) == {
-        "q00": "Yes", "q01": "Yes", "q02": "No", "q03": "The picture shows a dog, a grass and a frisbee.",
-        "q04": "Yes", "q05": "Yes"}
+        "q00": "Yes",
+        "q01": "Yes",
+        "q02": "No",
+        "q03": "The picture shows a dog, a grass and a frisbee.",
+        "q04": "Yes",
+        "q05": "Yes",
+    }
     assert set(table["status"]) == {"ok"} and not table["stand_in"].any()
     # A fresh run with a fresh cache gives the same bytes (no timestamps, no latencies by default).
     out2 = tmp_path / "again.parquet"
@@ -98,8 +111,14 @@ def test_crash_mid_shard_then_rerun_repeats_no_cached_request(tmp_path, release,
 def test_cache_key_changes_with_prompt_and_generation(tmp_path, release, prior_spec):
     cache = tmp_path / "cache"
     answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, tmp_path / "a.parquet")
-    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), cache, tmp_path / "b.parquet",
-                         settings={"yes_no_suffix": " Reply Yes or No."})
+    stats = answer_shard(
+        release,
+        tmp_path / "release",
+        ModelUnderTest(prior_spec),
+        cache,
+        tmp_path / "b.parquet",
+        settings={"yes_no_suffix": " Reply Yes or No."},
+    )
     assert stats["cache_hits"] == 1  # only the generative prompt is unchanged
     changed = {**prior_spec, "args": {**prior_spec["args"], "threshold": 0.9}}
     stats = answer_shard(release, tmp_path / "release", ModelUnderTest(changed), cache, tmp_path / "c.parquet")
@@ -113,8 +132,9 @@ def test_shards_partition_the_queries(tmp_path, release, prior_spec):
     ids = []
     for shard in range(3):
         out = tmp_path / f"{shard:03d}.parquet"
-        answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "cache", out,
-                     shard=shard, n_shards=3)
+        answer_shard(
+            release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "cache", out, shard=shard, n_shards=3
+        )
         ids += pl.read_parquet(out)["query_id"].to_list()
     assert sorted(ids) == sorted(release["query_id"])
 
@@ -132,8 +152,13 @@ def test_missing_and_escaping_images_are_reported(tmp_path, release, prior_spec)
 def test_tiny_standin_vlm_through_the_stage(tmp_path, release):
     register_builder("smolvlm", build_tiny_smolvlm)
     folder = build_standin("smolvlm", tmp_path / "models" / "tiny-smolvlm", seed=0)
-    spec = {"name": "tiny-smolvlm", "backend": "transformers", "stand_in": True, "build": {"builder": "smolvlm"},
-            "args": {"model": str(folder), "batch_size": 4}}
+    spec = {
+        "name": "tiny-smolvlm",
+        "backend": "transformers",
+        "stand_in": True,
+        "build": {"builder": "smolvlm"},
+        "args": {"model": str(folder), "batch_size": 4},
+    }
     out = tmp_path / "answers.parquet"
     stats = answer_shard(release, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out)
     assert stats["new"] == 6
@@ -154,11 +179,29 @@ def test_cli_answers_pope_questions_and_the_pope_scorer_reads_them(tmp_path, cap
     labels = []
     for i, (obj, label) in enumerate([("cloud", "yes"), ("frisbee", "no"), ("dog", "yes"), ("unicorn", "no")]):
         Image.new("RGB", (8, 8), (i, i, i)).save(images / f"COCO_{i}.jpg")
-        labels.append({"question_id": i + 1, "image": f"COCO_{i}.jpg", "text": f"Is there a {obj} in the image?", "label": label})
+        labels.append(
+            {"question_id": i + 1, "image": f"COCO_{i}.jpg", "text": f"Is there a {obj} in the image?", "label": label}
+        )
     (tmp_path / "labels.json").write_text(json.dumps(labels))  # A-OKVQA/GQA style: one JSON array
     out = tmp_path / "answers.jsonl"
-    argv = ["answer", "run", "--source", "pope", "--questions", str(tmp_path / "labels.json"), "--images", str(images),
-            "--backend", "prior", "--arg", f"graph={graph}", "--arg", "threshold=0.15", "--out", str(out)]
+    argv = [
+        "answer",
+        "run",
+        "--source",
+        "pope",
+        "--questions",
+        str(tmp_path / "labels.json"),
+        "--images",
+        str(images),
+        "--backend",
+        "prior",
+        "--arg",
+        f"graph={graph}",
+        "--arg",
+        "threshold=0.15",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     # No scene context in POPE: the prior uses marginal frequency / max (cloud 40/50, frisbee 4/50, dog 10/50, unicorn 1/50).
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -175,8 +218,24 @@ def test_cli_bad_arg_is_one_line_error(tmp_path, capsys):
     from halluflow.cli import main
 
     (tmp_path / "q.jsonl").write_text('{"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?"}\n')
-    code = main(["answer", "run", "--source", "pope", "--questions", str(tmp_path / "q.jsonl"), "--images", str(tmp_path),
-                 "--backend", "prior", "--arg", "graph", "--out", str(tmp_path / "o.jsonl")])
+    code = main(
+        [
+            "answer",
+            "run",
+            "--source",
+            "pope",
+            "--questions",
+            str(tmp_path / "q.jsonl"),
+            "--images",
+            str(tmp_path),
+            "--backend",
+            "prior",
+            "--arg",
+            "graph",
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ]
+    )
     assert code == 1 and "--arg 'graph': expected KEY=VALUE" in capsys.readouterr().err
 
 
@@ -188,8 +247,13 @@ def _pope_questions(tmp_path, n=3):
     for i in range(n):
         Image.new("RGB", (8, 8), (i, i, i)).save(images / f"c{i}.jpg")
     path = tmp_path / "q.jsonl"
-    path.write_text("".join(json.dumps({"question_id": i, "image": f"c{i}.jpg", "text": "Is there a dog in the image?",
-                                        "label": "yes"}) + "\n" for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps({"question_id": i, "image": f"c{i}.jpg", "text": "Is there a dog in the image?", "label": "yes"})
+            + "\n"
+            for i in range(n)
+        )
+    )
     return path, images
 
 
@@ -202,9 +266,28 @@ def test_cli_all_failed_run_writes_failures_and_exits_nonzero(tmp_path, capsys):
 
     questions, images = _pope_questions(tmp_path)
     out = tmp_path / "a.jsonl"
-    argv = ["answer", "run", "--source", "pope", "--questions", str(questions), "--images", str(images),
-            "--backend", "openai", "--arg", "base_url=http://127.0.0.1:9/v1", "--arg", "model=m",
-            "--arg", "max_retries=0", "--arg", "timeout_s=5", "--out", str(out)]
+    argv = [
+        "answer",
+        "run",
+        "--source",
+        "pope",
+        "--questions",
+        str(questions),
+        "--images",
+        str(images),
+        "--backend",
+        "openai",
+        "--arg",
+        "base_url=http://127.0.0.1:9/v1",
+        "--arg",
+        "model=m",
+        "--arg",
+        "max_retries=0",
+        "--arg",
+        "timeout_s=5",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "answer run" in err and "3 of 3 answers failed or are empty" in err and "Traceback" not in err
@@ -220,8 +303,20 @@ def test_cli_refuses_a_release_that_fails_verification(tmp_path, capsys):
     from halluflow.cli import main
 
     make_release(tmp_path / "release")  # queries and images, but no manifest.json
-    code = main(["answer", "run", "--source", "ode", "--questions", str(tmp_path / "release"), "--backend", "blind",
-                 "--out", str(tmp_path / "o.jsonl")])
+    code = main(
+        [
+            "answer",
+            "run",
+            "--source",
+            "ode",
+            "--questions",
+            str(tmp_path / "release"),
+            "--backend",
+            "blind",
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "fails verification" in err and "manifest.json" in err and err.count("\n") == 1
     assert not (tmp_path / "o.jsonl").exists()

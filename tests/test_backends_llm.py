@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import REPO
 
 from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.errors import ConfigError, InputError
-
-from conftest import REPO
 
 LLM_DIR = str(REPO / DEFAULT_LLM_DIR)
 

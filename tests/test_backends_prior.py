@@ -23,7 +23,11 @@ def make_graph(folder):
         }
     )
     edges = pl.DataFrame(
-        {"source": ["dog", "dog", "cloud", "frisbee"], "target": ["frisbee", "grass", "sky", "grass"], "weight": [3, 8, 30, 1]}
+        {
+            "source": ["dog", "dog", "cloud", "frisbee"],
+            "target": ["frisbee", "grass", "sky", "grass"],
+            "weight": [3, 8, 30, 1],
+        }
     )
     write_parquet(folder / "nodes.parquet", nodes)
     write_parquet(folder / "edges.parquet", edges)
@@ -67,7 +71,14 @@ def test_question_text_only_uses_marginal_frequency(prior):
 
 
 def test_generative_articles():
-    assert [article(w) for w in ["egg", "unicorn", "umbrella", "dog", "orange", "user"]] == ["an", "a", "an", "a", "an", "a"]
+    assert [article(w) for w in ["egg", "unicorn", "umbrella", "dog", "orange", "user"]] == [
+        "an",
+        "a",
+        "an",
+        "a",
+        "an",
+        "a",
+    ]
 
 
 def test_missing_graph_names_the_file(tmp_path):

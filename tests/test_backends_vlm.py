@@ -48,7 +48,9 @@ def tiny_vlm_dir(tmp_path_factory):
 def images(tmp_path_factory):
     folder = tmp_path_factory.mktemp("img")
     paths = []
-    for i, (size, colour) in enumerate(zip(SIZES, [(200, 10, 10), (10, 10, 200), (0, 150, 0), (90, 90, 20), (5, 5, 5)])):
+    for i, (size, colour) in enumerate(
+        zip(SIZES, [(200, 10, 10), (10, 10, 200), (0, 150, 0), (90, 90, 20), (5, 5, 5)])
+    ):
         p = folder / f"{i}.png"
         Image.new("RGB", size, colour).save(p)
         paths.append(str(p))
@@ -59,14 +61,20 @@ def test_standin_is_saved_and_reloaded(tiny_vlm_dir):
     assert (tiny_vlm_dir / "config.json").exists() and (tiny_vlm_dir / MARKER).exists()
     vlm = registry.create("vlm", {"backend": "transformers", "model": str(tiny_vlm_dir)})
     info = vlm.describe()
-    assert info.stand_in is True  # from the marker: no explicit stand_in argument given and info.backend == "transformers"
+    assert (
+        info.stand_in is True
+    )  # from the marker: no explicit stand_in argument given and info.backend == "transformers"
     assert type(vlm.model).__name__ == "Idefics3ForConditionalGeneration"
 
 
 def test_batched_answers_equal_single_answers(tiny_vlm_dir, images):
     vlm = registry.create("vlm", {"backend": "transformers", "model": str(tiny_vlm_dir), "batch_size": 3})
-    reqs = [VLMRequest(str(i), q, p, max_new_tokens=5)
-            for i, (q, p) in enumerate(zip(["Is there a dog?", "Describe this picture in detail.", "Is the cat black?"], images))]
+    reqs = [
+        VLMRequest(str(i), q, p, max_new_tokens=5)
+        for i, (q, p) in enumerate(
+            zip(["Is there a dog?", "Describe this picture in detail.", "Is the cat black?"], images)
+        )
+    ]
     batched = vlm.answer(reqs)
     single = [vlm.answer([r])[0] for r in reqs]
     assert batched == single  # left padding keeps each row's greedy continuation
@@ -104,12 +112,19 @@ def family_dirs(tmp_path_factory):
 def release(images):
     """Queries over images of five sizes, yes/no and generative mixed (generative prompts are longer)."""
     folder = Path(images[0]).parent
-    questions = [("Is there a dog in the picture?", "discriminative"), ("Describe this picture.", "generative"),
-                 ("Is there a red cat on a chair in the picture?", "discriminative"), ("Is the sky blue?", "discriminative"),
-                 ("What do you see? Describe every object and its colour.", "generative"), ("Is there a car?", "discriminative"),
-                 ("Is there a tree?", "discriminative")]
-    rows = [{"query_id": f"q{i}", "image": Path(images[i % len(images)]).name, "question": q, "task": task}
-            for i, (q, task) in enumerate(questions)]
+    questions = [
+        ("Is there a dog in the picture?", "discriminative"),
+        ("Describe this picture.", "generative"),
+        ("Is there a red cat on a chair in the picture?", "discriminative"),
+        ("Is the sky blue?", "discriminative"),
+        ("What do you see? Describe every object and its colour.", "generative"),
+        ("Is there a car?", "discriminative"),
+        ("Is there a tree?", "discriminative"),
+    ]
+    rows = [
+        {"query_id": f"q{i}", "image": Path(images[i % len(images)]).name, "question": q, "task": task}
+        for i, (q, task) in enumerate(questions)
+    ]
     return pl.DataFrame(rows), folder
 
 
@@ -160,7 +175,9 @@ def test_request_settings_override_backend_defaults(family_dirs, images):
     n_short = len(vlm.tokenizer(both[0], add_special_tokens=False)["input_ids"])
     n_long = len(vlm.tokenizer(both[1], add_special_tokens=False)["input_ids"])
     assert n_short <= 2 < n_long <= 12
-    assert vlm.generation_settings(long)["max_new_tokens"] == 12 and vlm.generation_settings(short)["max_new_tokens"] == 2
+    assert (
+        vlm.generation_settings(long)["max_new_tokens"] == 12 and vlm.generation_settings(short)["max_new_tokens"] == 2
+    )
 
 
 def test_builder_is_deterministic(tmp_path):
@@ -183,6 +200,7 @@ def test_vllm_backend_names_its_extra_when_missing():
 
 # ---- the one call path every VLM backend shares (base.VLM.respond) and the one evaluatee ----------------------------
 
+
 class EchoVLM(VLM):
     """Answers with padding whitespace and what it received; fails requests whose prompt says so."""
 
@@ -196,8 +214,12 @@ class EchoVLM(VLM):
 
     def answer_results(self, requests):
         self.calls.append(list(requests))
-        return [Result(None, "boom") if "fail" in r.prompt
-                else Result(f"  {len(r.images)} {self.settings_for(r)['max_new_tokens']}\n") for r in requests]
+        return [
+            Result(None, "boom")
+            if "fail" in r.prompt
+            else Result(f"  {len(r.images)} {self.settings_for(r)['max_new_tokens']}\n")
+            for r in requests
+        ]
 
     def answer(self, requests):
         return [r.text for r in self.answer_results(requests)]

@@ -49,8 +49,10 @@ def pope_set(root: Path, images: list[str], present: int | None = None) -> Path:
     for i, name in enumerate(images[:present] if present is not None else images):
         if ".." not in name:
             png(root / "images" / name, seed=i)
-    rows = [{"question_id": i, "image": name, "text": "Is there a dog in the image?", "label": "yes"}
-            for i, name in enumerate(images)]
+    rows = [
+        {"question_id": i, "image": name, "text": "Is there a dog in the image?", "label": "yes"}
+        for i, name in enumerate(images)
+    ]
     (root / "pope.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root / "pope.jsonl"
 
@@ -64,10 +66,12 @@ def answer_pope(tmp_path: Path, label_file: Path) -> None:
 
 
 def unihall_instance(image_path: str) -> dict:
-    return {"instance_id": "110001", "meta_inf": {"category": "object", "subtype": "existence", "risk_level": 1},
-            "source_inf": {"source_dataset": "test", "source_id": "0"},
-            "seed_data": {"type": "YON", "image_path": image_path, "question": "Is there a dog?",
-                          "ground_truth": "Yes"}}
+    return {
+        "instance_id": "110001",
+        "meta_inf": {"category": "object", "subtype": "existence", "risk_level": 1},
+        "source_inf": {"source_dataset": "test", "source_id": "0"},
+        "seed_data": {"type": "YON", "image_path": image_path, "question": "Is there a dog?", "ground_truth": "Yes"},
+    }
 
 
 def make_unihall(tmp_path: Path, image_path: str) -> None:
@@ -97,12 +101,16 @@ def graph_case(fmt: str, content, suffix: str = ".json"):
         src = tmp_path / f"annotations{suffix}"
         src.write_text(content if isinstance(content, str) else json.dumps(content))
         build_graph({"format": fmt, "path": str(src)})
+
     return run
 
 
 AMBER = [{"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]}]
-COCO = {"images": [{"id": 1}], "annotations": [{"image_id": 1, "category_id": 18}],
-        "categories": [{"id": 18, "name": "dog"}]}
+COCO = {
+    "images": [{"id": 1}],
+    "annotations": [{"image_id": 1, "category_id": 18}],
+    "categories": [{"id": 18, "name": "dog"}],
+}
 VISUAL_GENOME = [{"image_id": 1, "objects": [{"names": ["dog"]}]}]
 
 
@@ -120,26 +128,53 @@ def detect_truncated(tmp_path: Path, owl=None) -> Path:
 
 # name -> (action(tmp_path) that must raise, regex the one-line error must match); outputs go under tmp_path/out
 CASES = {
-    "graph: AMBER file read as COCO": (graph_case("coco", AMBER), r"annotations\.json: COCO instances JSON lacks 'annotations'"),
+    "graph: AMBER file read as COCO": (
+        graph_case("coco", AMBER),
+        r"annotations\.json: COCO instances JSON lacks 'annotations'",
+    ),
     "graph: COCO file read as AMBER": (graph_case("amber", COCO), r"annotations\.json: expected AMBER's JSON array"),
-    "graph: COCO file read as Visual Genome": (graph_case("visual_genome", COCO), r"annotations\.json: expected Visual Genome"),
-    "graph: AMBER file read as Visual Genome": (graph_case("visual_genome", AMBER), r"annotations\.json: image 0 lacks 'objects'"),
+    "graph: COCO file read as Visual Genome": (
+        graph_case("visual_genome", COCO),
+        r"annotations\.json: expected Visual Genome",
+    ),
+    "graph: AMBER file read as Visual Genome": (
+        graph_case("visual_genome", AMBER),
+        r"annotations\.json: image 0 lacks 'objects'",
+    ),
     "graph: not JSON": (graph_case("coco", "id,object\n1,dog\n"), r"annotations\.json: not valid JSON"),
-    "graph: table without the object column": (graph_case("table", "img,thing\n1,dog\n", ".csv"), r"annotations\.csv: column 'image_id' not found"),
-    "graph: VG objects not a list of images": (graph_case("visual_genome", [1, 2]), r"annotations\.json: image 0 is not an object"),
-    "static set: missing image": (lambda t: answer_pope(t, pope_set(t, ["a.jpg", "b.jpg"], present=1)),
-                                  r"1 image\(s\) missing under .*images: b\.jpg"),
-    "static set: image escaping its folder": (lambda t: answer_pope(t, pope_set(t, ["a.jpg", "../../etc/passwd"])),
-                                              r"image path '\.\./\.\./etc/passwd' escapes its folder"),
-    "UniHall: image escaping its folder": (lambda t: make_unihall(t, "../../etc/passwd"),
-                                           r"unihall\.json: instance 110001: field 'seed_data\.image_path': image path '\.\./\.\./etc/passwd' escapes"),
-    "UniHall: missing image": (lambda t: make_unihall(t, "images/9.png"),
-                               r"unihall\.json: instance 110001: field 'seed_data\.image_path': 'images/9\.png' not found"),
-    "VLM: truncated PNG": (lambda t: load_image(str(truncate(png(t / "x.png")))),
-                           r"image .*x\.png: corrupt or truncated image"),
+    "graph: table without the object column": (
+        graph_case("table", "img,thing\n1,dog\n", ".csv"),
+        r"annotations\.csv: column 'image_id' not found",
+    ),
+    "graph: VG objects not a list of images": (
+        graph_case("visual_genome", [1, 2]),
+        r"annotations\.json: image 0 is not an object",
+    ),
+    "static set: missing image": (
+        lambda t: answer_pope(t, pope_set(t, ["a.jpg", "b.jpg"], present=1)),
+        r"1 image\(s\) missing under .*images: b\.jpg",
+    ),
+    "static set: image escaping its folder": (
+        lambda t: answer_pope(t, pope_set(t, ["a.jpg", "../../etc/passwd"])),
+        r"image path '\.\./\.\./etc/passwd' escapes its folder",
+    ),
+    "UniHall: image escaping its folder": (
+        lambda t: make_unihall(t, "../../etc/passwd"),
+        r"unihall\.json: instance 110001: field 'seed_data\.image_path': image path '\.\./\.\./etc/passwd' escapes",
+    ),
+    "UniHall: missing image": (
+        lambda t: make_unihall(t, "images/9.png"),
+        r"unihall\.json: instance 110001: field 'seed_data\.image_path': 'images/9\.png' not found",
+    ),
+    "VLM: truncated PNG": (
+        lambda t: load_image(str(truncate(png(t / "x.png")))),
+        r"image .*x\.png: corrupt or truncated image",
+    ),
     "VLM: not an image": (lambda t: load_image(str(text_file(t / "x.png"))), r"image .*x\.png: not a readable image"),
-    "SAMF: truncated PNG": (lambda t: samf_load_image(unihall_instance("x.png"), truncate(png(t / "x.png")).parent),
-                            r"instance 110001: image .*x\.png: corrupt or truncated image"),
+    "SAMF: truncated PNG": (
+        lambda t: samf_load_image(unihall_instance("x.png"), truncate(png(t / "x.png")).parent),
+        r"instance 110001: image .*x\.png: corrupt or truncated image",
+    ),
     "detect: truncated PNG": ("detect", r"image of 'b' .*b\.png: corrupt or truncated image"),
 }
 
@@ -155,16 +190,34 @@ def test_bad_input_is_refused_by_name(case, tmp_path, request):
     assert "\n" not in text, text
     assert re.search(message, text), text
     # No half-written output: no final file under the output folders, no temporary left behind.
-    produced = [p for p in tmp_path.rglob("*") if p.is_file() and ("out" in p.relative_to(tmp_path).parts[:1]
-                                                                    and "cache" not in p.parts)]
+    produced = [
+        p
+        for p in tmp_path.rglob("*")
+        if p.is_file() and ("out" in p.relative_to(tmp_path).parts[:1] and "cache" not in p.parts)
+    ]
     assert produced == [] and not list(tmp_path.rglob("*.part")), produced
 
 
 def test_cli_reports_one_line_and_writes_nothing(tmp_path):
     src = tmp_path / "amber.json"
     src.write_text(json.dumps(AMBER))
-    proc = subprocess.run([sys.executable, "-m", "halluflow.cli", "graph", "build", "--format", "coco", "--path",
-                           str(src), "--out", str(tmp_path / "graph")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "halluflow.cli",
+            "graph",
+            "build",
+            "--format",
+            "coco",
+            "--path",
+            str(src),
+            "--out",
+            str(tmp_path / "graph"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == f"halluflow: error: {src}: COCO instances JSON lacks 'annotations'"
     assert "Traceback" not in proc.stderr and not (tmp_path / "graph").exists()
@@ -174,16 +227,26 @@ def test_empty_huge_and_missing_answers_are_scored_not_crashed():
     """An empty answer, a 10 MB yes/no answer and a 1 MB caption (the answer stage truncates at answer.max_answer_chars,
     a user may raise it), and no text at all (failed request)."""
     huge = "yes " * 2_500_000
-    queries = pl.DataFrame({
-        "query_id": ["d-empty", "d-huge", "d-none", "g-empty", "g-huge", "g-none"],
-        "distribution": ["standard"] * 6, "pair_kind": ["entity_entity"] * 6,
-        "task": ["discriminative"] * 3 + ["generative"] * 3,
-        "query_type": ["existence"] * 3 + ["generative"] * 3, "attribute_kind": [None] * 6,
-        "truth": ["yes"] * 3 + [None] * 3, "objects": [["dog"]] * 6,
-    })
-    answers = pl.DataFrame({"query_id": queries["query_id"], "model": ["m"] * 6,
-                            "answer": ["", huge, None, "", "a dog and a cat " * 62_500, None],
-                            "status": ["ok", "ok", "failed", "ok", "ok", "failed"]})
+    queries = pl.DataFrame(
+        {
+            "query_id": ["d-empty", "d-huge", "d-none", "g-empty", "g-huge", "g-none"],
+            "distribution": ["standard"] * 6,
+            "pair_kind": ["entity_entity"] * 6,
+            "task": ["discriminative"] * 3 + ["generative"] * 3,
+            "query_type": ["existence"] * 3 + ["generative"] * 3,
+            "attribute_kind": [None] * 6,
+            "truth": ["yes"] * 3 + [None] * 3,
+            "objects": [["dog"]] * 6,
+        }
+    )
+    answers = pl.DataFrame(
+        {
+            "query_id": queries["query_id"],
+            "model": ["m"] * 6,
+            "answer": ["", huge, None, "", "a dog and a cat " * 62_500, None],
+            "status": ["ok", "ok", "failed", "ok", "ok", "failed"],
+        }
+    )
     scored = score_answers(queries, answers, ["dog", "cat"]).sort("query_id")
     row = {r["query_id"]: r for r in scored.to_dicts()}
     assert row["d-huge"]["parsed"] == "yes" and row["d-huge"]["correct"] is True
@@ -213,21 +276,32 @@ def _cli_files(root: Path) -> dict[str, Path]:
         elif isinstance(data, str):
             path.write_text(data)
         else:
-            path.write_text(json.dumps(data) if not isinstance(data, tuple) else
-                            "".join(json.dumps(r) + "\n" for r in data))
+            path.write_text(
+                json.dumps(data) if not isinstance(data, tuple) else "".join(json.dumps(r) + "\n" for r in data)
+            )
         return path
 
     f = {
-        "labels": put("labels.jsonl", tuple({"question_id": i, "image": "a.jpg", "text": "Is there a dog?",
-                                             "label": "yes" if i % 2 else "no"} for i in range(4))),
-        "answers": put("answers.jsonl", tuple({"question_id": i, "answer": "Yes" if i % 2 else "No"}
-                                              for i in range(4))),
+        "labels": put(
+            "labels.jsonl",
+            tuple(
+                {"question_id": i, "image": "a.jpg", "text": "Is there a dog?", "label": "yes" if i % 2 else "no"}
+                for i in range(4)
+            ),
+        ),
+        "answers": put(
+            "answers.jsonl", tuple({"question_id": i, "answer": "Yes" if i % 2 else "No"} for i in range(4))
+        ),
         "captions": put("captions.jsonl", ({"image_id": 1, "caption": "A dog on a sofa."},)),
         "truth": put("truth.jsonl", ({"image_id": 1, "objects": ["dog"]},)),
         "synonyms": put("synonyms.txt", "dog, puppy\ncouch, sofa\n"),
-        "amber/annotations.json": put("amber/annotations.json", [
-            {"id": 1, "type": "generative", "truth": ["dog"], "hallu": ["cat"]},
-            {"id": 2, "type": "discriminative-hallucination", "truth": "no"}]),
+        "amber/annotations.json": put(
+            "amber/annotations.json",
+            [
+                {"id": 1, "type": "generative", "truth": ["dog"], "hallu": ["cat"]},
+                {"id": 2, "type": "discriminative-hallucination", "truth": "no"},
+            ],
+        ),
         "amber/relation.json": put("amber/relation.json", {"dog": ["puppy"], "cat": []}),
         "amber/safe_words.txt": put("amber/safe_words.txt", "image\n"),
         "responses": put("responses.json", [{"id": 1, "response": "A dog."}, {"id": 2, "response": "No"}]),
@@ -247,19 +321,73 @@ def _cli_files(root: Path) -> dict[str, Path]:
 def _cmd(name: str, f: dict[str, Path], out: Path) -> list[str]:
     return {
         "pope": ["score", "pope", "--answers", f["answers"], "--labels", f["labels"], "--out", out],
-        "chair": ["score", "chair", "--captions", f["captions"], "--truth", f["truth"], "--synonyms", f["synonyms"],
-                  "--out", out],
-        "amber": ["score", "amber", "--responses", f["responses"], "--annotations", f["amber/annotations.json"].parent,
-                  "--out", out],
-        "caos": ["score", "caos", "--objects", f["objects"], "--truth", f["caos_truth"], "--frequent", f["frequent"],
-                 "--embedder", "table", "--vectors", f["vectors"], "--synonyms", "none", "--out", out],
+        "chair": [
+            "score",
+            "chair",
+            "--captions",
+            f["captions"],
+            "--truth",
+            f["truth"],
+            "--synonyms",
+            f["synonyms"],
+            "--out",
+            out,
+        ],
+        "amber": [
+            "score",
+            "amber",
+            "--responses",
+            f["responses"],
+            "--annotations",
+            f["amber/annotations.json"].parent,
+            "--out",
+            out,
+        ],
+        "caos": [
+            "score",
+            "caos",
+            "--objects",
+            f["objects"],
+            "--truth",
+            f["caos_truth"],
+            "--frequent",
+            f["frequent"],
+            "--embedder",
+            "table",
+            "--vectors",
+            f["vectors"],
+            "--synonyms",
+            "none",
+            "--out",
+            out,
+        ],
         "ghr": ["score", "ghr", "--instances", f["unihall"], "--answers", f["ghr_answers"]],
         "ged": ["sg", "ged", "--truth", f["sg_truth"], "--pred", f["sg_pred"]],
-        "mutate": ["fuzz", "mutate", "--instance", f["unihall"], "--op", "constraint_stack", "--level", "1",
-                   "--out", out.parent / "mutated"],
+        "mutate": [
+            "fuzz",
+            "mutate",
+            "--instance",
+            f["unihall"],
+            "--op",
+            "constraint_stack",
+            "--level",
+            "1",
+            "--out",
+            out.parent / "mutated",
+        ],
         "convert_pope": ["fuzz", "convert", "--source", "pope", "--input", f["labels"], "--out", out],
-        "convert_amber": ["fuzz", "convert", "--source", "amber", "--input", f["amber/annotations.json"],
-                          "--queries", f["amber/annotations.json"], "--out", out],
+        "convert_amber": [
+            "fuzz",
+            "convert",
+            "--source",
+            "amber",
+            "--input",
+            f["amber/annotations.json"],
+            "--queries",
+            f["amber/annotations.json"],
+            "--out",
+            out,
+        ],
     }[name]
 
 
@@ -275,21 +403,53 @@ def _spoil(f: dict[str, Path], key: str, data) -> None:
 
 MATRIX = [
     # (command, file key, new content or None, extra args, expected message)
-    *[(cmd, key, NON_UTF8, [], "not UTF-8") for cmd, key in [
-        ("pope", "answers"), ("pope", "labels"), ("chair", "captions"), ("chair", "truth"), ("chair", "synonyms"),
-        ("amber", "responses"), ("amber", "amber/annotations.json"), ("amber", "amber/relation.json"),
-        ("amber", "amber/safe_words.txt"), ("caos", "objects"), ("caos", "caos_truth"), ("caos", "frequent"),
-        ("ghr", "unihall"), ("ghr", "ghr_answers"), ("ged", "sg_truth"), ("ged", "sg_pred"),
-        ("mutate", "unihall"), ("convert_pope", "labels")]],
-    ("pope", "answers", tuple({"question_id": i, "answer": ""} for i in range(4)), [],
-     "4 of 4 answers failed or are empty"),
-    ("pope", "answers", tuple({"question_id": i, "answer": "x", "status": "failed"} for i in range(4)), [],
-     "4 of 4 answers failed"),
+    *[
+        (cmd, key, NON_UTF8, [], "not UTF-8")
+        for cmd, key in [
+            ("pope", "answers"),
+            ("pope", "labels"),
+            ("chair", "captions"),
+            ("chair", "truth"),
+            ("chair", "synonyms"),
+            ("amber", "responses"),
+            ("amber", "amber/annotations.json"),
+            ("amber", "amber/relation.json"),
+            ("amber", "amber/safe_words.txt"),
+            ("caos", "objects"),
+            ("caos", "caos_truth"),
+            ("caos", "frequent"),
+            ("ghr", "unihall"),
+            ("ghr", "ghr_answers"),
+            ("ged", "sg_truth"),
+            ("ged", "sg_pred"),
+            ("mutate", "unihall"),
+            ("convert_pope", "labels"),
+        ]
+    ],
+    (
+        "pope",
+        "answers",
+        tuple({"question_id": i, "answer": ""} for i in range(4)),
+        [],
+        "4 of 4 answers failed or are empty",
+    ),
+    (
+        "pope",
+        "answers",
+        tuple({"question_id": i, "answer": "x", "status": "failed"} for i in range(4)),
+        [],
+        "4 of 4 answers failed",
+    ),
     ("pope", "answers", ({"question_id": 0, "answer": 1},), [], "answer is 1, expected a string"),
     ("pope", "answers", ({"question_id": 0, "answer": True},), [], "answer is true, expected a string"),
     ("pope", "answers", ({"question_id": 0, "answer": ["yes"]},), [], 'answer is \\["yes"\\], expected a string'),
-    ("pope", "answers", ({"question_id": 0, "answer": "Yes"}, {"question_id": 1, "text": "No"}), [],
-     "mix 'answer' and 'text'"),
+    (
+        "pope",
+        "answers",
+        ({"question_id": 0, "answer": "Yes"}, {"question_id": 1, "text": "No"}),
+        [],
+        "mix 'answer' and 'text'",
+    ),
     ("pope", "answers", None, ["--max-failed-fraction", "2"], "--max-failed-fraction: must be between 0 and 1, got 2"),
     ("pope", "answers", None, ["--max-failed-fraction", "nan"], "must be between 0 and 1, got nan"),
     ("pope", "labels", ({"question_id": 0, "label": "maybe"},), [], "label 'maybe'"),
@@ -297,9 +457,20 @@ MATRIX = [
     ("chair", "synonyms", "\n\n", [], "holds no synonyms"),
     ("chair", "captions", ({"image_id": 1, "caption": ""},), [], "1 of 1 answers failed or are empty"),
     ("amber", "amber/annotations.json", [{"id": 1, "type": "generative", "hallu": []}], [], "has no 'truth'"),
-    ("amber", "amber/annotations.json", {"id": 1, "type": "generative", "truth": []}, [], "expected AMBER's JSON array"),
-    ("amber", "amber/annotations.json", [{"id": 1, "type": "discriminative-hallucination", "truth": 1}], [],
-     "expected yes/no"),
+    (
+        "amber",
+        "amber/annotations.json",
+        {"id": 1, "type": "generative", "truth": []},
+        [],
+        "expected AMBER's JSON array",
+    ),
+    (
+        "amber",
+        "amber/annotations.json",
+        [{"id": 1, "type": "discriminative-hallucination", "truth": 1}],
+        [],
+        "expected yes/no",
+    ),
     ("amber", "responses", [], [], "no responses"),
     ("amber", "responses", [{"id": 1, "response": ""}, {"id": 2, "response": ""}], [], "2 of 2 answers failed"),
     ("amber", "responses", [{"id": 1, "response": 3}], [], "string 'response'"),
@@ -312,8 +483,11 @@ MATRIX = [
 ]
 
 
-@pytest.mark.parametrize("cmd, key, content, extra, message", MATRIX,
-                         ids=[f"{m[0]}-{m[1] or ' '.join(m[3])}-{i}" for i, m in enumerate(MATRIX)])
+@pytest.mark.parametrize(
+    "cmd, key, content, extra, message",
+    MATRIX,
+    ids=[f"{m[0]}-{m[1] or ' '.join(m[3])}-{i}" for i, m in enumerate(MATRIX)],
+)
 def test_bad_input_matrix(tmp_path, capsys, cmd, key, content, extra, message):
     from halluflow.cli import main
 
@@ -378,10 +552,15 @@ def _release_with(tmp_path: Path, case: str) -> Path:
     return release
 
 
-@pytest.mark.parametrize("case, message", [("non_utf8", "manifest.json: not UTF-8"),
-                                           ("folder", "manifest.json: is a folder"),
-                                           ("nul", r"'a\\x00b.png': listed path is not a usable file name"),
-                                           ("long_path", r"'a{20,}\.\.\.: listed path is not a usable file name")])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("non_utf8", "manifest.json: not UTF-8"),
+        ("folder", "manifest.json: is a folder"),
+        ("nul", r"'a\\x00b.png': listed path is not a usable file name"),
+        ("long_path", r"'a{20,}\.\.\.: listed path is not a usable file name"),
+    ],
+)
 def test_bad_release_manifest_is_reported_per_line(tmp_path, capsys, case, message):
     from halluflow.cli import main
 
@@ -409,8 +588,9 @@ def test_samf_failed_answers_have_no_ghr(tmp_path):
     assert (summary["n"], summary["n_failed"], summary["ghr"]) == (1, 1, 1.0)
     assert _reward([{"score": None}, {"score": 1.0}]) == 1.0
     answers = tmp_path / "a.jsonl"
-    answers.write_text('{"instance_id": "110001", "answer": "Yes", "status": "failed"}\n'
-                       '{"instance_id": "110002", "answer": ""}\n')
+    answers.write_text(
+        '{"instance_id": "110001", "answer": "Yes", "status": "failed"}\n{"instance_id": "110002", "answer": ""}\n'
+    )
     assert read_answers(answers, {"110001", "110002"}) == {"110001": None, "110002": None}
 
 
@@ -418,8 +598,15 @@ def test_chair_and_amber_leave_failed_answers_out_and_count_them(tmp_path, capsy
     from halluflow.cli import main
 
     f = _cli_files(tmp_path / "in")
-    _spoil(f, "captions", ({"image_id": 1, "caption": "A dog on a sofa."}, {"image_id": 1, "caption": "  "},
-                           {"image_id": 1, "caption": "A dog.", "status": "failed"}))
+    _spoil(
+        f,
+        "captions",
+        (
+            {"image_id": 1, "caption": "A dog on a sofa."},
+            {"image_id": 1, "caption": "  "},
+            {"image_id": 1, "caption": "A dog.", "status": "failed"},
+        ),
+    )
     assert main([str(a) for a in _cmd("chair", f, tmp_path / "c.json")] + ["--max-failed-fraction", "0.7"]) == 0
     m = json.loads(capsys.readouterr().out)
     # only "A dog on a sofa." is scored: the couch is not in the truth → CHAIR_s 1 (an empty caption scored 0)

@@ -13,24 +13,24 @@ import pytest
 
 from halluflow import registry
 from halluflow.backends.base import VLM, BackendInfo, VLMRequest
+from halluflow.caos.extract import ExtractedObject, ObjectExtractor, build_vocabulary
 from halluflow.caos.scores import (
     Oracle,
     caos_summary,
     cosine_matrix,
     judge_caption,
+    metrics_side_by_side,
     object_rows,
     object_statistics,
     parse_yes_no,
+    run_workflow,
     score,
     score_release_answers,
     sequential,
     vote,
-    metrics_side_by_side,
-    run_workflow,
 )
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
-from halluflow.caos.extract import ExtractedObject, ObjectExtractor, build_vocabulary
 
 R2 = 1 / math.sqrt(2)
 # dog ⟂ cat ⟂ car; frisbee = dog + cat; person = dog + car.  cos(frisbee, dog) = 1/√2, cos(frisbee, person) = 1/2.
@@ -164,16 +164,24 @@ def test_object_statistics_and_sequential_by_hand(vocab):
 
 def test_truth_is_canonicalised_through_synonyms():
     vocab = build_vocabulary(synonyms=True)
-    cap = judge_caption("c", "c", ObjectExtractor(vocab).extract("Two puppies near a man.").objects,
-                        ["dog", "people"], vocab)
+    cap = judge_caption(
+        "c", "c", ObjectExtractor(vocab).extract("Two puppies near a man.").objects, ["dog", "people"], vocab
+    )
     assert [o.name for o in cap.objects] == ["dog", "person"]
     assert cap.hallucinated == [False, False]
 
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("Yes, there is.", "yes"), ("no", "no"), ("There is no cat.", "no"), ("I think yes", "yes"), ("", None),
-     ("maybe", None), ("Yes and no", "yes")],
+    [
+        ("Yes, there is.", "yes"),
+        ("no", "no"),
+        ("There is no cat.", "no"),
+        ("I think yes", "yes"),
+        ("", None),
+        ("maybe", None),
+        ("Yes and no", "yes"),
+    ],
 )
 def test_parse_yes_no(text, expected):
     assert parse_yes_no(text) == expected
@@ -234,8 +242,9 @@ def test_oracle_judges_out_of_domain_objects_with_ties(scripted_registry, vocab)
     assert members[0][1].seen[0].prompt == "Is there a kite in the image?"
     assert members[0][1].seen[0].image_path == "images/x.png"
     # kite and zebra are out of domain; the oracle decides them; dog (in domain) is judged against the truth.
-    cap = judge_caption("q1", "x", objs(["dog", "kite", "zebra"], vocab), ["cat"], vocab,
-                        {"kite": verdicts[0], "zebra": verdicts[1]})
+    cap = judge_caption(
+        "q1", "x", objs(["dog", "kite", "zebra"], vocab), ["cat"], vocab, {"kite": verdicts[0], "zebra": verdicts[1]}
+    )
     assert cap.hallucinated == [True, False, None]
     assert cap.judged_by == ["truth", "oracle", "oracle"]
     stats = object_statistics([cap])
@@ -283,8 +292,9 @@ def test_score_release_answers_end_to_end(table, vocab):
     assert summary["objects"]["recall"] == pytest.approx(1 / 3)
     assert objects.schema["t_caos_k2"] == pl.Float64
     with pytest.raises(InputError, match="answers table: missing column 'status'"):
-        score_release_answers(answers.drop("status"), queries, nodes, release_dir=None, extractor=ex,
-                              embedders={"t": table})
+        score_release_answers(
+            answers.drop("status"), queries, nodes, release_dir=None, extractor=ex, embedders={"t": table}
+        )
 
 
 def test_cli_score_caos(tmp_path, capsys):
@@ -294,9 +304,24 @@ def test_cli_score_caos(tmp_path, capsys):
     )
     (tmp_path / "t.jsonl").write_text('{"image_id": "1", "objects": ["dog"]}\n{"image_id": "2", "truth": ["car"]}\n')
     (tmp_path / "f.txt").write_text("person\ncar\ndog\n")
-    args = ["score", "caos", "--objects", str(tmp_path / "o.jsonl"), "--truth", str(tmp_path / "t.jsonl"),
-            "--frequent", str(tmp_path / "f.txt"), "--embedder", "table", "--vectors", str(tmp_path / "vec.tsv"),
-            "--k", "2", "--synonyms", "none"]
+    args = [
+        "score",
+        "caos",
+        "--objects",
+        str(tmp_path / "o.jsonl"),
+        "--truth",
+        str(tmp_path / "t.jsonl"),
+        "--frequent",
+        str(tmp_path / "f.txt"),
+        "--embedder",
+        "table",
+        "--vectors",
+        str(tmp_path / "vec.tsv"),
+        "--k",
+        "2",
+        "--synonyms",
+        "none",
+    ]
     assert main(args) == 0
     first = capsys.readouterr().out
     out = json.loads(first)
@@ -305,7 +330,10 @@ def test_cli_score_caos(tmp_path, capsys):
     assert out["caos_t"] == pytest.approx(2 * R2 / 3, abs=1e-6)
     assert out["caos_k"] == pytest.approx(0.5, abs=1e-6)
     assert [(r["image_id"], r["object"], r["position"]) for r in out["per_object"]] == [
-        ("1", "cat", 1), ("1", "frisbee", 2), ("2", "person", 1)]
+        ("1", "cat", 1),
+        ("1", "frisbee", 2),
+        ("2", "person", 1),
+    ]
     # paper Fig. 5 subsets: person is one of the top-3 frequent objects (person, car, dog) → left out here
     sub = out["subsets"]["without_top3_frequent"]
     assert sub["n_hallucinated"] == 2 and sub["caos_t"] == pytest.approx(R2 / 2, abs=1e-6)
@@ -323,8 +351,11 @@ def test_cli_score_caos(tmp_path, capsys):
 
 
 def test_metrics_side_by_side_reads_the_scoring_json():
-    metrics = {"pope": {"overall": {"f1": 0.8, "accuracy": 0.7}, "random": {"f1": 0.1}},
-               "generative": {"chair": {"chair_s": 0.5, "chair_i": 0.25}}, "n": 3}
+    metrics = {
+        "pope": {"overall": {"f1": 0.8, "accuracy": 0.7}, "random": {"f1": 0.1}},
+        "generative": {"chair": {"chair_s": 0.5, "chair_i": 0.25}},
+        "n": 3,
+    }
     side = metrics_side_by_side(metrics, "metrics/m.json")
     assert (side["pope_f1"], side["chair_s"], side["chair_i"]) == (0.8, 0.5, 0.25)
     assert side["paths"]["pope_f1"] == "pope.overall.f1"
@@ -333,14 +364,15 @@ def test_metrics_side_by_side_reads_the_scoring_json():
 
 
 def test_run_workflow_writes_the_rule_outputs(tmp_path):
-    from halluflow.ode.diagnosis import run_workflow as run_diagnosis_workflow
     from halluflow.io import write_json
+    from halluflow.ode.diagnosis import run_workflow as run_diagnosis_workflow
 
     queries, answers, nodes = _release_tables()
     release = tmp_path / "release"
     release.mkdir()
     queries = queries.with_columns(
-        pl.lit("standard").alias("distribution"), pl.lit(None, dtype=pl.String).alias("attribute_kind"),
+        pl.lit("standard").alias("distribution"),
+        pl.lit(None, dtype=pl.String).alias("attribute_kind"),
         pl.Series("truth", [None, "yes", None, None], dtype=pl.String),
         pl.Series("target", [None, "dog", None, None], dtype=pl.String),
     )
@@ -349,14 +381,27 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
     answers.tail(2).write_parquet(tmp_path / "001.parquet")
     nodes.with_columns(pl.lit("entity").alias("type")).write_parquet(tmp_path / "nodes.parquet")
     write_json(tmp_path / "metrics.json", {"pope": {"f1": 0.5}, "chair": {"chair_s": 1.0, "chair_i": 0.5}})
-    cfg = {"embedders": ["glove"], "k": 3, "k_sweep": [1, 3], "extractor": "vocab", "llm": None, "synonyms": True,
-           "oracle": {"members": [], "vote": "majority", "tie": "absent", "question": "Is there a {obj}?"}}
+    cfg = {
+        "embedders": ["glove"],
+        "k": 3,
+        "k_sweep": [1, 3],
+        "extractor": "vocab",
+        "llm": None,
+        "synonyms": True,
+        "oracle": {"members": [], "vote": "majority", "tie": "absent", "question": "Is there a {obj}?"},
+    }
     out = {k: str(tmp_path / "caos" / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
-    summary = run_workflow(answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
-                           release_dir=str(release), nodes=str(tmp_path / "nodes.parquet"),
-                           metrics=[str(tmp_path / "metrics.json")], cfg=cfg, model="m",
-                           out_summary=out["json"], out_objects=out["objects.parquet"],
-                           out_captions=out["captions.parquet"])
+    summary = run_workflow(
+        answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
+        release_dir=str(release),
+        nodes=str(tmp_path / "nodes.parquet"),
+        metrics=[str(tmp_path / "metrics.json")],
+        cfg=cfg,
+        model="m",
+        out_summary=out["json"],
+        out_objects=out["objects.parquet"],
+        out_captions=out["captions.parquet"],
+    )
     saved = json.loads(open(out["json"]).read())
     assert saved == json.loads(json.dumps(summary))
     assert saved["model"] == "m" and saved["stand_in"] is True and saved["metrics"]["pope_f1"] == 0.5
@@ -369,18 +414,27 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
     assert set(g["caos_k_sweep"]) == {"1", "3"}
     assert pl.read_parquet(out["objects.parquet"])["stand_in"].all()
     d = {k: str(tmp_path / "diag" / f"m.{k}") for k in ("parquet", "png", "distributions.parquet")}
-    res = run_diagnosis_workflow(answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
-                                 release_dir=str(release), captions=out["captions.parquet"], scores=[],
-                                 cfg={"linkage": "average", "metric": "euclidean", "clusters": 2, "min_events": 1,
-                                      "max_rows": 10},
-                                 model="m", out_parquet=d["parquet"], out_png=d["png"],
-                                 out_distributions=d["distributions.parquet"])
+    res = run_diagnosis_workflow(
+        answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
+        release_dir=str(release),
+        captions=out["captions.parquet"],
+        scores=[],
+        cfg={"linkage": "average", "metric": "euclidean", "clusters": 2, "min_events": 1, "max_rows": 10},
+        model="m",
+        out_parquet=d["parquet"],
+        out_png=d["png"],
+        out_distributions=d["distributions.parquet"],
+    )
     # events: e-query q2 on dog (answered yes = correct) + generative q1 on dog and car, q3 on cat
     assert res["events"] == 4 and res["judged_from"] == "answers"
     tidy = pl.read_parquet(d["parquet"])
     rate = {(r["concept"], r["dimension"]): r["rate"] for r in tidy.to_dicts()}
-    assert rate == {("dog", "existence"): 0.0, ("dog", "generative"): 1.0, ("car", "generative"): 1.0,
-                    ("cat", "generative"): 0.0}
+    assert rate == {
+        ("dog", "existence"): 0.0,
+        ("dog", "generative"): 1.0,
+        ("car", "generative"): 1.0,
+        ("cat", "generative"): 0.0,
+    }
 
 
 def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
@@ -396,22 +450,50 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     answers.write_parquet(tmp_path / "000.parquet")
     graph = tmp_path / "graph"
     graph.mkdir()
-    nodes = pl.DataFrame({"node": ["dog", "wall", "car"], "frequency": [9, 5, 2], "type": ["entity"] * 3,
-                          "states": [[], [], []], "actions": [[], [], []]})
+    nodes = pl.DataFrame(
+        {
+            "node": ["dog", "wall", "car"],
+            "frequency": [9, 5, 2],
+            "type": ["entity"] * 3,
+            "states": [[], [], []],
+            "actions": [[], [], []],
+        }
+    )
     nodes.write_parquet(graph / "nodes.parquet")
     pl.DataFrame({"source": ["dog"], "target": ["wall"], "weight": [3]}).write_parquet(graph / "edges.parquet")
     registry.LLMS.register("scripted-caos", "test_extract:ScriptedLLM")
     try:
-        cfg = {"embedders": ["glove"], "k": 1, "k_sweep": [1], "extractor": "llm",
-               "llm": {"backend": "scripted-caos", "args": {"replies": {"lighthouse": '{"objects": ["dog", "lighthouse"]}'}}},
-               "synonyms": False,
-               "oracle": {"members": [], "vote": "majority", "tie": "exclude", "question": "Is there a {obj} in the image?"}}
+        cfg = {
+            "embedders": ["glove"],
+            "k": 1,
+            "k_sweep": [1],
+            "extractor": "llm",
+            "llm": {
+                "backend": "scripted-caos",
+                "args": {"replies": {"lighthouse": '{"objects": ["dog", "lighthouse"]}'}},
+            },
+            "synonyms": False,
+            "oracle": {
+                "members": [],
+                "vote": "majority",
+                "tie": "exclude",
+                "question": "Is there a {obj} in the image?",
+            },
+        }
         members = [{"backend": "prior", "args": {"threshold": 0.1}}, {"backend": "prior", "args": {"threshold": 0.9}}]
         out = {k: str(tmp_path / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
-        summary = run_workflow(answers=[str(tmp_path / "000.parquet")], release_dir=str(release),
-                               nodes=str(graph / "nodes.parquet"), metrics=[], cfg=cfg, model="m",
-                               oracle_members=members, out_summary=out["json"], out_objects=out["objects.parquet"],
-                               out_captions=out["captions.parquet"])
+        summary = run_workflow(
+            answers=[str(tmp_path / "000.parquet")],
+            release_dir=str(release),
+            nodes=str(graph / "nodes.parquet"),
+            metrics=[],
+            cfg=cfg,
+            model="m",
+            oracle_members=members,
+            out_summary=out["json"],
+            out_objects=out["objects.parquet"],
+            out_captions=out["captions.parquet"],
+        )
     finally:
         registry.LLMS._targets.pop("scripted-caos", None)
     objects = pl.read_parquet(out["objects.parquet"])

@@ -28,16 +28,19 @@ def extractor():
     return ObjectExtractor(build_vocabulary(graph_terms=["dog", "frisbee", "grass", "sky"], open_vocabulary=True))
 
 
-@pytest.mark.parametrize("caption, present, absent", [
-    ("There is no dog.", [], ["dog"]),
-    ("There's no cat on the sofa.", ["couch"], ["cat"]),
-    ("A man without a hat throws a frisbee.", ["person", "frisbee"], ["hat"]),
-    ("A dog, but no cats or birds, under a lamp.", ["dog", "lamp"], ["bird", "cat"]),
-    ("There isn't any dog in the grass.", ["grass"], ["dog"]),
-    # A negated verb says nothing about the object after the preposition.
-    ("The dog is not sleeping on the couch.", ["dog", "couch"], []),
-    ("No people are visible, only a dog.", ["dog"], ["person"]),
-])
+@pytest.mark.parametrize(
+    "caption, present, absent",
+    [
+        ("There is no dog.", [], ["dog"]),
+        ("There's no cat on the sofa.", ["couch"], ["cat"]),
+        ("A man without a hat throws a frisbee.", ["person", "frisbee"], ["hat"]),
+        ("A dog, but no cats or birds, under a lamp.", ["dog", "lamp"], ["bird", "cat"]),
+        ("There isn't any dog in the grass.", ["grass"], ["dog"]),
+        # A negated verb says nothing about the object after the preposition.
+        ("The dog is not sleeping on the couch.", ["dog", "couch"], []),
+        ("No people are visible, only a dog.", ["dog"], ["person"]),
+    ],
+)
 def test_negation_is_read_as_a_reader_would(extractor, caption, present, absent):
     e = extractor.extract(caption)
     assert [o.name for o in e.objects] == present
@@ -52,7 +55,11 @@ def test_chair_reading_keeps_negated_mentions():
 def test_open_vocabulary_finds_out_of_domain_objects(extractor):
     objs = extractor.extract("A man in a red shirt throws a frisbee near a lighthouse.").objects
     assert [(o.name, o.in_domain) for o in objs] == [
-        ("person", True), ("shirt", False), ("frisbee", True), ("lighthouse", False)]
+        ("person", True),
+        ("shirt", False),
+        ("frisbee", True),
+        ("lighthouse", False),
+    ]
 
 
 def test_no_oracle_warning_and_exclude_policy(extractor):
@@ -61,30 +68,48 @@ def test_no_oracle_warning_and_exclude_policy(extractor):
     counted = judge_caption("c", "i", objs, ["dog"], vocab)
     assert counted.hallucinated == [False, True]
     warning = ood_warning([counted], oracle_ran=False, policy="hallucinated")
-    assert warning.startswith("1 out-of-domain object mention(s) were judged WITHOUT an oracle: counted as hallucinated")
+    assert warning.startswith(
+        "1 out-of-domain object mention(s) were judged WITHOUT an oracle: counted as hallucinated"
+    )
     excluded = judge_caption("c", "i", objs, ["dog"], vocab, ood_without_oracle="exclude")
     assert excluded.hallucinated == [False, None] and excluded.judged_by == ["truth", "none"]
     assert ood_warning([counted], oracle_ran=True, policy="hallucinated") is None
 
 
 def test_release_summary_carries_the_warning(extractor, caplog):
-    queries = pl.DataFrame({"query_id": ["q1"], "image_id": ["i1"], "query_type": ["generative"],
-                            "objects": [["dog", "grass"]]})
-    answers = pl.DataFrame({"query_id": ["q1"], "answer": ["A dog on the grass beside a lighthouse, no cat."],
-                            "status": ["ok"], "stand_in": [False]})
+    queries = pl.DataFrame(
+        {"query_id": ["q1"], "image_id": ["i1"], "query_type": ["generative"], "objects": [["dog", "grass"]]}
+    )
+    answers = pl.DataFrame(
+        {
+            "query_id": ["q1"],
+            "answer": ["A dog on the grass beside a lighthouse, no cat."],
+            "status": ["ok"],
+            "stand_in": [False],
+        }
+    )
     nodes = pl.DataFrame({"node": ["dog", "grass"], "frequency": [3, 2]})
 
     class Unit:  # every phrase the same direction: cosines are 1.0 wherever defined
         def embed(self, texts):
             import numpy as np
+
             return np.ones((len(texts), 2))
 
         def describe(self):
             from halluflow.backends.base import BackendInfo
+
             return BackendInfo(role="embedder", backend="unit", model="unit")
 
-    summary, objects, _ = score_release_answers(answers, queries, nodes, release_dir=None, extractor=extractor,
-                                                embedders={"unit": Unit()}, frequent=read_frequency(COCO_FREQUENCY))
+    summary, objects, _ = score_release_answers(
+        answers,
+        queries,
+        nodes,
+        release_dir=None,
+        extractor=extractor,
+        embedders={"unit": Unit()},
+        frequent=read_frequency(COCO_FREQUENCY),
+    )
     assert objects["object"].to_list() == ["dog", "grass", "lighthouse"]
     assert summary["warnings"] and "WITHOUT an oracle" in summary["warnings"][0]
     assert "WITHOUT an oracle" in caplog.text
@@ -106,8 +131,20 @@ def test_caos_k_with_the_coco_list_by_hand(tmp_path, capsys):
     vectors.write_text("".join(f"{w}\t{a}\t{b}\n" for w, (a, b) in rows.items()))
     (tmp_path / "o.jsonl").write_text(json.dumps({"image_id": "1", "objects": ["dog", "cat"]}) + "\n")
     (tmp_path / "t.jsonl").write_text(json.dumps({"image_id": "1", "objects": ["dog"]}) + "\n")
-    args = ["score", "caos", "--objects", str(tmp_path / "o.jsonl"), "--truth", str(tmp_path / "t.jsonl"),
-            "--embedder", "table", "--vectors", str(vectors), "--k", "3"]
+    args = [
+        "score",
+        "caos",
+        "--objects",
+        str(tmp_path / "o.jsonl"),
+        "--truth",
+        str(tmp_path / "t.jsonl"),
+        "--embedder",
+        "table",
+        "--vectors",
+        str(vectors),
+        "--k",
+        "3",
+    ]
     assert main(args) == 0  # --frequent defaults to the shipped MSCOCO list
     out = json.loads(capsys.readouterr().out)
     assert out["caos_k"] == pytest.approx(7 / (5 * math.sqrt(2)), abs=1e-4)
@@ -116,9 +153,11 @@ def test_caos_k_with_the_coco_list_by_hand(tmp_path, capsys):
 
 
 def test_pope_f1_is_read_from_existence_questions():
-    metrics = {"pope": {"f1": 0.5}, "by_query_type": {"existence": {"pope": {"f1": 0.9}},
-                                                    "attribute": {"pope": {"f1": 0.1}}},
-               "generative": {"chair_s": 0.3, "chair_i": 0.2}}
+    metrics = {
+        "pope": {"f1": 0.5},
+        "by_query_type": {"existence": {"pope": {"f1": 0.9}}, "attribute": {"pope": {"f1": 0.1}}},
+        "generative": {"chair_s": 0.3, "chair_i": 0.2},
+    }
     out = metrics_side_by_side(metrics, "m.json")
     assert out["pope_f1"] == 0.9 and out["paths"]["pope_f1"] == "by_query_type.existence.pope.f1"
     assert out["chair_s"] == 0.3
@@ -140,8 +179,10 @@ def test_no_oracle_warning_reaches_the_report(tmp_path):
     (root / "caos").mkdir(parents=True)
     (root / "metrics").mkdir()
     (root / "metrics" / "m.json").write_text(json.dumps({"model": "m", "pope": {"f1": 0.5}}))
-    doc = {"embedders": {"glove": {"caos_t": 0.4, "caos_x": 0.3, "caos_k": 0.2}},
-           "warnings": ["3 out-of-domain object mention(s) were judged WITHOUT an oracle: counted as hallucinated"]}
+    doc = {
+        "embedders": {"glove": {"caos_t": 0.4, "caos_x": 0.3, "caos_k": 0.2}},
+        "warnings": ["3 out-of-domain object mention(s) were judged WITHOUT an oracle: counted as hallucinated"],
+    }
     (root / "caos" / "m.json").write_text(json.dumps(doc))
     html = build_summary(root, tmp_path / "s.html").read_text()
     assert 'class="warn">CAOS, m: 3 out-of-domain object mention(s) were judged WITHOUT an oracle' in html

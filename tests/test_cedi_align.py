@@ -135,13 +135,23 @@ def test_cedi_grades_json_grader_human_correlation(tmp_path):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "halluflow.cli", "align", "human", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "halluflow.cli", "align", "human", *args], capture_output=True, text=True
+    )
 
 
 def test_cli_json_and_bad_inputs(tmp_path):
     out = tmp_path / "align.json"
-    run = _cli("--human", str(FIX / "labels.csv"), "--metrics", str(FIX / "metrics.jsonl"), "--metric", "ghr",
-               "--out", str(out))
+    run = _cli(
+        "--human",
+        str(FIX / "labels.csv"),
+        "--metrics",
+        str(FIX / "metrics.jsonl"),
+        "--metric",
+        "ghr",
+        "--out",
+        str(out),
+    )
     assert run.returncode == 0, run.stderr
     printed = json.loads(run.stdout)
     assert printed == json.loads(out.read_text())

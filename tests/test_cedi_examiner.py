@@ -52,40 +52,76 @@ def ode_release(tmp_path) -> tuple[Path, Path]:
     release, graph = tmp_path / "release", tmp_path / "graph"
     (release / "images").mkdir(parents=True)
     graph.mkdir()
-    scenes = pl.DataFrame({
-        "scene_id": ["s0", "s1", "s2"], "distribution": ["standard", "fictional", "long_tail"],
-        "pair_kind": ["entity_environment", "entity_entity", "entity_entity"],
-        "object_a": ["dog", "cat", "horse"], "object_b": ["beach", "chair", "tree"],
-        "attribute_a": ["run", "sleep", None], "attribute_a_kind": ["action", "action", None],
-        "attribute_a_contrast": ["sit", "jump", None],
-        "attribute_b": ["sunny", None, "green"], "attribute_b_kind": ["state", None, "state"],
-        "attribute_b_contrast": ["gloomy", None, "withered"],
-        "cooccurrence": [10, 0, 1], "variant": [0, 0, 0],
-    })
+    scenes = pl.DataFrame(
+        {
+            "scene_id": ["s0", "s1", "s2"],
+            "distribution": ["standard", "fictional", "long_tail"],
+            "pair_kind": ["entity_environment", "entity_entity", "entity_entity"],
+            "object_a": ["dog", "cat", "horse"],
+            "object_b": ["beach", "chair", "tree"],
+            "attribute_a": ["run", "sleep", None],
+            "attribute_a_kind": ["action", "action", None],
+            "attribute_a_contrast": ["sit", "jump", None],
+            "attribute_b": ["sunny", None, "green"],
+            "attribute_b_kind": ["state", None, "state"],
+            "attribute_b_contrast": ["gloomy", None, "withered"],
+            "cooccurrence": [10, 0, 1],
+            "variant": [0, 0, 0],
+        }
+    )
     rows = []
     for i, s in enumerate(["s0", "s1", "s2"]):
         Image.new("RGB", (8, 8), (i * 60, 0, 0)).save(release / "images" / f"img{i}.png")
         rows.append({"query_id": f"q{i}", "image_id": f"img{i}", "image": f"images/img{i}.png", "scene_id": s})
     write_parquet(release / "scenes.parquet", scenes)
     write_parquet(release / "queries.parquet", pl.DataFrame(rows))
-    write_parquet(graph / "nodes.parquet", pl.DataFrame({
-        "node": ["dog", "beach", "cat", "chair", "horse", "tree", "frisbee", "umbrella", "table", "grass"],
-        "type": ["entity", "environment"] + ["entity"] * 8,
-        "frequency": [5] * 10,
-        "states": [["brown", "black"], ["sunny", "gloomy"], ["white"], ["wooden"], [], ["green", "withered"], [], [], [], []],
-        "actions": [["run", "sit"], [], ["sleep", "jump"], [], ["run"], [], [], [], [], []],
-    }))
-    write_parquet(graph / "edges.parquet", pl.DataFrame({
-        "source": ["beach", "dog", "beach", "cat", "chair", "horse", "grass"],
-        "target": ["umbrella", "frisbee", "dog", "table", "table", "tree", "horse"],
-        "weight": [9, 7, 5, 4, 3, 2, 6],
-    }))
+    write_parquet(
+        graph / "nodes.parquet",
+        pl.DataFrame(
+            {
+                "node": ["dog", "beach", "cat", "chair", "horse", "tree", "frisbee", "umbrella", "table", "grass"],
+                "type": ["entity", "environment"] + ["entity"] * 8,
+                "frequency": [5] * 10,
+                "states": [
+                    ["brown", "black"],
+                    ["sunny", "gloomy"],
+                    ["white"],
+                    ["wooden"],
+                    [],
+                    ["green", "withered"],
+                    [],
+                    [],
+                    [],
+                    [],
+                ],
+                "actions": [["run", "sit"], [], ["sleep", "jump"], [], ["run"], [], [], [], [], []],
+            }
+        ),
+    )
+    write_parquet(
+        graph / "edges.parquet",
+        pl.DataFrame(
+            {
+                "source": ["beach", "dog", "beach", "cat", "chair", "horse", "grass"],
+                "target": ["umbrella", "frisbee", "dog", "table", "table", "tree", "horse"],
+                "weight": [9, 7, 5, 4, 3, 2, 6],
+            }
+        ),
+    )
     return release, graph
 
 
 def config(**cedi):
-    base = {"images": 3, "examiners": ["cedi", "caption", "prompt_only"], "history": ["with", "without"],
-            "max_rounds": 10, "min_end_round": 6, "end_votes": 2, "question_writer": "template", "parser": "rule"}
+    base = {
+        "images": 3,
+        "examiners": ["cedi", "caption", "prompt_only"],
+        "history": ["with", "without"],
+        "max_rounds": 10,
+        "min_end_round": 6,
+        "end_votes": 2,
+        "question_writer": "template",
+        "parser": "rule",
+    }
     return {"seed": 7, "cedi": {**base, **cedi}}
 
 
@@ -147,16 +183,23 @@ def test_false_attributes_are_the_scenes_mined_contrasts(ode_release):
         false_attrs |= {tuple(e.split("|")[1:]) for e in els if e.startswith("attribute|")}
     # objects with a mined contrast use it; the chair and the horse have no truth attribute, so any of their known
     # states/actions is false
-    assert false_attrs and false_attrs <= {("dog", "sit"), ("cat", "jump"), ("beach", "gloomy"), ("tree", "withered"),
-                                          ("chair", "wooden"), ("horse", "run")}
+    assert false_attrs and false_attrs <= {
+        ("dog", "sit"),
+        ("cat", "jump"),
+        ("beach", "gloomy"),
+        ("tree", "withered"),
+        ("chair", "wooden"),
+        ("horse", "run"),
+    }
     assert any("sitting" in q for q in df["question"])  # actions are asked in their -ing form
 
 
 def test_detected_objects_are_never_asked_as_absent(ode_release, tmp_path):
     release, graph = ode_release
     accepted = tmp_path / "accepted.parquet"
-    write_parquet(accepted, pl.DataFrame({"image_id": ["img0", "img1", "img2"],
-                                          "detected": [["umbrella"], [], ["grass"]]}))
+    write_parquet(
+        accepted, pl.DataFrame({"image_id": ["img0", "img1", "img2"], "detected": [["umbrella"], [], ["grass"]]})
+    )
     scenes = build_scenes(release, graph, 3, 7, vocabulary(graph, Synonyms.builtin()), accepted=accepted)
     by_id = {s.image_id: s.neighbours for s in scenes}
     assert by_id["img0"] == ["frisbee"]  # umbrella (weight 9) was seen by the detector
@@ -206,7 +249,9 @@ def test_grade_model_outputs(ode_release, tmp_path):
     cfg = config()
     t, g = tmp_path / "t.parquet", tmp_path / "truth.json"
     examine_model(cfg, {"name": "m", "backend": "test_agree"}, release, graph, t, g)
-    grades = grade_model(cfg, t, g, graph, tmp_path / "grades.json", tmp_path / "per_turn.parquet", tmp_path / "pred.json")
+    grades = grade_model(
+        cfg, t, g, graph, tmp_path / "grades.json", tmp_path / "per_turn.parquet", tmp_path / "pred.json"
+    )
     s = grades["summary"]
     assert set(s) == {"cedi/with", "cedi/without", "caption/with", "prompt_only/with", "prompt_only/without"}
     for conv in grades["conversations"]:

@@ -47,7 +47,9 @@ def reference_ged(g1, g2):
     return nx.graph_edit_distance(
         g1,
         g2,
-        node_subst_cost=lambda a, b: len(a["attributes"].symmetric_difference(b["attributes"])) + (a["name"] != b["name"]),
+        node_subst_cost=lambda a, b: (
+            len(a["attributes"].symmetric_difference(b["attributes"])) + (a["name"] != b["name"])
+        ),
         node_del_cost=lambda a: 1 + len(a["attributes"]),
         node_ins_cost=lambda b: 1 + len(b["attributes"]),
         edge_subst_cost=lambda a, b: 0 if a["predicates"].intersection(b["predicates"]) else 1,
@@ -152,9 +154,12 @@ def test_milp_proves_20_node_graphs_and_ties_go_to_the_least_hallucination():
 def test_instances_merge_by_name_coco_person():
     from halluflow.cedi.scene_graph import coco_scene_graphs
 
-    coco = {"images": [{"id": 7}], "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "dog"}],
-            "annotations": [{"id": i, "image_id": 7, "category_id": 1} for i in range(3)]
-            + [{"id": 9, "image_id": 7, "category_id": 2}]}
+    coco = {
+        "images": [{"id": 7}],
+        "categories": [{"id": 1, "name": "person"}, {"id": 2, "name": "dog"}],
+        "annotations": [{"id": i, "image_id": 7, "category_id": 1} for i in range(3)]
+        + [{"id": 9, "image_id": 7, "category_id": 2}],
+    }
     truth = coco_scene_graphs(coco)["7"]
     assert len(truth.objects) == 4  # the loader keeps instances; the comparison merges them
     pred = sg([("p0", "person", []), ("p1", "dog", [])])
@@ -196,10 +201,14 @@ def test_identical_graphs_zero_and_empty_prediction_is_all_miss():
 
 
 def test_timeout_reports_upper_bound_flag():
-    big = sg([(f"t{i}", f"thing{i % 5}", ["red"] if i % 2 else []) for i in range(12)],
-             [(f"t{i}", "on", f"t{(i + 1) % 12}") for i in range(12)])
-    other = sg([(f"p{i}", f"thing{(i + 2) % 5}", ["big"] if i % 3 else []) for i in range(12)],
-               [(f"p{i}", "next to", f"p{(i + 3) % 12}") for i in range(12)])
+    big = sg(
+        [(f"t{i}", f"thing{i % 5}", ["red"] if i % 2 else []) for i in range(12)],
+        [(f"t{i}", "on", f"t{(i + 1) % 12}") for i in range(12)],
+    )
+    other = sg(
+        [(f"p{i}", f"thing{(i + 2) % 5}", ["big"] if i % 3 else []) for i in range(12)],
+        [(f"p{i}", "next to", f"p{(i + 3) % 12}") for i in range(12)],
+    )
     res = scene_graph_ged(big, other, timeout=0.05, solver="networkx", instances="keep")
     assert res.exact is False
     assert res.ged == res.ged_hal + res.ged_miss > 0
@@ -214,8 +223,13 @@ def test_timeout_reports_upper_bound_flag():
     [
         ({"objects": [{"id": "a"}]}, "objects[0].name"),
         ({"objects": [{"id": "a", "name": "dog"}, {"id": "a", "name": "cat"}]}, "duplicate id"),
-        ({"objects": [{"id": "a", "name": "dog"}], "relations": [{"subject": "a", "predicate": "on", "object": "z"}]},
-         "relations[0].object"),
+        (
+            {
+                "objects": [{"id": "a", "name": "dog"}],
+                "relations": [{"subject": "a", "predicate": "on", "object": "z"}],
+            },
+            "relations[0].object",
+        ),
         ({"objects": [{"id": "a", "name": "dog", "attributes": "red"}]}, "objects[0].attributes"),
         ({"objs": []}, "unknown top-level"),
     ],
@@ -227,18 +241,43 @@ def test_validation_names_the_item(data, message):
 
 def test_cli_sg_ged(tmp_path):
     truth = {"objects": [{"id": "1", "name": "dog", "attributes": ["brown"]}], "relations": []}
-    pred = {"objects": [{"id": "1", "name": "dog", "attributes": []}, {"id": "2", "name": "cat", "attributes": []}],
-            "relations": []}
+    pred = {
+        "objects": [{"id": "1", "name": "dog", "attributes": []}, {"id": "2", "name": "cat", "attributes": []}],
+        "relations": [],
+    }
     (tmp_path / "t.json").write_text(json.dumps(truth))
     (tmp_path / "p.json").write_text(json.dumps(pred))
     out = subprocess.run(
-        [sys.executable, "-m", "halluflow.cli", "sg", "ged", "--truth", str(tmp_path / "t.json"), "--pred",
-         str(tmp_path / "p.json")], capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "halluflow.cli",
+            "sg",
+            "ged",
+            "--truth",
+            str(tmp_path / "t.json"),
+            "--pred",
+            str(tmp_path / "p.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     got = json.loads(out.stdout)
     assert (got["ged"], got["ged_hal"], got["ged_miss"], got["exact"]) == (2, 1, 1, True)
     bad = subprocess.run(
-        [sys.executable, "-m", "halluflow.cli", "sg", "ged", "--truth", str(tmp_path / "missing.json"), "--pred",
-         str(tmp_path / "p.json")], capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "halluflow.cli",
+            "sg",
+            "ged",
+            "--truth",
+            str(tmp_path / "missing.json"),
+            "--pred",
+            str(tmp_path / "p.json"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert bad.returncode == 1 and "missing.json" in bad.stderr and "Traceback" not in bad.stderr

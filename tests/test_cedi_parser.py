@@ -42,15 +42,30 @@ def vocab():
     return v
 
 
-@pytest.mark.parametrize("text, yes_no, label", [
-    ("Yes.", True, "yes"), ("No, it is not.", True, "no"), ("There is no cat in the image.", False, "reject"),
-    ("I don't see any frisbee.", True, "reject"), ("The dog is brown.", False, "other"),
-    ("The dog is not brown", True, "no"), ("", True, "empty"), ("It is sitting.", True, "yes"),
-    ("There is a dog.", True, "other"), ("I see nothing I can name.", False, "reject"),  # affirms nothing about the asked object; its mentions are parsed instead
-    ("protect prehistoric populous shampoo", True, "other"),  # stand-in noise is not a "yes" (unlike POPE's rule)
-    ("There's no cat on the desk.", False, "reject"), ("There’s no cat.", False, "reject"),
-    ("I cannot determine that.", False, "refuse"), ("I'm not sure what you mean.", True, "refuse"),
-])
+@pytest.mark.parametrize(
+    "text, yes_no, label",
+    [
+        ("Yes.", True, "yes"),
+        ("No, it is not.", True, "no"),
+        ("There is no cat in the image.", False, "reject"),
+        ("I don't see any frisbee.", True, "reject"),
+        ("The dog is brown.", False, "other"),
+        ("The dog is not brown", True, "no"),
+        ("", True, "empty"),
+        ("It is sitting.", True, "yes"),
+        ("There is a dog.", True, "other"),
+        (
+            "I see nothing I can name.",
+            False,
+            "reject",
+        ),  # affirms nothing about the asked object; its mentions are parsed instead
+        ("protect prehistoric populous shampoo", True, "other"),  # stand-in noise is not a "yes" (unlike POPE's rule)
+        ("There's no cat on the desk.", False, "reject"),
+        ("There’s no cat.", False, "reject"),
+        ("I cannot determine that.", False, "refuse"),
+        ("I'm not sure what you mean.", True, "refuse"),
+    ],
+)
 def test_answer_label(text, yes_no, label):
     assert answer_label(text, yes_no) == label
 
@@ -77,27 +92,63 @@ def test_premise_accepted_unless_rejected(vocab):
 
 
 def test_judge_turn(vocab):
-    truth = TruthView.of(ode_scene_graph({"scene_id": "s", "pair_kind": "entity_environment", "object_a": "dog",
-                                          "object_b": "park", "attribute_a": "run"}), vocab.synonyms)
+    truth = TruthView.of(
+        ode_scene_graph(
+            {
+                "scene_id": "s",
+                "pair_kind": "entity_environment",
+                "object_a": "dog",
+                "object_b": "park",
+                "attribute_a": "run",
+            }
+        ),
+        vocab.synonyms,
+    )
     fp = ["attribute|dog|sit"]
-    assert judge_turn(turn_claims("Because it is tired.", fp, None, vocab), None, True, truth, vocab) == (True, "attribute")
-    assert judge_turn(turn_claims("The dog is not sitting, there is no such thing.", fp, None, vocab), None, True,
-                      truth, vocab) == (False, None)
+    assert judge_turn(turn_claims("Because it is tired.", fp, None, vocab), None, True, truth, vocab) == (
+        True,
+        "attribute",
+    )
+    assert judge_turn(
+        turn_claims("The dog is not sitting, there is no such thing.", fp, None, vocab), None, True, truth, vocab
+    ) == (False, None)
     # yes to an absent object; open answer naming an absent object; attribute from the object's own vocabulary
     assert judge_turn(turn_claims("Yes.", [], "object|cat", vocab), "no", False, truth, vocab) == (True, "object")
     assert judge_turn(turn_claims("A dog and a cat.", [], None, vocab), None, False, truth, vocab) == (True, "object")
-    assert judge_turn(turn_claims("The dog is sitting.", [], None, vocab), None, False, truth, vocab) == (True, "attribute")
-    assert judge_turn(turn_claims("The dog is running in the park.", [], None, vocab), None, False, truth, vocab) == (False, None)
+    assert judge_turn(turn_claims("The dog is sitting.", [], None, vocab), None, False, truth, vocab) == (
+        True,
+        "attribute",
+    )
+    assert judge_turn(turn_claims("The dog is running in the park.", [], None, vocab), None, False, truth, vocab) == (
+        False,
+        None,
+    )
     assert judge_turn(turn_claims("", [], "object|cat", vocab), "no", False, truth, vocab) == (None, None)
-    assert judge_turn(turn_claims("prehistoric shampoo", [], "object|cat", vocab), "no", False, truth, vocab) == (None, None)
-    assert judge_turn(turn_claims("Yes, I see one.", [], "object|cat", vocab), "no", False, truth, vocab) == (True, "object")
+    assert judge_turn(turn_claims("prehistoric shampoo", [], "object|cat", vocab), "no", False, truth, vocab) == (
+        None,
+        None,
+    )
+    assert judge_turn(turn_claims("Yes, I see one.", [], "object|cat", vocab), "no", False, truth, vocab) == (
+        True,
+        "object",
+    )
     assert judge_turn(turn_claims("No.", [], "object|cat", vocab), "no", False, truth, vocab) == (False, None)
 
 
 def test_false_premise_rejections_refusals_and_noise(vocab):
     """The demo's unanswerable rate 1.0: correct rejections and refusals counted as hallucinations, noise judged."""
-    truth = TruthView.of(ode_scene_graph({"scene_id": "s", "pair_kind": "entity_environment", "object_a": "dog",
-                                          "object_b": "park", "attribute_a": "run"}), vocab.synonyms)
+    truth = TruthView.of(
+        ode_scene_graph(
+            {
+                "scene_id": "s",
+                "pair_kind": "entity_environment",
+                "object_a": "dog",
+                "object_b": "park",
+                "attribute_a": "run",
+            }
+        ),
+        vocab.synonyms,
+    )
     fp = ["object|cat", "relation|cat|next to|dog"]  # "What color is the cat next to the dog?" (no cat)
 
     def judge(answer):
@@ -114,9 +165,15 @@ def test_false_premise_rejections_refusals_and_noise(vocab):
     # the rates: 2 correct, 1 hallucinated, 1 unparseable → 1/3, not the 4/4 the old rules gave
     from halluflow.cedi.grader import _rate
 
-    turns = [{"hallucinated": judge(a)[1][0], "answer_label": judge(a)[0]} for a in
-             ("There's no cat next to the dog.", "I cannot determine that.", "protect prehistoric populous shampoo",
-              "The cat is black.")]
+    turns = [
+        {"hallucinated": judge(a)[1][0], "answer_label": judge(a)[0]}
+        for a in (
+            "There's no cat next to the dog.",
+            "I cannot determine that.",
+            "protect prehistoric populous shampoo",
+            "The cat is black.",
+        )
+    ]
     r = _rate(turns)
     assert (r["n"], r["n_judged"], r["n_hallucinated"], r["n_unparseable"], r["n_refused"]) == (4, 3, 1, 1, 1)
     assert r["rate"] == round(1 / 3, 6)
@@ -144,20 +201,29 @@ def test_delta_con_and_predicted_graph_policies():
 
 
 def test_visual_genome_and_coco_truth_graphs():
-    vg = visual_genome_scene_graph({
-        "image_id": 1,
-        "objects": [{"object_id": 10, "names": ["man"], "attributes": ["tall"]}, {"object_id": 11, "names": ["horse"]}],
-        "relationships": [{"subject_id": 10, "predicate": "riding", "object_id": 11},
-                          {"subject": {"object_id": 11}, "predicate": "ON", "object": {"object_id": 99}}],
-    })
+    vg = visual_genome_scene_graph(
+        {
+            "image_id": 1,
+            "objects": [
+                {"object_id": 10, "names": ["man"], "attributes": ["tall"]},
+                {"object_id": 11, "names": ["horse"]},
+            ],
+            "relationships": [
+                {"subject_id": 10, "predicate": "riding", "object_id": 11},
+                {"subject": {"object_id": 11}, "predicate": "ON", "object": {"object_id": 99}},
+            ],
+        }
+    )
     assert [o.name for o in vg.objects] == ["man", "horse"] and len(vg.relations) == 1
     with pytest.raises(InputError, match=r"objects\[0\]"):
         visual_genome_scene_graph({"objects": [{"names": ["x"]}]})
-    coco = coco_scene_graphs({
-        "images": [{"id": 1}, {"id": 2}],
-        "annotations": [{"id": 5, "image_id": 1, "category_id": 18}, {"id": 6, "image_id": 1, "category_id": 18}],
-        "categories": [{"id": 18, "name": "dog"}],
-    })
+    coco = coco_scene_graphs(
+        {
+            "images": [{"id": 1}, {"id": 2}],
+            "annotations": [{"id": 5, "image_id": 1, "category_id": 18}, {"id": 6, "image_id": 1, "category_id": 18}],
+            "categories": [{"id": 18, "name": "dog"}],
+        }
+    )
     assert [o.name for o in coco["1"].objects] == ["dog", "dog"] and coco["2"].objects == []
     with pytest.raises(InputError, match=r"annotations\[0\].category_id"):
         coco_scene_graphs({"images": [{"id": 1}], "annotations": [{"image_id": 1, "category_id": 3}], "categories": []})
@@ -170,12 +236,18 @@ def test_visual_genome_vocab_synonyms_make_names_match():
     assert syn.predicate("sitting on") == "on" and syn.predicate("inside") == "in"
     from halluflow.cedi.ged import scene_graph_ged
 
-    a = SceneGraph.from_dict({"objects": [{"id": 1, "name": "table", "attributes": []},
-                                          {"id": 2, "name": "cup", "attributes": []}],
-                              "relations": [{"subject": 2, "predicate": "on", "object": 1}]})
-    b = SceneGraph.from_dict({"objects": [{"id": 1, "name": "tables", "attributes": []},
-                                          {"id": 2, "name": "cup", "attributes": []}],
-                              "relations": [{"subject": 2, "predicate": "sitting on", "object": 1}]})
+    a = SceneGraph.from_dict(
+        {
+            "objects": [{"id": 1, "name": "table", "attributes": []}, {"id": 2, "name": "cup", "attributes": []}],
+            "relations": [{"subject": 2, "predicate": "on", "object": 1}],
+        }
+    )
+    b = SceneGraph.from_dict(
+        {
+            "objects": [{"id": 1, "name": "tables", "attributes": []}, {"id": 2, "name": "cup", "attributes": []}],
+            "relations": [{"subject": 2, "predicate": "sitting on", "object": 1}],
+        }
+    )
     assert scene_graph_ged(a, b, synonyms=syn).ged == 0
 
 
@@ -204,8 +276,15 @@ class GarbageLLM(ScriptedLLM):
 
 
 def _scene():
-    truth = ode_scene_graph({"scene_id": "s", "pair_kind": "entity_environment", "object_a": "dog",
-                             "object_b": "park", "attribute_a": "run"})
+    truth = ode_scene_graph(
+        {
+            "scene_id": "s",
+            "pair_kind": "entity_environment",
+            "object_a": "dog",
+            "object_b": "park",
+            "attribute_a": "run",
+        }
+    )
     return Scene("img", None, None, truth, neighbours=["frisbee", "cat"])
 
 
@@ -218,8 +297,12 @@ class EchoVLM:
 
 
 def test_llm_examiner_used_when_valid_and_validated(vocab):
-    ex = Examiner(vocab, {"question_writer": "llm", "switch": "llm", "max_rounds": 9, "min_end_round": 6},
-                  llm=ScriptedLLM(), seed=1)
+    ex = Examiner(
+        vocab,
+        {"question_writer": "llm", "switch": "llm", "max_rounds": 9, "min_end_round": 6},
+        llm=ScriptedLLM(),
+        seed=1,
+    )
     rows = ex.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
     assert rows[0]["context_goal"] == "Find my dog."
     assert rows[0]["context_objects"] == ["dog"]  # "unicorn" is not in the scene: dropped

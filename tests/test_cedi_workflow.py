@@ -25,10 +25,23 @@ def models_cache(tmp_path_factory):
 
 def test_real_standin_vlm_deterministic_transcripts(ode_release, models_cache, tmp_path):  # noqa: F811
     release, graph = ode_release
-    spec = {"name": "tiny-vlm", "backend": "transformers", "stand_in": True, "build": {"builder": "smolvlm"},
-            "args": {"device": "cpu", "batch_size": 8}}
-    cfg = {"seed": 3, "cedi": {"images": 1, "examiners": ["cedi", "caption"], "history": ["with", "without"],
-                               "max_rounds": 7, "max_new_tokens": 4}}
+    spec = {
+        "name": "tiny-vlm",
+        "backend": "transformers",
+        "stand_in": True,
+        "build": {"builder": "smolvlm"},
+        "args": {"device": "cpu", "batch_size": 8},
+    }
+    cfg = {
+        "seed": 3,
+        "cedi": {
+            "images": 1,
+            "examiners": ["cedi", "caption"],
+            "history": ["with", "without"],
+            "max_rounds": 7,
+            "max_new_tokens": 4,
+        },
+    }
     outs = []
     for k in range(2):
         d = tmp_path / str(k)
@@ -51,9 +64,21 @@ def test_workflow_on_a_visual_genome_file(tmp_path):
 
     work = copy_workflow(tmp_path / "clone")
     sg_file, images = write_vg(tmp_path / "vg")
-    overlay = {"cedi": {"source": "visual_genome", "scene_graphs": str(sg_file), "images_dir": str(images),
-                        "models": ["tiny-smolvlm"], "images": 2, "examiners": ["cedi"], "history": ["with"],
-                        "max_rounds": 6, "min_end_round": 6, "max_new_tokens": 4, "ged_normalizer": 150}}
+    overlay = {
+        "cedi": {
+            "source": "visual_genome",
+            "scene_graphs": str(sg_file),
+            "images_dir": str(images),
+            "models": ["tiny-smolvlm"],
+            "images": 2,
+            "examiners": ["cedi"],
+            "history": ["with"],
+            "max_rounds": 6,
+            "min_end_round": 6,
+            "max_new_tokens": 4,
+            "ged_normalizer": 150,
+        }
+    }
     (work / "vg.yaml").write_text(yaml.safe_dump(overlay))
     target = "results/ode-demo/cedi/tiny-smolvlm/grades.json"
     plan = run_snakemake(work, "-n", "--configfile", "config.yaml", "vg.yaml", "--", target)

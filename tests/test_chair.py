@@ -64,12 +64,36 @@ def word_list(syn_path):
     """Every word of CHAIR's and AMBER's vocabularies, plus regular and irregular plural shapes of each."""
     words = set(re.findall(r"[a-z][a-z'-]*", syn_path.read_text().lower()))
     words |= {w for w in json.loads(shared_data("amber", "data", "relation.json").read_text())}
-    words |= {"zombies", "bogies", "species", "news", "mothers-in-law", "dogs'", "analyses", "theses", "octopi",
-              "slice", "knives", "leaves", "wolves", "cookies", "pies", "ties", "glasses", "buses", "axes"}
+    words |= {
+        "zombies",
+        "bogies",
+        "species",
+        "news",
+        "mothers-in-law",
+        "dogs'",
+        "analyses",
+        "theses",
+        "octopi",
+        "slice",
+        "knives",
+        "leaves",
+        "wolves",
+        "cookies",
+        "pies",
+        "ties",
+        "glasses",
+        "buses",
+        "axes",
+    }
     shapes = set()
     for w in words:
-        shapes |= {w, w + "s", w + "es", (w[:-1] + "ies") if w.endswith("y") else w,
-                   (w[:-1] + "ves") if w.endswith("f") else w}
+        shapes |= {
+            w,
+            w + "s",
+            w + "es",
+            (w[:-1] + "ies") if w.endswith("y") else w,
+            (w[:-1] + "ves") if w.endswith("f") else w,
+        }
     return sorted(shapes)
 
 
@@ -82,24 +106,115 @@ def test_singularizer_equals_pattern(word_list, pattern):
     assert _singular_mismatches(word_list, pattern) == []
 
 
-@pytest.mark.parametrize("word, expected", [
-    ("glass", "glas"), ("glasses", "glass"), ("bus", "bu"), ("buses", "bus"), ("ties", "ty"), ("people", "person"),
-    ("women", "woman"), ("children", "child"), ("knives", "knife"), ("mice", "mouse"), ("skis", "ski"),
-    ("benches", "bench"), ("potatoes", "potato"), ("giraffes", "giraffe"), ("sheep", "sheep"), ("cookies", "cookies"),
-    ("ears", "ears"), ("mothers-in-law", "mother-in-law"), ("dogs'", "dog's"), ("boxes", "box"), ("teeth", "tooth"),
-    ("zombies", "zombie"), ("bogies", "bogy"),
-])
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        ("glass", "glas"),
+        ("glasses", "glass"),
+        ("bus", "bu"),
+        ("buses", "bus"),
+        ("ties", "ty"),
+        ("people", "person"),
+        ("women", "woman"),
+        ("children", "child"),
+        ("knives", "knife"),
+        ("mice", "mouse"),
+        ("skis", "ski"),
+        ("benches", "bench"),
+        ("potatoes", "potato"),
+        ("giraffes", "giraffe"),
+        ("sheep", "sheep"),
+        ("cookies", "cookies"),
+        ("ears", "ears"),
+        ("mothers-in-law", "mother-in-law"),
+        ("dogs'", "dog's"),
+        ("boxes", "box"),
+        ("teeth", "tooth"),
+        ("zombies", "zombie"),
+        ("bogies", "bogy"),
+    ],
+)
 def test_singularizer_quirks(word, expected, pattern):
     # the reference itself gives CHAIR's quirks ("bus" → "bu", "glass" → "glas", "ties" → "ty"), and so do we
     assert pattern(word) == expected == singularize(word)
 
 
-_CAPTION_WORDS = ["a", "the", "man", "men", "dog", "dogs", "hot", "baby", "adult", "bird", "passenger", "train",
-                  "track", "toilet", "seat", "wine", "glass", "glasses", "bus", "buses", "teddy", "bear", "bears",
-                  "home", "plate", "pizza", "tables", "people", "stop", "sign", "traffic", "light", "cell", "phone",
-                  "t-shirt", "dog/cat", "3", "2.5", "u.s.", "no.", "a.", "e.g.", "cannot", "it's", "dog's", "dogs'",
-                  "isn't", "(", ")", "[", ",", ",", ".", ".", "...", ";", ":", "!", "?", "\"", "'", "--", "&",
-                  "'dog'", "\"cat\"", "(dog)", "dog,", "dog.", "cat.)", "dog!", "car;", "bus:", "motor", "bike"]
+_CAPTION_WORDS = [
+    "a",
+    "the",
+    "man",
+    "men",
+    "dog",
+    "dogs",
+    "hot",
+    "baby",
+    "adult",
+    "bird",
+    "passenger",
+    "train",
+    "track",
+    "toilet",
+    "seat",
+    "wine",
+    "glass",
+    "glasses",
+    "bus",
+    "buses",
+    "teddy",
+    "bear",
+    "bears",
+    "home",
+    "plate",
+    "pizza",
+    "tables",
+    "people",
+    "stop",
+    "sign",
+    "traffic",
+    "light",
+    "cell",
+    "phone",
+    "t-shirt",
+    "dog/cat",
+    "3",
+    "2.5",
+    "u.s.",
+    "no.",
+    "a.",
+    "e.g.",
+    "cannot",
+    "it's",
+    "dog's",
+    "dogs'",
+    "isn't",
+    "(",
+    ")",
+    "[",
+    ",",
+    ",",
+    ".",
+    ".",
+    "...",
+    ";",
+    ":",
+    "!",
+    "?",
+    '"',
+    "'",
+    "--",
+    "&",
+    "'dog'",
+    '"cat"',
+    "(dog)",
+    "dog,",
+    "dog.",
+    "cat.)",
+    "dog!",
+    "car;",
+    "bus:",
+    "motor",
+    "bike",
+]
 _captions = st.lists(st.sampled_from(_CAPTION_WORDS), max_size=16).map(" ".join)
 
 
@@ -121,13 +236,21 @@ def test_tokenizer_equals_nltk_on_random_captions(word_tokenize):
 def _mention_mismatches(captions, syn_path, word_tokenize, pattern):
     port = ChairPort(syn_path, word_tokenize, pattern)
     syn = load_synonyms()
-    return [(c, ours, ref) for c in captions
-            if (ours := [cat for _, cat in caption_mentions(c, syn)]) != (ref := port.caption_to_words(c)[1])]
+    return [
+        (c, ours, ref)
+        for c in captions
+        if (ours := [cat for _, cat in caption_mentions(c, syn)]) != (ref := port.caption_to_words(c)[1])
+    ]
 
 
-_PROBES = ["A man and two dogs on a bench.", "Two buses. A wine glass, three wine glasses and a glass.",
-           "A hot, dog and a hot dog", "the seat of the toilet. a seat", "A dog/cat on a t-shirt; zombies.",
-           "Two men's ties and a bow tie."]
+_PROBES = [
+    "A man and two dogs on a bench.",
+    "Two buses. A wine glass, three wine glasses and a glass.",
+    "A hot, dog and a hot dog",
+    "the seat of the toilet. a seat",
+    "A dog/cat on a t-shirt; zombies.",
+    "Two men's ties and a bow tie.",
+]
 
 
 def test_probe_captions_equal_port(syn_path, word_tokenize, pattern):
@@ -222,20 +345,49 @@ def test_every_special_case(special, syn, syn_path):
 
 
 def test_hand_computed_scores(syn):
-    caps = pl.DataFrame({"image_id": ["1", "1", "2"],
-                         "caption": ["A man and a dog on a bench.", "A cat, a cat and a man.", "Nothing here."]})
+    caps = pl.DataFrame(
+        {
+            "image_id": ["1", "1", "2"],
+            "caption": ["A man and a dog on a bench.", "A cat, a cat and a man.", "Nothing here."],
+        }
+    )
     truth = {"1": ["dog", "person", "bench"], "2": []}
     m, rows = chair_scores(caps, truth, syn)
     # caption 1: 3 mentions, 0 hallucinated; caption 2: cat, cat (hallucinated x2), man → 2 of 3; caption 3: none
-    assert m == {"chair_s": 1 / 3, "chair_i": 2 / 6, "n_captions": 3, "n_mentions": 6,
-                 "n_hallucinated_mentions": 2, "n_hallucinated_captions": 1}
+    assert m == {
+        "chair_s": 1 / 3,
+        "chair_i": 2 / 6,
+        "n_captions": 3,
+        "n_mentions": 6,
+        "n_hallucinated_mentions": 2,
+        "n_hallucinated_captions": 1,
+    }
     assert rows["hallucinated_objects"].to_list() == [[], ["cat", "cat"], []]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_captions, min_size=1, max_size=25),
-       st.lists(st.sampled_from(["person", "dog", "hot dog", "bird", "train", "toilet", "chair", "wine glass",
-                                 "bus", "teddy bear", "pizza", "dining table"]), max_size=5))
+@given(
+    st.lists(_captions, min_size=1, max_size=25),
+    st.lists(
+        st.sampled_from(
+            [
+                "person",
+                "dog",
+                "hot dog",
+                "bird",
+                "train",
+                "toilet",
+                "chair",
+                "wine glass",
+                "bus",
+                "teddy bear",
+                "pizza",
+                "dining table",
+            ]
+        ),
+        max_size=5,
+    ),
+)
 def test_vectorised_equals_port(syn_path, word_tokenize, pattern, captions, truth_objects):
     caps = [{"image_id": str(i % 3), "caption": c} for i, c in enumerate(captions)]
     truth = {str(i): sorted(set(truth_objects[i:])) for i in range(3)}
@@ -250,8 +402,23 @@ def test_cli_and_errors(tmp_path, capsys, syn_path):
     caps.write_text('{"image_id": 7, "caption": "Two dogs and a frisbee."}\n')
     truth = tmp_path / "t.jsonl"
     truth.write_text('{"image_id": 7, "objects": ["dog"]}\n')
-    assert main(["score", "chair", "--captions", str(caps), "--truth", str(truth), "--synonyms", str(syn_path),
-                 "--per-caption", str(tmp_path / "rows.parquet")]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "chair",
+                "--captions",
+                str(caps),
+                "--truth",
+                str(truth),
+                "--synonyms",
+                str(syn_path),
+                "--per-caption",
+                str(tmp_path / "rows.parquet"),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["chair_s"] == 1.0 and out["chair_i"] == 0.5
     assert pl.read_parquet(tmp_path / "rows.parquet")["hallucinated_objects"].to_list() == [["frisbee"]]

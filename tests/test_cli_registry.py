@@ -53,9 +53,11 @@ def test_help_imports_no_heavy_library():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom halluflow.cli import main\n"
-            "for argv in ([], ['--help'], ['score', 'pope', '--help']):\n"
-            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('polars', 'numpy', 'tqdm', 'torch', 'pyarrow', 'PIL') if m in sys.modules))")
+    code = (
+        "import sys\nfrom halluflow.cli import main\n"
+        "for argv in ([], ['--help'], ['score', 'pope', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in ('polars', 'numpy', 'tqdm', 'torch', 'pyarrow', 'PIL') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"

@@ -23,17 +23,43 @@ from halluflow.config import stage_plan, validate_config
 from halluflow.errors import ConfigError, InputError
 from halluflow.sources import coco_queries, load_source
 
-ODE_RULES = {"build_graph", "sample_scenes", "make_prompts", "synthesize", "detect", "filter_images", "make_queries",
-             "package_release", "build_standin_synthesizer", "build_standin_detector", "ode_diagnosis",
-             "cedi_examine", "cedi_grade", "samf_instances", "samf_train", "report_summary"}
+ODE_RULES = {
+    "build_graph",
+    "sample_scenes",
+    "make_prompts",
+    "synthesize",
+    "detect",
+    "filter_images",
+    "make_queries",
+    "package_release",
+    "build_standin_synthesizer",
+    "build_standin_detector",
+    "ode_diagnosis",
+    "cedi_examine",
+    "cedi_grade",
+    "samf_instances",
+    "samf_train",
+    "report_summary",
+}
 
 # COCO ids as in instances_val2014.json: person 1, car 3, dog 18, umbrella 28.
-CATEGORIES = [{"id": 1, "name": "person"}, {"id": 3, "name": "car"}, {"id": 18, "name": "dog"},
-              {"id": 28, "name": "umbrella"}]
-IMAGES = [{"id": 42, "file_name": "COCO_val2014_000000000042.png"}, {"id": 7, "file_name": "dir/seven.png"},
-          {"id": 100, "file_name": "COCO_val2014_000000000100.png"}]
-ANNOTATIONS = [{"id": 1, "image_id": 42, "category_id": 18}, {"id": 2, "image_id": 42, "category_id": 1},
-               {"id": 3, "image_id": 42, "category_id": 18}, {"id": 4, "image_id": 7, "category_id": 3}]
+CATEGORIES = [
+    {"id": 1, "name": "person"},
+    {"id": 3, "name": "car"},
+    {"id": 18, "name": "dog"},
+    {"id": 28, "name": "umbrella"},
+]
+IMAGES = [
+    {"id": 42, "file_name": "COCO_val2014_000000000042.png"},
+    {"id": 7, "file_name": "dir/seven.png"},
+    {"id": 100, "file_name": "COCO_val2014_000000000100.png"},
+]
+ANNOTATIONS = [
+    {"id": 1, "image_id": 42, "category_id": 18},
+    {"id": 2, "image_id": 42, "category_id": 1},
+    {"id": 3, "image_id": 42, "category_id": 18},
+    {"id": 4, "image_id": 7, "category_id": 3},
+]
 TRUTH = {"42": ["dog", "person"], "7": ["car"], "100": []}  # one name per category; 100 has no annotation
 CAPTIONS = {
     "42": "A dog and a man sitting next to a cat on a bench.",  # dog, person (man) true; cat, bench hallucinated
@@ -97,8 +123,15 @@ def test_coco_bad_files_say_which(tmp_path):
     bad.write_text(json.dumps({"images": [{"id": 1}], "annotations": [], "categories": []}))
     with pytest.raises(InputError, match=r"bad.json: images\[0\] needs 'id' and 'file_name'"):
         coco_queries(bad)
-    bad.write_text(json.dumps({"images": [{"id": 1, "file_name": "a.png"}], "categories": CATEGORIES,
-                               "annotations": [{"image_id": 2, "category_id": 1}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 1, "file_name": "a.png"}],
+                "categories": CATEGORIES,
+                "annotations": [{"image_id": 2, "category_id": 1}],
+            }
+        )
+    )
     with pytest.raises(InputError, match="image_id '2', which is not in 'images'"):
         coco_queries(bad)
     bad.write_text(json.dumps({"annotations": [], "categories": []}))
@@ -124,8 +157,12 @@ def test_coco_config_plans_caos_without_ode(repo):
     with pytest.raises(ConfigError, match="'answer.source.annotations': required for a coco source"):
         validate_config(_config(repo, path="val2014"))
     with pytest.raises(ConfigError, match="'caos.frequent': 'graph' needs"):
-        validate_config({**_config(repo, path="val2014", annotations="i.json"),
-                         "caos": {**yaml.safe_load((repo / "config.yaml").read_text())["caos"], "frequent": "graph"}})
+        validate_config(
+            {
+                **_config(repo, path="val2014", annotations="i.json"),
+                "caos": {**yaml.safe_load((repo / "config.yaml").read_text())["caos"], "frequent": "graph"},
+            }
+        )
     with pytest.raises(ConfigError, match="answer.source.limit"):
         validate_config(_config(repo, path="val2014", annotations="i.json", limit=0))
 
@@ -141,10 +178,23 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     with CaptionServer(by_bytes) as server:
         override = {
-            "release": "coco-test", "shards": {"images": 1, "answers": 1},
-            "models": [{"name": "captioner", "backend": "openai", "stand_in": False,
-                        "args": {"base_url": server.base_url, "model": "scripted", "api_key_env": None,
-                                 "timeout_s": 5, "max_retries": 1, "concurrency": 1}}],
+            "release": "coco-test",
+            "shards": {"images": 1, "answers": 1},
+            "models": [
+                {
+                    "name": "captioner",
+                    "backend": "openai",
+                    "stand_in": False,
+                    "args": {
+                        "base_url": server.base_url,
+                        "model": "scripted",
+                        "api_key_env": None,
+                        "timeout_s": 5,
+                        "max_retries": 1,
+                        "concurrency": 1,
+                    },
+                }
+            ],
             "answer": {"source": {"kind": "coco", "path": str(folder), "annotations": str(instances)}},
             # glove alone keeps the test short; without the open vocabulary the extractor is the CLI's
             "caos": {"embedders": ["glove"], "open_vocabulary": False},
@@ -165,8 +215,15 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     metrics = json.loads((out / "metrics" / "captioner.json").read_text())
     assert metrics["source"] == "coco" and metrics["n_answers"] == 3 and metrics["n_failed"] == 0
     # 6 mentions (dog, person, cat, bench, car, truck), 3 hallucinated, in 2 of 3 captions
-    assert metrics["chair"] == {"chair_s": 2 / 3, "chair_i": 0.5, "n_captions": 3, "n_mentions": 6,
-                                "n_hallucinated_mentions": 3, "n_hallucinated_captions": 2, "n_failed": 0}
+    assert metrics["chair"] == {
+        "chair_s": 2 / 3,
+        "chair_i": 0.5,
+        "n_captions": 3,
+        "n_mentions": 6,
+        "n_hallucinated_mentions": 3,
+        "n_hallucinated_captions": 2,
+        "n_failed": 0,
+    }
 
     caos = json.loads((out / "caos" / "captioner.json").read_text())
     assert caos["n_generative_queries"] == 3 and caos["objects"]["n_captions"] == 3
@@ -177,8 +234,9 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
 
     truth = tmp_path / "truth.jsonl"
     truth.write_text("".join(json.dumps({"image_id": k, "objects": v}) + "\n" for k, v in TRUTH.items()))
-    cli = _cli("score", "caos", "--objects", str(captions), "--truth", str(truth), "--embedder", "glove",
-               "--no-per-object")
+    cli = _cli(
+        "score", "caos", "--objects", str(captions), "--truth", str(truth), "--embedder", "glove", "--no-per-object"
+    )
     assert {k: v for k, v in cli.items() if k not in ("objects", "sequential", "embedder")} == glove
     assert cli["objects"] == caos["objects"] and cli["sequential"] == caos["sequential"]
     assert _cli("score", "chair", "--captions", str(captions), "--truth", str(truth)) == metrics["chair"]
@@ -190,10 +248,16 @@ def test_standin_vlm_captions_coco_images(tmp_path, repo):
     instances, folder, _ = _coco(tmp_path)
     work = copy_workflow(tmp_path / "wf")
     standin = next(m for m in yaml.safe_load((repo / "config.yaml").read_text())["models"] if m.get("build"))
-    override = {"release": "coco-vlm", "shards": {"images": 1, "answers": 1}, "models": [standin],
-                "answer": {"source": {"kind": "coco", "path": str(folder), "annotations": str(instances), "limit": 2},
-                           "max_new_tokens": {"discriminative": 4, "generative": 8}},
-                "caos": {"embedders": ["glove"]}}
+    override = {
+        "release": "coco-vlm",
+        "shards": {"images": 1, "answers": 1},
+        "models": [standin],
+        "answer": {
+            "source": {"kind": "coco", "path": str(folder), "annotations": str(instances), "limit": 2},
+            "max_new_tokens": {"discriminative": 4, "generative": 8},
+        },
+        "caos": {"embedders": ["glove"]},
+    }
     (work / "coco.yaml").write_text(yaml.safe_dump(override))
     proc = run_snakemake(work, "--cores", "1", "--configfile", "config.yaml", "coco.yaml", timeout=900)
     ran = jobs_run(proc)

@@ -71,9 +71,21 @@ def test_snakemake_stops_before_any_job_on_bad_config(repo, tmp_path):
     config["seed"] = "not-a-number"
     bad.write_text(yaml.safe_dump(config))
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad), "--directory", str(tmp_path),
-         "--snakefile", str(repo / "Snakefile")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--configfile",
+            str(bad),
+            "--directory",
+            str(tmp_path),
+            "--snakefile",
+            str(repo / "Snakefile"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode != 0
     assert "config key 'seed'" in proc.stdout + proc.stderr
@@ -81,6 +93,7 @@ def test_snakemake_stops_before_any_job_on_bad_config(repo, tmp_path):
 
 
 # ---- meaning of the config: names, cross-references, bounds (halluflow.config.check_semantics) ----
+
 
 def _default(repo) -> dict:
     return yaml.safe_load((repo / "config.yaml").read_text())
@@ -106,8 +119,10 @@ def _dry_run(tmp_path, *configfiles) -> subprocess.CompletedProcess:
         (lambda c: c["models"].__setitem__(0, {**c["models"][0], "name": "a/b"}), "'models.0.name'"),
         (lambda c: c["models"].__setitem__(0, {**c["models"][0], "name": "two words"}), "'models.0.name'"),
         (lambda c: c["models"].__setitem__(0, {**c["models"][0], "name": ".."}), "'models.0.name'"),
-        (lambda c: c["models"].__setitem__(1, {**c["models"][1], "name": c["models"][0]["name"]}),
-         "'models.1.name': duplicate model name"),
+        (
+            lambda c: c["models"].__setitem__(1, {**c["models"][1], "name": c["models"][0]["name"]}),
+            "'models.1.name': duplicate model name",
+        ),
         (lambda c: c.__setitem__("release", ".."), "'release'"),
         (lambda c: c.__setitem__("release", "."), "'release'"),
         (lambda c: c["cedi"].__setitem__("models", ["nope"]), "'cedi.models.0': no model named 'nope'"),
@@ -118,8 +133,10 @@ def _dry_run(tmp_path, *configfiles) -> subprocess.CompletedProcess:
         (lambda c: c["cedi"].__setitem__("llm", {"backend": "ollama"}), "'cedi.llm.backend'"),
         (lambda c: c["cedi"].__setitem__("source", "visual_genome"), "'cedi.scene_graphs': required"),
         (lambda c: c["shards"].__setitem__("images", 100_000_000), "'shards.images'"),
-        (lambda c: c["answer"].__setitem__("source", {"kind": "pope", "path": "labels.json"}),
-         "'answer.source.images'"),
+        (
+            lambda c: c["answer"].__setitem__("source", {"kind": "pope", "path": "labels.json"}),
+            "'answer.source.images'",
+        ),
     ],
 )
 def test_config_meaning_names_the_key(repo, mutate, key):
@@ -132,14 +149,24 @@ def test_config_meaning_names_the_key(repo, mutate, key):
 
 
 def test_dotted_model_names_plan_every_method(repo, tmp_path):
-    config = {"models": [{"name": "qwen2.5-vl-7b", "backend": "prior"},
-                         {"name": "llava-v1.6-7b", "backend": "prior", "args": {"threshold": 0.2}}]}
+    config = {
+        "models": [
+            {"name": "qwen2.5-vl-7b", "backend": "prior"},
+            {"name": "llava-v1.6-7b", "backend": "prior", "args": {"threshold": 0.2}},
+        ]
+    }
     proc = _dry_run(tmp_path, config)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     for name in ("qwen2.5-vl-7b", "llava-v1.6-7b"):
-        for path in (f"caos/{name}.json", f"diagnosis/{name}.png", f"cedi/{name}/grades.json",
-                     f"fuzz/{name}/comparison.json", f"metrics/{name}.json", f"answers/{name}/000.parquet"):
+        for path in (
+            f"caos/{name}.json",
+            f"diagnosis/{name}.png",
+            f"cedi/{name}/grades.json",
+            f"fuzz/{name}/comparison.json",
+            f"metrics/{name}.json",
+            f"answers/{name}/000.parquet",
+        ):
             assert f"results/ode-demo/{path}" in out, path
     assert "tiny-smolvlm" not in out  # the demo's models are replaced, not inherited by cedi.models / samf.models
 
@@ -166,18 +193,49 @@ def test_method_models_all_and_skip(repo):
 
 # ---- the one model resolver (halluflow.models.resolve) ----
 
+
 @pytest.mark.parametrize(
     "spec, gpu_config, gpu, folder, build",
     [
-        ({"name": "v", "backend": "transformers", "build": {"builder": "smolvlm"}, "args": {"device": "cpu"}}, True,
-         False, "resources/models/v", "build_standin_vlm"),
-        ({"name": "q", "backend": "transformers", "args": {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "device": "cuda"}},
-         False, True, None, None),
-        ({"name": "a", "backend": "transformers", "args": {"model": "org/x", "device": "auto"}}, True, True, None, None),
-        ({"name": "a", "backend": "transformers", "args": {"model": "org/x", "device": "auto"}}, False, False, None,
-         None),
-        ({"name": "b", "backend": "blind", "args": {}}, False, False, "resources/models/smollm2-135m-instruct",
-         "build_local_llm"),
+        (
+            {"name": "v", "backend": "transformers", "build": {"builder": "smolvlm"}, "args": {"device": "cpu"}},
+            True,
+            False,
+            "resources/models/v",
+            "build_standin_vlm",
+        ),
+        (
+            {
+                "name": "q",
+                "backend": "transformers",
+                "args": {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "device": "cuda"},
+            },
+            False,
+            True,
+            None,
+            None,
+        ),
+        (
+            {"name": "a", "backend": "transformers", "args": {"model": "org/x", "device": "auto"}},
+            True,
+            True,
+            None,
+            None,
+        ),
+        (
+            {"name": "a", "backend": "transformers", "args": {"model": "org/x", "device": "auto"}},
+            False,
+            False,
+            None,
+            None,
+        ),
+        (
+            {"name": "b", "backend": "blind", "args": {}},
+            False,
+            False,
+            "resources/models/smollm2-135m-instruct",
+            "build_local_llm",
+        ),
         ({"name": "s", "backend": "vllm", "args": {"model": "org/x"}}, False, True, None, None),
         ({"name": "o", "backend": "openai", "args": {"model": "gpt"}}, True, False, None, None),
     ],

@@ -11,12 +11,10 @@ server (tests/served.py).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
-
 from served import LLM_ID, VLM_ID
 from test_served import served  # noqa: F401 (session fixture: the real server)
 from workflow_utils import REPO, copy_workflow, run_snakemake
@@ -55,8 +53,9 @@ def test_config_plans_without_its_override(workdir, name):
 
 def test_ode_paper_offline(workdir):
     out = "results/ode-paper-offline"
-    run_snakemake(workdir, f"{out}/release/manifest.json", f"{out}/metrics/prior.json", "--cores", "1",
-                  *configfiles("ode-paper"))
+    run_snakemake(
+        workdir, f"{out}/release/manifest.json", f"{out}/metrics/prior.json", "--cores", "1", *configfiles("ode-paper")
+    )
     manifest = json.loads((workdir / out / "release" / "manifest.json").read_text())
     assert "stand_in" in json.dumps(manifest)  # the release says plainly it was cut with stand-ins
     queries = pl.read_parquet(workdir / out / "release" / "queries.parquet")
@@ -84,12 +83,21 @@ def test_openai_server_offline_against_transformers_serve(workdir, served):  # n
     override = yaml.safe_load((REPO / "configs/offline/openai-server.yaml").read_text())
     assert override["models"][0]["args"]["model"] == VLM_ID and override["llm"]["model"] == LLM_ID
     # The shipped override points at port 8000; this test's server listens on a free port.
-    text = (REPO / "configs/offline/openai-server.yaml").read_text().replace("http://127.0.0.1:8000/v1",
-                                                                            served.base_url)
+    text = (
+        (REPO / "configs/offline/openai-server.yaml").read_text().replace("http://127.0.0.1:8000/v1", served.base_url)
+    )
     (workdir / "openai-local.yaml").write_text(text)
     vlm_before, llm_before = served.requests_for(VLM_ID), served.requests_for(LLM_ID)
-    run_snakemake(workdir, "--cores", "1", "--resources", "api_calls=1", "--configfile",
-                  "configs/openai-server.yaml", "openai-local.yaml")
+    run_snakemake(
+        workdir,
+        "--cores",
+        "1",
+        "--resources",
+        "api_calls=1",
+        "--configfile",
+        "configs/openai-server.yaml",
+        "openai-local.yaml",
+    )
     out, model = workdir / "results/ode-demo", "tiny-smolvlm-served"
     answers = pl.read_parquet(out / f"answers/{model}/000.parquet")
     assert (answers["status"] == "ok").all() and answers.height > 10

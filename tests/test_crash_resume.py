@@ -28,7 +28,6 @@ import polars as pl
 import pytest
 import yaml
 from PIL import Image
-
 from workflow_utils import copy_workflow, jobs_run, run_snakemake, snakemake_cmd
 
 pytestmark = pytest.mark.slow
@@ -57,8 +56,14 @@ def processes_in(workdir: Path) -> dict[int, str]:
 
 def start(workdir: Path, *args: str) -> subprocess.Popen:
     # Own session = own process group, so killpg reaches Snakemake and the jobs it spawned, never pytest.
-    return subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        snakemake_cmd(*args),
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for(proc: subprocess.Popen, condition, what: str):
@@ -84,8 +89,9 @@ def kill_everything(proc: subprocess.Popen, workdir: Path) -> str:
 
 def kill_job(proc: subprocess.Popen, workdir: Path, script: str) -> str:
     """SIGKILL the running job whose Snakemake script is `script`; Snakemake itself sees the job die."""
-    pids = wait_for(proc, lambda: [p for p, c in processes_in(workdir).items() if f".{script}" in c],
-                    f"a running {script} job")
+    pids = wait_for(
+        proc, lambda: [p for p, c in processes_in(workdir).items() if f".{script}" in c], f"a running {script} job"
+    )
     for pid in pids:  # the job's interpreter (and a shell wrapper, if any)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -137,8 +143,11 @@ def story(default_run, tmp_path_factory):
     # A: kill the whole workflow while one synthesize shard is done and the other is mid-shard.
     def one_done_one_mid():
         for done, mid in (("000", "001"), ("001", "000")):
-            if (out / f"images/{done}.parquet").exists() and (out / f"images/{mid}.resume.jsonl").exists() \
-                    and not (out / f"images/{mid}.parquet").exists():
+            if (
+                (out / f"images/{done}.parquet").exists()
+                and (out / f"images/{mid}.resume.jsonl").exists()
+                and not (out / f"images/{mid}.parquet").exists()
+            ):
                 return done, mid
         return None
 
@@ -164,7 +173,10 @@ def story(default_run, tmp_path_factory):
     # C: the rerun completes the release.
     rerun = run_snakemake(work, "--cores", "2", "--rerun-incomplete", manifest)
     facts["c_out"] = rerun.stdout + rerun.stderr
-    facts["synthesize_jobs"] = [jobs_run_text(facts["b_out"]).get("synthesize", 0), jobs_run(rerun).get("synthesize", 0)]
+    facts["synthesize_jobs"] = [
+        jobs_run_text(facts["b_out"]).get("synthesize", 0),
+        jobs_run(rerun).get("synthesize", 0),
+    ]
 
     # D: kill one answer job mid-shard once it has cached answers.
     cache = out / "cache" / MODEL

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from halluflow.ode.detection import DETECTION_SCHEMA, detect_shard, detector_kwargs, image_labels
 from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
+from halluflow.ode.detection import DETECTION_SCHEMA, detect_shard, detector_kwargs, image_labels
 from halluflow.registry import create
 from halluflow.standins import build_standin
 
@@ -23,15 +23,19 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def owl(models):
     path = build_standin("owlv2", models / "tiny-owlv2", seed=0)
-    return create("detector", {"backend": "transformers", "model": str(path), "device": "cpu",
-                               "box_threshold": 0.0, "max_detections": 5})
+    return create(
+        "detector",
+        {"backend": "transformers", "model": str(path), "device": "cpu", "box_threshold": 0.0, "max_detections": 5},
+    )
 
 
 @pytest.fixture(scope="module")
 def dino(models):
     path = build_standin("grounding_dino", models / "tiny-gdino", seed=0)
-    return create("detector", {"backend": "transformers", "model": str(path), "device": "cpu",
-                               "box_threshold": 0.0, "max_detections": 5})
+    return create(
+        "detector",
+        {"backend": "transformers", "model": str(path), "device": "cpu", "box_threshold": 0.0, "max_detections": 5},
+    )
 
 
 def _noise(width, height, seed):
@@ -81,8 +85,9 @@ def test_threshold_limit_empty_labels_and_determinism(owl):
     assert first[1] == []
     again = owl.detect(images, [["dog", "cat", "bird"], []])
     assert first == again
-    strict = create("detector", {"backend": "transformers", "model": owl.model_id, "box_threshold": 0.5,
-                                 "max_detections": 2})
+    strict = create(
+        "detector", {"backend": "transformers", "model": owl.model_id, "box_threshold": 0.5, "max_detections": 2}
+    )
     dets = strict.detect(images[:1], [["dog", "cat", "bird"]])[0]
     _check(dets, images[0], ["dog", "cat", "bird"], threshold=0.5, limit=2)
 
@@ -136,15 +141,29 @@ def test_detect_shard_table(owl, tmp_path):
 
 
 def test_kwargs_from_config_section():
-    section = {"backend": "ultralytics", "model": "yolov8l-worldv2.pt", "revision": None, "stand_in": {},
-               "batch_size": 8, "box_threshold": 0.1, "ultralytics": {"imgsz": 320, "class_map": {}}}
-    assert detector_kwargs(section, "m.pt") == {"backend": "ultralytics", "model": "m.pt", "revision": None,
-                                                "box_threshold": 0.1, "imgsz": 320, "class_map": {}}
+    section = {
+        "backend": "ultralytics",
+        "model": "yolov8l-worldv2.pt",
+        "revision": None,
+        "stand_in": {},
+        "batch_size": 8,
+        "box_threshold": 0.1,
+        "ultralytics": {"imgsz": 320, "class_map": {}},
+    }
+    assert detector_kwargs(section, "m.pt") == {
+        "backend": "ultralytics",
+        "model": "m.pt",
+        "revision": None,
+        "box_threshold": 0.1,
+        "imgsz": 320,
+        "class_map": {},
+    }
     section = {**section, "backend": "transformers"}
     assert "imgsz" not in detector_kwargs(section, "m")
 
 
 # ---- ultralytics, offline ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def yolo_dir(models):
@@ -152,9 +171,18 @@ def yolo_dir(models):
 
 
 def test_ultralytics_closed_vocabulary_offline(yolo_dir):
-    det = create("detector", {"backend": "ultralytics", "model": str(yolo_dir), "device": "cpu", "imgsz": 64,
-                              "box_threshold": 0.0, "max_detections": 20,
-                              "class_map": {"puppy": "dog", "sofa": "couch"}})
+    det = create(
+        "detector",
+        {
+            "backend": "ultralytics",
+            "model": str(yolo_dir),
+            "device": "cpu",
+            "imgsz": 64,
+            "box_threshold": 0.0,
+            "max_detections": 20,
+            "class_map": {"puppy": "dog", "sofa": "couch"},
+        },
+    )
     info = det.describe()
     assert info.stand_in is True and info.extra["open_vocabulary"] is False
     names = list(det.model.names.values())
@@ -180,6 +208,7 @@ def test_yolo_world_offline_fails_with_a_clear_message(models, yolo_dir):
     pytest.importorskip("torchvision")
     try:
         import clip  # noqa: F401
+
         pytest.skip("the CLIP package is installed: set_classes could work here")
     except ImportError:
         pass

@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from halluflow.ode.diagnosis import cluster_rows, diagnose, discriminative_events, generative_events, run_diagnosis
 from halluflow.errors import ConfigError, InputError
+from halluflow.ode.diagnosis import cluster_rows, diagnose, discriminative_events, generative_events, run_diagnosis
 
 
 def _queries():
@@ -15,15 +15,39 @@ def _queries():
         {
             "query_id": ["g1", "g2", "e1", "e2", "e3", "a1", "a2", "c1"],
             "image_id": ["i1", "i2", "i1", "i1", "i2", "i1", "i2", "i2"],
-            "distribution": ["standard", "fictional", "standard", "standard", "fictional", "standard", "fictional",
-                             "fictional"],
-            "query_type": ["generative", "generative", "existence", "existence", "existence", "attribute", "attribute",
-                           "counterfactual"],
+            "distribution": [
+                "standard",
+                "fictional",
+                "standard",
+                "standard",
+                "fictional",
+                "standard",
+                "fictional",
+                "fictional",
+            ],
+            "query_type": [
+                "generative",
+                "generative",
+                "existence",
+                "existence",
+                "existence",
+                "attribute",
+                "attribute",
+                "counterfactual",
+            ],
             "attribute_kind": [None, None, None, None, None, "state", "action", None],
             "truth": [None, None, "yes", "no", "yes", "yes", "no", "no"],
             "target": [None, None, "dog", "cat", "cow", "dog", "cow", "unicorn"],
-            "objects": [["dog", "sofa"], ["cow", "beach"], ["dog", "sofa"], ["dog", "sofa"], ["cow", "beach"],
-                        ["dog", "sofa"], ["cow", "beach"], ["cow", "beach"]],
+            "objects": [
+                ["dog", "sofa"],
+                ["cow", "beach"],
+                ["dog", "sofa"],
+                ["dog", "sofa"],
+                ["cow", "beach"],
+                ["dog", "sofa"],
+                ["cow", "beach"],
+                ["cow", "beach"],
+            ],
         }
     )
 
@@ -57,7 +81,11 @@ def test_events_from_answers_by_hand():
     }
     gen = generative_events(_queries(), _captions())
     assert sorted(gen.select("concept", "hallucinated").rows()) == [
-        ("beach", True), ("cow", True), ("dog", False), ("sofa", False)]
+        ("beach", True),
+        ("cow", True),
+        ("dog", False),
+        ("sofa", False),
+    ]
 
 
 def test_scores_table_is_preferred_over_parsing():
@@ -72,8 +100,16 @@ def test_diagnose_matrix_rates_and_clusters():
         {
             "query_id": [f"q{i}" for i in range(8)],
             "concept": ["dog", "dog", "cat", "cat", "cow", "cow", "cow", "cow"],
-            "dimension": ["existence", "generative", "existence", "generative", "existence", "existence",
-                          "generative", "generative"],
+            "dimension": [
+                "existence",
+                "generative",
+                "existence",
+                "generative",
+                "existence",
+                "existence",
+                "generative",
+                "generative",
+            ],
             "distribution": ["standard"] * 8,
             "hallucinated": [True, False, True, False, False, False, True, True],
         }
@@ -106,9 +142,16 @@ def test_run_diagnosis_writes_files_deterministically(tmp_path):
     outs = []
     for run in ("a", "b"):
         paths = {k: tmp_path / run / f"m.{k}" for k in ("parquet", "png", "dist.parquet")}
-        summary = run_diagnosis(_queries(), _answers(), _captions(), model="m", stand_in=True,
-                                out_parquet=paths["parquet"], out_png=paths["png"],
-                                out_distributions=paths["dist.parquet"])
+        summary = run_diagnosis(
+            _queries(),
+            _answers(),
+            _captions(),
+            model="m",
+            stand_in=True,
+            out_parquet=paths["parquet"],
+            out_png=paths["png"],
+            out_distributions=paths["dist.parquet"],
+        )
         outs.append({k: p.read_bytes() for k, p in paths.items()})
     assert outs[0] == outs[1]
     assert outs[0]["png"][:8] == b"\x89PNG\r\n\x1a\n"
@@ -124,11 +167,26 @@ def test_run_diagnosis_writes_files_deterministically(tmp_path):
 
 def test_run_diagnosis_with_nothing_scored(tmp_path):
     empty_answers = _answers().filter(pl.col("status") == "failed")
-    run_diagnosis(_queries(), empty_answers, _captions().clear(), model="m", stand_in=False,
-                  out_parquet=tmp_path / "m.parquet", out_png=tmp_path / "m.png",
-                  out_distributions=tmp_path / "d.parquet")
+    run_diagnosis(
+        _queries(),
+        empty_answers,
+        _captions().clear(),
+        model="m",
+        stand_in=False,
+        out_parquet=tmp_path / "m.parquet",
+        out_png=tmp_path / "m.png",
+        out_distributions=tmp_path / "d.parquet",
+    )
     assert pl.read_parquet(tmp_path / "m.parquet").height == 0
     assert (tmp_path / "m.png").stat().st_size > 0
     with pytest.raises(InputError, match="missing column 'target'"):
-        run_diagnosis(_queries().drop("target"), _answers(), _captions(), model="m", stand_in=False,
-                      out_parquet=tmp_path / "x", out_png=tmp_path / "y", out_distributions=tmp_path / "z")
+        run_diagnosis(
+            _queries().drop("target"),
+            _answers(),
+            _captions(),
+            model="m",
+            stand_in=False,
+            out_parquet=tmp_path / "x",
+            out_png=tmp_path / "y",
+            out_distributions=tmp_path / "z",
+        )

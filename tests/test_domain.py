@@ -9,11 +9,19 @@ from conftest import shared_data
 from halluflow.errors import ConfigError
 from halluflow.ode.domain import COCO_SUPERCATEGORIES, derive_category_table, domain_nodes, restrict_graph
 
-NODES = pl.DataFrame({"node": ["car", "bus", "truck", "dog", "cat", "road", "sofa", "sky"],
-                      "type": ["entity"] * 5 + ["environment", "entity", "environment"]})
-EDGES = pl.DataFrame({"source": ["bus", "car", "car", "cat", "dog", "dog", "road"],
-                      "target": ["car", "road", "truck", "sofa", "sofa", "sky", "truck"],
-                      "weight": [3, 5, 2, 4, 1, 2, 1]})
+NODES = pl.DataFrame(
+    {
+        "node": ["car", "bus", "truck", "dog", "cat", "road", "sofa", "sky"],
+        "type": ["entity"] * 5 + ["environment", "entity", "environment"],
+    }
+)
+EDGES = pl.DataFrame(
+    {
+        "source": ["bus", "car", "car", "cat", "dog", "dog", "road"],
+        "target": ["car", "road", "truck", "sofa", "sofa", "sky", "truck"],
+        "weight": [3, 5, 2, 4, 1, 2, 1],
+    }
+)
 
 
 def test_concept_list_keeps_linked_environments():
@@ -35,13 +43,16 @@ def test_neighbourhood_hops():
     assert domain_nodes(NODES, EDGES, {"neighbourhood_of": ["dog"], "hops": 2}) == {"dog", "sofa", "sky", "cat"}
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"concepts": ["unicorn", "car"]}, "ode.domain.concepts': 'unicorn'"),
-    ({"categories": ["spaceship"]}, "ode.domain.categories': 'spaceship'"),
-    ({"concepts": ["car"]}, "keeps 1 entity concept"),
-    ({"neighbourhood_of": ["dog"], "hops": -1}, "ode.domain.hops"),
-    ({"colour": "red"}, "unknown key"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"concepts": ["unicorn", "car"]}, "ode.domain.concepts': 'unicorn'"),
+        ({"categories": ["spaceship"]}, "ode.domain.categories': 'spaceship'"),
+        ({"concepts": ["car"]}, "keeps 1 entity concept"),
+        ({"neighbourhood_of": ["dog"], "hops": -1}, "ode.domain.hops"),
+        ({"colour": "red"}, "unknown key"),
+    ],
+)
 def test_bad_domains_name_the_key(spec, message):
     with pytest.raises(ConfigError, match=message):
         domain_nodes(NODES, EDGES, spec)

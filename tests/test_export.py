@@ -32,26 +32,51 @@ def release(tmp_path):
     (root / "images" / "000").mkdir(parents=True)
     for image_id, data in pngs.items():
         (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
-    images = pl.DataFrame({"image_id": list(pngs), "scene_id": ["s1", "s2"],
-                           "path": [f"images/000/{i}.png" for i in pngs],
-                           "sha256": [sha256_bytes(d) for d in pngs.values()],
-                           "model": ["tiny-flux"] * 2, "revision": [None] * 2, "stand_in": [True] * 2})
+    images = pl.DataFrame(
+        {
+            "image_id": list(pngs),
+            "scene_id": ["s1", "s2"],
+            "path": [f"images/000/{i}.png" for i in pngs],
+            "sha256": [sha256_bytes(d) for d in pngs.values()],
+            "model": ["tiny-flux"] * 2,
+            "revision": [None] * 2,
+            "stand_in": [True] * 2,
+        }
+    )
     accepted = images.select("image_id", "scene_id", "path").with_columns(
-        pl.Series("distribution", ["standard", "fictional"]), pl.lit("entity_entity").alias("pair_kind"))
+        pl.Series("distribution", ["standard", "fictional"]), pl.lit("entity_entity").alias("pair_kind")
+    )
     scenes = accepted.select("scene_id", "distribution", "pair_kind")
-    q = [("q1", "s1-i00", "existence", "discriminative", "Is there a dog in the image?", "yes", ["dog", "frisbee"]),
-         ("q2", "s1-i00", "existence", "discriminative", "Is there a cat in the image?", "no", ["dog", "frisbee"]),
-         ("q3", "s1-i00", "generative", "generative", "Describe this image.", None, ["dog", "frisbee"]),
-         ("q4", "s2-i00", "existence", "discriminative", "Is there a car in the image?", "yes", ["car", "road"]),
-         ("q5", "s2-i00", "generative", "generative", "Describe this image.", None, ["car", "road"])]
-    queries = pl.DataFrame(q, schema=["query_id", "image_id", "query_type", "task", "question", "truth", "objects"],
-                           orient="row").with_columns(
+    q = [
+        ("q1", "s1-i00", "existence", "discriminative", "Is there a dog in the image?", "yes", ["dog", "frisbee"]),
+        ("q2", "s1-i00", "existence", "discriminative", "Is there a cat in the image?", "no", ["dog", "frisbee"]),
+        ("q3", "s1-i00", "generative", "generative", "Describe this image.", None, ["dog", "frisbee"]),
+        ("q4", "s2-i00", "existence", "discriminative", "Is there a car in the image?", "yes", ["car", "road"]),
+        ("q5", "s2-i00", "generative", "generative", "Describe this image.", None, ["car", "road"]),
+    ]
+    queries = pl.DataFrame(
+        q, schema=["query_id", "image_id", "query_type", "task", "question", "truth", "objects"], orient="row"
+    ).with_columns(
         pl.format("images/{}.png", pl.col("image_id")).alias("image"),
-        pl.when(pl.col("image_id") == "s1-i00").then(pl.lit("standard")).otherwise(pl.lit("fictional"))
-        .alias("distribution"), pl.lit("entity_entity").alias("pair_kind"))
+        pl.when(pl.col("image_id") == "s1-i00")
+        .then(pl.lit("standard"))
+        .otherwise(pl.lit("fictional"))
+        .alias("distribution"),
+        pl.lit("entity_entity").alias("pair_kind"),
+    )
     rel = tmp_path / "rel" / "release"
-    package_release(rel, root=root, accepted=accepted, queries=queries, scenes=scenes, images=[images],
-                    detections=[], config={"release": "demo"}, seed=1, name="demo")
+    package_release(
+        rel,
+        root=root,
+        accepted=accepted,
+        queries=queries,
+        scenes=scenes,
+        images=[images],
+        detections=[],
+        config={"release": "demo"},
+        seed=1,
+        name="demo",
+    )
     return rel
 
 
@@ -76,8 +101,7 @@ def test_llava_and_sharegpt_hold_only_verified_truths(release, tmp_path):
     assert [r["id"] for r in records] == ["s1-i00", "s2-i00"]
     conv = records[0]["conversations"]
     assert conv[0] == {"from": "human", "value": "<image>\nIs there a dog in the image?"}
-    assert [t["value"] for t in conv if t["from"] == "gpt"] == [
-        "Yes.", "No.", "The image shows a dog and a frisbee."]
+    assert [t["value"] for t in conv if t["from"] == "gpt"] == ["Yes.", "No.", "The image shows a dog and a frisbee."]
     assert (out / "images" / "s1-i00.png").read_bytes() == (release / "images" / "s1-i00.png").read_bytes()
     assert "STAND-IN" in (out / "DATACARD.md").read_text()
     out2 = tmp_path / "sharegpt"
@@ -88,13 +112,16 @@ def test_llava_and_sharegpt_hold_only_verified_truths(release, tmp_path):
 
 
 def test_dpo_pairs_come_from_hallucinated_answers_only(release, tmp_path, monkeypatch):
-    answers = pl.DataFrame({
-        "query_id": ["q1", "q2", "q3", "q4", "q5"],
-        "model": ["m"] * 5,
-        "answer": ["Yes", "Yes, there is a cat.", "A dog, a frisbee and a cat.", "", "A car on a road."],
-        "status": ["ok", "ok", "ok", "failed", "ok"],
-        "parsed": ["yes", "yes", None, None, None],
-        "hallucinated": [False, True, True, None, False]})
+    answers = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3", "q4", "q5"],
+            "model": ["m"] * 5,
+            "answer": ["Yes", "Yes, there is a cat.", "A dog, a frisbee and a cat.", "", "A car on a road."],
+            "status": ["ok", "ok", "ok", "failed", "ok"],
+            "parsed": ["yes", "yes", None, None, None],
+            "hallucinated": [False, True, True, None, False],
+        }
+    )
     path = tmp_path / "answers.parquet"
     answers.write_parquet(path)
     out = tmp_path / "dpo"
@@ -102,7 +129,8 @@ def test_dpo_pairs_come_from_hallucinated_answers_only(release, tmp_path, monkey
     pairs = json.loads((out / "dpo.json").read_text())
     assert [(p["id"], p["chosen"], p["rejected"]) for p in pairs] == [
         ("q2", "No.", "Yes, there is a cat."),
-        ("q3", "The image shows a dog and a frisbee.", "A dog, a frisbee and a cat.")]
+        ("q3", "The image shows a dog and a frisbee.", "A dog, a frisbee and a cat."),
+    ]
     datasets = pytest.importorskip("datasets", reason="pip install 'halluflow[export]' for datasets")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     ds = datasets.load_dataset("json", data_files=str(out / "dpo.json"), cache_dir=str(tmp_path / "hf"))["train"]
@@ -111,8 +139,9 @@ def test_dpo_pairs_come_from_hallucinated_answers_only(release, tmp_path, monkey
 
 def test_lmms_eval_task_folder(release, tmp_path):
     out = tmp_path / "tasks"
-    assert main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out),
-                 "--task", "ode_demo"]) == 0
+    assert (
+        main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out), "--task", "ode_demo"]) == 0
+    )
 
     class Loader(yaml.SafeLoader):
         pass

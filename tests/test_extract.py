@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import pytest
+from conftest import shared_data
 
 from halluflow import registry
 from halluflow.backends.base import LLM, BackendInfo
-from halluflow.errors import InputError
 from halluflow.caos.extract import (
     ObjectExtractor,
     Vocabulary,
@@ -19,14 +19,22 @@ from halluflow.caos.extract import (
     plural_forms,
     read_synonym_table,
 )
-
-from conftest import shared_data
+from halluflow.errors import InputError
 
 
 @pytest.mark.parametrize(
     "word, plurals",
-    [("dog", ["dogs"]), ("bus", ["buses"]), ("bench", ["benches"]), ("pony", ["ponies"]), ("toy", ["toys"]),
-     ("person", ["people", "persons"]), ("knife", ["knives"]), ("sheep", []), ("tomato", ["tomatoes", "tomatos"])],
+    [
+        ("dog", ["dogs"]),
+        ("bus", ["buses"]),
+        ("bench", ["benches"]),
+        ("pony", ["ponies"]),
+        ("toy", ["toys"]),
+        ("person", ["people", "persons"]),
+        ("knife", ["knives"]),
+        ("sheep", []),
+        ("tomato", ["tomatoes", "tomatos"]),
+    ],
 )
 def test_plural_forms(word, plurals):
     assert plural_forms(word) == plurals
@@ -158,10 +166,12 @@ def test_real_smollm2_extractor_follows_the_json_format():
 
     from halluflow.backends.llm import DEFAULT_LLM_DIR
 
-    backend = registry.create("llm", {"backend": "transformers", "model": str(REPO / DEFAULT_LLM_DIR),
-                                      "max_new_tokens": 24})
+    backend = registry.create(
+        "llm", {"backend": "transformers", "model": str(REPO / DEFAULT_LLM_DIR), "max_new_tokens": 24}
+    )
     ex = ObjectExtractor(build_vocabulary(synonyms=True), llm=backend).extract(
-        "A brown dog lies on a sofa next to a lamp.")
+        "A brown dog lies on a sofa next to a lamp."
+    )
     assert ex.llm_status == "ok"
     assert ex.names[:2] == ["dog", "couch"] and ex.objects[0].extractor == "vocab+llm"
     assert all(o.surface in "a brown dog lies on a sofa next to a lamp" for o in ex.objects)

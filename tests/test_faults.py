@@ -15,13 +15,12 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from PIL import Image
-
-from halluflow import registry
-
 from chat_server import ChatServer
+from PIL import Image
 from test_backends_prior import make_graph
 from workflow_utils import copy_workflow, jobs_run, run_snakemake
+
+from halluflow import registry
 
 # Objects of make_graph's vocabulary; one POPE question each (two answer shards split them by query-id hash).
 OBJECTS = ["dog", "frisbee", "grass", "unicorn", "sky", "cloud", "cat", "car"]
@@ -40,23 +39,45 @@ def write_pope_set(root: Path) -> Path:
     for i, obj in enumerate(OBJECTS):
         name = f"img{i}.png"
         Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(images / name)
-        lines.append(json.dumps({"question_id": i, "image": name, "text": f"Is there a {obj} in the image?",
-                                 "label": "yes" if i % 2 else "no"}))
+        lines.append(
+            json.dumps(
+                {
+                    "question_id": i,
+                    "image": name,
+                    "text": f"Is there a {obj} in the image?",
+                    "label": "yes" if i % 2 else "no",
+                }
+            )
+        )
     (root / "pope.jsonl").write_text("\n".join(lines) + "\n")
     return root
 
 
-def api_overlay(workdir: Path, server: ChatServer, name: str = "api", api_key_env: str | None = None,
-                **answer) -> Path:
+def api_overlay(workdir: Path, server: ChatServer, name: str = "api", api_key_env: str | None = None, **answer) -> Path:
     """A --configfile that swaps the models under test for one HTTP model answering the static POPE set."""
     overlay = {
         "release": RELEASE,
-        "models": [{"name": name, "backend": "openai", "stand_in": False,
-                    "args": {"base_url": server.base_url, "model": "prior-over-http", "api_key_env": api_key_env,
-                             "timeout_s": 0.5, "max_retries": 3, "backoff_s": 0.01, "backoff_max_s": 0.05,
-                             "concurrency": 2}}],
-        "answer": {"source": {"kind": "pope", "path": "static/pope.jsonl", "images": "static/images",
-                              "annotations": None}, **answer},
+        "models": [
+            {
+                "name": name,
+                "backend": "openai",
+                "stand_in": False,
+                "args": {
+                    "base_url": server.base_url,
+                    "model": "prior-over-http",
+                    "api_key_env": api_key_env,
+                    "timeout_s": 0.5,
+                    "max_retries": 3,
+                    "backoff_s": 0.01,
+                    "backoff_max_s": 0.05,
+                    "concurrency": 2,
+                },
+            }
+        ],
+        "answer": {
+            "source": {"kind": "pope", "path": "static/pope.jsonl", "images": "static/images", "annotations": None},
+            **answer,
+        },
         # Other stages name the default models; they are not part of this proof.
         "samf": {"enabled": False, "models": None},
         "cedi": {"enabled": False, "models": None},
@@ -96,15 +117,26 @@ def test_faults_are_retried_then_failures_rerun_alone(workdir, prior):
         server.faults["a grass "] = ["timeout"]
         server.faults["a sky "] = ["malformed"]
         server.faults["a unicorn "] = ["malformed"] * 4  # max_retries 3 -> 4 attempts, all malformed
-        first = run_snakemake(workdir, *answer_targets(), "--cores", "2", "--keep-going", "--configfile",
-                              "config.yaml", str(overlay), check=False)
+        first = run_snakemake(
+            workdir,
+            *answer_targets(),
+            "--cores",
+            "2",
+            "--keep-going",
+            "--configfile",
+            "config.yaml",
+            str(overlay),
+            check=False,
+        )
         # A shard with a failed request fails its job (max_failed_fraction 0); the other shard still finishes.
         assert first.returncode != 0, first.stderr[-3000:]
         attempts = dict(server.calls)
         assert attempts[question("dog")] == 3 and attempts[question("frisbee")] == 2
         assert attempts[question("grass")] == 2 and attempts[question("sky")] == 2
         assert attempts[question("unicorn")] == 4
-        assert all(attempts[question(o)] == 1 for o in OBJECTS if o not in {"dog", "frisbee", "grass", "sky", "unicorn"})
+        assert all(
+            attempts[question(o)] == 1 for o in OBJECTS if o not in {"dog", "frisbee", "grass", "sky", "unicorn"}
+        )
 
         unicorn_id = str(OBJECTS.index("unicorn"))
         logs = "\n".join(p.read_text() for p in (workdir / "logs").rglob("*.log"))
@@ -137,8 +169,17 @@ def test_tolerated_failures_are_recorded_then_retried_on_forcerun(workdir, prior
         assert failed["answer"][0] == ""
         before = dict(server.calls)
         # An accepted shard is up to date for Snakemake; forcing the rule retries only what failed (cache hits).
-        run_snakemake(workdir, *answer_targets(), "--cores", "2", "--forcerun", "answer", "--configfile",
-                      "config.yaml", str(overlay))
+        run_snakemake(
+            workdir,
+            *answer_targets(),
+            "--cores",
+            "2",
+            "--forcerun",
+            "answer",
+            "--configfile",
+            "config.yaml",
+            str(overlay),
+        )
         repeated = {q: n - before.get(q, 0) for q, n in server.calls.items() if n != before.get(q, 0)}
         assert repeated == {question("cat"): 1}, repeated
     table = pl.concat([pl.read_parquet(workdir / t) for t in answer_targets()])

@@ -8,23 +8,29 @@ import pytest
 from halluflow.errors import InputError
 from halluflow.ode.filtering import filter_images
 
-SCENES = pl.DataFrame({
-    "scene_id": ["ee", "ev", "ee2", "lt"],
-    "distribution": ["standard", "standard", "standard", "long_tail"],
-    "pair_kind": ["entity_entity", "entity_environment", "entity_entity", "entity_entity"],
-    "object_a": ["dog", "dog", "cat", "cup"],
-    "object_b": ["frisbee", "grass", "bed", "tie"],
-})
-IMAGES = pl.DataFrame({
-    "image_id": ["ee-i00", "ev-i00", "ee2-i00", "lt-i00"],
-    "scene_id": ["ee", "ev", "ee2", "lt"],
-    "path": ["images/000/ee-i00.png", "images/000/ev-i00.png", "images/001/ee2-i00.png", "images/001/lt-i00.png"],
-})
-DETS = pl.DataFrame({
-    "image_id": ["ee-i00", "ee-i00", "ee-i00", "ee-i00", "ev-i00", "ee2-i00", "ee2-i00", "lt-i00", "lt-i00"],
-    "label": ["dog", "Frisbee", "dog", "ball", "dog", "cat", "bed", "cup", "tie"],
-    "score": [0.70, 0.66, 0.30, 0.61, 0.65, 0.90, 0.10, 0.8, 0.8],
-})
+SCENES = pl.DataFrame(
+    {
+        "scene_id": ["ee", "ev", "ee2", "lt"],
+        "distribution": ["standard", "standard", "standard", "long_tail"],
+        "pair_kind": ["entity_entity", "entity_environment", "entity_entity", "entity_entity"],
+        "object_a": ["dog", "dog", "cat", "cup"],
+        "object_b": ["frisbee", "grass", "bed", "tie"],
+    }
+)
+IMAGES = pl.DataFrame(
+    {
+        "image_id": ["ee-i00", "ev-i00", "ee2-i00", "lt-i00"],
+        "scene_id": ["ee", "ev", "ee2", "lt"],
+        "path": ["images/000/ee-i00.png", "images/000/ev-i00.png", "images/001/ee2-i00.png", "images/001/lt-i00.png"],
+    }
+)
+DETS = pl.DataFrame(
+    {
+        "image_id": ["ee-i00", "ee-i00", "ee-i00", "ee-i00", "ev-i00", "ee2-i00", "ee2-i00", "lt-i00", "lt-i00"],
+        "label": ["dog", "Frisbee", "dog", "ball", "dog", "cat", "bed", "cup", "tie"],
+        "score": [0.70, 0.66, 0.30, 0.61, 0.65, 0.90, 0.10, 0.8, 0.8],
+    }
+)
 
 
 def run(**kw):
@@ -74,8 +80,9 @@ def test_bad_tables_name_what_is_wrong():
     with pytest.raises(InputError, match="detection table: missing column"):
         filter_images(IMAGES, DETS.drop("score"), SCENES, keep_threshold=0.5, exclusion_threshold=0.6)
     with pytest.raises(InputError, match="scene 'ee' not in the scenes table"):
-        filter_images(IMAGES, DETS, SCENES.filter(pl.col("scene_id") != "ee"), keep_threshold=0.5,
-                      exclusion_threshold=0.6)
+        filter_images(
+            IMAGES, DETS, SCENES.filter(pl.col("scene_id") != "ee"), keep_threshold=0.5, exclusion_threshold=0.6
+        )
 
 
 def test_all_rejected_stops_with_the_key_to_change():

@@ -8,12 +8,21 @@ import json
 import networkx as nx
 import polars as pl
 import pytest
+from conftest import shared_data
 
 from halluflow.errors import InputError
-from halluflow.ode.graph import (Annotations, build_graph, build_tables, read_amber, read_coco, read_seed, read_table,
-                             read_visual_genome, write_graph, write_seed)
-
-from conftest import shared_data
+from halluflow.ode.graph import (
+    Annotations,
+    build_graph,
+    build_tables,
+    read_amber,
+    read_coco,
+    read_seed,
+    read_table,
+    read_visual_genome,
+    write_graph,
+    write_seed,
+)
 
 ENVS = {"sky", "grass"}
 
@@ -45,19 +54,31 @@ def test_ode_anchor_weighting_reproduces_2n_minus_1_and_self_loops():
 
 def test_amber_reader_mines_consecutive_attribute_pairs(tmp_path):
     ann_file = tmp_path / "annotations.json"
-    ann_file.write_text(json.dumps([
-        {"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]},
-        {"id": 2, "type": "discriminative-attribute-state", "truth": "yes"},
-    ]))
+    ann_file.write_text(
+        json.dumps(
+            [
+                {"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]},
+                {"id": 2, "type": "discriminative-attribute-state", "truth": "yes"},
+            ]
+        )
+    )
     q = tmp_path / "attr.json"
-    q.write_text(json.dumps([
-        {"id": 5, "image": "AMBER_1.jpg", "query": "Is the grass green in this image?"},
-        {"id": 6, "image": "AMBER_1.jpg", "query": "Is the grass blue in this image?"},
-        {"id": 7, "image": "AMBER_1.jpg", "query": "Does the dog ride a bike in this image?"},  # multi-word: skipped
-        {"id": 8, "image": "AMBER_1.jpg", "query": "Does the dog run in this image?"},
-        {"id": 9, "image": "AMBER_1.jpg", "query": "Does the dog sit in this image?"},
-        {"id": 10, "image": "AMBER_1.jpg", "query": "Is there one dog in this image?"},
-    ]))
+    q.write_text(
+        json.dumps(
+            [
+                {"id": 5, "image": "AMBER_1.jpg", "query": "Is the grass green in this image?"},
+                {"id": 6, "image": "AMBER_1.jpg", "query": "Is the grass blue in this image?"},
+                {
+                    "id": 7,
+                    "image": "AMBER_1.jpg",
+                    "query": "Does the dog ride a bike in this image?",
+                },  # multi-word: skipped
+                {"id": 8, "image": "AMBER_1.jpg", "query": "Does the dog run in this image?"},
+                {"id": 9, "image": "AMBER_1.jpg", "query": "Does the dog sit in this image?"},
+                {"id": 10, "image": "AMBER_1.jpg", "query": "Is there one dog in this image?"},
+            ]
+        )
+    )
     nodes, edges = build_tables(read_amber(ann_file, q), ENVS)
     rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
     assert rows["grass"]["state_pairs"] == ["green/blue"] and rows["grass"]["states"] == ["green"]
@@ -67,20 +88,36 @@ def test_amber_reader_mines_consecutive_attribute_pairs(tmp_path):
 
 def test_coco_vg_and_table_readers(tmp_path):
     coco = tmp_path / "instances.json"
-    coco.write_text(json.dumps({
-        "images": [{"id": 1}, {"id": 2}],
-        "categories": [{"id": 1, "name": "dog"}, {"id": 2, "name": "frisbee"}],
-        "annotations": [{"image_id": 1, "category_id": 1}, {"image_id": 1, "category_id": 2},
-                        {"image_id": 1, "category_id": 1}, {"image_id": 2, "category_id": 1}],
-    }))
+    coco.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 1}, {"id": 2}],
+                "categories": [{"id": 1, "name": "dog"}, {"id": 2, "name": "frisbee"}],
+                "annotations": [
+                    {"image_id": 1, "category_id": 1},
+                    {"image_id": 1, "category_id": 2},
+                    {"image_id": 1, "category_id": 1},
+                    {"image_id": 2, "category_id": 1},
+                ],
+            }
+        )
+    )
     _, edges = build_tables(read_coco(coco), ENVS)
     assert _edges(edges) == {("dog", "frisbee"): 1}
 
     vg = tmp_path / "objects.json"
-    vg.write_text(json.dumps([{"image_id": 1, "objects": [{"names": ["Man"]}, {"names": ["horse"]}]},
-                              {"image_id": 2, "objects": [{"names": ["man"]}, {"names": ["horse"]}]}]))
+    vg.write_text(
+        json.dumps(
+            [
+                {"image_id": 1, "objects": [{"names": ["Man"]}, {"names": ["horse"]}]},
+                {"image_id": 2, "objects": [{"names": ["man"]}, {"names": ["horse"]}]},
+            ]
+        )
+    )
     attrs = tmp_path / "attributes.json"
-    attrs.write_text(json.dumps([{"image_id": 1, "attributes": [{"names": ["horse"], "attributes": ["brown", "very tall"]}]}]))
+    attrs.write_text(
+        json.dumps([{"image_id": 1, "attributes": [{"names": ["horse"], "attributes": ["brown", "very tall"]}]}])
+    )
     nodes, edges = build_tables(read_visual_genome(vg, attrs), ENVS)
     assert _edges(edges) == {("horse", "man"): 2}
     assert nodes.filter(pl.col("node") == "horse")["states"].to_list() == [["brown"]]
@@ -91,7 +128,10 @@ def test_coco_vg_and_table_readers(tmp_path):
     wide = tmp_path / "objects.tsv"
     wide.write_text("img\tobjs\n1\tdog;sky;cat\n2\tcat;sky\n")
     assert _edges(build_tables(read_table(wide, "img", "objs"), ENVS)[1]) == {
-        ("cat", "sky"): 2, ("dog", "sky"): 1, ("cat", "dog"): 1}
+        ("cat", "sky"): 2,
+        ("dog", "sky"): 1,
+        ("cat", "dog"): 1,
+    }
     with pytest.raises(InputError, match="objects.tsv: column 'image_id' not found"):
         read_table(wide)
 
@@ -136,8 +176,11 @@ def _ode_tables():
 def test_conformance_with_odes_released_graph():
     amber = shared_data("amber", "data")
     ode_nodes, ode_edges = _ode_tables()
-    source = {"format": "amber", "path": str(amber / "annotations.json"),
-              "attribute_queries": str(amber / "query" / "query_discriminative-attribute.json")}
+    source = {
+        "format": "amber",
+        "path": str(amber / "annotations.json"),
+        "attribute_queries": str(amber / "query" / "query_discriminative-attribute.json"),
+    }
     nodes, edges = build_graph(source, weighting="ode_anchor")
     # ODE's own numbers: 315 nodes, 4,364 edges, sky-cloud 447 -- every edge weight identical
     assert nodes.height == 315 and edges.height == 4364
@@ -163,10 +206,31 @@ def test_cli_builds_graph_from_a_table(tmp_path, capsys):
 
     table = tmp_path / "objs.tsv"
     table.write_text("img\tobjs\n1\tdog;sky\n2\tdog;sky;cat\n")
-    assert main(["graph", "build", "--format", "table", "--path", str(table), "--image-column", "img",
-                 "--object-column", "objs", "--out", str(tmp_path / "g")]) == 0
-    assert json.loads(capsys.readouterr().out) == {"nodes": 3, "edges": 3, "hallu_edges": 0,
-                                                   "top_edge": {"source": "dog", "target": "sky", "weight": 2}}
+    assert (
+        main(
+            [
+                "graph",
+                "build",
+                "--format",
+                "table",
+                "--path",
+                str(table),
+                "--image-column",
+                "img",
+                "--object-column",
+                "objs",
+                "--out",
+                str(tmp_path / "g"),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out) == {
+        "nodes": 3,
+        "edges": 3,
+        "hallu_edges": 0,
+        "top_edge": {"source": "dog", "target": "sky", "weight": 2},
+    }
     assert pl.read_parquet(tmp_path / "g" / "edges.parquet").height == 3
     assert main(["graph", "build", "--format", "coco"]) == 1  # no --path: one-line error, non-zero exit
 
@@ -175,9 +239,23 @@ def test_shipped_seed_regenerates_byte_identically(tmp_path, repo):
     from halluflow.cli import main
 
     amber = shared_data("amber", "data")
-    assert main(["graph", "build", "--format", "amber", "--path", str(amber / "annotations.json"),
-                 "--attribute-queries", str(amber / "query" / "query_discriminative-attribute.json"),
-                 "--seed-out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "graph",
+                "build",
+                "--format",
+                "amber",
+                "--path",
+                str(amber / "annotations.json"),
+                "--attribute-queries",
+                str(amber / "query" / "query_discriminative-attribute.json"),
+                "--seed-out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     for name in ("nodes.tsv", "edges.tsv", "hallu_edges.tsv"):
         assert (tmp_path / name).read_bytes() == (repo / "resources" / "graph_seed" / name).read_bytes()
 
@@ -187,10 +265,14 @@ def test_extra_sources_merge_and_add_up(tmp_path):
 
     table = tmp_path / "traffic.csv"
     table.write_text("image_id,object\n1,car\n1,sky\n2,car\n2,cloud\n")
-    nodes, edges = build_graph_from_config({
-        "source": {"format": "seed"}, "environments": None, "weighting": "images",
-        "extra_sources": [{"format": "table", "path": str(table)}],
-    })
+    nodes, edges = build_graph_from_config(
+        {
+            "source": {"format": "seed"},
+            "environments": None,
+            "weighting": "images",
+            "extra_sources": [{"format": "table", "path": str(table)}],
+        }
+    )
     weight = {(s, t): w for s, t, w in edges.iter_rows()}
     seed_nodes, seed_edges = build_graph({"format": "seed"})
     seed_w = {(s, t): w for s, t, w in seed_edges.iter_rows()}
@@ -210,7 +292,10 @@ def test_hallucination_graph_matches_odes_h_graph():
 
     ann = Annotations(images=[["sky", "dog", "dog"], ["dog"]], hallu=[["cat", "sky"], ["cat"]])
     assert {(s, t): w for s, t, w in build_hallu_edges(ann).iter_rows()} == {
-        ("dog", "cat"): 2, ("dog", "sky"): 1, ("sky", "cat"): 1}  # sky -> sky is no edge
+        ("dog", "cat"): 2,
+        ("dog", "sky"): 1,
+        ("sky", "cat"): 1,
+    }  # sky -> sky is no edge
     amber = shared_data("amber", "data")
     folder = shared_data("ode-iridescent-y")
     with open(folder / "ode_graph_H_edges.tsv") as fh:

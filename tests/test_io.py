@@ -68,12 +68,15 @@ def test_atomic_files_get_umask_permissions(tmp_path):
     assert stat.S_IMODE((tmp_path / "x.txt").stat().st_mode) == 0o666 & ~mask
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.write_bytes(b'{"a": "caf\xe9"}\n'), r"x\.json: not UTF-8 text \(byte 10, line 1\)"),
-    (lambda p: p.mkdir(), r"x\.json: is a folder, expected a file"),
-    (lambda p: None, r"x\.json: file not found"),
-    (lambda p: p.write_text("[" * 100_000), r"x\.json: (JSON nested too deeply|not valid JSON)"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.write_bytes(b'{"a": "caf\xe9"}\n'), r"x\.json: not UTF-8 text \(byte 10, line 1\)"),
+        (lambda p: p.mkdir(), r"x\.json: is a folder, expected a file"),
+        (lambda p: None, r"x\.json: file not found"),
+        (lambda p: p.write_text("[" * 100_000), r"x\.json: (JSON nested too deeply|not valid JSON)"),
+    ],
+)
 def test_readers_fail_with_one_line_naming_the_file(tmp_path, make, message):
     path = tmp_path / "x.json"
     make(path)

@@ -15,25 +15,34 @@ from halluflow.ode.lineage import ancestor_pairs, diff_releases, lineage, pair_k
 def _release(root, name, pairs, edges=None, parent=None):
     rel = root / name / "release"
     rel.mkdir(parents=True)
-    pl.DataFrame([{"scene_id": f"s{i}", "distribution": d, "object_a": a, "object_b": b}
-                  for i, (d, a, b) in enumerate(pairs)]).write_parquet(rel / "scenes.parquet")
+    pl.DataFrame(
+        [{"scene_id": f"s{i}", "distribution": d, "object_a": a, "object_b": b} for i, (d, a, b) in enumerate(pairs)]
+    ).write_parquet(rel / "scenes.parquet")
     pl.DataFrame({"query_type": ["existence"] * len(pairs) + ["generative"]}).write_parquet(rel / "queries.parquet")
     manifest = {"release": name, "lineage": {"ancestors": lineage(parent) if parent else []}}
     (rel / "manifest.json").write_text(json.dumps(manifest))
     if edges is not None:
         (root / name / "graph").mkdir()
         pl.DataFrame(edges, schema=["source", "target", "weight"], orient="row").write_parquet(
-            root / name / "graph" / "edges.parquet")
+            root / name / "graph" / "edges.parquet"
+        )
     return rel
 
 
 def test_diff_counts_by_hand(tmp_path, capsys):
-    a = _release(tmp_path, "a", [("standard", "dog", "frisbee"), ("standard", "car", "road"),
-                                 ("fictional", "fish", "sky")],
-                 edges=[("dog", "frisbee", 5), ("car", "road", 9), ("fish", "water", 2)])
-    b = _release(tmp_path, "b", [("standard", "frisbee", "dog"), ("standard", "cat", "sofa"),
-                                 ("fictional", "fish", "desk")],
-                 edges=[("dog", "frisbee", 6), ("car", "road", 9), ("cat", "sofa", 4)], parent=a)
+    a = _release(
+        tmp_path,
+        "a",
+        [("standard", "dog", "frisbee"), ("standard", "car", "road"), ("fictional", "fish", "sky")],
+        edges=[("dog", "frisbee", 5), ("car", "road", 9), ("fish", "water", 2)],
+    )
+    b = _release(
+        tmp_path,
+        "b",
+        [("standard", "frisbee", "dog"), ("standard", "cat", "sofa"), ("fictional", "fish", "desk")],
+        edges=[("dog", "frisbee", 6), ("car", "road", 9), ("cat", "sofa", 4)],
+        parent=a,
+    )
     d = diff_releases(a, b)
     std = next(r for r in d["by_distribution"] if r["distribution"] == "standard")
     # dog|frisbee is the same pair whichever object comes first.
@@ -62,36 +71,67 @@ def test_child_release_shares_no_pair_with_its_parent(tmp_path, capsys):
     """Two releases sampled from the shipped graph with the workflow's job function: the child names the parent,
     leaves out every pair the parent used, and `release diff` shows no shared pair."""
     import yaml
+    from conftest import REPO
 
     from halluflow import jobs
     from halluflow.config import validate_config
     from halluflow.ode.graph import read_seed
     from halluflow.ode.release import package_release
 
-    from conftest import REPO
-
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     validate_config(config)
     sampling = dict(config["ode"]["sampling"])
-    sampling["sizes"] = {d: {"entity_entity": 6, "entity_environment": 6}
-                         for d in ("standard", "long_tail", "random", "fictional")}
+    sampling["sizes"] = {
+        d: {"entity_entity": 6, "entity_environment": 6} for d in ("standard", "long_tail", "random", "fictional")
+    }
     nodes, edges = read_seed(REPO / "resources" / "graph_seed")
     nodes.write_parquet(tmp_path / "nodes.parquet")
     edges.write_parquet(tmp_path / "edges.parquet")
 
     def release(name, parent):
         scenes_path = tmp_path / name / "scenes.parquet"
-        jobs.sample_scenes(str(tmp_path / "nodes.parquet"), str(tmp_path / "edges.parquet"), sampling, seed=7,
-                           out=str(scenes_path), lineage={"parent": parent, "exclude_ancestor_pairs": True})
+        jobs.sample_scenes(
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / "edges.parquet"),
+            sampling,
+            seed=7,
+            out=str(scenes_path),
+            lineage={"parent": parent, "exclude_ancestor_pairs": True},
+        )
         scenes = pl.read_parquet(scenes_path)
-        empty = pl.DataFrame(schema={"image_id": pl.String, "scene_id": pl.String, "path": pl.String,
-                                     "distribution": pl.String, "pair_kind": pl.String})
+        empty = pl.DataFrame(
+            schema={
+                "image_id": pl.String,
+                "scene_id": pl.String,
+                "path": pl.String,
+                "distribution": pl.String,
+                "pair_kind": pl.String,
+            }
+        )
         rel = tmp_path / name / "release"
-        package_release(rel, root=tmp_path / name, accepted=empty, queries=pl.DataFrame(
-            schema={"query_id": pl.String, "image_id": pl.String, "query_type": pl.String, "truth": pl.String,
-                    "distribution": pl.String, "pair_kind": pl.String, "objects": pl.List(pl.String)}),
-            scenes=scenes, images=[], detections=[], config={}, seed=7, name=name,
-            parent=str(parent) if parent else None)
+        package_release(
+            rel,
+            root=tmp_path / name,
+            accepted=empty,
+            queries=pl.DataFrame(
+                schema={
+                    "query_id": pl.String,
+                    "image_id": pl.String,
+                    "query_type": pl.String,
+                    "truth": pl.String,
+                    "distribution": pl.String,
+                    "pair_kind": pl.String,
+                    "objects": pl.List(pl.String),
+                }
+            ),
+            scenes=scenes,
+            images=[],
+            detections=[],
+            config={},
+            seed=7,
+            name=name,
+            parent=str(parent) if parent else None,
+        )
         # The release keeps only scenes with accepted images; for the lineage test every sampled scene counts.
         scenes.write_parquet(rel / "scenes.parquet")
         return rel, scenes

@@ -11,9 +11,17 @@ from halluflow.errors import InputError
 from halluflow.io import write_parquet
 from halluflow.ode.scoring import ConceptMatcher, ode_metrics, run_score, score_answers
 
-Q_SCHEMA = {"query_id": pl.String, "distribution": pl.String, "pair_kind": pl.String, "task": pl.String,
-            "query_type": pl.String, "attribute_kind": pl.String, "truth": pl.String, "target": pl.String,
-            "objects": pl.List(pl.String)}
+Q_SCHEMA = {
+    "query_id": pl.String,
+    "distribution": pl.String,
+    "pair_kind": pl.String,
+    "task": pl.String,
+    "query_type": pl.String,
+    "attribute_kind": pl.String,
+    "truth": pl.String,
+    "target": pl.String,
+    "objects": pl.List(pl.String),
+}
 
 
 def _queries():
@@ -30,19 +38,46 @@ def _queries():
         ("g2", "fictional", env, "generative", None, None, None),
     ]
     objects = {"standard": ["dog", "frisbee"], "fictional": ["pig", "beach"]}
-    return pl.DataFrame([{"query_id": r[0], "distribution": r[1], "pair_kind": r[2],
-                          "task": "generative" if r[3] == "generative" else "discriminative", "query_type": r[3],
-                          "attribute_kind": r[4], "truth": r[5], "target": r[6], "objects": objects[r[1]]}
-                         for r in rows], schema=Q_SCHEMA)
+    return pl.DataFrame(
+        [
+            {
+                "query_id": r[0],
+                "distribution": r[1],
+                "pair_kind": r[2],
+                "task": "generative" if r[3] == "generative" else "discriminative",
+                "query_type": r[3],
+                "attribute_kind": r[4],
+                "truth": r[5],
+                "target": r[6],
+                "objects": objects[r[1]],
+            }
+            for r in rows
+        ],
+        schema=Q_SCHEMA,
+    )
 
 
 def _answers(**override):
-    answers = {"q1": "Yes, there is a dog.", "q2": "Yes.", "q3": "No, it is not.", "q4": "yes",
-               "q5": "No.", "q6": "Maybe there are two.", "g1": "Two dogs play with a frisbee near a cat.",
-               "g2": "A pig on the beach."}
+    answers = {
+        "q1": "Yes, there is a dog.",
+        "q2": "Yes.",
+        "q3": "No, it is not.",
+        "q4": "yes",
+        "q5": "No.",
+        "q6": "Maybe there are two.",
+        "g1": "Two dogs play with a frisbee near a cat.",
+        "g2": "A pig on the beach.",
+    }
     answers.update(override)
-    return pl.DataFrame({"query_id": list(answers), "model": "m", "answer": list(answers.values()),
-                         "status": ["failed" if a is None else "ok" for a in answers.values()], "stand_in": True})
+    return pl.DataFrame(
+        {
+            "query_id": list(answers),
+            "model": "m",
+            "answer": list(answers.values()),
+            "status": ["failed" if a is None else "ok" for a in answers.values()],
+            "stand_in": True,
+        }
+    )
 
 
 VOCAB = ["dog", "cat", "frisbee", "pig", "beach", "hot dog", "dragon"]
@@ -101,8 +136,9 @@ def test_failed_and_unparsed_answers_are_not_judged():
 
 def test_bad_inputs_named():
     with pytest.raises(InputError, match="query_id 'zz' is not in the queries table"):
-        score_answers(_queries(), pl.concat([_answers(), _answers().head(1).with_columns(query_id=pl.lit("zz"))]),
-                      VOCAB)
+        score_answers(
+            _queries(), pl.concat([_answers(), _answers().head(1).with_columns(query_id=pl.lit("zz"))]), VOCAB
+        )
     with pytest.raises(InputError, match="'q1' answered more than once"):
         score_answers(_queries(), pl.concat([_answers(), _answers().head(1)]), VOCAB)
     with pytest.raises(InputError, match="answers table lacks column.*status"):
@@ -121,14 +157,28 @@ def test_run_score_writes_deterministic_files(tmp_path):
         write_parquet(paths[-1], part)
     outs = []
     for run in ("a", "b"):
-        m = run_score(paths, str(tmp_path / "queries.parquet"), str(tmp_path / "nodes.parquet"),
-                      str(tmp_path / run / "answers.parquet"), str(tmp_path / run / "m.json"), "m", {"parser": "pope"})
+        m = run_score(
+            paths,
+            str(tmp_path / "queries.parquet"),
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / run / "answers.parquet"),
+            str(tmp_path / run / "m.json"),
+            "m",
+            {"parser": "pope"},
+        )
         outs.append(((tmp_path / run / "answers.parquet").read_bytes(), (tmp_path / run / "m.json").read_bytes()))
     assert outs[0] == outs[1]
     assert json.loads(outs[0][1])["pope"]["accuracy"] == m["pope"]["accuracy"] == 0.5
     with pytest.raises(InputError, match="rows of model 'm'"):
-        run_score(paths, str(tmp_path / "queries.parquet"), str(tmp_path / "nodes.parquet"),
-                  str(tmp_path / "x.parquet"), str(tmp_path / "x.json"), "other", {})
+        run_score(
+            paths,
+            str(tmp_path / "queries.parquet"),
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / "x.parquet"),
+            str(tmp_path / "x.json"),
+            "other",
+            {},
+        )
 
 
 def test_score_rule_through_snakemake(tmp_path, repo):
@@ -149,9 +199,26 @@ def test_score_rule_through_snakemake(tmp_path, repo):
         write_parquet(root / "answers" / "m" / f"{k:03d}.parquet", part)
     shutil.copy(repo / "config.yaml", tmp_path / "config.yaml")
     done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--cores", "1", "--allowed-rules", "score",
-         "--config", "release=wf-test", "--", "results/wf-test/metrics/m.json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(repo / "Snakefile"),
+            "--cores",
+            "1",
+            "--allowed-rules",
+            "score",
+            "--config",
+            "release=wf-test",
+            "--",
+            "results/wf-test/metrics/m.json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((root / "metrics" / "m.json").read_text())
     assert metrics["pope"]["accuracy"] == 0.5 and metrics["stand_in"] is True
@@ -169,19 +236,31 @@ def test_generative_truth_is_scene_plus_detected_objects_through_synonyms():
         "c3": "A woman in a hat walks a dog under the sky.",  # no dog in the scene; the sky was never confirmed
         "c4": "A guy and a boy.",  # both persons; the hat is not mentioned
     }
-    queries = pl.DataFrame({
-        "query_id": list(captions), "distribution": "standard", "pair_kind": "entity_entity", "task": "generative",
-        "query_type": "generative", "attribute_kind": None, "truth": None, "target": None,
-        "objects": [["person", "hat"]] * 4, "detected": [["grass", "hat", "person"]] * 4},
-        schema={**Q_SCHEMA, "detected": pl.List(pl.String)})
-    answers = pl.DataFrame({"query_id": list(captions), "model": "m", "answer": list(captions.values()),
-                            "status": "ok"})
+    queries = pl.DataFrame(
+        {
+            "query_id": list(captions),
+            "distribution": "standard",
+            "pair_kind": "entity_entity",
+            "task": "generative",
+            "query_type": "generative",
+            "attribute_kind": None,
+            "truth": None,
+            "target": None,
+            "objects": [["person", "hat"]] * 4,
+            "detected": [["grass", "hat", "person"]] * 4,
+        },
+        schema={**Q_SCHEMA, "detected": pl.List(pl.String)},
+    )
+    answers = pl.DataFrame(
+        {"query_id": list(captions), "model": "m", "answer": list(captions.values()), "status": "ok"}
+    )
     vocab = ["person", "hat", "grass", "sky", "dog", "man", "woman"]
 
     def judged(mode):
         scored = score_answers(queries, answers, vocab, synonyms=default_synonyms(), generative_truth=mode)
-        return {r["query_id"]: (r["mentioned"], r["hallucinated_objects"], r["n_truth_covered"])
-                for r in scored.to_dicts()}
+        return {
+            r["query_id"]: (r["mentioned"], r["hallucinated_objects"], r["n_truth_covered"]) for r in scored.to_dicts()
+        }
 
     detected = judged("detected")
     assert detected["c1"] == (["man", "hat", "grass"], [], 2)

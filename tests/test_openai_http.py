@@ -7,16 +7,15 @@ import time
 import polars as pl
 import pytest
 import yaml
+from chat_server import ChatServer
 from PIL import Image
+from test_backends_prior import make_graph
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.base import VLMRequest
 from halluflow.errors import BackendError, ConfigError
 from halluflow.io import write_parquet
-
-from chat_server import ChatServer
-from test_backends_prior import make_graph
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-write-me"
 
@@ -34,15 +33,28 @@ def server(prior, monkeypatch):
 
 
 def client_args(server, **extra):
-    return {"base_url": server.base_url, "model": "prior-over-http", "api_key_env": "HALLUFLOW_TEST_API_KEY",
-            "timeout_s": 0.4, "max_retries": 5, "backoff_s": 0.01, "backoff_max_s": 0.05, "concurrency": 3, **extra}
+    return {
+        "base_url": server.base_url,
+        "model": "prior-over-http",
+        "api_key_env": "HALLUFLOW_TEST_API_KEY",
+        "timeout_s": 0.4,
+        "max_retries": 5,
+        "backoff_s": 0.01,
+        "backoff_max_s": 0.05,
+        "concurrency": 3,
+        **extra,
+    }
 
 
 def test_every_transient_fault_is_retried_then_succeeds(server):
     vlm = registry.create("vlm", {"backend": "openai", **client_args(server)})
     server.faults["cloud"] = ["429", "500", "reset", "timeout", "malformed"]
-    results = vlm.answer_results([VLMRequest("1", "Is there a cloud in the picture?", None),
-                                  VLMRequest("2", "Is there a frisbee in the picture?", None)])
+    results = vlm.answer_results(
+        [
+            VLMRequest("1", "Is there a cloud in the picture?", None),
+            VLMRequest("2", "Is there a frisbee in the picture?", None),
+        ]
+    )
     assert [(r.text, r.error) for r in results] == [("Yes", None), ("No", None)]
     assert results[0].attempts == 6 and server.calls["Is there a cloud in the picture?"] == 6
     assert results[1].attempts == 1
@@ -110,7 +122,11 @@ def test_failures_recorded_not_cached_and_rerun_retries_only_them(server, tmp_pa
     stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), cache, out, settings=settings)
     assert stats["cache_hits"] == 3 and stats["new"] == 1 and stats["failed"] == 0
     assert {q: server.calls[q] - before.get(q, 0) for q in questions} == {
-        "Is there a cloud?": 0, "Is there a dog?": 1, "Is there a sky?": 0, "Is there a unicorn?": 0}
+        "Is there a cloud?": 0,
+        "Is there a dog?": 1,
+        "Is there a sky?": 0,
+        "Is there a unicorn?": 0,
+    }
     assert pl.read_parquet(out)["status"].to_list() == ["ok"] * 4
     # The key went over the wire (the server checked it) but is in no output, cache entry or log line.
     for path in tmp_path.rglob("*"):
@@ -138,14 +154,15 @@ def test_content_parts_are_joined_and_leading_space_stripped_once(server, tmp_pa
     server.faults["cloud"], server.faults["dog"] = ["parts"], ["space"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
     out = tmp_path / "a.parquet"
-    answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out,
-                 settings={"yes_no_suffix": ""})
+    answer_shard(
+        queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out, settings={"yes_no_suffix": ""}
+    )
     assert pl.read_parquet(out).sort("query_id")["answer"].to_list() == ["Yes", "Yes"]
 
 
 def test_retry_after_follows_rfc_9110_and_is_capped(server, caplog):
-    from email.utils import format_datetime
     from datetime import datetime, timedelta, timezone
+    from email.utils import format_datetime
 
     from halluflow.backends.openai_http import retry_after_seconds
 
@@ -186,17 +203,41 @@ def test_secrets_echoed_by_the_server_are_redacted_everywhere(server, tmp_path, 
     server.faults["cloud"] = ["401-echo", "401-echo"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
     with caplog.at_level("INFO"):
-        answer_shard(make_release(tmp_path / "r2", questions), tmp_path / "r2", ModelUnderTest(spec),
-                     tmp_path / "cache", tmp_path / "answers.parquet", settings={"max_failed_fraction": 1.0})
+        answer_shard(
+            make_release(tmp_path / "r2", questions),
+            tmp_path / "r2",
+            ModelUnderTest(spec),
+            tmp_path / "cache",
+            tmp_path / "answers.parquet",
+            settings={"max_failed_fraction": 1.0},
+        )
         labels = tmp_path / "pope.jsonl"
         labels.write_text('{"question_id": 1, "image": "img0.png", "text": "Is there a cloud?", "label": "yes"}\n')
         cfg = tmp_path / "model.yaml"
         cfg.write_text(yaml.safe_dump({"name": "remote", "backend": "openai", "args": client_args(server)}))
-        assert main(["answer", "run", "--source", "pope", "--questions", str(labels), "--images",
-                     str(tmp_path / "release" / "images"), "--model-config", str(cfg),
-                     "--out", str(tmp_path / "cli.jsonl"), "--max-failed-fraction", "1"]) == 0
+        assert (
+            main(
+                [
+                    "answer",
+                    "run",
+                    "--source",
+                    "pope",
+                    "--questions",
+                    str(labels),
+                    "--images",
+                    str(tmp_path / "release" / "images"),
+                    "--model-config",
+                    str(cfg),
+                    "--out",
+                    str(tmp_path / "cli.jsonl"),
+                    "--max-failed-fraction",
+                    "1",
+                ]
+            )
+            == 0
+        )
     table = pl.read_parquet(tmp_path / "answers.parquet").sort("query_id")
-    assert table["error"][0] == "HTTP 401: {\"error\": \"rejected Authorization: [REDACTED]\"}"
+    assert table["error"][0] == 'HTTP 401: {"error": "rejected Authorization: [REDACTED]"}'
     assert "[REDACTED]" in (tmp_path / "cli.jsonl").read_text()
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) > 5 and not [p for p in files if SECRET.encode() in p.read_bytes()]
@@ -212,8 +253,14 @@ def test_identical_rejections_stop_the_shard_early(server, tmp_path):
         server.faults[q] = ["422"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, concurrency=1)}
     out = tmp_path / "a.parquet"
-    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out,
-                         settings={"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""})
+    stats = answer_shard(
+        queries,
+        tmp_path / "release",
+        ModelUnderTest(spec),
+        tmp_path / "cache",
+        out,
+        settings={"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""},
+    )
     assert stats["failed"] == 6 and sum(server.calls.values()) == 3
     errors = pl.read_parquet(out).sort("query_id")["error"].to_list()
     assert all(e.startswith("HTTP 422: ") for e in errors[:3])
@@ -224,14 +271,21 @@ def test_identical_rejections_stop_the_shard_early(server, tmp_path):
 def test_unserved_model_fails_once_naming_the_served_ids(prior, tmp_path):
     queries = make_release(tmp_path / "release", [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "cat", "car"]])
     with ChatServer(prior, models=("org/served-model",)) as srv:
-        spec = {"name": "remote", "backend": "openai",
-                "args": client_args(srv, api_key_env=None, model="org/typo-model")}
+        spec = {
+            "name": "remote",
+            "backend": "openai",
+            "args": client_args(srv, api_key_env=None, model="org/typo-model"),
+        }
         with pytest.raises(BackendError) as err:
-            answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet")
+            answer_shard(
+                queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet"
+            )
         assert "model 'org/typo-model' is not served by" in str(err.value)
         assert "GET /models lists 'org/served-model'" in str(err.value) and "\n" not in str(err.value)
         assert srv.posts == 1  # the probe; the queued requests (3 threads) fail without being sent
-        ok = registry.create("vlm", {"backend": "openai", **client_args(srv, api_key_env=None, model="org/served-model")})
+        ok = registry.create(
+            "vlm", {"backend": "openai", **client_args(srv, api_key_env=None, model="org/served-model")}
+        )
         assert ok.answer([VLMRequest("1", "Is there a cloud?", None)]) == ["Yes"]
 
 
@@ -239,10 +293,19 @@ def test_requests_stay_in_flight_across_batch_boundaries(prior, tmp_path):
     questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn", "cat", "car"]]
     queries = make_release(tmp_path / "release", questions)
     with ChatServer(prior, delay_s=0.2) as srv:
-        spec = {"name": "remote", "backend": "openai", "args": client_args(srv, api_key_env=None, concurrency=4,
-                                                                           timeout_s=5)}
-        answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet",
-                     settings={"batch_size": 2})
+        spec = {
+            "name": "remote",
+            "backend": "openai",
+            "args": client_args(srv, api_key_env=None, concurrency=4, timeout_s=5),
+        }
+        answer_shard(
+            queries,
+            tmp_path / "release",
+            ModelUnderTest(spec),
+            tmp_path / "cache",
+            tmp_path / "a.parquet",
+            settings={"batch_size": 2},
+        )
     # Batches of 2 answered one after another would never have more than 2 requests at the server.
     assert srv.max_in_flight == 4
 

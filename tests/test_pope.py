@@ -86,13 +86,45 @@ def test_lmms_eval_bugs_only_as_named_parser():
     assert pope_metrics(["yes", "Yes, sure."], ["yes", "yes"], parser="exact")["recall"] == 0.5
 
 
-_WORDS = st.sampled_from(["Yes", "No", "no", "not", "yes", "there", "is", "a", "dog", "No,", "no.", "not.",
-                          ",", ".", " ", "  ", "\t", "\n", "Nope", "cannot", "n,o", "N,o", "is.no"])
+_WORDS = st.sampled_from(
+    [
+        "Yes",
+        "No",
+        "no",
+        "not",
+        "yes",
+        "there",
+        "is",
+        "a",
+        "dog",
+        "No,",
+        "no.",
+        "not.",
+        ",",
+        ".",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "Nope",
+        "cannot",
+        "n,o",
+        "N,o",
+        "is.no",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.lists(_WORDS, max_size=8).map(lambda ws: " ".join(ws) if ws else ""),
-                          st.sampled_from(["yes", "no"])), min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(_WORDS, max_size=8).map(lambda ws: " ".join(ws) if ws else ""), st.sampled_from(["yes", "no"])
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_equals_official_port(pairs):
     answers = [a for a, _ in pairs]
     labels = [lab for _, lab in pairs]
@@ -121,8 +153,9 @@ def test_parser_equals_official_on_arbitrary_text(texts):
     # two sure answers (a right yes, a right no) so the official script never divides by zero; compare its
     # TP+FP (= answers parsed yes)
     texts = [t for t in texts if t.strip()]  # blank answers are failures (parsed None, tested above)
-    ref = pope_evaluate([{"answer": t} for t in texts] + [{"answer": "Yes"}, {"answer": "No"}],
-                        ["yes"] * len(texts) + ["yes", "no"])
+    ref = pope_evaluate(
+        [{"answer": t} for t in texts] + [{"answer": "Yes"}, {"answer": "No"}], ["yes"] * len(texts) + ["yes", "no"]
+    )
     assert parse_answers(texts, "pope").to_list().count("yes") == ref["tp"] + ref["fp"] - 1
 
 
@@ -130,8 +163,9 @@ def _write_jsonl(path: Path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-@pytest.mark.parametrize("source, prefix", [("coco", "coco_pope"), ("aokvqa", "aokvqa_pope_seem"),
-                                            ("gqa", "gqa_pope_seem")])
+@pytest.mark.parametrize(
+    "source, prefix", [("coco", "coco_pope"), ("aokvqa", "aokvqa_pope_seem"), ("gqa", "gqa_pope_seem")]
+)
 @pytest.mark.parametrize("split", ["random", "popular", "adversarial"])
 def test_pope_label_files_both_formats(source, prefix, split):
     # COCO files are JSON Lines, A-OKVQA/GQA files one JSON array; each: 3,000 questions, 1,500 yes / 1,500 no
@@ -172,8 +206,14 @@ def test_conformance_constructed_answers_on_popular(tmp_path):
 
 def test_cli_json_and_errors(tmp_path, capsys):
     labels = tmp_path / "labels.json"
-    labels.write_text(json.dumps([{"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "yes"},
-                                  {"question_id": 2, "image": "a.jpg", "text": "Is there a dog?", "label": "no"}]))
+    labels.write_text(
+        json.dumps(
+            [
+                {"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "yes"},
+                {"question_id": 2, "image": "a.jpg", "text": "Is there a dog?", "label": "no"},
+            ]
+        )
+    )
     answers = tmp_path / "answers.jsonl"
     _write_jsonl(answers, [{"question_id": 2, "answer": "No."}, {"question_id": 1, "answer": "Yes."}])
     out = tmp_path / "m.json"
@@ -221,8 +261,15 @@ def test_non_string_answers_never_parse_as_yes(tmp_path):
     _write_jsonl(labels, [{"question_id": i, "label": "yes"} for i in range(4)])
     for i, bad in enumerate([1, 0, True, ["yes"]]):
         answers = tmp_path / f"a{i}.jsonl"
-        _write_jsonl(answers, [{"question_id": 0, "answer": "yes"}, {"question_id": 1, "answer": bad},
-                               {"question_id": 2, "answer": "no"}, {"question_id": 3, "answer": "no"}])
+        _write_jsonl(
+            answers,
+            [
+                {"question_id": 0, "answer": "yes"},
+                {"question_id": 1, "answer": bad},
+                {"question_id": 2, "answer": "no"},
+                {"question_id": 3, "answer": "no"},
+            ],
+        )
         with pytest.raises(InputError, match=r"a\d.jsonl: answer #2 \(question_id 1\): answer is .*expected a string"):
             score_files(answers, labels)
 
@@ -241,8 +288,9 @@ def test_status_column_and_failed_limit(tmp_path, capsys):
     assert main(["score", "pope", "--answers", str(answers), "--labels", str(labels)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "2 of 10 answers failed or are empty (20% > --max-failed-fraction 0.1)" in err
-    assert main(["score", "pope", "--answers", str(answers), "--labels", str(labels),
-                 "--max-failed-fraction", "0.5"]) == 0
+    assert (
+        main(["score", "pope", "--answers", str(answers), "--labels", str(labels), "--max-failed-fraction", "0.5"]) == 0
+    )
     assert json.loads(capsys.readouterr().out)["n_failed"] == 2
 
 
@@ -260,8 +308,24 @@ def test_mixing_answer_and_text_is_refused(tmp_path):
 
 @pytest.mark.parametrize("variant", sorted(PARSERS))
 def test_every_variant_vectorised_equals_scalar_and_never_reads_a_failure(variant):
-    texts = ["Yes", "No", "yes.", "no", "Yes, there is.", "No, there is not.", "Maybe", "I think so", "There is no dog",
-             "Nope", "Yeah", "not sure", "It is red.", "", "   ", None]
+    texts = [
+        "Yes",
+        "No",
+        "yes.",
+        "no",
+        "Yes, there is.",
+        "No, there is not.",
+        "Maybe",
+        "I think so",
+        "There is no dog",
+        "Nope",
+        "Yeah",
+        "not sure",
+        "It is red.",
+        "",
+        "   ",
+        None,
+    ]
     vector = parse_answers(texts, variant).to_list()
     assert vector == [parse_yes_no(t, variant) for t in texts]
     assert vector[-3:] == [None, None, None]

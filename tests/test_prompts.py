@@ -9,20 +9,53 @@ from halluflow.errors import ConfigError
 from halluflow.ode.prompts import image_seed, make_prompts
 from halluflow.ode.sampling import SCENE_SCHEMA
 
-SCENES = pl.DataFrame([
-    {"scene_id": "s-ee", "distribution": "standard", "pair_kind": "entity_entity", "object_a": "dog",
-     "object_b": "egg", "attribute_a": "black", "attribute_a_kind": "state", "attribute_a_contrast": "white",
-     "attribute_b": None, "attribute_b_kind": None, "attribute_b_contrast": None, "cooccurrence": 3, "variant": 0},
-    {"scene_id": "s-ev", "distribution": "fictional", "pair_kind": "entity_environment", "object_a": "person",
-     "object_b": "sky", "attribute_a": "run", "attribute_a_kind": "action", "attribute_a_contrast": "sit",
-     "attribute_b": "blue", "attribute_b_kind": "state", "attribute_b_contrast": "gray", "cooccurrence": 0,
-     "variant": 0},
-], schema=SCENE_SCHEMA)
+SCENES = pl.DataFrame(
+    [
+        {
+            "scene_id": "s-ee",
+            "distribution": "standard",
+            "pair_kind": "entity_entity",
+            "object_a": "dog",
+            "object_b": "egg",
+            "attribute_a": "black",
+            "attribute_a_kind": "state",
+            "attribute_a_contrast": "white",
+            "attribute_b": None,
+            "attribute_b_kind": None,
+            "attribute_b_contrast": None,
+            "cooccurrence": 3,
+            "variant": 0,
+        },
+        {
+            "scene_id": "s-ev",
+            "distribution": "fictional",
+            "pair_kind": "entity_environment",
+            "object_a": "person",
+            "object_b": "sky",
+            "attribute_a": "run",
+            "attribute_a_kind": "action",
+            "attribute_a_contrast": "sit",
+            "attribute_b": "blue",
+            "attribute_b_kind": "state",
+            "attribute_b_contrast": "gray",
+            "cooccurrence": 0,
+            "variant": 0,
+        },
+    ],
+    schema=SCENE_SCHEMA,
+)
 
 
 def test_templates_and_tags():
-    df = make_prompts(SCENES, seed=42, images_per_scene=3, shards=2, style_tags=["(Photography)"],
-                      negative_prompt="(deformed)", extra_labels={"s-ee": ["cat", "dog"]})
+    df = make_prompts(
+        SCENES,
+        seed=42,
+        images_per_scene=3,
+        shards=2,
+        style_tags=["(Photography)"],
+        negative_prompt="(deformed)",
+        extra_labels={"s-ee": ["cat", "dog"]},
+    )
     assert df.height == 6
     first = df.row(0, named=True)
     assert first["prompt"] == "a black dog and an egg, (Photography)"
@@ -56,8 +89,8 @@ def test_custom_templates_and_errors():
 
 
 def test_tables_are_byte_identical_across_runs(tmp_path):
-    from halluflow.ode.graph import build_graph
     from halluflow.io import write_parquet
+    from halluflow.ode.graph import build_graph
     from halluflow.ode.queries import detector_candidates
     from halluflow.ode.sampling import sample_scenes
 
@@ -65,8 +98,9 @@ def test_tables_are_byte_identical_across_runs(tmp_path):
     sizes = {d: {"entity_entity": 3, "entity_environment": 3} for d in ("standard", "long_tail", "random", "fictional")}
     for run in ("a", "b"):
         scenes = sample_scenes(nodes, edges, sizes, seed=42, variants=2)
-        prompts = make_prompts(scenes, seed=42, images_per_scene=2, shards=3,
-                               extra_labels=detector_candidates(scenes, nodes, edges, 3))
+        prompts = make_prompts(
+            scenes, seed=42, images_per_scene=2, shards=3, extra_labels=detector_candidates(scenes, nodes, edges, 3)
+        )
         write_parquet(tmp_path / run / "scenes.parquet", scenes)
         write_parquet(tmp_path / run / "prompts.parquet", prompts)
     for name in ("scenes.parquet", "prompts.parquet"):

@@ -12,23 +12,65 @@ from halluflow.ode.graph import Annotations, build_tables
 from halluflow.ode.queries import detector_candidates, make_queries, plural
 from halluflow.ode.sampling import SCENE_SCHEMA
 
-IMAGES = ([["dog", "frisbee", "grass"]] * 5 + [["dog", "ball"]] * 3 + [["frisbee", "person"]] * 4
-          + [["dog", "person"]] * 2 + [["cup", "table"]] * 2 + [["bed"]])
-ANN = Annotations(images=IMAGES, state_pairs={"dog": [("black", "white")], "cup": [("red", "blue")]},
-                  action_pairs={"dog": [("run", "sit")], "person": [("walk", "jump")]})
+IMAGES = (
+    [["dog", "frisbee", "grass"]] * 5
+    + [["dog", "ball"]] * 3
+    + [["frisbee", "person"]] * 4
+    + [["dog", "person"]] * 2
+    + [["cup", "table"]] * 2
+    + [["bed"]]
+)
+ANN = Annotations(
+    images=IMAGES,
+    state_pairs={"dog": [("black", "white")], "cup": [("red", "blue")]},
+    action_pairs={"dog": [("run", "sit")], "person": [("walk", "jump")]},
+)
 NODES, EDGES = build_tables(ANN, {"grass"})
-SCENES = pl.DataFrame([{
-    "scene_id": "s1", "distribution": "standard", "pair_kind": "entity_entity", "object_a": "dog",
-    "object_b": "frisbee", "attribute_a": "running", "attribute_a_kind": "action", "attribute_a_contrast": "sitting",
-    "attribute_b": None, "attribute_b_kind": None, "attribute_b_contrast": None, "cooccurrence": 5, "variant": 0,
-}, {
-    "scene_id": "s2", "distribution": "fictional", "pair_kind": "entity_environment", "object_a": "cup",
-    "object_b": "grass", "attribute_a": "red", "attribute_a_kind": "state", "attribute_a_contrast": "blue",
-    "attribute_b": None, "attribute_b_kind": None, "attribute_b_contrast": None, "cooccurrence": 0, "variant": 0,
-}], schema=SCENE_SCHEMA)
+SCENES = pl.DataFrame(
+    [
+        {
+            "scene_id": "s1",
+            "distribution": "standard",
+            "pair_kind": "entity_entity",
+            "object_a": "dog",
+            "object_b": "frisbee",
+            "attribute_a": "running",
+            "attribute_a_kind": "action",
+            "attribute_a_contrast": "sitting",
+            "attribute_b": None,
+            "attribute_b_kind": None,
+            "attribute_b_contrast": None,
+            "cooccurrence": 5,
+            "variant": 0,
+        },
+        {
+            "scene_id": "s2",
+            "distribution": "fictional",
+            "pair_kind": "entity_environment",
+            "object_a": "cup",
+            "object_b": "grass",
+            "attribute_a": "red",
+            "attribute_a_kind": "state",
+            "attribute_a_contrast": "blue",
+            "attribute_b": None,
+            "attribute_b_kind": None,
+            "attribute_b_contrast": None,
+            "cooccurrence": 0,
+            "variant": 0,
+        },
+    ],
+    schema=SCENE_SCHEMA,
+)
 # the detector counted two dogs and one frisbee in s1, one cup in s2 (grass is an environment: never counted)
-ACCEPTED = pl.DataFrame({"image_id": ["s1-i00", "s2-i00"], "scene_id": ["s1", "s2"],
-                         "detected": [["dog", "grass"], []], "count_a": [2, 1], "count_b": [1, 0]})
+ACCEPTED = pl.DataFrame(
+    {
+        "image_id": ["s1-i00", "s2-i00"],
+        "scene_id": ["s1", "s2"],
+        "detected": [["dog", "grass"], []],
+        "count_a": [2, 1],
+        "count_b": [1, 0],
+    }
+)
 
 
 def table(q, image="s1-i00"):
@@ -43,14 +85,20 @@ def test_odes_question_set_for_one_image():
     assert ("existence", "Is there a dog in the picture?", "yes", "truth") in rows
     # graph neighbours of dog/frisbee by weight: grass 5 (detected -> excluded), person 4, ball 3
     negatives = [r for r in rows if r[0] == "existence" and r[2] == "no"]
-    assert negatives == [("existence", "Is there a person in the picture?", "no", "graph_neighbour"),
-                         ("existence", "Is there a ball in the picture?", "no", "graph_neighbour")]
+    assert negatives == [
+        ("existence", "Is there a person in the picture?", "no", "graph_neighbour"),
+        ("existence", "Is there a ball in the picture?", "no", "graph_neighbour"),
+    ]
     assert ("attribute", "Is the dog running?", "yes", "truth") in rows
     assert ("attribute", "Is the dog sitting?", "no", "contrast") in rows
     # count truths from the detector's boxes: two dogs (so "two" is the yes, "three" a no), one frisbee
     assert [(r[1], r[2]) for r in rows if r[0] == "count"] == [
-        ("Are there two dogs?", "yes"), ("Are there three dogs?", "no"),
-        ("Is there one frisbee?", "yes"), ("Are there two frisbees?", "no"), ("Are there three frisbees?", "no")]
+        ("Are there two dogs?", "yes"),
+        ("Are there three dogs?", "no"),
+        ("Is there one frisbee?", "yes"),
+        ("Are there two frisbees?", "no"),
+        ("Are there three frisbees?", "no"),
+    ]
     # counterfactual object: the only nodes never co-occurring with dog or frisbee are bed, cup, table
     cf = [r for r in rows if r[0] == "counterfactual" and r[1].startswith("Is there")]
     assert len(cf) == 1 and cf[0][1].split()[3] in {"bed", "cup", "table"} and cf[0][2] == "no"
@@ -71,15 +119,23 @@ def test_environment_objects_are_not_counted_and_states_use_is():
     assert ("attribute", "Is the cup red?", "yes", "truth") in rows
     assert ("attribute", "Is the cup blue?", "no", "contrast") in rows
     assert [(r[1], r[2]) for r in rows if r[0] == "count"] == [
-        ("Is there one cup?", "yes"), ("Are there two cups?", "no"), ("Are there three cups?", "no")]
+        ("Is there one cup?", "yes"),
+        ("Are there two cups?", "no"),
+        ("Are there three cups?", "no"),
+    ]
     cf_attr = [r[1] for r in rows if r[0] == "counterfactual" and r[1].startswith("Is the ")]
     assert cf_attr in (["Is the cup black?"], ["Is the cup white?"])
 
 
 def test_odes_code_wording_stays_available():
-    q = make_queries(ACCEPTED, SCENES.with_columns(attribute_a=pl.Series(["run", "red"]),
-                                                   attribute_a_contrast=pl.Series(["sit", "blue"])),
-                     NODES, EDGES, seed=1, question_style="ode_code")
+    q = make_queries(
+        ACCEPTED,
+        SCENES.with_columns(attribute_a=pl.Series(["run", "red"]), attribute_a_contrast=pl.Series(["sit", "blue"])),
+        NODES,
+        EDGES,
+        seed=1,
+        question_style="ode_code",
+    )
     rows = table(q)
     assert ("attribute", "Does the dog run in the picture?", "yes", "truth") in rows
     assert ("count", "Is there one dog in the picture?", "yes", "truth") in rows  # ODE's code assumes one
@@ -90,20 +146,38 @@ def test_odes_code_wording_stays_available():
 def test_no_question_asks_a_synonym_of_an_object_in_the_image_as_absent():
     images = [["person", "hat"]] * 4 + [["man", "hat"]] * 3 + [["hat", "bag"]] * 2
     nodes, edges = build_tables(Annotations(images=images, state_pairs={}, action_pairs={}), set())
-    scenes = SCENES.head(1).with_columns(object_a=pl.lit("hat"), object_b=pl.lit("person"), attribute_a=None,
-                                         attribute_a_kind=None, attribute_a_contrast=None)
+    scenes = SCENES.head(1).with_columns(
+        object_a=pl.lit("hat"),
+        object_b=pl.lit("person"),
+        attribute_a=None,
+        attribute_a_kind=None,
+        attribute_a_contrast=None,
+    )
     accepted = ACCEPTED.head(1)
-    negs = [r[1] for r in table(make_queries(accepted, scenes, nodes, edges, seed=1)) if r[2] == "no"
-            and r[0] == "existence"]
+    negs = [
+        r[1]
+        for r in table(make_queries(accepted, scenes, nodes, edges, seed=1))
+        if r[2] == "no" and r[0] == "existence"
+    ]
     assert negs == ["Is there a bag in the picture?"]  # "man" (weight 3) is the person under another name
-    old = [r[1] for r in table(make_queries(accepted, scenes, nodes, edges, seed=1, question_style="ode_code"))
-           if r[2] == "no" and r[0] == "existence"]
+    old = [
+        r[1]
+        for r in table(make_queries(accepted, scenes, nodes, edges, seed=1, question_style="ode_code"))
+        if r[2] == "no" and r[0] == "existence"
+    ]
     assert old[0] == "Is there a man in the picture?"
 
 
 def test_pope_strategies_add_distinct_negatives():
-    q = make_queries(ACCEPTED.head(1), SCENES, NODES, EDGES, seed=1, negatives_per_image=1,
-                     strategies=["graph_neighbour", "adversarial", "popular"])
+    q = make_queries(
+        ACCEPTED.head(1),
+        SCENES,
+        NODES,
+        EDGES,
+        seed=1,
+        negatives_per_image=1,
+        strategies=["graph_neighbour", "adversarial", "popular"],
+    )
     negs = [(r[1].split()[3], r[3]) for r in table(q) if r[0] == "existence" and r[2] == "no"]
     # graph_neighbour: person (weight 4); adversarial (sum of weights) skips person: ball (3);
     # popular (images: dog 10, frisbee 9, person 6, grass 5, ball 3, cup 2, table 2, bed 1) -> cup (tie by name)
@@ -123,12 +197,20 @@ def test_deterministic_and_bad_scene():
 def test_detector_candidates_and_plural():
     assert detector_candidates(SCENES.head(1), NODES, EDGES, 3) == {"s1": ["grass", "person", "ball"]}
     assert [plural(w) for w in ("bus", "box", "bench", "sky", "toy", "traffic light")] == [
-        "buses", "boxes", "benches", "skies", "toys", "traffic lights"]
+        "buses",
+        "boxes",
+        "benches",
+        "skies",
+        "toys",
+        "traffic lights",
+    ]
 
 
 def test_hallucination_strategy_uses_g_h():
-    hallu = pl.DataFrame({"source": ["dog", "frisbee", "dog"], "target": ["cat", "cat", "leash"], "weight": [2, 2, 3]},
-                         schema={"source": pl.String, "target": pl.String, "weight": pl.Int64})
+    hallu = pl.DataFrame(
+        {"source": ["dog", "frisbee", "dog"], "target": ["cat", "cat", "leash"], "weight": [2, 2, 3]},
+        schema={"source": pl.String, "target": pl.String, "weight": pl.Int64},
+    )
     q = make_queries(ACCEPTED.head(1), SCENES, NODES, EDGES, seed=1, strategies=["hallucination"], hallu_edges=hallu)
     negs = [(r[1].split()[3], r[3]) for r in table(q) if r[0] == "existence" and r[2] == "no"]
     assert negs == [("cat", "hallucination"), ("leash", "hallucination")]  # cat 2 + 2 = 4 > leash 3
@@ -144,8 +226,9 @@ def _release_inputs(n_images: int):
     from halluflow.ode.sampling import DISTRIBUTIONS, sample_scenes
 
     nodes, edges = read_seed(DEFAULT_SEED_DIR)
-    scenes = sample_scenes(nodes, edges, {d: {"entity_entity": 6, "entity_environment": 6} for d in DISTRIBUTIONS},
-                           seed=5, variants=2)
+    scenes = sample_scenes(
+        nodes, edges, {d: {"entity_entity": 6, "entity_environment": 6} for d in DISTRIBUTIONS}, seed=5, variants=2
+    )
     cands = detector_candidates(scenes, nodes, edges, 3)
     rng = np.random.default_rng(0)
     ids, sids, det = [], [], []
@@ -158,13 +241,21 @@ def _release_inputs(n_images: int):
     return pl.DataFrame({"image_id": ids, "scene_id": sids, "detected": det}), scenes, nodes, edges
 
 
-@pytest.mark.parametrize("options", [
-    {},
-    {"strategies": ["graph_neighbour", "random", "popular", "adversarial"], "counterfactual_per_image": 3},
-    {"strategies": ["hallucination", "popular"], "negatives_per_image": 3, "counterfactual_per_image": 2},
-    {"counterfactual_per_image": 0, "counterfactual_attributes": False, "negatives_per_image": 0,
-     "count_negatives": ["two", "four", "ten"], "generative_prompt": "Describe the image in detail."},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"strategies": ["graph_neighbour", "random", "popular", "adversarial"], "counterfactual_per_image": 3},
+        {"strategies": ["hallucination", "popular"], "negatives_per_image": 3, "counterfactual_per_image": 2},
+        {
+            "counterfactual_per_image": 0,
+            "counterfactual_attributes": False,
+            "negatives_per_image": 0,
+            "count_negatives": ["two", "four", "ten"],
+            "generative_prompt": "Describe the image in detail.",
+        },
+    ],
+)
 def test_vectorised_make_queries_writes_the_same_bytes_as_the_per_image_loop(options, tmp_path):
     from legacy_ode_queries import make_queries as per_image_loop
 
@@ -174,8 +265,7 @@ def test_vectorised_make_queries_writes_the_same_bytes_as_the_per_image_loop(opt
     accepted, scenes, nodes, edges = _release_inputs(300)
     hallu = hallu_graph({"format": "seed", "path": str(DEFAULT_SEED_DIR)})
     old = per_image_loop(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, **options)
-    new = make_queries(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, question_style="ode_code",
-                       **options)
+    new = make_queries(accepted, scenes, nodes, edges, seed=11, hallu_edges=hallu, question_style="ode_code", **options)
     write_parquet(tmp_path / "old.parquet", old)
     write_parquet(tmp_path / "new.parquet", new.drop("detected"))  # the one column the loop did not write
     assert old.height > 300 * 5
@@ -191,16 +281,21 @@ def test_vectorised_make_queries_edge_cases():
         return make_grammatical(*args, question_style="ode_code", **kw)
 
     empty = make_queries(ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1)
-    assert empty.height == 0 and empty.drop("detected").schema == per_image_loop(
-        ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1).schema
+    assert (
+        empty.height == 0
+        and empty.drop("detected").schema == per_image_loop(ACCEPTED.clear(), SCENES, NODES, EDGES, seed=1).schema
+    )
     no_detections = ACCEPTED.drop("detected")
     new = make_queries(no_detections, SCENES, NODES, EDGES, seed=1)
     assert new.drop("detected").equals(per_image_loop(no_detections, SCENES, NODES, EDGES, seed=1))
     assert new["detected"].list.len().sum() == 0
     # the same object on both sides asks each shared question once, as the loop did
     twin = SCENES.with_columns(pl.col("object_a").alias("object_b"))
-    assert make_queries(ACCEPTED, twin, NODES, EDGES, seed=1).drop("detected").equals(
-        per_image_loop(ACCEPTED, twin, NODES, EDGES, seed=1))
+    assert (
+        make_queries(ACCEPTED, twin, NODES, EDGES, seed=1)
+        .drop("detected")
+        .equals(per_image_loop(ACCEPTED, twin, NODES, EDGES, seed=1))
+    )
 
 
 def _paper_release(clean: bool):
@@ -215,17 +310,27 @@ def _paper_release(clean: bool):
 
     paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "ode-paper.yaml").read_text())["ode"]
     nodes, edges = read_seed(DEFAULT_SEED_DIR)
-    scenes = sample_scenes(nodes, edges, paper["sampling"]["sizes"], seed=42, variants=paper["sampling"]["variants"],
-                           clean_attributes=clean)
+    scenes = sample_scenes(
+        nodes,
+        edges,
+        paper["sampling"]["sizes"],
+        seed=42,
+        variants=paper["sampling"]["variants"],
+        clean_attributes=clean,
+    )
     prompts = make_prompts(scenes, seed=42, images_per_scene=paper["prompts"]["images_per_scene"])
     cands = detector_candidates(scenes, nodes, edges, 4)
     rng = np.random.default_rng(0)
     by_scene = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
-    detected = [sorted(x for x in [by_scene[s]["object_a"], by_scene[s]["object_b"], *cands[s]] if rng.random() < 0.3)
-                for s in prompts["scene_id"]]
+    detected = [
+        sorted(x for x in [by_scene[s]["object_a"], by_scene[s]["object_b"], *cands[s]] if rng.random() < 0.3)
+        for s in prompts["scene_id"]
+    ]
     accepted = prompts.select("image_id", "scene_id").with_columns(
         pl.Series("detected", detected, dtype=pl.List(pl.String)),
-        pl.Series("count_a", rng.integers(1, 4, prompts.height)), pl.Series("count_b", rng.integers(1, 4, prompts.height)))
+        pl.Series("count_a", rng.integers(1, 4, prompts.height)),
+        pl.Series("count_b", rng.integers(1, 4, prompts.height)),
+    )
     hallu = hallu_graph({"format": "seed"})
     return accepted, scenes, prompts, nodes, edges, hallu, paper["queries"]
 
@@ -234,8 +339,16 @@ def test_a_paper_size_release_asks_only_valid_questions():
     from halluflow.ode.queries import invalid_questions
 
     accepted, scenes, prompts, nodes, edges, hallu, cfg = _paper_release(clean=True)
-    q = make_queries(accepted, scenes, nodes, edges, seed=42, hallu_edges=hallu,
-                     negatives_per_image=cfg["negatives_per_image"], strategies=cfg["strategies"])
+    q = make_queries(
+        accepted,
+        scenes,
+        nodes,
+        edges,
+        seed=42,
+        hallu_edges=hallu,
+        negatives_per_image=cfg["negatives_per_image"],
+        strategies=cfg["strategies"],
+    )
     assert accepted.height == 3840 and q.filter(pl.col("query_type") == "attribute").height > 2000
     bad = invalid_questions(q)
     assert bad.height == 0, bad.head(10)
@@ -255,18 +368,23 @@ def test_a_paper_size_release_asks_only_valid_questions():
 def test_question_problems_by_hand():
     from halluflow.ode.queries import question_problem
 
-    ok = [("attribute", "state", "Is the car red?", "yes", "car"),
-          ("attribute", "action", "Is the dog swimming?", "no", "dog"),
-          ("count", "count", "Are there two dogs?", "yes", "dog"), ("count", "count", "Is there one dog?", "no", "dog"),
-          ("count", "count", "Are there three people?", "no", "person"),
-          ("existence", None, "Is there an apple in the picture?", "yes", "apple")]
+    ok = [
+        ("attribute", "state", "Is the car red?", "yes", "car"),
+        ("attribute", "action", "Is the dog swimming?", "no", "dog"),
+        ("count", "count", "Are there two dogs?", "yes", "dog"),
+        ("count", "count", "Is there one dog?", "no", "dog"),
+        ("count", "count", "Are there three people?", "no", "person"),
+        ("existence", None, "Is there an apple in the picture?", "yes", "apple"),
+    ]
     assert [question_problem(*r) for r in ok] == [None] * len(ok)
-    bad = [("attribute", "action", "Does the person yellow in the picture?", "yes", "person"),
-           ("attribute", "state", "Is the vase 1?", "yes", "vase"),
-           ("attribute", "action", "Is the person yellow?", "yes", "person"),
-           ("attribute", "state", "Is the dog swimming?", "no", "dog"),
-           ("attribute", "action", "Is the dog swim?", "no", "dog"),
-           ("count", "count", "Are there two persons?", "no", "person"),
-           ("existence", None, "Is there a apple in the picture?", "yes", "apple"),
-           ("existence", None, "Is there a dog in the picture?", "maybe", "dog")]
+    bad = [
+        ("attribute", "action", "Does the person yellow in the picture?", "yes", "person"),
+        ("attribute", "state", "Is the vase 1?", "yes", "vase"),
+        ("attribute", "action", "Is the person yellow?", "yes", "person"),
+        ("attribute", "state", "Is the dog swimming?", "no", "dog"),
+        ("attribute", "action", "Is the dog swim?", "no", "dog"),
+        ("count", "count", "Are there two persons?", "no", "person"),
+        ("existence", None, "Is there a apple in the picture?", "yes", "apple"),
+        ("existence", None, "Is there a dog in the picture?", "maybe", "dog"),
+    ]
     assert all(question_problem(*r) for r in bad), [question_problem(*r) for r in bad]

@@ -31,24 +31,68 @@ def stage(tmp_path):
     for image_id, data in pngs.items():
         (root / "images" / "000").mkdir(parents=True, exist_ok=True)
         (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
-    images = pl.DataFrame({"image_id": list(pngs), "scene_id": ["a", "b"],
-                           "path": [f"images/000/{i}.png" for i in pngs],
-                           "sha256": [sha256_bytes(d) for d in pngs.values()],
-                           "model": ["tiny-flux", "tiny-flux"], "revision": ["r1", "r1"], "stand_in": [True, True]})
-    detections = pl.DataFrame({"image_id": ["a-i00"], "label": ["dog"], "score": [0.9], "model": ["tiny-owl"],
-                               "revision": [None], "stand_in": [True]})
-    accepted = pl.DataFrame({"image_id": ["a-i00"], "scene_id": ["a"], "distribution": ["standard"],
-                             "pair_kind": ["entity_entity"], "path": ["images/000/a-i00.png"]})
-    scenes = pl.DataFrame({"scene_id": ["a", "b"], "distribution": ["standard", "random"],
-                           "pair_kind": ["entity_entity", "entity_entity"]})
-    queries = pl.DataFrame({"query_id": ["q2", "q1"], "image_id": ["a-i00", "a-i00"], "distribution": ["standard"] * 2,
-                            "pair_kind": ["entity_entity"] * 2, "query_type": ["existence", "generative"],
-                            "question": ["Is there a dog in the picture?", "Please describe this picture."],
-                            "truth": ["yes", None], "objects": [["dog", "cat"], ["dog", "cat"]]})
+    images = pl.DataFrame(
+        {
+            "image_id": list(pngs),
+            "scene_id": ["a", "b"],
+            "path": [f"images/000/{i}.png" for i in pngs],
+            "sha256": [sha256_bytes(d) for d in pngs.values()],
+            "model": ["tiny-flux", "tiny-flux"],
+            "revision": ["r1", "r1"],
+            "stand_in": [True, True],
+        }
+    )
+    detections = pl.DataFrame(
+        {
+            "image_id": ["a-i00"],
+            "label": ["dog"],
+            "score": [0.9],
+            "model": ["tiny-owl"],
+            "revision": [None],
+            "stand_in": [True],
+        }
+    )
+    accepted = pl.DataFrame(
+        {
+            "image_id": ["a-i00"],
+            "scene_id": ["a"],
+            "distribution": ["standard"],
+            "pair_kind": ["entity_entity"],
+            "path": ["images/000/a-i00.png"],
+        }
+    )
+    scenes = pl.DataFrame(
+        {
+            "scene_id": ["a", "b"],
+            "distribution": ["standard", "random"],
+            "pair_kind": ["entity_entity", "entity_entity"],
+        }
+    )
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q2", "q1"],
+            "image_id": ["a-i00", "a-i00"],
+            "distribution": ["standard"] * 2,
+            "pair_kind": ["entity_entity"] * 2,
+            "query_type": ["existence", "generative"],
+            "question": ["Is there a dog in the picture?", "Please describe this picture."],
+            "truth": ["yes", None],
+            "objects": [["dog", "cat"], ["dog", "cat"]],
+        }
+    )
     rejected = pl.DataFrame({"image_id": ["b-i00"], "reason": ["object_a 'cup' max score 0.100 < keep threshold 0.65"]})
-    kwargs = dict(root=root, accepted=accepted, rejected=rejected, queries=queries, scenes=scenes, images=[images],
-                  detections=[detections], config={"release": "t", "seed": 7, "ode": {"filter": {"keep_threshold": 0.0, "exclusion_threshold": 0.6}}},
-                  seed=7, name="t")
+    kwargs = dict(
+        root=root,
+        accepted=accepted,
+        rejected=rejected,
+        queries=queries,
+        scenes=scenes,
+        images=[images],
+        detections=[detections],
+        config={"release": "t", "seed": 7, "ode": {"filter": {"keep_threshold": 0.0, "exclusion_threshold": 0.6}}},
+        seed=7,
+        name="t",
+    )
     return tmp_path, kwargs
 
 
@@ -58,8 +102,15 @@ def test_release_contents_and_determinism(stage):
     m2 = package_release(tmp / "two" / "release", **kwargs)
     one, two = tmp / "one" / "release", tmp / "two" / "release"
     assert (one / "manifest.json").read_bytes() == (two / "manifest.json").read_bytes()
-    assert sorted(m1["files"]) == ["DATACARD.md", "README.md", "images/a-i00.png", "metadata.jsonl", "queries.jsonl",
-                                   "queries.parquet", "scenes.parquet"]
+    assert sorted(m1["files"]) == [
+        "DATACARD.md",
+        "README.md",
+        "images/a-i00.png",
+        "metadata.jsonl",
+        "queries.jsonl",
+        "queries.parquet",
+        "scenes.parquet",
+    ]
     assert m1 == m2 and m1["stand_ins_used"] is True
     assert {(m["role"], m["model"]) for m in m1["models"]} == {("synthesizer", "tiny-flux"), ("detector", "tiny-owl")}
     assert str(tmp) not in (one / "manifest.json").read_text()  # no absolute paths
@@ -71,8 +122,10 @@ def test_release_contents_and_determinism(stage):
     assert "STAND-IN" in card and "| standard | entity_entity | 1 | 2 |" in card
     assert "keep threshold 0.0 (below the paper's 0.65: images were NOT checked for their objects)" in card
     assert "- images rejected by the detector filter: 1\n  - object_a below keep threshold: 1" in card
-    assert m1["counts"]["by_query_type"] == [{"query_type": "existence", "yes": 1, "no": 0, "open": 0},
-                                             {"query_type": "generative", "yes": 0, "no": 0, "open": 1}]
+    assert m1["counts"]["by_query_type"] == [
+        {"query_type": "existence", "yes": 1, "no": 0, "open": 0},
+        {"query_type": "generative", "yes": 0, "no": 0, "open": 1},
+    ]
     assert verify_release(one) == []
     assert not list(tmp.glob("one/.release*"))  # the build folder was renamed into place
 
@@ -109,8 +162,9 @@ def test_verify_as_installed_command(stage):
     rel = tmp / "release"
     package_release(rel, **kwargs)
     (rel / "scenes.parquet").write_bytes(b"x")
-    proc = subprocess.run([sys.executable, "-m", "halluflow.cli", "release", "verify", str(rel)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "halluflow.cli", "release", "verify", str(rel)], capture_output=True, text=True
+    )
     assert proc.returncode == 1 and proc.stdout.strip() == "scenes.parquet: sha256 differs from manifest"
     assert verify_release(tmp / "nowhere") == [f"{tmp / 'nowhere'}: not a folder"]
     (rel / "manifest.json").write_text("{")
@@ -121,6 +175,8 @@ def test_rejections_of_regeneration_rounds_are_counted_per_attempt():
     from halluflow.ode.release import rejection_kind
 
     assert rejection_kind("attempt 2: object_a 'dog' max score 0.100 < keep threshold 0.65") == (
-        "object_a below keep threshold (attempt 2)")
+        "object_a below keep threshold (attempt 2)"
+    )
     assert rejection_kind("object_b 'cat' max score 0.1 < keep threshold 0.65; image file x missing") == (
-        "object_b below keep threshold + image file missing")
+        "object_b below keep threshold + image file missing"
+    )

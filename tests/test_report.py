@@ -5,7 +5,6 @@ and a headless-Chromium render (screenshot + DOM + console errors) of the genera
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,14 +19,27 @@ from halluflow.cli import main as cli_main
 from halluflow.errors import InputError
 from halluflow.io import write_json, write_parquet
 from halluflow.ode.scoring import ode_metrics, score_answers
-from halluflow.samf.pipeline import compare as samf_compare
 from halluflow.report.collect import Results, counts_table, hallucination_by_distribution, scorecard
 from halluflow.report.figures import cedi_curve_data, samf_bar_data
 from halluflow.report.summary import ReportOptions, build_summary, write_figure_files, write_table_files
+from halluflow.samf.pipeline import compare as samf_compare
 
 CHROMIUM = Path("/usr/bin/chromium")
-SECTION_IDS = ["overview", "counts", "gallery-accepted", "gallery-rejected", "metrics", "radar", "rates",
-               "uncertainty", "diagnosis", "cedi", "cedi-errors", "samf", "alignment"]
+SECTION_IDS = [
+    "overview",
+    "counts",
+    "gallery-accepted",
+    "gallery-rejected",
+    "metrics",
+    "radar",
+    "rates",
+    "uncertainty",
+    "diagnosis",
+    "cedi",
+    "cedi-errors",
+    "samf",
+    "alignment",
+]
 DISTS = ["standard", "long_tail", "random", "fictional"]
 KINDS = ["entity_entity", "entity_environment"]
 PAIRS = {
@@ -42,16 +54,29 @@ PAIRS = {
 }
 
 
-def make_results(root: Path, models=("tiny-vlm", "blind"),
-                 stages=("ode", "answers", "caos", "cedi", "samf", "align")) -> Path:
+def make_results(
+    root: Path, models=("tiny-vlm", "blind"), stages=("ode", "answers", "caos", "cedi", "samf", "align")
+) -> Path:
     """A small release folder: 8 scenes × 2 images; image 0 of each scene accepted, image 1 rejected."""
     root.mkdir(parents=True, exist_ok=True)
     scenes, images, dets, accepted, rejected, queries = [], [], [], [], [], []
     for (dist, kind), (a, b) in PAIRS.items():
         sid = f"{dist}-{kind}-0"
-        scenes.append({"scene_id": sid, "distribution": dist, "pair_kind": kind, "object_a": a, "object_b": b,
-                       "attribute_a": None, "attribute_a_kind": None, "attribute_b": None, "attribute_b_kind": None,
-                       "cooccurrence": 0 if dist == "fictional" else 5, "variant": 0})
+        scenes.append(
+            {
+                "scene_id": sid,
+                "distribution": dist,
+                "pair_kind": kind,
+                "object_a": a,
+                "object_b": b,
+                "attribute_a": None,
+                "attribute_a_kind": None,
+                "attribute_b": None,
+                "attribute_b_kind": None,
+                "cooccurrence": 0 if dist == "fictional" else 5,
+                "variant": 0,
+            }
+        )
         for v in range(2):
             iid = f"{sid}-{v}"
             shard = f"{v:03d}"
@@ -60,36 +85,95 @@ def make_results(root: Path, models=("tiny-vlm", "blind"),
             ImageDraw.Draw(img).ellipse((10, 10, 50, 60), fill=(230, 200, 40))
             (root / "images" / shard).mkdir(parents=True, exist_ok=True)
             img.save(root / path)
-            images.append({"image_id": iid, "scene_id": sid, "path": path, "sha256": "0" * 64, "width": 96,
-                           "height": 96, "model": "tiny-flux", "seed": v, "stand_in": True, "shard": shard})
-            dets.append({"image_id": iid, "label": a, "score": 0.9 - 0.5 * v, "x0": 10.0, "y0": 10.0, "x1": 50.0,
-                         "y1": 60.0, "model": "tiny-owl", "stand_in": True, "shard": shard})
-            dets.append({"image_id": iid, "label": b, "score": 0.7, "x0": 40.0, "y0": 30.0, "x1": 90.0, "y1": 90.0,
-                         "model": "tiny-owl", "stand_in": True, "shard": shard})
-            row = {"image_id": iid, "scene_id": sid, "distribution": dist, "pair_kind": kind, "path": path,
-                   "detected": [a, b] if v == 0 else [b], "max_score_a": 0.9 - 0.5 * v, "max_score_b": 0.7}
+            images.append(
+                {
+                    "image_id": iid,
+                    "scene_id": sid,
+                    "path": path,
+                    "sha256": "0" * 64,
+                    "width": 96,
+                    "height": 96,
+                    "model": "tiny-flux",
+                    "seed": v,
+                    "stand_in": True,
+                    "shard": shard,
+                }
+            )
+            dets.append(
+                {
+                    "image_id": iid,
+                    "label": a,
+                    "score": 0.9 - 0.5 * v,
+                    "x0": 10.0,
+                    "y0": 10.0,
+                    "x1": 50.0,
+                    "y1": 60.0,
+                    "model": "tiny-owl",
+                    "stand_in": True,
+                    "shard": shard,
+                }
+            )
+            dets.append(
+                {
+                    "image_id": iid,
+                    "label": b,
+                    "score": 0.7,
+                    "x0": 40.0,
+                    "y0": 30.0,
+                    "x1": 90.0,
+                    "y1": 90.0,
+                    "model": "tiny-owl",
+                    "stand_in": True,
+                    "shard": shard,
+                }
+            )
+            row = {
+                "image_id": iid,
+                "scene_id": sid,
+                "distribution": dist,
+                "pair_kind": kind,
+                "path": path,
+                "detected": [a, b] if v == 0 else [b],
+                "max_score_a": 0.9 - 0.5 * v,
+                "max_score_b": 0.7,
+            }
             if v == 0:
                 accepted.append(row)
                 for q, truth in enumerate(("yes", "no")):
-                    queries.append({"query_id": f"{iid}-q{q}", "image_id": iid, "image": f"images/{iid}.png",
-                                    "scene_id": sid, "distribution": dist, "pair_kind": kind,
-                                    "task": "discriminative", "query_type": "existence", "truth": truth})
+                    queries.append(
+                        {
+                            "query_id": f"{iid}-q{q}",
+                            "image_id": iid,
+                            "image": f"images/{iid}.png",
+                            "scene_id": sid,
+                            "distribution": dist,
+                            "pair_kind": kind,
+                            "task": "discriminative",
+                            "query_type": "existence",
+                            "truth": truth,
+                        }
+                    )
             else:
                 rejected.append({**row, "reason": f"{a} below 0.65"})
     if "ode" in stages:
         write_parquet(root / "scenes/scenes.parquet", pl.DataFrame(scenes))
         for shard in ("000", "001"):
-            write_parquet(root / f"images/{shard}.parquet",
-                          pl.DataFrame([r for r in images if r["shard"] == shard]).drop("shard"))
-            write_parquet(root / f"detections/{shard}.parquet",
-                          pl.DataFrame([r for r in dets if r["shard"] == shard]).drop("shard"))
+            write_parquet(
+                root / f"images/{shard}.parquet", pl.DataFrame([r for r in images if r["shard"] == shard]).drop("shard")
+            )
+            write_parquet(
+                root / f"detections/{shard}.parquet",
+                pl.DataFrame([r for r in dets if r["shard"] == shard]).drop("shard"),
+            )
         write_parquet(root / "filtered/accepted.parquet", pl.DataFrame(accepted))
         write_parquet(root / "filtered/rejected.parquet", pl.DataFrame(rejected))
         write_parquet(root / "queries/queries.parquet", pl.DataFrame(queries))
     queries_df = pl.DataFrame(queries).with_columns(
         pl.lit(None, pl.String).alias("attribute_kind"),
-        pl.col("scene_id").replace_strict({f"{d}-{k}-0": list(PAIRS[(d, k)]) for d, k in PAIRS},
-                                          return_dtype=pl.List(pl.String)).alias("objects"))
+        pl.col("scene_id")
+        .replace_strict({f"{d}-{k}-0": list(PAIRS[(d, k)]) for d, k in PAIRS}, return_dtype=pl.List(pl.String))
+        .alias("objects"),
+    )
     vocabulary = sorted({o for pair in PAIRS.values() for o in pair})
     for m, model in enumerate(models):
         if "answers" in stages:
@@ -97,10 +181,16 @@ def make_results(root: Path, models=("tiny-vlm", "blind"),
             # correctly, so its hallucination rate per distribution can be checked by hand.
             wrong = [i < (m + 1) * 4 for i in range(queries_df.height)]
             flip = {"yes": "no", "no": "yes"}
-            answers = pl.DataFrame({
-                "query_id": queries_df["query_id"], "model": model,
-                "answer": [flip[t] if w else t for t, w in zip(queries_df["truth"].to_list(), wrong)],
-                "status": "ok", "error": None, "stand_in": True})
+            answers = pl.DataFrame(
+                {
+                    "query_id": queries_df["query_id"],
+                    "model": model,
+                    "answer": [flip[t] if w else t for t, w in zip(queries_df["truth"].to_list(), wrong)],
+                    "status": "ok",
+                    "error": None,
+                    "stand_in": True,
+                }
+            )
             write_parquet(root / f"answers/{model}/000.parquet", answers)
             scored = score_answers(queries_df, answers, vocabulary)
             write_parquet(root / f"scores/{model}/answers.parquet", scored)
@@ -108,12 +198,22 @@ def make_results(root: Path, models=("tiny-vlm", "blind"),
         if "answers" in stages and m == len(models) - 1:
             from halluflow.metrics.uncertainty import compare_score_files
 
-            compare_score_files([str(root / f"scores/{x}/answers.parquet") for x in models],
-                                str(root / "compare" / "models.json"), resamples=200)
+            compare_score_files(
+                [str(root / f"scores/{x}/answers.parquet") for x in models],
+                str(root / "compare" / "models.json"),
+                resamples=200,
+            )
         if "caos" in stages:
-            write_json(root / f"caos/{model}.json", {"model": model, "embedders": {
-                "glove": {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3},
-                "minilm": {"caos_t": 0.3, "caos_x": 0.2, "caos_k": 0.1, "n_hallucinated": 3}}})
+            write_json(
+                root / f"caos/{model}.json",
+                {
+                    "model": model,
+                    "embedders": {
+                        "glove": {"caos_t": 0.61, "caos_x": 0.42, "caos_k": 0.5, "n_hallucinated": 3},
+                        "minilm": {"caos_t": 0.3, "caos_x": 0.2, "caos_k": 0.1, "n_hallucinated": 3},
+                    },
+                },
+            )
             import matplotlib
 
             matplotlib.use("Agg")
@@ -129,26 +229,71 @@ def make_results(root: Path, models=("tiny-vlm", "blind"),
             write_parquet(root / f"diagnosis/{model}.distributions.parquet", pl.DataFrame({"distribution": DISTS}))
         if "cedi" in stages:
             # The grader's per_turn layout (cedi.grader.PER_TURN_SCHEMA): one row per examiner/history/turn/type.
-            write_parquet(root / f"cedi/{model}/per_turn.parquet", pl.DataFrame({
-                "examiner": ["cedi"] * 8, "history": ["with"] * 4 + ["without"] * 4, "turn": [0, 1, 1, 2] * 2,
-                "question_type": ["regular", "regular", "adversarial", "regular"] * 2, "n": [4] * 8,
-                "n_judged": [4, 2, 2, 4, 4, 4, 4, 4], "n_hallucinated": [0, 1, 1, 3, 0, 0, 2, 1],
-                "rate": [0.0, 0.5, 0.5, 0.75, 0.0, 0.0, 0.5, 0.25]}))
-            write_json(root / f"cedi/{model}/grades.json", {
-                "headline": "cedi/with", "ged": 4.0, "ged_hal": 1.0, "ged_miss": 3.0, "hallucination_rate": 0.25,
-                "stand_in": True, "summary": {"cedi/with": {"ged": 4.0, "hallucination_rate": 0.25}},
-                "error_types": {"counts": {"object": 3, "attribute": 1, "relation": 0, "other": 0}}})
+            write_parquet(
+                root / f"cedi/{model}/per_turn.parquet",
+                pl.DataFrame(
+                    {
+                        "examiner": ["cedi"] * 8,
+                        "history": ["with"] * 4 + ["without"] * 4,
+                        "turn": [0, 1, 1, 2] * 2,
+                        "question_type": ["regular", "regular", "adversarial", "regular"] * 2,
+                        "n": [4] * 8,
+                        "n_judged": [4, 2, 2, 4, 4, 4, 4, 4],
+                        "n_hallucinated": [0, 1, 1, 3, 0, 0, 2, 1],
+                        "rate": [0.0, 0.5, 0.5, 0.75, 0.0, 0.0, 0.5, 0.25],
+                    }
+                ),
+            )
+            write_json(
+                root / f"cedi/{model}/grades.json",
+                {
+                    "headline": "cedi/with",
+                    "ged": 4.0,
+                    "ged_hal": 1.0,
+                    "ged_miss": 3.0,
+                    "hallucination_rate": 0.25,
+                    "stand_in": True,
+                    "summary": {"cedi/with": {"ged": 4.0, "hallucination_rate": 0.25}},
+                    "error_types": {"counts": {"object": 3, "attribute": 1, "relation": 0, "other": 0}},
+                },
+            )
         if "samf" in stages:
             # Standard GHR: existence 0.5, attribute 0.0; fuzzed: existence 1.0, attribute 0.5 (overall 0.25 / 0.75).
             def evals(ghr):
-                return pl.DataFrame({"group": ["existence", "existence", "attribute", "attribute"], "split": "test",
-                                     "ghr": ghr, "bhr": [0.0] * 4, "risk_level": [1, 3, 2, 2], "policy": "p0"})
+                return pl.DataFrame(
+                    {
+                        "group": ["existence", "existence", "attribute", "attribute"],
+                        "split": "test",
+                        "ghr": ghr,
+                        "bhr": [0.0] * 4,
+                        "risk_level": [1, 3, 2, 2],
+                        "policy": "p0",
+                    }
+                )
+
             comparison = samf_compare(evals([0.0, 1.0, 0.0, 0.0]), evals([1.0, 1.0, 1.0, 0.0]))
             write_parquet(root / f"fuzz/{model}/comparison.parquet", comparison)
             write_json(root / f"fuzz/{model}/comparison.json", {"rows": comparison.to_dicts(), "stand_in": True})
     if "align" in stages:  # `halluflow align human --out align/<name>.json`
-        write_json(root / "align/cedi_human.json", {"metrics": {"ged_hal": {"threshold": 0.0, "overall": {
-            "n": 4, "accuracy": 0.75, "recall": 1.0, "f1": 0.8, "kappa": 0.5, "pearson": 0.9, "spearman": 1.0}}}})
+        write_json(
+            root / "align/cedi_human.json",
+            {
+                "metrics": {
+                    "ged_hal": {
+                        "threshold": 0.0,
+                        "overall": {
+                            "n": 4,
+                            "accuracy": 0.75,
+                            "recall": 1.0,
+                            "f1": 0.8,
+                            "kappa": 0.5,
+                            "pearson": 0.9,
+                            "spearman": 1.0,
+                        },
+                    }
+                }
+            },
+        )
     return root
 
 
@@ -219,10 +364,11 @@ def test_summary_has_every_section_and_stand_in_banner(results, tmp_path):
     assert _sections(text) == {sid: "ran" for sid in SECTION_IDS}
     assert 'id="stand-in-banner"' in text and "model tiny-vlm" in text and "synthesis" in text
     # the reasons table lists each rejected image's recorded reason with its count (one per scene here)
-    counts = text[text.index('<section id="counts"'):text.index('<section id="gallery-accepted"')]
-    reasons = counts[counts.index("<h3>Rejection reasons</h3>"):]
+    counts = text[text.index('<section id="counts"') : text.index('<section id="gallery-accepted"')]
+    reasons = counts[counts.index("<h3>Rejection reasons</h3>") :]
     assert re.findall(r'<td class="text">([^<]+)</td><td>(\d+)</td>', reasons) == sorted(
-        (f"{a} below 0.65", "1") for a, _ in PAIRS.values())
+        (f"{a} below 0.65", "1") for a, _ in PAIRS.values()
+    )
     assert text.count("data:image/png;base64,") >= 8  # 7 figures + 2 diagnosis heatmaps, no external files
     assert "<h3>Paired comparisons</h3>" in text and "blind" in text
 
@@ -231,7 +377,12 @@ def test_missing_stages_say_not_run(tmp_path):
     root = make_results(tmp_path / "results" / "partial", stages=("ode",))
     text = build_summary(root, tmp_path / "partial.html", ReportOptions(gallery_size=2, dpi=40)).read_text()
     status = _sections(text)
-    assert [s for s in SECTION_IDS if status[s] == "ran"] == ["overview", "counts", "gallery-accepted", "gallery-rejected"]
+    assert [s for s in SECTION_IDS if status[s] == "ran"] == [
+        "overview",
+        "counts",
+        "gallery-accepted",
+        "gallery-rejected",
+    ]
     assert "not run: no cedi/&lt;model&gt;/per_turn.parquet" in text
     # An empty folder still gives a page where every stage section says it did not run.
     empty = tmp_path / "results" / "empty"
@@ -305,20 +456,36 @@ def test_summary_renders_in_headless_chromium(results, tmp_path):
         pytest.skip(f"{CHROMIUM} absent (apt-get install chromium) — headless render test skipped")
     html_path = build_summary(results, tmp_path / "summary.html", ReportOptions(gallery_size=8))
     shot = Path(os.environ.get("HALLUFLOW_REPORT_SCREENSHOT", tmp_path / "summary.png"))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-             "--enable-logging=stderr", "--v=0", "--hide-scrollbars"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+    ]
 
     def chromium(*extra: str, profile: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(CHROMIUM), *flags, f"--user-data-dir={tmp_path / profile}", *extra,
-                               html_path.as_uri()], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [str(CHROMIUM), *flags, f"--user-data-dir={tmp_path / profile}", *extra, html_path.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     dom = chromium("--dump-dom", profile="dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     for sid in SECTION_IDS:
         assert f'id="{sid}"' in dom.stdout, sid
     assert dom.stdout.count("<img") >= 7
-    console_errors = [l for l in dom.stderr.splitlines() if "CONSOLE" in l and ("ERROR" in l or "error" in l.lower())]
+    console_errors = [
+        line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("ERROR" in line or "error" in line.lower())
+    ]
     assert not console_errors, console_errors
     snap = chromium(f"--screenshot={shot}", "--window-size=1280,2400", profile="shot")
     assert snap.returncode == 0, snap.stderr[-2000:]
@@ -342,8 +509,15 @@ def test_radar_leaves_out_models_without_numbers_and_needs_three_axes():
 
     from halluflow.report.figures import radar
 
-    card = pl.DataFrame({"model": ["a", "b", "pending"], "f1": [0.5, 0.7, None], "chair_s": [0.2, 0.1, None],
-                         "rate": [0.3, 0.4, None], "ged": [4.0, 2.0, None]})
+    card = pl.DataFrame(
+        {
+            "model": ["a", "b", "pending"],
+            "f1": [0.5, 0.7, None],
+            "chair_s": [0.2, 0.1, None],
+            "rate": [0.3, 0.4, None],
+            "ged": [4.0, 2.0, None],
+        }
+    )
     fig = radar(card)
     assert isinstance(fig, Figure)
     # ged (not on a 0-1 scale) is not an axis; "pending" drew no polygon.

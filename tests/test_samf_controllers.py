@@ -137,8 +137,12 @@ def test_mutation_scheme():
     for _ in range(3000):
         cand = C.mutate_policy(base, rng)
         assert cand != base and cand.ops()
-        t_changed = {n for n, _ in cand.text_ops} != {n for n, _ in base.text_ops} or len(cand.text_ops) != len(base.text_ops)
-        i_changed = {n for n, _ in cand.image_ops} != {n for n, _ in base.image_ops} or len(cand.image_ops) != len(base.image_ops)
+        t_changed = {n for n, _ in cand.text_ops} != {n for n, _ in base.text_ops} or len(cand.text_ops) != len(
+            base.text_ops
+        )
+        i_changed = {n for n, _ in cand.image_ops} != {n for n, _ in base.image_ops} or len(cand.image_ops) != len(
+            base.image_ops
+        )
         kinds[(t_changed, i_changed)] += 1
         for name, lv in cand.ops():
             assert 1 <= lv <= 5
@@ -181,7 +185,10 @@ def test_central_controller_default_is_most_frequent():
     assert ctl.policy_for("existence_YON") == a and ctl.policy_for("context_VQA") == b
     assert C.CentralFuzzController.from_dict(ctl.as_dict()).as_dict() == ctl.as_dict()
     # A tie is broken by the smaller key, whatever the insertion order.
-    assert C.CentralFuzzController({"x_YON": a, "y_YON": b}).default == C.CentralFuzzController({"y_YON": b, "x_YON": a}).default
+    assert (
+        C.CentralFuzzController({"x_YON": a, "y_YON": b}).default
+        == C.CentralFuzzController({"y_YON": b, "x_YON": a}).default
+    )
 
 
 def test_pilot_split_is_20_percent_per_group():

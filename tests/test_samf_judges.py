@@ -30,8 +30,14 @@ def item(iid, question, truth, negatives, subtype="existence", qtype="VQA", imag
         "instance_id": iid,
         "meta_inf": {"category": "object", "subtype": subtype, "subsubtype": "", "risk_level": 1},
         "source_inf": {"source_dataset": "t", "source_id": iid},
-        "seed_data": {"type": qtype, "image_path": image, "question": question, "ground_truth": truth,
-                      "expected_other_answers": [], "negative_answers": negatives},
+        "seed_data": {
+            "type": qtype,
+            "image_path": image,
+            "question": question,
+            "ground_truth": truth,
+            "expected_other_answers": [],
+            "negative_answers": negatives,
+        },
     }
 
 
@@ -54,8 +60,10 @@ def stand_ins(tmp_path_factory):
     from halluflow.standins import build_standin
 
     root = tmp_path_factory.mktemp("judges")
-    return {"vlm": build_standin("smolvlm", root / "tiny-vlm", seed=0, hidden_size=32, image_size=64),
-            "owl": build_standin("owlv2", root / "tiny-owl", seed=0)}
+    return {
+        "vlm": build_standin("smolvlm", root / "tiny-vlm", seed=0, hidden_size=32, image_size=64),
+        "owl": build_standin("owlv2", root / "tiny-owl", seed=0),
+    }
 
 
 def test_minilm_similarity_and_a_vlm_judge_that_sees_the_image_end_to_end(tmp_path, stand_ins):
@@ -71,10 +79,19 @@ def test_minilm_similarity_and_a_vlm_judge_that_sees_the_image_end_to_end(tmp_pa
     ]
     answers = {"110001": "The cat sleeps", "110002": "There is a plate on the table.", "110003": "Yes", "110004": None}
     samf = copy.deepcopy(load_config(REPO_ROOT / "config.yaml")["samf"])
-    samf.update(judge="vlm", judge_model="tiny-judge", metrics=["ghr", "bhr", "shr", "ghs"], similarity={"backend": "minilm"},
-                detector={"enabled": True, "threshold": 0.0, "max_labels": 8})
+    samf.update(
+        judge="vlm",
+        judge_model="tiny-judge",
+        metrics=["ghr", "bhr", "shr", "ghs"],
+        similarity={"backend": "minilm"},
+        detector={"enabled": True, "threshold": 0.0, "max_labels": 8},
+    )
     judges = {
-        "vlm": {"name": "tiny-judge", "backend": "transformers", "args": {"model": str(stand_ins["vlm"]), "device": "cpu"}},
+        "vlm": {
+            "name": "tiny-judge",
+            "backend": "transformers",
+            "args": {"model": str(stand_ins["vlm"]), "device": "cpu"},
+        },
         "detector": {"backend": "transformers", "model": str(stand_ins["owl"]), "device": "cpu"},
     }
     suite = W.make_suite(samf, judges)
@@ -92,7 +109,9 @@ def test_minilm_similarity_and_a_vlm_judge_that_sees_the_image_end_to_end(tmp_pa
 
     # Sim_NLP is MiniLM: "The cat sleeps" vs "A kitten is sleeping" has no shared token (F1 0) but cosine 0.82 >= tau2.
     assert rows["110001"]["ghr_stage"] == "sem_truth"
-    assert GHRScorer(similarity=LexicalSimilarity()).score(items[0], "The cat sleeps")[1] == "otherwise"  # trigram misses it
+    assert (
+        GHRScorer(similarity=LexicalSimilarity()).score(items[0], "The cat sleeps")[1] == "otherwise"
+    )  # trigram misses it
     assert (rows["110002"]["ghr"], rows["110003"]["ghr"]) == (1, 0)
     # The judge (any vlm backend; here the random stand-in) got every SHR/GHS prompt WITH the instance's image ...
     assert seen and all(r.image_path == str(tmp_path / "images" / "0.png") for r in seen)
@@ -102,7 +121,9 @@ def test_minilm_similarity_and_a_vlm_judge_that_sees_the_image_end_to_end(tmp_pa
     answered = [r for r in rows.values() if not r["failed"]]
     assert all(r["ghs_source"] in ("judge", "fallback") and r["shr_source"] in ("judge", "fallback") for r in answered)
     info = suite.describe()
-    fallbacks = sum(r["ghs_source"] == "fallback" for r in answered) + sum(r["shr_source"] == "fallback" for r in answered)
+    fallbacks = sum(r["ghs_source"] == "fallback" for r in answered) + sum(
+        r["shr_source"] == "fallback" for r in answered
+    )
     # One SHR and one GHS call per answer, plus GHR's judge branch for free-form answers that reach it.
     assert info["judge"] == "vlm" and info["judge_calls"] >= 2 * len(answered) and info["judge_failures"] >= fallbacks
     # The failed request scores nothing.
@@ -123,10 +144,31 @@ def test_detector_absence_contradicts_a_claim_in_the_rule_path():
 
 def test_risk_levels_per_instance_from_the_taxonomy():
     queries = [
-        {"query_id": "q1", "task": "discriminative", "query_type": "existence", "image": "a.png", "question": "Is there a dog?", "truth": "yes"},
-        {"query_id": "q2", "task": "discriminative", "query_type": "count", "image": "a.png", "question": "Are there 2 dogs?", "truth": "no"},
-        {"query_id": "q3", "task": "discriminative", "query_type": "attribute", "attribute_kind": "state", "image": "a.png",
-         "question": "Is the dog running?", "truth": "yes"},
+        {
+            "query_id": "q1",
+            "task": "discriminative",
+            "query_type": "existence",
+            "image": "a.png",
+            "question": "Is there a dog?",
+            "truth": "yes",
+        },
+        {
+            "query_id": "q2",
+            "task": "discriminative",
+            "query_type": "count",
+            "image": "a.png",
+            "question": "Are there 2 dogs?",
+            "truth": "no",
+        },
+        {
+            "query_id": "q3",
+            "task": "discriminative",
+            "query_type": "attribute",
+            "attribute_kind": "state",
+            "image": "a.png",
+            "question": "Is the dog running?",
+            "truth": "yes",
+        },
     ]
     items = convert.from_ode_queries(queries, "r")
     assert [i["meta_inf"]["risk_level"] for i in items] == [2, 2, 3]  # existence, attribute/number, attribute/state
@@ -136,19 +178,46 @@ def test_risk_levels_per_instance_from_the_taxonomy():
     # With differing risks GHR_risk is no longer GHR: hallucinating on the state item (r = 3) weighs 3/7.
     from halluflow.samf.metrics import score_rows, summarize
 
-    s = summarize(score_rows(items, {items[0]["instance_id"]: "Yes", items[1]["instance_id"]: "No", items[2]["instance_id"]: "No"}))
+    s = summarize(
+        score_rows(
+            items, {items[0]["instance_id"]: "Yes", items[1]["instance_id"]: "No", items[2]["instance_id"]: "No"}
+        )
+    )
     assert s["ghr"] == pytest.approx(1 / 3) and s["ghr_risk"] == pytest.approx(3 / 7)
 
 
 def test_item_table_converts_attribute_relation_and_knowledge_items(tmp_path):
     rows = [
-        {"id": "k1", "image": "map.png", "question": "Who proposed LDA plate notation?", "answer": "Blei et al., 2003",
-         "negatives": ["Hinton et al., 2006"], "category": "knowledge", "subtype": "reference",
-         "evidence": ["Latent Dirichlet Allocation, Blei, Ng and Jordan, JMLR 2003."]},
-        {"id": "a1", "image": "car.png", "question": "What color is the car?", "answer": "Blue", "negatives": ["Red"],
-         "other_answers": ["It is blue"], "category": "object", "subtype": "attribute", "subsubtype": "color"},
-        {"id": "r1", "image": "zoo.png", "question": "Is the fence in front of the bears?", "answer": "yes",
-         "category": "object", "subtype": "relation", "risk": 4},
+        {
+            "id": "k1",
+            "image": "map.png",
+            "question": "Who proposed LDA plate notation?",
+            "answer": "Blei et al., 2003",
+            "negatives": ["Hinton et al., 2006"],
+            "category": "knowledge",
+            "subtype": "reference",
+            "evidence": ["Latent Dirichlet Allocation, Blei, Ng and Jordan, JMLR 2003."],
+        },
+        {
+            "id": "a1",
+            "image": "car.png",
+            "question": "What color is the car?",
+            "answer": "Blue",
+            "negatives": ["Red"],
+            "other_answers": ["It is blue"],
+            "category": "object",
+            "subtype": "attribute",
+            "subsubtype": "color",
+        },
+        {
+            "id": "r1",
+            "image": "zoo.png",
+            "question": "Is the fence in front of the bears?",
+            "answer": "yes",
+            "category": "object",
+            "subtype": "relation",
+            "risk": 4,
+        },
     ]
     path = tmp_path / "items.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
@@ -157,7 +226,12 @@ def test_item_table_converts_attribute_relation_and_knowledge_items(tmp_path):
     assert (k["instance_id"], k["seed_data"]["type"], k["meta_inf"]["risk_level"]) == ("320001", "VQA", 4)
     assert k["evidence"] == rows[0]["evidence"]
     assert (a["instance_id"], a["meta_inf"]["subsubtype"], a["meta_inf"]["risk_level"]) == ("120001", "color", 1)
-    assert (r["instance_id"], r["seed_data"]["type"], r["seed_data"]["negative_answers"], r["meta_inf"]["risk_level"]) == ("130001", "YON", ["No"], 4)
+    assert (
+        r["instance_id"],
+        r["seed_data"]["type"],
+        r["seed_data"]["negative_answers"],
+        r["meta_inf"]["risk_level"],
+    ) == ("130001", "YON", ["No"], 4)
     # BHR's E evidence set reads the knowledge passages: a claim they support is Entailed.
     from halluflow.samf.metrics import bhr
 

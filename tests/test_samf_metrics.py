@@ -19,8 +19,12 @@ def vqa(iid="120001", risk=1, negatives=("Yellow", "Red"), **extra):
         "meta_inf": {"category": "object", "subtype": "attribute", "subsubtype": "color", "risk_level": risk},
         "source_inf": {"source_dataset": "t", "source_id": iid},
         "seed_data": {
-            "type": "VQA", "image_path": "a.png", "question": "What color is the car in the image?",
-            "ground_truth": "Blue", "expected_other_answers": ["It is blue"], "negative_answers": list(negatives),
+            "type": "VQA",
+            "image_path": "a.png",
+            "question": "What color is the car in the image?",
+            "ground_truth": "Blue",
+            "expected_other_answers": ["It is blue"],
+            "negative_answers": list(negatives),
         },
         **extra,
     }
@@ -97,8 +101,10 @@ def test_risk_weighted_eq5_by_hand():
     # M = (1, 0, 1, 0), r = (5, 1, 2, 4): (5 + 2) / 12 = 0.583333
     assert M.risk_weighted([1, 0, 1, 0], [5, 1, 2, 4]) == pytest.approx(7 / 12)
     assert M.risk_weighted([0.5, 0.5], [1, 5]) == pytest.approx(0.5)
-    rows = M.score_rows([yon("110001", "Yes", 5), yon("110002", "Yes", 1), yon("110003", "No", 2), yon("110004", "No", 4)],
-                        {"110001": "No", "110002": "Yes", "110003": "Yes", "110004": "no"})
+    rows = M.score_rows(
+        [yon("110001", "Yes", 5), yon("110002", "Yes", 1), yon("110003", "No", 2), yon("110004", "No", 4)],
+        {"110001": "No", "110002": "Yes", "110003": "Yes", "110004": "no"},
+    )
     summary = M.summarize(rows)
     assert summary["ghr"] == pytest.approx(0.5) and summary["ghr_risk"] == pytest.approx(7 / 12)
     assert summary["per_group"]["existence_YON"]["n"] == 4
@@ -191,7 +197,23 @@ def test_cli_score_ghr(tmp_path, capsys):
         {"instance_id": "120002", "answer": "Blue"},
     ]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a) for a in answers))
-    assert main(["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl"), "--metrics", "ghr,bhr", "--similarity", "trigram"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "ghr",
+                "--instances",
+                str(tmp_path / "u.json"),
+                "--answers",
+                str(tmp_path / "a.jsonl"),
+                "--metrics",
+                "ghr,bhr",
+                "--similarity",
+                "trigram",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 4 and out["ghr"] == 0.5
     assert out["ghr_risk"] == pytest.approx((5 + 2) / 12)
@@ -207,5 +229,8 @@ def test_llm_verifier_for_bhr_and_its_fallback():
     row = suite.score(vqa(negatives=("Yellow",)), "The car is blue. A pilot waves.")
     # Claim 1: the judge says Contradicted; claim 2: no verdict, so the rule verifier decides (Unsupported).
     assert row["bhr"] == 1.0 and row["bhr_source"] == "fallback"
-    assert "Claim: The car is blue" in llm.prompts[0] and "Evidence (reference answers): Blue; It is blue" in llm.prompts[0]
+    assert (
+        "Claim: The car is blue" in llm.prompts[0]
+        and "Evidence (reference answers): Blue; It is blue" in llm.prompts[0]
+    )
     assert M.parse_verdict("Entailed? No: UNSUPPORTED") == "Unsupported"  # the last verdict word is the answer

@@ -58,10 +58,18 @@ ALL = sorted(O.OPERATORS)
 
 def test_catalog_names_match_design():
     assert O.TEXT_OPERATORS == (
-        "expand_context_irrelevant", "constraint_stack", "syntactic_complication", "disturbance_exclusion", "authority_bias_context"
+        "expand_context_irrelevant",
+        "constraint_stack",
+        "syntactic_complication",
+        "disturbance_exclusion",
+        "authority_bias_context",
     )
     assert O.IMAGE_OPERATORS == (
-        "background_interference", "multi_image_copy_v1", "multi_image_copy_v2", "multi_image_copy_v3", "multi_image_composition"
+        "background_interference",
+        "multi_image_copy_v1",
+        "multi_image_copy_v2",
+        "multi_image_copy_v3",
+        "multi_image_composition",
     )
     assert [O.OPERATORS[n].difficulty for n in O.TEXT_OPERATORS] == ["Easy", "Common", "Medium", "Hard", "Extreme"]
 
@@ -81,11 +89,10 @@ def test_same_seed_same_output(item, name, level):
 @pytest.mark.parametrize("name", ALL)
 def test_other_seed_or_level_changes_output(item, name):
     inst, root = item
-    outs = {
-        (s, lv): _mutate(inst, root, name, lv, s, f"o{s}{lv}")
-        for s, lv in ((1, 2), (2, 2), (1, 4))
+    outs = {(s, lv): _mutate(inst, root, name, lv, s, f"o{s}{lv}") for s, lv in ((1, 2), (2, 2), (1, 4))}
+    sig = {
+        k: (m["mutation_inf"]["mutated_text"], tuple(_image_bytes(m, root, f"o{k[0]}{k[1]}"))) for k, m in outs.items()
     }
-    sig = {k: (m["mutation_inf"]["mutated_text"], tuple(_image_bytes(m, root, f"o{k[0]}{k[1]}"))) for k, m in outs.items()}
     assert len(set(sig.values())) >= 2  # the seed and the level matter
 
 
@@ -102,7 +109,10 @@ def test_output_differs_from_input(item, name, level):
         images = [np.asarray(Image.open(root / "o" / p).convert("RGB")) for p in info["mutated_image_paths"]]
         original = _original(root)
         assert len(images) > 1 or images[0].shape != original.shape or not np.array_equal(images[0], original)
-        assert info["mutated_image_sha256"] == __import__("hashlib").sha256((root / "o" / info["mutated_image_path"]).read_bytes()).hexdigest()
+        assert (
+            info["mutated_image_sha256"]
+            == __import__("hashlib").sha256((root / "o" / info["mutated_image_path"]).read_bytes()).hexdigest()
+        )
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -141,7 +151,13 @@ def test_truth_is_unchanged(item, name, level):
 def test_chain_and_prompt_cap(item):
     inst, root = item
     long_q = dict(inst, seed_data=dict(inst["seed_data"], question="What color is the car? " + "x" * 79_000))
-    m = O.mutate_instance(long_q, [("authority_bias_context", 5), ("expand_context_irrelevant", 5), ("constraint_stack", 2)], 1, root, root / "o")
+    m = O.mutate_instance(
+        long_q,
+        [("authority_bias_context", 5), ("expand_context_irrelevant", 5), ("constraint_stack", 2)],
+        1,
+        root,
+        root / "o",
+    )
     info = m["mutation_inf"]
     assert len(info["mutated_text"]) <= O.MAX_PROMPT_CHARS
     assert long_q["seed_data"]["question"] in info["mutated_text"]
@@ -151,7 +167,12 @@ def test_chain_and_prompt_cap(item):
 
 def test_chained_text_and_image_ops(item):
     inst, root = item
-    ops = [("syntactic_complication", 2), ("constraint_stack", 1), ("background_interference", 1), ("multi_image_copy_v1", 2)]
+    ops = [
+        ("syntactic_complication", 2),
+        ("constraint_stack", 1),
+        ("background_interference", 1),
+        ("multi_image_copy_v1", 2),
+    ]
     m = O.mutate_instance(inst, ops, 3, root, root / "o")
     info = m["mutation_inf"]
     assert info["text_operators_applied"] == ["syntactic_complication", "constraint_stack"]
@@ -174,7 +195,20 @@ def test_bad_inputs_name_the_item(item, tmp_path):
 def test_cli_mutate_and_operators(item, capsys):
     inst, root = item
     (root / "item.json").write_text(json.dumps(inst))
-    args = ["fuzz", "mutate", "--instance", str(root / "item.json"), "--op", "multi_image_copy_v3", "--level", "2", "--seed", "4", "--out", str(root / "cli")]
+    args = [
+        "fuzz",
+        "mutate",
+        "--instance",
+        str(root / "item.json"),
+        "--op",
+        "multi_image_copy_v3",
+        "--level",
+        "2",
+        "--seed",
+        "4",
+        "--out",
+        str(root / "cli"),
+    ]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mutation_inf"]["image_operators_applied"] == ["multi_image_copy_v3"]
@@ -184,7 +218,23 @@ def test_cli_mutate_and_operators(item, capsys):
     names = [r["name"] for r in json.loads(capsys.readouterr().out)]
     assert names == list(O.OPERATORS)
     (root / "bad.json").write_text(json.dumps(dict(inst, meta_inf=dict(inst["meta_inf"], risk_level=9))))
-    assert main(["fuzz", "mutate", "--instance", str(root / "bad.json"), "--op", "constraint_stack", "--level", "1", "--out", str(root / "x")]) == 1
+    assert (
+        main(
+            [
+                "fuzz",
+                "mutate",
+                "--instance",
+                str(root / "bad.json"),
+                "--op",
+                "constraint_stack",
+                "--level",
+                "1",
+                "--out",
+                str(root / "x"),
+            ]
+        )
+        == 1
+    )
     assert "instance 120001: field 'meta_inf.risk_level'" in capsys.readouterr().err
 
 
@@ -192,7 +242,9 @@ def test_composition_uses_distinct_pool_images_and_tiny_images_work(item):
     inst, root = item
     original = Image.open(root / "images" / "car.png").convert("RGB")
     other = Image.fromarray(np.full((60, 80, 3), 200, np.uint8))
-    m = O.mutate_instance(inst, [("multi_image_composition", 2)], 1, root, root / "o", distractors=[original.copy(), other])
+    m = O.mutate_instance(
+        inst, [("multi_image_composition", 2)], 1, root, root / "o", distractors=[original.copy(), other]
+    )
     info = m["mutation_inf"]
     assert info["operations"][0]["details"]["images"].count("other_image") == 1  # the copy of the reference is skipped
     imgs = [np.asarray(Image.open(root / "o" / p).convert("RGB")) for p in info["mutated_image_paths"]]

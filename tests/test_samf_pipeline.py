@@ -52,12 +52,26 @@ def bench(tmp_path):
         rng = np.random.default_rng(i)
         arr = np.clip(level + rng.normal(0, 10, (32, 32, 3)), 0, 255).astype(np.uint8)
         Image.fromarray(arr, "RGB").save(tmp_path / "images" / f"{i}.png")
-        items.append(validate_instance({
-            "instance_id": f"{digits}{i + 1:04d}",
-            "meta_inf": {"category": "object", "subtype": subtype, "subsubtype": "state" if subtype == "attribute" else "", "risk_level": 1 + i % 5},
-            "source_inf": {"source_dataset": "sim", "source_id": str(i)},
-            "seed_data": {"type": "YON", "image_path": f"images/{i}.png", "question": "Is there a lamp in the image?", "ground_truth": truth},
-        }))
+        items.append(
+            validate_instance(
+                {
+                    "instance_id": f"{digits}{i + 1:04d}",
+                    "meta_inf": {
+                        "category": "object",
+                        "subtype": subtype,
+                        "subsubtype": "state" if subtype == "attribute" else "",
+                        "risk_level": 1 + i % 5,
+                    },
+                    "source_inf": {"source_dataset": "sim", "source_id": str(i)},
+                    "seed_data": {
+                        "type": "YON",
+                        "image_path": f"images/{i}.png",
+                        "question": "Is there a lamp in the image?",
+                        "ground_truth": truth,
+                    },
+                }
+            )
+        )
     return items, tmp_path
 
 
@@ -105,7 +119,9 @@ def test_same_seed_same_outputs(bench):
         write_parquet(root / f"a_{name}.parquet", df_a)
         write_parquet(root / f"b_{name}.parquet", df_b)
         assert (root / f"a_{name}.parquet").read_bytes() == (root / f"b_{name}.parquet").read_bytes()
-    assert [m["mutation_inf"].get("mutated_image_sha256") for m in a[2]] == [m["mutation_inf"].get("mutated_image_sha256") for m in b[2]]
+    assert [m["mutation_inf"].get("mutated_image_sha256") for m in a[2]] == [
+        m["mutation_inf"].get("mutated_image_sha256") for m in b[2]
+    ]
 
 
 def test_hill_climb_runs_through_the_same_loop(bench):
@@ -127,8 +143,16 @@ def test_optional_shr_ghs_columns_reach_the_comparison(bench):
     vlm = BrightnessVLM(max_chars=40)  # the bare question is 29 chars: any added context flips the answer
     std = P.standard_eval(items, split, vlm, "sim", root, MetricSuite(metrics=("ghr", "bhr", "shr", "ghs")))
     assert std["shr"].null_count() == 0 and std["ghs"].max() == 0.0  # correct answers: rule-judged severity 0
-    ctl = CentralFuzzController({"existence_YON": __import__("halluflow.samf.controllers", fromlist=["Policy"]).Policy((("constraint_stack", 1),))})
-    fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0, suite=MetricSuite(metrics=("ghr", "bhr", "shr", "ghs")))
+    ctl = CentralFuzzController(
+        {
+            "existence_YON": __import__("halluflow.samf.controllers", fromlist=["Policy"]).Policy(
+                (("constraint_stack", 1),)
+            )
+        }
+    )
+    fz, _ = P.fuzzed_eval(
+        items, split, ctl, vlm, "sim", root, root / "o", seed=0, suite=MetricSuite(metrics=("ghr", "bhr", "shr", "ghs"))
+    )
     assert fz["ghr"].sum() == len(items)  # every prompt grew past 40 chars -> every answer flipped
     assert fz["ghs"].min() == 1.0  # GHS fallback = max(h_GHR, BHR)
     table = P.compare(std, fz)
@@ -187,7 +211,9 @@ def test_failed_requests_are_never_scored_as_not_hallucinated(bench):
     failed_ids = {i["instance_id"] for i in items if i["instance_id"].endswith(("2", "3", "6", "9"))}
     assert set(std.filter(pl.col("failed"))["instance_id"]) == failed_ids
     assert std.filter(pl.col("failed"))["ghr"].null_count() == len(failed_ids)  # no number from a failed answer
-    ctl = CentralFuzzController({"existence_YON": Policy((("constraint_stack", 1),)), "attribute_YON": Policy((("constraint_stack", 1),))})
+    ctl = CentralFuzzController(
+        {"existence_YON": Policy((("constraint_stack", 1),)), "attribute_YON": Policy((("constraint_stack", 1),))}
+    )
     fz, _ = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / "o", seed=0)
     overall = P.compare(std, fz).row(0, named=True)
     # Before: failures scored GHR 0 and pulled the fuzzed GHR down to (20 - 8) / 20 = 0.6.

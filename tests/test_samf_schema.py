@@ -41,11 +41,17 @@ def test_paper_example_is_valid():
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d["seed_data"].pop("question"), "instance 120001: field 'seed_data': 'question' is a required property"),
+        (
+            lambda d: d["seed_data"].pop("question"),
+            "instance 120001: field 'seed_data': 'question' is a required property",
+        ),
         (lambda d: d["meta_inf"].update(risk_level=6), "instance 120001: field 'meta_inf.risk_level'"),
         (lambda d: d["seed_data"].update(type="MCQ"), "instance 120001: field 'seed_data.type'"),
         (lambda d: d.update(instance_id="12001"), "instance 12001: field 'instance_id'"),
-        (lambda d: d["meta_inf"].update(subtype="existence"), "digits 12 encode object/attribute but meta_inf says object/existence"),
+        (
+            lambda d: d["meta_inf"].update(subtype="existence"),
+            "digits 12 encode object/attribute but meta_inf says object/existence",
+        ),
         (lambda d: d["meta_inf"].update(subtype="sycophancy"), "field 'meta_inf.subtype'"),
         (lambda d: d["meta_inf"].update(subsubtype="smell"), "field 'meta_inf.subsubtype'"),
         (lambda d: d["seed_data"].update(type="YON"), "a YON instance needs Yes or No"),
@@ -87,23 +93,42 @@ def test_from_ode_queries_balanced_and_mapped():
     rows = []
     for i in range(12):
         qt = ["existence", "attribute", "count", "counterfactual"][i % 4]
-        rows.append({
-            "query_id": f"q{i:02d}", "image_id": f"img{i // 2}", "image": f"images/img{i // 2}.png", "task": "discriminative",
-            "query_type": qt, "attribute_kind": {"attribute": "action", "count": "count"}.get(qt), "question": f"Q{i}?",
-            "truth": "yes" if i % 3 else "no", "objects": ["dog", "sofa"], "distribution": "standard",
-        })
-    rows.append({"query_id": "g", "task": "generative", "query_type": "generative", "question": "Describe", "truth": None})
+        rows.append(
+            {
+                "query_id": f"q{i:02d}",
+                "image_id": f"img{i // 2}",
+                "image": f"images/img{i // 2}.png",
+                "task": "discriminative",
+                "query_type": qt,
+                "attribute_kind": {"attribute": "action", "count": "count"}.get(qt),
+                "question": f"Q{i}?",
+                "truth": "yes" if i % 3 else "no",
+                "objects": ["dog", "sofa"],
+                "distribution": "standard",
+            }
+        )
+    rows.append(
+        {"query_id": "g", "task": "generative", "query_type": "generative", "question": "Describe", "truth": None}
+    )
     items = convert.from_ode_queries(rows, "demo", limit=8, seed=1)
     assert len(items) == 8
     subs = [(i["meta_inf"]["subtype"], i["meta_inf"].get("subsubtype")) for i in items]
-    assert subs.count(("existence", "")) == 4 and subs.count(("attribute", "state")) == 2 and subs.count(("attribute", "number")) == 2
+    assert (
+        subs.count(("existence", "")) == 4
+        and subs.count(("attribute", "state")) == 2
+        and subs.count(("attribute", "number")) == 2
+    )
     assert sorted(i["instance_id"] for i in items)[:2] == ["110001", "110002"]  # serials restart per subtype
     assert items[0]["visual_facts"][0] == "There is a dog in the image."
     assert all(negative_answers(i) == ["No" if i["seed_data"]["ground_truth"] == "Yes" else "Yes"] for i in items)
     assert convert.ode_groups(["existence", "count", "counterfactual"]) == ["attribute_YON", "existence_YON"]
     assert convert.ode_groups(["counterfactual"]) == ["attribute_YON", "existence_YON"]
     assert convert.ode_groups(["existence"]) == ["existence_YON"]
-    assert convert.ode_mapping("counterfactual", "action") == ("object", "attribute", "state")  # "Does the person strike?"
+    assert convert.ode_mapping("counterfactual", "action") == (
+        "object",
+        "attribute",
+        "state",
+    )  # "Does the person strike?"
     assert convert.ode_mapping("counterfactual", None) == ("object", "existence", "")  # "Is there a baggage?"
     with pytest.raises(InputError, match="ODE query q00: truth 'maybe'"):
         convert.from_ode_queries([dict(rows[0], truth="maybe")], "demo")
@@ -115,7 +140,9 @@ def test_from_pope_peer_file():
     assert len(items) == 3000 and items[0]["instance_id"] == "110001" and items[-1]["instance_id"] == "113000"
     assert items[0]["seed_data"]["question"] == "Is there a snowboard in the image?"
     assert sum(i["seed_data"]["ground_truth"] == "Yes" for i in items) == 1500
-    small = convert.from_pope(shared_data("pope-rucaibox", "gqa", "gqa_pope_seem_random.json"), limit=10)  # JSON array file
+    small = convert.from_pope(
+        shared_data("pope-rucaibox", "gqa", "gqa_pope_seem_random.json"), limit=10
+    )  # JSON array file
     assert sum(i["seed_data"]["ground_truth"] == "Yes" for i in small) == 5
 
 
@@ -125,7 +152,10 @@ def test_from_amber_peer_files():
     rel = convert.from_amber(ann, shared_data("amber", "data", "query", "query_discriminative-relation.json"))
     assert len(rel) == 1664 and {i["meta_inf"]["subtype"] for i in rel} == {"relation"}
     assert rel[-1]["instance_id"] == "131664"
-    queries = {q["id"]: q for q in json.loads(shared_data("amber", "data", "query", "query_discriminative-relation.json").read_text())}
+    queries = {
+        q["id"]: q
+        for q in json.loads(shared_data("amber", "data", "query", "query_discriminative-relation.json").read_text())
+    }
     assert rel[0]["source_inf"]["source_id"] == "13557"
     assert rel[0]["seed_data"]["question"] == queries[13557]["query"] and rel[0]["seed_data"]["ground_truth"] == "Yes"
     # A balanced sample of the whole discriminative file: 10 per AMBER discriminative type (6 types).
@@ -141,7 +171,23 @@ def test_cli_convert_pope(tmp_path, capsys):
     from halluflow.cli import main
 
     src = shared_data("pope-rucaibox", "coco", "coco_pope_random.json")
-    assert main(["fuzz", "convert", "--source", "pope", "--input", str(src), "--limit", "6", "--out", str(tmp_path / "u.json")]) == 0
+    assert (
+        main(
+            [
+                "fuzz",
+                "convert",
+                "--source",
+                "pope",
+                "--input",
+                str(src),
+                "--limit",
+                "6",
+                "--out",
+                str(tmp_path / "u.json"),
+            ]
+        )
+        == 0
+    )
     items = load_instances(tmp_path / "u.json")
     assert len(items) == 6 and sum(i["seed_data"]["ground_truth"] == "Yes" for i in items) == 3
     assert "6 UniHall instances" in capsys.readouterr().out

@@ -53,12 +53,19 @@ def setup(tmp_path):
         Image.fromarray(np.full((24, 24, 3), 230 if truth == "Yes" else 20, np.uint8)).save(images / f"{i}.png")
         sub, digits = ("existence", "11") if i < 6 else ("sycophancy", "23")
         cat = "object" if i < 6 else "instruction"
-        items.append({
-            "instance_id": f"{digits}{i + 1:04d}",
-            "meta_inf": {"category": cat, "subtype": sub, "risk_level": 1 + i % 5},
-            "source_inf": {"source_dataset": "sim", "source_id": str(i)},
-            "seed_data": {"type": "YON", "image_path": f"images/{i}.png", "question": "Is the lamp on?", "ground_truth": truth},
-        })
+        items.append(
+            {
+                "instance_id": f"{digits}{i + 1:04d}",
+                "meta_inf": {"category": cat, "subtype": sub, "risk_level": 1 + i % 5},
+                "source_inf": {"source_dataset": "sim", "source_id": str(i)},
+                "seed_data": {
+                    "type": "YON",
+                    "image_path": f"images/{i}.png",
+                    "question": "Is the lamp on?",
+                    "ground_truth": truth,
+                },
+            }
+        )
     (tmp_path / "data" / "unihall.json").write_text(json.dumps(items))
     samf = copy.deepcopy(load_config(REPO_ROOT / "config.yaml")["samf"])
     samf["source"] = {"format": "unihall", "path": str(tmp_path / "data" / "unihall.json"), "images": None}
@@ -70,15 +77,47 @@ def setup(tmp_path):
 def _run(samf, root, out):
     o = root / out
     W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
-    W.run_standard(samf, o / "instances.json", o / "split.parquet", SPEC, None, root, None, o / "m" / "standard.parquet")
+    W.run_standard(
+        samf, o / "instances.json", o / "split.parquet", SPEC, None, root, None, o / "m" / "standard.parquet"
+    )
     groups = W.groups_for(samf)
     for g in groups:
-        W.run_train(samf, o / "instances.json", o / "split.parquet", SPEC, g, None, root, None, 3, o / "m" / "train" / f"{g}.json")
-    W.run_fuzzed(samf, o / "instances.json", o / "split.parquet", [o / "m" / "train" / f"{g}.json" for g in groups], SPEC, None,
-                 root, None, 3, o / "m", o / "m" / "policies.json", o / "m" / "fuzzed.parquet", o / "m" / "fuzzed_instances.json",
-                 o / "m" / "dynamic.parquet")
-    W.run_compare(o / "m" / "standard.parquet", o / "m" / "fuzzed.parquet", "syco", o / "m" / "comparison.parquet",
-                  o / "m" / "comparison.json", o / "m" / "dynamic.parquet")
+        W.run_train(
+            samf,
+            o / "instances.json",
+            o / "split.parquet",
+            SPEC,
+            g,
+            None,
+            root,
+            None,
+            3,
+            o / "m" / "train" / f"{g}.json",
+        )
+    W.run_fuzzed(
+        samf,
+        o / "instances.json",
+        o / "split.parquet",
+        [o / "m" / "train" / f"{g}.json" for g in groups],
+        SPEC,
+        None,
+        root,
+        None,
+        3,
+        o / "m",
+        o / "m" / "policies.json",
+        o / "m" / "fuzzed.parquet",
+        o / "m" / "fuzzed_instances.json",
+        o / "m" / "dynamic.parquet",
+    )
+    W.run_compare(
+        o / "m" / "standard.parquet",
+        o / "m" / "fuzzed.parquet",
+        "syco",
+        o / "m" / "comparison.parquet",
+        o / "m" / "comparison.json",
+        o / "m" / "dynamic.parquet",
+    )
     return o
 
 
@@ -118,7 +157,18 @@ def test_missing_group_and_bad_source(setup):
     samf, root = setup
     o = root / "c"
     W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
-    W.run_train(samf, o / "instances.json", o / "split.parquet", SPEC, "relation_YON", None, root, None, 3, o / "relation_YON.json")
+    W.run_train(
+        samf,
+        o / "instances.json",
+        o / "split.parquet",
+        SPEC,
+        "relation_YON",
+        None,
+        root,
+        None,
+        3,
+        o / "relation_YON.json",
+    )
     assert json.loads((o / "relation_YON.json").read_text())["policy"] is None
     with pytest.raises(Exception, match="no group learnt a policy"):
         W.load_controller([o / "relation_YON.json"])

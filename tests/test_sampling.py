@@ -10,15 +10,27 @@ from halluflow.ode.graph import Annotations, build_graph, build_tables
 from halluflow.ode.sampling import sample_scenes
 
 # entities a..e, environments sky, sea; hand-made weights
-IMAGES = ([["a", "b"]] * 5 + [["a", "c"]] * 3 + [["b", "c"]] * 1 + [["a", "sky"]] * 4 + [["b", "sky"]] * 1
-          + [["c", "sea"]] * 2 + [["d"], ["e"]])
-ANN = Annotations(images=IMAGES, state_pairs={"a": [("red", "blue"), ("big", "small")]},
-                  action_pairs={"a": [("run", "sit")], "sky": []})
+IMAGES = (
+    [["a", "b"]] * 5
+    + [["a", "c"]] * 3
+    + [["b", "c"]] * 1
+    + [["a", "sky"]] * 4
+    + [["b", "sky"]] * 1
+    + [["c", "sea"]] * 2
+    + [["d"], ["e"]]
+)
+ANN = Annotations(
+    images=IMAGES,
+    state_pairs={"a": [("red", "blue"), ("big", "small")]},
+    action_pairs={"a": [("run", "sit")], "sky": []},
+)
 NODES, EDGES = build_tables(ANN, {"sky", "sea"})
 
 
 def sizes(n_ee=1, n_ev=1, **over):
-    base = {d: {"entity_entity": n_ee, "entity_environment": n_ev} for d in ("standard", "long_tail", "random", "fictional")}
+    base = {
+        d: {"entity_entity": n_ee, "entity_environment": n_ev} for d in ("standard", "long_tail", "random", "fictional")
+    }
     base.update(over)
     return base
 
@@ -43,15 +55,17 @@ def test_fictional_pairs_have_no_edge_and_are_not_capped():
     ee, ev = pairs(df, "fictional", "entity_entity"), pairs(df, "fictional", "entity_environment")
     assert len(ee) == 7 and len(ev) == 7
     assert all(w == 0 for *_, w in ee + ev)
-    assert {frozenset(p[:2]) for p in ee} == {frozenset(p) for p in [("a", "d"), ("a", "e"), ("b", "d"), ("b", "e"),
-                                                                     ("c", "d"), ("c", "e"), ("d", "e")]}
+    assert {frozenset(p[:2]) for p in ee} == {
+        frozenset(p) for p in [("a", "d"), ("a", "e"), ("b", "d"), ("b", "e"), ("c", "d"), ("c", "e"), ("d", "e")]
+    }
     with pytest.raises(ConfigError, match="sizes.fictional.entity_entity': asked for 8 pairs but the graph has only 7"):
         sample_scenes(NODES, EDGES, sizes(0, 0, fictional={"entity_entity": 8, "entity_environment": 0}), seed=3)
 
 
 def test_random_keeps_pair_kinds_apart_and_never_repeats_a_pair():
-    df = sample_scenes(NODES, EDGES, sizes(0, 0, random={"entity_entity": 10, "entity_environment": 10}), seed=7,
-                       random_pool="all")
+    df = sample_scenes(
+        NODES, EDGES, sizes(0, 0, random={"entity_entity": 10, "entity_environment": 10}), seed=7, random_pool="all"
+    )
     types = dict(zip(NODES["node"], NODES["type"]))
     ev = pairs(df, "random", "entity_environment")
     assert all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)  # anchor leaked e-e pairs here
@@ -69,10 +83,14 @@ def test_seeded_and_variants_carry_attributes():
     assert row_a["object_a"] == "a"
     # "a" has 3 attributes (red, big: state; run: action): its 3 variants use each once, with their contrast;
     # actions read as gerunds ("a running a"), the form questions ask about ("Is the dog running?")
-    got = a.filter((pl.col("distribution") == "standard") & (pl.col("pair_kind") == "entity_entity")
-                   & (pl.col("object_b") == "b"))
+    got = a.filter(
+        (pl.col("distribution") == "standard") & (pl.col("pair_kind") == "entity_entity") & (pl.col("object_b") == "b")
+    )
     assert sorted(zip(got["attribute_a"], got["attribute_a_kind"], got["attribute_a_contrast"])) == [
-        ("big", "state", "small"), ("red", "state", "blue"), ("running", "action", "sitting")]
+        ("big", "state", "small"),
+        ("red", "state", "blue"),
+        ("running", "action", "sitting"),
+    ]
     assert got["attribute_b"].null_count() == 3  # "b" has no attributes
     plain = sample_scenes(NODES, EDGES, sizes(1, 1), seed=5, attribute_kinds=())
     assert plain["attribute_a"].null_count() == plain.height
@@ -86,7 +104,9 @@ def test_default_seed_graph_default_sizes():
     top = pairs(df, "standard", "entity_environment")
     assert top[0] == ("person", "sky", 119)  # the heaviest entity+environment edge of the seed graph
     assert top[0][2] == max(w for s, t, w in edges.iter_rows() if {types[s], types[t]} == {"entity", "environment"})
-    assert all(w == 0 for *_, w in pairs(df, "fictional", "entity_entity") + pairs(df, "fictional", "entity_environment"))
+    assert all(
+        w == 0 for *_, w in pairs(df, "fictional", "entity_entity") + pairs(df, "fictional", "entity_environment")
+    )
 
 
 def test_conformance_with_odes_released_pairs():
@@ -112,13 +132,24 @@ def test_conformance_with_odes_released_pairs():
     theirs = {frozenset(p) for p in lists[("Common", "ee")]}
     cutoff = min(weight[p] for p in mine)
     assert all(weight[p] == cutoff for p in mine ^ theirs) and len(mine & theirs) >= 39
-    assert all(w == 1 for *_, w in pairs(ours, "long_tail", "entity_entity") + pairs(ours, "long_tail", "entity_environment"))
+    assert all(
+        w == 1 for *_, w in pairs(ours, "long_tail", "entity_entity") + pairs(ours, "long_tail", "entity_environment")
+    )
     # anchor bugs: their Random e-env list holds 14 entity+entity pairs, their Fictional e-env list stops at 20
     kinds = Counter((types[a], types[b]) for a, b in lists[("Random", "ev")])
     assert kinds[("entity", "entity")] == 14 and len(lists[("Fictional", "ev")]) == 20
-    fixed = sample_scenes(nodes, edges, sizes(0, 0, random={"entity_entity": 0, "entity_environment": 38},
-                                              fictional={"entity_entity": 0, "entity_environment": 39}), seed=42,
-                          random_pool="all")
+    fixed = sample_scenes(
+        nodes,
+        edges,
+        sizes(
+            0,
+            0,
+            random={"entity_entity": 0, "entity_environment": 38},
+            fictional={"entity_entity": 0, "entity_environment": 39},
+        ),
+        seed=42,
+        random_pool="all",
+    )
     for dist, n in (("random", 38), ("fictional", 39)):
         ev = pairs(fixed, dist, "entity_environment")
         assert len(ev) == n and all(types[a] == "entity" and types[b] == "environment" for a, b, _ in ev)
@@ -169,12 +200,20 @@ def test_attribute_words_are_cleaned_per_kind():
     """Mined words in the wrong kind, counts and bare verbs: what the seed graph's AMBER-mined pairs hold."""
     from halluflow.ode.sampling import _attribute_options
 
-    node = {"state_pairs": ["1/2", "red/blue", "swim/run", "sensory/plain"],
-            "action_pairs": ["yellow/white", "swim/walk", "sit/green", "dance/dancing"]}
+    node = {
+        "state_pairs": ["1/2", "red/blue", "swim/run", "sensory/plain"],
+        "action_pairs": ["yellow/white", "swim/walk", "sit/green", "dance/dancing"],
+    }
     assert _attribute_options(node, ("state", "action")) == [
-        ("red", "state", "blue"), ("swimming", "action", "running"), ("yellow", "state", "white"),
-        ("sitting", "action", None), ("dancing", "action", None)]
+        ("red", "state", "blue"),
+        ("swimming", "action", "running"),
+        ("yellow", "state", "white"),
+        ("sitting", "action", None),
+        ("dancing", "action", None),
+    ]
     assert _attribute_options(node, ("state",)) == [("red", "state", "blue"), ("yellow", "state", "white")]
     # ODE's code: the mined words as they are
-    assert _attribute_options(node, ("state", "action"), clean=False)[:2] == [("1", "state", "2"),
-                                                                              ("red", "state", "blue")]
+    assert _attribute_options(node, ("state", "action"), clean=False)[:2] == [
+        ("1", "state", "2"),
+        ("red", "state", "blue"),
+    ]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from chat_server import ChatServer
 from test_faults import OBJECTS, answer_targets, api_overlay, prior, workdir  # noqa: F401 (fixtures)
 from workflow_utils import run_snakemake
@@ -34,8 +33,9 @@ def test_api_key_is_sent_but_never_written(workdir, prior):  # noqa: F811
     env = {KEY_ENV: SECRET}
     with ChatServer(prior, expected_key=SECRET) as server:
         overlay = api_overlay(workdir, server, api_key_env=KEY_ENV)
-        ok = run_snakemake(workdir, *answer_targets(), "--cores", "2", "--configfile", "config.yaml", str(overlay),
-                           env=env)
+        ok = run_snakemake(
+            workdir, *answer_targets(), "--cores", "2", "--configfile", "config.yaml", str(overlay), env=env
+        )
         bodies = len(server.bodies)
     table = pl.concat([pl.read_parquet(workdir / t) for t in answer_targets()])
     # Every request passed the server's key check (a wrong or missing key gets HTTP 401 and a failed shard).
@@ -44,8 +44,17 @@ def test_api_key_is_sent_but_never_written(workdir, prior):  # noqa: F811
     # A server that rejects the key: the 401 failures are logged, the key still is not.
     with ChatServer(prior, expected_key="another-key") as server:
         overlay = api_overlay(workdir, server, name="api-rejected", api_key_env=KEY_ENV)
-        bad = run_snakemake(workdir, *answer_targets("api-rejected"), "--cores", "2", "--configfile", "config.yaml",
-                            str(overlay), env=env, check=False)
+        bad = run_snakemake(
+            workdir,
+            *answer_targets("api-rejected"),
+            "--cores",
+            "2",
+            "--configfile",
+            "config.yaml",
+            str(overlay),
+            env=env,
+            check=False,
+        )
     assert bad.returncode != 0
     logs = "\n".join(p.read_text() for p in (workdir / "logs").rglob("*.log"))
     assert "HTTP 401" in logs
@@ -56,8 +65,9 @@ def test_api_key_is_sent_but_never_written(workdir, prior):  # noqa: F811
         for obj in OBJECTS:
             server.faults[f"a {obj} "] = ["401-echo"]
         overlay = api_overlay(workdir, server, name="api-echo", api_key_env=KEY_ENV, max_failed_fraction=1.0)
-        echo = run_snakemake(workdir, *answer_targets("api-echo"), "--cores", "2", "--configfile", "config.yaml",
-                             str(overlay), env=env)
+        echo = run_snakemake(
+            workdir, *answer_targets("api-echo"), "--cores", "2", "--configfile", "config.yaml", str(overlay), env=env
+        )
     table = pl.concat([pl.read_parquet(workdir / t) for t in answer_targets("api-echo")])
     assert (table["status"] == "failed").all()
     assert table["error"].str.contains("rejected Authorization: [REDACTED]", literal=True).any()

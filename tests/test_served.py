@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from served import LLM_ID, VLM_ID, TransformersServe, build_served_models, missing_serve_packages
+from test_openai_http import make_release
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.errors import BackendError
-
-from served import LLM_ID, VLM_ID, TransformersServe, build_served_models, missing_serve_packages
-from test_openai_http import make_release
 
 pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
 
@@ -30,9 +29,21 @@ def served(tmp_path_factory):
 
 
 def spec(server, model=VLM_ID, **args):
-    return {"name": "served", "backend": "openai", "stand_in": True,
-            "args": {"base_url": server.base_url, "model": model, "api_key_env": None, "timeout_s": 120,
-                     "max_retries": 1, "backoff_s": 0.1, "concurrency": 2, **args}}
+    return {
+        "name": "served",
+        "backend": "openai",
+        "stand_in": True,
+        "args": {
+            "base_url": server.base_url,
+            "model": model,
+            "api_key_env": None,
+            "timeout_s": 120,
+            "max_retries": 1,
+            "backoff_s": 0.1,
+            "concurrency": 2,
+            **args,
+        },
+    }
 
 
 QUESTIONS = ["Is there a dog in the image?", "Is there a cat in the image?", "Describe the image."]
@@ -59,15 +70,25 @@ def test_server_specific_rejections_stop_early_and_unserved_ids_fail_in_one_line
     # transformers serve rejects sampling fields it does not know (vLLM accepts top_k): HTTP 422, identical each
     # time, so after three the rest of the shard is recorded as failed without being sent.
     out = tmp_path / "a.parquet"
-    stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served, extra_body={"top_k": 40},
-                                                                            concurrency=1)),
-                         tmp_path / "cache", out, settings={"max_failed_fraction": 1.0})
+    stats = answer_shard(
+        queries,
+        tmp_path / "release",
+        ModelUnderTest(spec(served, extra_body={"top_k": 40}, concurrency=1)),
+        tmp_path / "cache",
+        out,
+        settings={"max_failed_fraction": 1.0},
+    )
     errors = pl.read_parquet(out).sort("query_id")["error"].to_list()
     assert stats["failed"] == 6 and all("HTTP 422" in e and "top_k" in e for e in errors), errors
     assert sum(e.startswith("not sent: the server rejected 3 requests") for e in errors) == 3
     with pytest.raises(BackendError) as err:
-        answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served, model="resources/models/typo")),
-                     tmp_path / "cache", tmp_path / "b.parquet")
+        answer_shard(
+            queries,
+            tmp_path / "release",
+            ModelUnderTest(spec(served, model="resources/models/typo")),
+            tmp_path / "cache",
+            tmp_path / "b.parquet",
+        )
     message = str(err.value)
     assert "model 'resources/models/typo' is not served by" in message and repr(VLM_ID) in message
     assert "\n" not in message
@@ -79,8 +100,17 @@ def test_llm_roles_over_the_server(served, tmp_path):
     from halluflow.cedi.parser import llm_parse
     from halluflow.samf.metrics import LLMJudge
 
-    llm = registry.create("llm", {"backend": "openai", "base_url": served.base_url, "model": LLM_ID,
-                                  "api_key_env": None, "max_tokens": 48, "timeout_s": 120})
+    llm = registry.create(
+        "llm",
+        {
+            "backend": "openai",
+            "base_url": served.base_url,
+            "model": LLM_ID,
+            "api_key_env": None,
+            "max_tokens": 48,
+            "timeout_s": 120,
+        },
+    )
     before = served.requests_for(LLM_ID)
     # CEDI parser: transcript -> scene graph JSON (None when SmolLM2's reply is not a valid graph: rule fallback).
     graph = llm_parse(llm, [("Describe the image.", "A brown dog catches a frisbee on the grass.")])

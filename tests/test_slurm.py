@@ -31,8 +31,9 @@ def slurm_cluster():
         pytest.fail(f"{OPT_IN}=1 but not root: starting a local Slurm cluster needs root (apt-get, munge, slurmctld)")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.fail(f"{OPT_IN}=1 but no apt-get to install Debian's slurm-wlm and no slurmctld on PATH")
-    proc = subprocess.run([str(REPO / "tools" / "slurm" / "local-cluster.sh"), "start"], capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [str(REPO / "tools" / "slurm" / "local-cluster.sh"), "start"], capture_output=True, text=True, timeout=900
+    )
     if proc.returncode != 0:
         pytest.fail(f"local Slurm cluster did not start:\n{proc.stdout}\n{proc.stderr}")
     yield
@@ -46,7 +47,8 @@ def local_profile(workdir) -> str:
     # The one local partition has the fake GPU; GPU and CPU jobs alike are placed there by the plugin.
     (workdir / "profiles" / "slurm-local").mkdir()
     (workdir / "profiles" / "slurm-local" / "partitions.yaml").write_text(
-        yaml.safe_dump({"partitions": {"debug": {"max_gpu": 1}}}))
+        yaml.safe_dump({"partitions": {"debug": {"max_gpu": 1}}})
+    )
     profile["slurm-partition-config"] = "profiles/slurm-local/partitions.yaml"
     for resources in (profile.get("set-resources") or {}).values():
         if "mem_mb" in resources:
@@ -107,8 +109,18 @@ def test_default_workflow_on_slurm(slurm_cluster, tmp_path):
     # The whole default target list is the same workflow with more CPU-bound jobs: on CI's 2 cores it would double
     # the suite's time, so it is left to `snakemake --profile profiles/slurm` by hand (see the README).
     targets = [f"{out}/release/manifest.json", f"{out}/metrics/prior.json", f"{out}/metrics/tiny-smolvlm.json"]
-    proc = run_snakemake(workdir, "--profile", profile, "--verbose", "--configfile", "config.yaml", "gpu-site.yaml",
-                         "--", *targets, timeout=1500)
+    proc = run_snakemake(
+        workdir,
+        "--profile",
+        profile,
+        "--verbose",
+        "--configfile",
+        "config.yaml",
+        "gpu-site.yaml",
+        "--",
+        *targets,
+        timeout=1500,
+    )
     log = proc.stdout + proc.stderr
     calls = [line for line in log.splitlines() if "sbatch call:" in line]
     assert calls, "no sbatch call logged"
@@ -121,12 +133,18 @@ def test_default_workflow_on_slurm(slurm_cluster, tmp_path):
         assert by_rule.get(rule), f"no sbatch call for GPU rule {rule}: {list(by_rule)}"
         for call in by_rule[rule]:
             assert "--gpus=1" in call, call
-    answers = {model: [c for c in by_rule.get("answer", []) if f"_wildcards_{model}_" in c] for model in ("tiny-smolvlm", "prior")}
+    answers = {
+        model: [c for c in by_rule.get("answer", []) if f"_wildcards_{model}_" in c]
+        for model in ("tiny-smolvlm", "prior")
+    }
     assert answers["tiny-smolvlm"] and all("--gpus=1" in c for c in answers["tiny-smolvlm"]), answers
     assert answers["prior"] and not any("--gpus" in c for c in answers["prior"]), answers
     assert (workdir / "results" / config["release"] / "release" / "manifest.json").exists()
-    verify = subprocess.run(["halluflow", "release", "verify", str(workdir / "results" / config["release"] / "release")],
-                            capture_output=True, text=True)
+    verify = subprocess.run(
+        ["halluflow", "release", "verify", str(workdir / "results" / config["release"] / "release")],
+        capture_output=True,
+        text=True,
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 

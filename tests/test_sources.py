@@ -6,12 +6,11 @@ import json
 
 import polars as pl
 import pytest
+from conftest import shared_data
 from PIL import Image
 
 from halluflow.errors import ConfigError, InputError
 from halluflow.sources import amber_queries, load_source, pope_queries, resolve_images
-
-from conftest import shared_data
 
 
 def test_pope_coco_jsonl_and_aokvqa_array_read_alike():
@@ -39,8 +38,12 @@ def test_amber_queries_with_annotations():
 
 def test_bad_items_name_the_item(tmp_path):
     bad = tmp_path / "labels.jsonl"
-    bad.write_text(json.dumps({"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?"}) + "\n"
-                   + json.dumps({"question_id": 2, "text": "no image"}) + "\n")
+    bad.write_text(
+        json.dumps({"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?"})
+        + "\n"
+        + json.dumps({"question_id": 2, "text": "no image"})
+        + "\n"
+    )
     with pytest.raises(InputError, match=r"item 1: missing key\(s\) image"):
         pope_queries(bad)
     with pytest.raises(ConfigError, match="answer.source.images"):
@@ -52,7 +55,9 @@ def test_bad_items_name_the_item(tmp_path):
 def test_image_folder_checks(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "a.jpg")
     assert resolve_images(["a.jpg"], tmp_path) == [(tmp_path / "a.jpg").resolve()]
-    with pytest.raises(InputError, match=r"7 image\(s\) missing under .*: m0.jpg, m1.jpg, m2.jpg, m3.jpg, m4.jpg \.\.\."):
+    with pytest.raises(
+        InputError, match=r"7 image\(s\) missing under .*: m0.jpg, m1.jpg, m2.jpg, m3.jpg, m4.jpg \.\.\."
+    ):
         resolve_images(["a.jpg"] + [f"m{i}.jpg" for i in range(7)], tmp_path)
     with pytest.raises(InputError, match="escapes its folder"):
         resolve_images(["/etc/passwd"], tmp_path)

@@ -8,8 +8,15 @@ import pytest
 
 from halluflow.errors import ConfigError, MissingExtraError
 from halluflow.io import read_json
-from halluflow.standins import (MARKER, build_standin, builder_kinds, register_builder, standin_info,
-                                tiny_clip_tokenizer, tiny_t5_tokenizer)
+from halluflow.standins import (
+    MARKER,
+    build_standin,
+    builder_kinds,
+    register_builder,
+    standin_info,
+    tiny_clip_tokenizer,
+    tiny_t5_tokenizer,
+)
 
 
 def _write_two_files(out_dir, seed=0, size=3):
@@ -27,8 +34,18 @@ def _needs_diffusers(out_dir, seed=0):
 
 
 def test_builtin_kinds_are_registered():
-    assert {"flux", "owlv2", "grounding_dino", "yolo", "yolo_world", "smolvlm", "llava", "llava_next", "qwen2_vl",
-            "gemma3"} <= set(builder_kinds())
+    assert {
+        "flux",
+        "owlv2",
+        "grounding_dino",
+        "yolo",
+        "yolo_world",
+        "smolvlm",
+        "llava",
+        "llava_next",
+        "qwen2_vl",
+        "gemma3",
+    } <= set(builder_kinds())
 
 
 def test_unknown_kind_lists_known_ones(tmp_path):
@@ -100,8 +117,9 @@ def test_same_seed_same_weights(tmp_path):
 def test_cli_builds_and_reports_errors(tmp_path, capsys):
     from halluflow.cli import main
 
-    assert main(["standin", "build", "owlv2", str(tmp_path / "m"), "--arg", "image_size=32", "--arg",
-                 "patch_size=8"]) == 0
+    assert (
+        main(["standin", "build", "owlv2", str(tmp_path / "m"), "--arg", "image_size=32", "--arg", "patch_size=8"]) == 0
+    )
     assert read_json(tmp_path / "m" / MARKER)["config"] == {"image_size": 32, "patch_size": 8}
     assert main(["standin", "build", "nope", str(tmp_path / "x")]) == 1
     assert "unknown stand-in kind 'nope'" in capsys.readouterr().err

@@ -17,14 +17,16 @@ def test_dag_time_code_imports_no_job_library():
     common = (REPO / "rules" / "common.smk").read_text(encoding="utf-8")
     imports = [ln for ln in common.splitlines() if re.match(r"from halluflow\S* import ", ln)]
     assert any("samf.workflow" in ln for ln in imports), "rules/common.smk no longer imports the SAMF helpers"
-    code = "\n".join([
-        "import sys, yaml",
-        *imports,
-        "from halluflow.samf.workflow import groups_for",
-        f"config = validate_config(yaml.safe_load(open({str(REPO / 'config.yaml')!r}, encoding='utf-8')))",
-        "assert samf_judge_specs(config) is not None and groups_for(config['samf'])",
-        f"print(sorted(m for m in {JOB_ONLY!r} if m in sys.modules))",
-    ])
+    code = "\n".join(
+        [
+            "import sys, yaml",
+            *imports,
+            "from halluflow.samf.workflow import groups_for",
+            f"config = validate_config(yaml.safe_load(open({str(REPO / 'config.yaml')!r}, encoding='utf-8')))",
+            "assert samf_judge_specs(config) is not None and groups_for(config['samf'])",
+            f"print(sorted(m for m in {JOB_ONLY!r} if m in sys.modules))",
+        ]
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"

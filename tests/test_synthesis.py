@@ -11,9 +11,9 @@ import pytest
 from halluflow.backends.base import ImagePrompt
 from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
 from halluflow.io import sha256_file, write_parquet
+from halluflow.ode.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
 from halluflow.registry import create
 from halluflow.standins import build_standin
-from halluflow.ode.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
 
 SMALL = dict(steps=2, height=32, width=48)
 
@@ -29,14 +29,16 @@ def synth(flux_dir):
 
 
 def _prompts(n=5, shard="000"):
-    return pl.DataFrame({
-        "image_id": [f"img-{i}" for i in range(n)],
-        "scene_id": [f"scene-{i // 2}" for i in range(n)],
-        "shard": [shard] * n,
-        "prompt": [f"a red dog and a cat number {i}" for i in range(n)],
-        "negative_prompt": ["(bad anatomy)"] * n,
-        "seed": [100 + i for i in range(n)],
-    })
+    return pl.DataFrame(
+        {
+            "image_id": [f"img-{i}" for i in range(n)],
+            "scene_id": [f"scene-{i // 2}" for i in range(n)],
+            "shard": [shard] * n,
+            "prompt": [f"a red dog and a cat number {i}" for i in range(n)],
+            "negative_prompt": ["(bad anatomy)"] * n,
+            "seed": [100 + i for i in range(n)],
+        }
+    )
 
 
 def test_loads_with_from_pretrained_and_says_stand_in(synth, flux_dir):
@@ -78,8 +80,9 @@ def test_resume_reuses_valid_pngs_and_regenerates_damaged_ones(synth, tmp_path):
 
 def test_changed_settings_are_not_reused(synth, flux_dir, tmp_path):
     first = synthesize_shard(_prompts(2), tmp_path, "000", synth, batch_size=2)
-    other = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu",
-                                   **{**SMALL, "steps": 3}})
+    other = create(
+        "synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu", **{**SMALL, "steps": 3}}
+    )
     second = synthesize_shard(_prompts(2), tmp_path, "000", other, batch_size=2)
     assert set(first["sha256"]).isdisjoint(second["sha256"])
 
@@ -109,7 +112,7 @@ def test_config_errors_name_the_key(flux_dir, tmp_path):
     with pytest.raises(ConfigError, match=r"synthesis.call_args: colour not accepted by FluxPipeline"):
         bad_args.generate([ImagePrompt("a", "a dog", "", 1)])
     with pytest.raises(BackendError, match=r"synthesis.model '.*nowhere'"):
-        create("synthesizer", {"backend": "diffusers", "model": str(flux_dir.parent / "nowhere")}).pipe
+        _ = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir.parent / "nowhere")}).pipe
     with pytest.raises(BackendError, match=r"synthesis.model '.*': folder has no model_index.json"):
         create("synthesizer", {"backend": "diffusers", "model": str(tmp_path)})
 
@@ -122,10 +125,22 @@ def test_complete_shard_never_loads_the_model(synth, flux_dir, tmp_path):
 
 
 def test_kwargs_from_config_section():
-    section = {"backend": "diffusers", "model": "hub/id", "revision": "abc", "stand_in": {"enabled": True},
-               "batch_size": 4, "steps": 2, "dtype": "auto"}
+    section = {
+        "backend": "diffusers",
+        "model": "hub/id",
+        "revision": "abc",
+        "stand_in": {"enabled": True},
+        "batch_size": 4,
+        "steps": 2,
+        "dtype": "auto",
+    }
     assert synthesizer_kwargs(section, "resources/models/tiny-flux") == {
-        "backend": "diffusers", "model": "resources/models/tiny-flux", "revision": "abc", "steps": 2, "dtype": "auto"}
+        "backend": "diffusers",
+        "model": "resources/models/tiny-flux",
+        "revision": "abc",
+        "steps": 2,
+        "dtype": "auto",
+    }
 
 
 def test_missing_diffusers_names_the_extra(monkeypatch, flux_dir):
@@ -137,8 +152,13 @@ def test_missing_diffusers_names_the_extra(monkeypatch, flux_dir):
 def _dry_run(repo, *args):
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", *args], cwd=repo,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout + done.stderr
 
@@ -156,16 +176,27 @@ def test_rules_plan_stand_ins_offline_and_one_gpu_job_per_shard(repo):
 def test_rebuilt_stand_in_is_not_reused(tmp_path):
     model = tmp_path / "models" / "flux"
     build_standin("flux", model, seed=0)
-    first = synthesize_shard(_prompts(2), tmp_path, "000", create(
-        "synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}), batch_size=2)
+    first = synthesize_shard(
+        _prompts(2),
+        tmp_path,
+        "000",
+        create("synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}),
+        batch_size=2,
+    )
     build_standin("flux", model, seed=1)  # same folder, other weights
-    second = synthesize_shard(_prompts(2), tmp_path, "000", create(
-        "synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}), batch_size=2)
+    second = synthesize_shard(
+        _prompts(2),
+        tmp_path,
+        "000",
+        create("synthesizer", {"backend": "diffusers", "model": str(model), **SMALL}),
+        batch_size=2,
+    )
     assert set(first["sha256"]).isdisjoint(second["sha256"])
 
 
 def test_negative_prompt_reaches_flux_only_with_true_cfg_scale(flux_dir, caplog):
     """FluxPipeline runs the negative pass only when true_cfg_scale > 1; otherwise the prompt is dropped, loudly."""
+
     def images(synthesizer, negative):
         return np.asarray(synthesizer.generate([ImagePrompt("a", "a dog", negative, 7)])[0])
 
@@ -173,8 +204,9 @@ def test_negative_prompt_reaches_flux_only_with_true_cfg_scale(flux_dir, caplog)
     with caplog.at_level("WARNING"):
         assert np.array_equal(images(plain, "(bad anatomy)"), images(plain, ""))
     assert "ignores the negative prompt unless true_cfg_scale > 1" in caplog.text
-    true_cfg = create("synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu",
-                                      "true_cfg_scale": 2.0, **SMALL})
+    true_cfg = create(
+        "synthesizer", {"backend": "diffusers", "model": str(flux_dir), "device": "cpu", "true_cfg_scale": 2.0, **SMALL}
+    )
     assert not np.array_equal(images(true_cfg, "(bad anatomy)"), images(true_cfg, ""))
     assert true_cfg.settings()["true_cfg_scale"] == 2.0 and "true_cfg_scale" not in plain.settings()
 
@@ -186,13 +218,34 @@ def test_rejected_image_is_regenerated_and_accepted_on_a_later_attempt(synth, tm
     from halluflow.ode.detection import detect_shard, image_labels
     from halluflow.ode.filtering import filter_images, read_rounds, retry_prompts
 
-    owl = create("detector", {"backend": "transformers", "device": "cpu", "box_threshold": 0.0,
-                              "model": str(build_standin("owlv2", tmp_path / "owl", seed=0))})
-    scenes = pl.DataFrame({"scene_id": [f"s{i}" for i in range(6)], "distribution": "standard",
-                           "pair_kind": "entity_environment", "object_a": "dog", "object_b": "grass"})
-    prompts = pl.DataFrame({"image_id": [f"s{i}-i00" for i in range(6)], "scene_id": [f"s{i}" for i in range(6)],
-                            "shard": "000", "prompt": "a dog in a grass, (Photography)", "negative_prompt": "",
-                            "seed": list(range(6))})
+    owl = create(
+        "detector",
+        {
+            "backend": "transformers",
+            "device": "cpu",
+            "box_threshold": 0.0,
+            "model": str(build_standin("owlv2", tmp_path / "owl", seed=0)),
+        },
+    )
+    scenes = pl.DataFrame(
+        {
+            "scene_id": [f"s{i}" for i in range(6)],
+            "distribution": "standard",
+            "pair_kind": "entity_environment",
+            "object_a": "dog",
+            "object_b": "grass",
+        }
+    )
+    prompts = pl.DataFrame(
+        {
+            "image_id": [f"s{i}-i00" for i in range(6)],
+            "scene_id": [f"s{i}" for i in range(6)],
+            "shard": "000",
+            "prompt": "a dog in a grass, (Photography)",
+            "negative_prompt": "",
+            "seed": list(range(6)),
+        }
+    )
     write_parquet(tmp_path / "prompts.parquet", prompts)
 
     def round_(table, shard):
@@ -212,10 +265,13 @@ def test_rejected_image_is_regenerated_and_accepted_on_a_later_attempt(synth, tm
     write_parquet(tmp_path / "retry.parquet", retry)
     round_(read_prompts(tmp_path / "retry.parquet", "000-a1"), "000-a1")
 
-    images, dets = read_rounds([tmp_path / "images-000.parquet", tmp_path / "images-000-a1.parquet"],
-                               [tmp_path / "det-000.parquet", tmp_path / "det-000-a1.parquet"])
-    accepted, rejected = filter_images(images, dets, scenes, keep_threshold=keep, exclusion_threshold=1.0,
-                                       root=tmp_path)
+    images, dets = read_rounds(
+        [tmp_path / "images-000.parquet", tmp_path / "images-000-a1.parquet"],
+        [tmp_path / "det-000.parquet", tmp_path / "det-000-a1.parquet"],
+    )
+    accepted, rejected = filter_images(
+        images, dets, scenes, keep_threshold=keep, exclusion_threshold=1.0, root=tmp_path
+    )
     later = accepted.filter(pl.col("attempt") == 1)
     assert later.height >= 1 and all(p.startswith("images/000-a1/") for p in later["path"])
     audit = rejected.filter(pl.col("image_id").is_in(later["image_id"].implode()))

@@ -14,15 +14,18 @@ from halluflow.metrics.uncertainty import across_releases, compare_models, model
 
 def _scores(truth, parsed, model="m", hallucinated=None, status=None):
     n = len(truth)
-    return pl.DataFrame({
-        "query_id": [f"q{i:04d}" for i in range(n)],
-        "model": [model] * n,
-        "truth": truth,
-        "parsed": parsed,
-        "status": status or ["ok"] * n,
-        "hallucinated": hallucinated if hallucinated is not None else
-        [None if p is None else p != t for t, p in zip(truth, parsed)],
-    })
+    return pl.DataFrame(
+        {
+            "query_id": [f"q{i:04d}" for i in range(n)],
+            "model": [model] * n,
+            "truth": truth,
+            "parsed": parsed,
+            "status": status or ["ok"] * n,
+            "hallucinated": hallucinated
+            if hallucinated is not None
+            else [None if p is None else p != t for t, p in zip(truth, parsed)],
+        }
+    )
 
 
 def _random_scores(n, accuracy, seed, model="m"):

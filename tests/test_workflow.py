@@ -10,7 +10,6 @@ import sys
 import polars as pl
 import pytest
 import yaml
-
 from workflow_utils import copy_workflow, jobs_run, run_snakemake
 
 pytestmark = pytest.mark.slow
@@ -29,8 +28,9 @@ def test_default_run_finishes_and_rerun_does_nothing(default_run):
 
 def test_release_verify_and_tamper(default_run, tmp_path):
     release = _release(default_run)
-    ok = subprocess.run([sys.executable, "-m", "halluflow.cli", "release", "verify", str(release)],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "halluflow.cli", "release", "verify", str(release)], capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     copy = tmp_path / "release"
     shutil.copytree(release, copy)
@@ -38,8 +38,9 @@ def test_release_verify_and_tamper(default_run, tmp_path):
     data = bytearray(image.read_bytes())
     data[len(data) // 2] ^= 0xFF
     image.write_bytes(bytes(data))
-    bad = subprocess.run([sys.executable, "-m", "halluflow.cli", "release", "verify", str(copy)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "halluflow.cli", "release", "verify", str(copy)], capture_output=True, text=True
+    )
     assert bad.returncode != 0
     assert f"images/{image.name}" in bad.stdout + bad.stderr
 
@@ -73,25 +74,47 @@ def _pope_from_answers(out, model: str) -> dict:
     """POPE recomputed from the run's raw answer shards and the queries' truth, with RUCAIBox/POPE evaluate.py's
     parser (first sentence, no commas, a word 'No'/'not'/'no' → no) and its formulas; failed and empty answers
     left out."""
-    answers = pl.concat([pl.read_parquet(p) for p in sorted((out / "answers" / model).glob("*.parquet"))],
-                        how="diagonal_relaxed").filter(pl.col("status") == "ok")
+    answers = pl.concat(
+        [pl.read_parquet(p) for p in sorted((out / "answers" / model).glob("*.parquet"))], how="diagonal_relaxed"
+    ).filter(pl.col("status") == "ok")
     # A failed or empty answer is never a prediction (docs/failed-answers.md): left out before POPE's parser.
     answers = answers.filter(pl.col("answer").str.strip_chars() != "")
     queries = pl.read_parquet(out / "queries" / "queries.parquet").filter(pl.col("query_type") != "generative")
     rows = answers.join(queries.select("query_id", "truth"), on="query_id").to_dicts()
-    pred = ["no" if {"No", "not", "no"} & set(r["answer"].split(".")[0].replace(",", "").split(" ")) else "yes"
-            for r in rows]
+    pred = [
+        "no" if {"No", "not", "no"} & set(r["answer"].split(".")[0].replace(",", "").split(" ")) else "yes"
+        for r in rows
+    ]
     from collections import Counter
 
     c = Counter(zip(pred, (r["truth"] for r in rows)))
     tp, fp, tn, fn = c["yes", "yes"], c["yes", "no"], c["no", "no"], c["no", "yes"]
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / (tp + fn) if tp + fn else None
-    f1 = (2 * precision * recall / (precision + recall) if precision and recall
-          else 0.0 if precision is not None and recall is not None else None)
-    return {"n": len(rows), "tp": tp, "fp": fp, "tn": tn, "fn": fn, "accuracy": (tp + tn) / len(rows),
-            "precision": precision, "recall": recall, "f1": f1, "yes_ratio": (tp + fp) / len(rows),
-            "pred_yes": tp + fp, "pred_no": tn + fn, "truth_yes": tp + fn, "truth_no": fp + tn, "n_unknown": 0}
+    f1 = (
+        2 * precision * recall / (precision + recall)
+        if precision and recall
+        else 0.0
+        if precision is not None and recall is not None
+        else None
+    )
+    return {
+        "n": len(rows),
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+        "accuracy": (tp + tn) / len(rows),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "yes_ratio": (tp + fp) / len(rows),
+        "pred_yes": tp + fp,
+        "pred_no": tn + fn,
+        "truth_yes": tp + fn,
+        "truth_no": fp + tn,
+        "n_unknown": 0,
+    }
 
 
 def test_two_runs_give_identical_manifests(default_run, tmp_path):

@@ -19,10 +19,28 @@ from workflow_utils import REPO, copy_workflow, jobs_run, run_snakemake
 
 # Every rule of the ODE data pipeline and of the methods that read its release.
 ODE_AND_METHOD_RULES = {
-    "build_graph", "sample_scenes", "make_prompts", "synthesize", "detect", "filter_images", "make_queries",
-    "package_release", "build_standin_synthesizer", "build_standin_detector", "caos_score", "ode_diagnosis",
-    "cedi_examine", "cedi_grade", "samf_instances", "samf_standard_eval", "samf_train", "samf_fuzzed_eval",
-    "samf_compare", "report_release_audit", "report_models", "report_summary",
+    "build_graph",
+    "sample_scenes",
+    "make_prompts",
+    "synthesize",
+    "detect",
+    "filter_images",
+    "make_queries",
+    "package_release",
+    "build_standin_synthesizer",
+    "build_standin_detector",
+    "caos_score",
+    "ode_diagnosis",
+    "cedi_examine",
+    "cedi_grade",
+    "samf_instances",
+    "samf_standard_eval",
+    "samf_train",
+    "samf_fuzzed_eval",
+    "samf_compare",
+    "report_release_audit",
+    "report_models",
+    "report_summary",
 }
 N_QUESTIONS = 8  # enough for both yes and no truths; small enough for the stand-in VLM on one CPU
 
@@ -43,9 +61,15 @@ def _pope_labels(tmp_path: Path, real: bool) -> Path:
         rows = [json.loads(line) for line in path.read_text().splitlines()[:N_QUESTIONS]]
     else:
         objects = ["dog", "frisbee", "car", "umbrella"]
-        rows = [{"question_id": i + 1, "image": f"COCO_val2014_{i // 4:012d}.jpg",
-                 "text": f"Is there a {objects[i % 4]} in the image?", "label": "yes" if i % 2 == 0 else "no"}
-                for i in range(N_QUESTIONS)]
+        rows = [
+            {
+                "question_id": i + 1,
+                "image": f"COCO_val2014_{i // 4:012d}.jpg",
+                "text": f"Is there a {objects[i % 4]} in the image?",
+                "label": "yes" if i % 2 == 0 else "no",
+            }
+            for i in range(N_QUESTIONS)
+        ]
     out = tmp_path / "labels.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return out
@@ -59,24 +83,31 @@ def _amber_files(tmp_path: Path, real: bool) -> tuple[Path, Path]:
             pytest.skip(f"peer data {data} not present")
         queries = json.loads((data / "query" / "query_all.json").read_text())
         # Two generative queries and the discriminative ones of the same images' first ids.
-        chosen = queries[:2] + [q for q in queries if q["id"] > 1004][:N_QUESTIONS - 2]
+        chosen = queries[:2] + [q for q in queries if q["id"] > 1004][: N_QUESTIONS - 2]
         annotations = data / "annotations.json"
     else:
         ann_dir = tmp_path / "amber"
         ann_dir.mkdir()
-        notes = [{"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]},
-                 {"id": 2, "type": "generative", "truth": ["car"], "hallu": ["bus", "person"]},
-                 {"id": 3, "type": "discriminative-hallucination", "truth": "no"},
-                 {"id": 4, "type": "discriminative-hallucination", "truth": "yes"},
-                 {"id": 5, "type": "discriminative-attribute-state", "truth": "yes"},
-                 {"id": 6, "type": "discriminative-relation", "truth": "no"}]
+        notes = [
+            {"id": 1, "type": "generative", "truth": ["dog", "grass"], "hallu": ["cat"]},
+            {"id": 2, "type": "generative", "truth": ["car"], "hallu": ["bus", "person"]},
+            {"id": 3, "type": "discriminative-hallucination", "truth": "no"},
+            {"id": 4, "type": "discriminative-hallucination", "truth": "yes"},
+            {"id": 5, "type": "discriminative-attribute-state", "truth": "yes"},
+            {"id": 6, "type": "discriminative-relation", "truth": "no"},
+        ]
         (ann_dir / "annotations.json").write_text(json.dumps(notes))
         words = ["dog", "grass", "cat", "car", "bus", "person"]
         (ann_dir / "relation.json").write_text(json.dumps({w: [] for w in words}))
         (ann_dir / "safe_words.txt").write_text("thing\n")
-        texts = ["Describe this image.", "Describe this image.", "Is there a cat in this image?",
-                 "Is there a dog in this image?", "Is the dog running in this image?",
-                 "Is the car on the dog in this image?"]
+        texts = [
+            "Describe this image.",
+            "Describe this image.",
+            "Is there a cat in this image?",
+            "Is there a dog in this image?",
+            "Is the dog running in this image?",
+            "Is the car on the dog in this image?",
+        ]
         chosen = [{"id": i + 1, "image": f"AMBER_{1 + i % 2}.jpg", "query": t} for i, t in enumerate(texts)]
         annotations = ann_dir / "annotations.json"
     out = tmp_path / "query.json"
@@ -105,12 +136,20 @@ def _setup(tmp_path: Path, repo: Path, kind: str, real: bool, models=None, share
         images = [json.loads(line)["image"] for line in labels.read_text().splitlines()]
     else:
         queries, annotations = _amber_files(tmp_path, real)
-        source = {"kind": "amber", "path": str(queries), "images": str(tmp_path / "images"),
-                  "annotations": str(annotations)}
+        source = {
+            "kind": "amber",
+            "path": str(queries),
+            "images": str(tmp_path / "images"),
+            "annotations": str(annotations),
+        }
         images = [q["image"] for q in json.loads(queries.read_text())]
     _placeholder_images(tmp_path / "images", images)
-    override = {"release": f"{kind}-test", "shards": {"images": 1, "answers": 1}, "answer": {"source": source},
-                "models": models if models is not None else [_standin(repo)]}
+    override = {
+        "release": f"{kind}-test",
+        "shards": {"images": 1, "answers": 1},
+        "answer": {"source": source},
+        "models": models if models is not None else [_standin(repo)],
+    }
     (work / "source.yaml").write_text(yaml.safe_dump(override))
     return work, override
 
@@ -151,8 +190,10 @@ def test_source_scores_equal_the_cli(tmp_path, repo, built_models, kind, real):
     out = work / "results" / override["release"]
     metrics = json.loads((out / "metrics" / f"{name}.json").read_text())
     answers = out / "scores" / name / ("answers.jsonl" if kind == "pope" else "answers.json")
-    assert metrics["n_answers"] == len(json.loads(Path(override["answer"]["source"]["path"]).read_text())
-                                       if kind == "amber" else
-                                       Path(override["answer"]["source"]["path"]).read_text().splitlines())
+    assert metrics["n_answers"] == len(
+        json.loads(Path(override["answer"]["source"]["path"]).read_text())
+        if kind == "amber"
+        else Path(override["answer"]["source"]["path"]).read_text().splitlines()
+    )
     assert metrics["n_failed"] == 0 and metrics["stand_in"] is True
     assert metrics[kind] == _cli_scores(kind, answers, override["answer"]["source"])

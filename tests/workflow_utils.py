@@ -10,8 +10,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # What a clone holds that the workflow needs; never results/, logs/, caches or built stand-in models.
-WORKFLOW_PARTS = ("Snakefile", "config.yaml", "rules", "scripts", "schemas", "resources", "configs", "profiles",
-                  "report", "envs")
+WORKFLOW_PARTS = (
+    "Snakefile",
+    "config.yaml",
+    "rules",
+    "scripts",
+    "schemas",
+    "resources",
+    "configs",
+    "profiles",
+    "report",
+    "envs",
+)
 IGNORE = shutil.ignore_patterns("models", "__pycache__", ".snakemake", "results", "logs")
 
 
@@ -33,11 +43,13 @@ def snakemake_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", *args]
 
 
-def run_snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 1500,
-                  check: bool = True) -> subprocess.CompletedProcess:
+def run_snakemake(
+    workdir: Path, *args: str, env: dict | None = None, timeout: int = 1500, check: bool = True
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(snakemake_cmd(*args), cwd=workdir, capture_output=True, text=True, timeout=timeout,
-                          env=full_env)
+    proc = subprocess.run(
+        snakemake_cmd(*args), cwd=workdir, capture_output=True, text=True, timeout=timeout, env=full_env
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     return proc

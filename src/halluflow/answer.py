@@ -32,8 +32,21 @@ STOP_AFTER_ENV = "HALLUFLOW_ANSWER_STOP_AFTER"
 # Backend arguments that cannot change an answer: left out of the cache key so e.g. a bigger batch or another
 # server address still hits the cache.
 NON_SEMANTIC_ARGS = frozenset(
-    {"batch_size", "device", "concurrency", "timeout_s", "max_retries", "backoff_s", "backoff_max_s", "api_key_env",
-     "base_url", "stand_in", "tensor_parallel_size", "gpu_memory_utilization", "queries"}
+    {
+        "batch_size",
+        "device",
+        "concurrency",
+        "timeout_s",
+        "max_retries",
+        "backoff_s",
+        "backoff_max_s",
+        "api_key_env",
+        "base_url",
+        "stand_in",
+        "tensor_parallel_size",
+        "gpu_memory_utilization",
+        "queries",
+    }
 )
 
 DEFAULT_SETTINGS: dict[str, Any] = {
@@ -87,8 +100,13 @@ def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
 class ModelUnderTest:
     """A config `models:` entry with its backend built lazily (a fully cached shard never loads the model)."""
 
-    def __init__(self, spec: dict, graph_dir: str | None = None, queries=None,
-                 models_cache: str | os.PathLike = "resources/models"):
+    def __init__(
+        self,
+        spec: dict,
+        graph_dir: str | None = None,
+        queries=None,
+        models_cache: str | os.PathLike = "resources/models",
+    ):
         for key in ("name", "backend"):
             if key not in spec:
                 raise ConfigError(f"models entry {spec!r}: missing key {key!r}")
@@ -199,13 +217,18 @@ def answer_shard(
             task=task,
             max_new_tokens=limit,
         )
-        key = request_key(**key_fields, prompt=request.prompt, history=list(request.history),
-                          image_sha256=request.image_sha256, max_new_tokens=limit)
+        key = request_key(
+            **key_fields,
+            prompt=request.prompt,
+            history=list(request.history),
+            image_sha256=request.image_sha256,
+            max_new_tokens=limit,
+        )
         planned.append((r, request, key, limit))
 
     results: dict[str, dict] = {}
     hits = 0
-    for r, request, key, limit in planned:
+    for _, _, key, _ in planned:
         entry = cache.get(key)
         if entry is not None:
             results[key] = entry
@@ -213,8 +236,15 @@ def answer_shard(
     misses = [p for p in planned if p[2] not in results]
     if misses:
         cache.check_writable()
-    log.info("model %s shard %d/%d: %d queries, %d cache hits, %d to request",
-             model.name, shard, n_shards, len(planned), hits, len(misses))
+    log.info(
+        "model %s shard %d/%d: %d queries, %d cache hits, %d to request",
+        model.name,
+        shard,
+        n_shards,
+        len(planned),
+        hits,
+        len(misses),
+    )
 
     new = failed = 0
     batch_size = max(1, int(settings["batch_size"]))
@@ -223,21 +253,31 @@ def answer_shard(
     by_limit: dict[int, list] = {}
     for item in sorted(misses, key=lambda m: (len(m[1].prompt), m[1].request_id)):
         by_limit.setdefault(item[3], []).append(item)
-    batches = [items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)]
+    batches = [
+        items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)
+    ]
     outcomes_by_batch = model.run_batches([[b[1] for b in batch] for batch in batches])
     start = time.perf_counter()
     for batch, outcomes in zip(progress(batches, desc=f"answer {model.name} {shard:03d}"), outcomes_by_batch):
         latency = (time.perf_counter() - start) / len(batch)
         start = time.perf_counter()
         stand_in = bool(model.describe().stand_in)
-        for (r, request, key, _), outcome in zip(batch, outcomes):
+        for (_, request, key, _), outcome in zip(batch, outcomes):
             text, error = outcome.text, outcome.error
             used = model.backend.generation_settings(request)
-            generation = json.dumps({**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True,
-                                    default=str)
+            generation = json.dumps(
+                {**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True, default=str
+            )
             answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
-            record = {"answer": answer, "truncated": truncated, "original_chars": original, "latency_s": latency,
-                      "generation": generation, "stand_in": stand_in, "query_id": request.request_id}
+            record = {
+                "answer": answer,
+                "truncated": truncated,
+                "original_chars": original,
+                "latency_s": latency,
+                "generation": generation,
+                "stand_in": stand_in,
+                "query_id": request.request_id,
+            }
             if error is None:
                 cache.put(key, record)
                 new += 1
@@ -251,7 +291,7 @@ def answer_shard(
                 log.warning("model %s query %s failed: %s", model.name, request.request_id, error)
 
     table_rows = []
-    for r, request, key, limit in planned:
+    for _, request, key, _ in planned:
         res = results[key]
         ok = not res.get("failed")
         table_rows.append(
@@ -272,8 +312,14 @@ def answer_shard(
         )
     schema = {k: getattr(pl, v) for k, v in ANSWER_SCHEMA.items()}
     write_parquet(out_path, pl.DataFrame(table_rows, schema=schema, orient="row"))
-    stats = {"queries": len(planned), "cache_hits": hits, "new": new, "failed": failed,
-             "truncated": sum(r["truncated"] for r in table_rows), "empty": sum(r["answer"] == "" for r in table_rows)}
+    stats = {
+        "queries": len(planned),
+        "cache_hits": hits,
+        "new": new,
+        "failed": failed,
+        "truncated": sum(r["truncated"] for r in table_rows),
+        "empty": sum(r["answer"] == "" for r in table_rows),
+    }
     log.info("model %s shard %d: %s", model.name, shard, json.dumps(stats, sort_keys=True))
     if planned and failed / len(planned) > float(settings["max_failed_fraction"]):
         first = next(r for r in table_rows if r["status"] == "failed")
@@ -295,10 +341,20 @@ def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, thread
     settings = params["answer"]
     src = settings["source"]
     queries, image_root = source_queries(src, params["release"])
-    model = ModelUnderTest(params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", "resources/models"))
+    model = ModelUnderTest(
+        params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", "resources/models")
+    )
     engine_settings = {k: v for k, v in settings.items() if k != "source"}
-    return answer_shard(queries, image_root, model, params["cache"], out_path, shard=shard, n_shards=int(params["shards"]),
-                        settings=engine_settings)
+    return answer_shard(
+        queries,
+        image_root,
+        model,
+        params["cache"],
+        out_path,
+        shard=shard,
+        n_shards=int(params["shards"]),
+        settings=engine_settings,
+    )
 
 
 # ---- CLI: `halluflow answer run` (answer POPE / AMBER / ODE questions with any backend, outside Snakemake) ----
@@ -324,24 +380,42 @@ def configure(parser) -> None:
     from .cli import fraction, positive_int
 
     parser.add_argument("--source", choices=["pope", "amber", "ode"], required=True, help="kind of question file")
-    parser.add_argument("--questions", required=True, help="POPE label file, AMBER query_*.json, or an ODE release folder")
+    parser.add_argument(
+        "--questions", required=True, help="POPE label file, AMBER query_*.json, or an ODE release folder"
+    )
     parser.add_argument("--images", help="folder holding the images (pope/amber; an ODE release holds its own)")
     parser.add_argument("--annotations", help="AMBER annotations.json (fills truth and query types)")
     parser.add_argument("--backend", help="vlm backend: transformers | openai | vllm | blind | prior")
-    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="backend argument (repeatable); VALUE is read as YAML, so 8 is a number and true a boolean")
+    parser.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend argument (repeatable); VALUE is read as YAML, so 8 is a number and true a boolean",
+    )
     parser.add_argument("--model-config", help="YAML file with one `models:` entry {name, backend, args, stand_in}")
     parser.add_argument("--name", default=None, help="model name recorded in the outputs (default: the backend name)")
     parser.add_argument("--out", required=True, help="answers file to write (.jsonl, .json or .parquet)")
     parser.add_argument("--cache", default=None, help="request cache folder (default: <out>.cache/)")
-    parser.add_argument("--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions")
+    parser.add_argument(
+        "--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions"
+    )
     parser.add_argument("--max-new-tokens", type=positive_int, default=None, help="yes/no answer length (default 6)")
-    parser.add_argument("--max-new-tokens-generative", type=positive_int, default=None, help="description length (default 24)")
-    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call")
-    parser.add_argument("--max-failed-fraction", type=fraction, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
-                        help="exit non-zero when more than this share of requests failed (default "
-                             f"{DEFAULT_MAX_FAILED_FRACTION}); failures are written as status failed either way and "
-                             "a rerun retries only them")
+    parser.add_argument(
+        "--max-new-tokens-generative", type=positive_int, default=None, help="description length (default 24)"
+    )
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call"
+    )
+    parser.add_argument(
+        "--max-failed-fraction",
+        type=fraction,
+        default=DEFAULT_MAX_FAILED_FRACTION,
+        metavar="F",
+        help="exit non-zero when more than this share of requests failed (default "
+        f"{DEFAULT_MAX_FAILED_FRACTION}); failures are written as status failed either way and "
+        "a rerun retries only them",
+    )
 
 
 def _cli_spec(args) -> dict:
@@ -386,8 +460,10 @@ def run(args) -> int:
 
         problems = verify_release(args.questions)
         if problems:
-            raise InputError(f"release {args.questions} fails verification ({len(problems)} problem(s), first: "
-                             f"{problems[0]}); run `halluflow release verify {args.questions}`")
+            raise InputError(
+                f"release {args.questions} fails verification ({len(problems)} problem(s), first: "
+                f"{problems[0]}); run `halluflow release verify {args.questions}`"
+            )
     queries, image_root = load_source(args.source, args.questions, args.images, args.annotations)
     out = Path(args.out)
     cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
@@ -398,20 +474,40 @@ def run(args) -> int:
         lengths["generative"] = args.max_new_tokens_generative
     # The shard never raises on failures here: the output is written first (failures recorded as status failed),
     # then the limit decides the exit code.
-    settings = {"yes_no_suffix": args.yes_no_suffix, "max_new_tokens": lengths, "batch_size": args.batch_size,
-                "max_failed_fraction": 1.0}
+    settings = {
+        "yes_no_suffix": args.yes_no_suffix,
+        "max_new_tokens": lengths,
+        "batch_size": args.batch_size,
+        "max_failed_fraction": 1.0,
+    }
     table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
     stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
     if out.suffix != ".parquet":
         table = pl.read_parquet(table_path)
         if args.source == "amber":
-            write_json(out, [{"id": original_id(r["query_id"]), "response": r["answer"]}
-                             for r in table.iter_rows(named=True)])
+            write_json(
+                out, [{"id": original_id(r["query_id"]), "response": r["answer"]} for r in table.iter_rows(named=True)]
+            )
         else:
             id_key = "question_id" if args.source == "pope" else "query_id"
-            write_jsonl(out, ({id_key: original_id(r["query_id"]), "answer": r["answer"], "status": r["status"],
-                               **({"error": r["error"]} if r["error"] else {})} for r in table.iter_rows(named=True)))
+            write_jsonl(
+                out,
+                (
+                    {
+                        id_key: original_id(r["query_id"]),
+                        "answer": r["answer"],
+                        "status": r["status"],
+                        **({"error": r["error"]} if r["error"] else {}),
+                    }
+                    for r in table.iter_rows(named=True)
+                ),
+            )
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
-    check_failed(stats["failed"], stats["queries"], args.max_failed_fraction, f"answer run {out}",
-                 "they are written as status failed; the same command again retries only them")
+    check_failed(
+        stats["failed"],
+        stats["queries"],
+        args.max_failed_fraction,
+        f"answer run {out}",
+        "they are written as status failed; the same command again retries only them",
+    )
     return 0

@@ -69,7 +69,8 @@ class RequestCache:
         except OSError as exc:
             raise InputError(
                 f"request cache {self.root}: cannot write {path.name} ({exc.strerror or exc}); "
-                "make the folder writable or pass another --cache") from None
+                "make the folder writable or pass another --cache"
+            ) from None
 
     def check_writable(self) -> None:
         """Fail before any model call when the cache cannot take answers (a read-only folder or disk)."""
@@ -81,7 +82,8 @@ class RequestCache:
         except OSError as exc:
             raise InputError(
                 f"request cache {self.root}: not writable ({exc.strerror or exc}); "
-                "make the folder writable or pass another --cache") from None
+                "make the folder writable or pass another --cache"
+            ) from None
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None

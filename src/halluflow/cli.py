@@ -17,15 +17,40 @@ from .progress import configure_logging
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
 COMMANDS: list[tuple[str, str, str, str]] = [
     ("release", "verify", "halluflow.ode.release", "check every file of a release against its manifest.json"),
-    ("release", "diff", "halluflow.ode.lineage", "pairs, concepts, graph edges and queries added/removed between two releases"),
-    ("release", "export", "halluflow.ode.export", "write a release as llava / sharegpt / dpo training data or an lmms-eval task"),
-    ("release", "contamination", "halluflow.ode.contamination", "Fréchet distance and near-duplicates of a release vs real images"),
+    (
+        "release",
+        "diff",
+        "halluflow.ode.lineage",
+        "pairs, concepts, graph edges and queries added/removed between two releases",
+    ),
+    (
+        "release",
+        "export",
+        "halluflow.ode.export",
+        "write a release as llava / sharegpt / dpo training data or an lmms-eval task",
+    ),
+    (
+        "release",
+        "contamination",
+        "halluflow.ode.contamination",
+        "Fréchet distance and near-duplicates of a release vs real images",
+    ),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
-    ("score", "amber", "halluflow.metrics.amber", "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores"),
+    (
+        "score",
+        "amber",
+        "halluflow.metrics.amber",
+        "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores",
+    ),
     ("score", "caos", "halluflow.caos.scores", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
-    ("score", "compare", "halluflow.metrics.uncertainty", "bootstrap confidence intervals per model and paired model comparisons"),
+    (
+        "score",
+        "compare",
+        "halluflow.metrics.uncertainty",
+        "bootstrap confidence intervals per model and paired model comparisons",
+    ),
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("align", "human", "halluflow.align", "agreement of metrics with human labels (accuracy, F1, kappa, r, rho)"),
@@ -33,7 +58,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
     ("fuzz", "convert", "halluflow.samf.convert", "turn ODE queries / POPE / AMBER items into UniHall instances"),
     ("report", "build", "halluflow.report", "build the HTML summary for existing result folders"),
-    ("standin", "build", "halluflow.standins", "build a tiny random stand-in model (FLUX, OWLv2, Grounding DINO, YOLO) offline"),
+    (
+        "standin",
+        "build",
+        "halluflow.standins",
+        "build a tiny random stand-in model (FLUX, OWLv2, Grounding DINO, YOLO) offline",
+    ),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
 ]
 
@@ -111,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     match = None
     if len(positional) >= 2:
         match = next(
-            (c for c in COMMANDS if c[0] == positional[0] and c[1] == positional[1] and argv[: 2] == positional[:2]),
+            (c for c in COMMANDS if c[0] == positional[0] and c[1] == positional[1] and argv[:2] == positional[:2]),
             None,
         )
     if match is None:

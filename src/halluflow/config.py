@@ -70,7 +70,9 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     """Validate in place (filling defaults) and return `config`; raise ConfigError naming the key."""
     schema = schema if schema is not None else load_schema()
     validator = _DefaultFillingValidator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     if errors:
         raise ConfigError(_message(errors[0]))
     check_semantics(config)
@@ -88,7 +90,9 @@ def check_semantics(config: dict) -> None:
     for i, spec in enumerate(config.get("models") or []):
         name = spec["name"]
         if name in names:
-            raise ConfigError(f"config key 'models.{i}.name': duplicate model name {name!r} (also models.{names[name]})")
+            raise ConfigError(
+                f"config key 'models.{i}.name': duplicate model name {name!r} (also models.{names[name]})"
+            )
         names[name] = i
     for method in ("cedi", "samf"):
         chosen = (config.get(method) or {}).get("models")
@@ -96,8 +100,10 @@ def check_semantics(config: dict) -> None:
             raise ConfigError(f"config key '{method}.models': {chosen!r}: expected all, null or a list of model names")
         for j, name in enumerate(chosen if isinstance(chosen, list) else []):
             if name not in names:
-                raise ConfigError(f"config key '{method}.models.{j}': no model named {name!r} in models "
-                                  f"(models: {', '.join(names) or 'none'}; use all for every model)")
+                raise ConfigError(
+                    f"config key '{method}.models.{j}': no model named {name!r} in models "
+                    f"(models: {', '.join(names) or 'none'}; use all for every model)"
+                )
     for j, member in enumerate(config.get("caos", {}).get("oracle", {}).get("members") or []):
         if isinstance(member, str) and member not in names:
             raise ConfigError(f"config key 'caos.oracle.members.{j}': no model named {member!r} in models")
@@ -106,20 +112,26 @@ def check_semantics(config: dict) -> None:
     for section in ("caos", "cedi"):
         spec = (config.get(section) or {}).get("llm")
         if spec is not None and spec.get("backend") not in LLM_BACKENDS:
-            raise ConfigError(f"config key '{section}.llm.backend': {spec.get('backend')!r}: expected one of "
-                              f"{', '.join(LLM_BACKENDS)} (or set {section}.llm to null for the top-level llm)")
+            raise ConfigError(
+                f"config key '{section}.llm.backend': {spec.get('backend')!r}: expected one of "
+                f"{', '.join(LLM_BACKENDS)} (or set {section}.llm to null for the top-level llm)"
+            )
     source = config.get("answer", {}).get("source") or {}
     required = {"pope": ("path", "images"), "amber": ("path", "images", "annotations"), "coco": ("path", "annotations")}
     for key in required.get(source.get("kind"), ()):
         if not source.get(key):
             raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
     if source.get("kind") == "coco" and config.get("caos", {}).get("frequent") == "graph":
-        raise ConfigError("config key 'caos.frequent': 'graph' needs this config's ODE graph, which a coco source "
-                          "does not build (use coco or a frequency list)")
+        raise ConfigError(
+            "config key 'caos.frequent': 'graph' needs this config's ODE graph, which a coco source "
+            "does not build (use coco or a frequency list)"
+        )
     samf = config.get("samf") or {}
     if "vlm" in (samf.get("judge"), samf.get("verifier")) and samf.get("judge_model") not in names:
-        raise ConfigError(f"config key 'samf.judge_model': {samf.get('judge_model')!r} is not a model in models "
-                          f"(samf.judge or samf.verifier is vlm; models: {', '.join(names) or 'none'})")
+        raise ConfigError(
+            f"config key 'samf.judge_model': {samf.get('judge_model')!r} is not a model in models "
+            f"(samf.judge or samf.verifier is vlm; models: {', '.join(names) or 'none'})"
+        )
     cedi = config.get("cedi") or {}
     if cedi.get("source", "ode") != "ode":
         for key in ("scene_graphs", "images_dir"):
@@ -151,8 +163,11 @@ def stage_plan(config: dict) -> dict[str, str | None]:
     """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
     kind = config["answer"]["source"]["kind"]
     ode = kind == "ode" and not config["answer"]["source"]["path"]
-    no_release = (f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs" if kind != "ode"
-                  else "answer.source.path names an existing release: it needs this config's concept graph")
+    no_release = (
+        f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs"
+        if kind != "ode"
+        else "answer.source.path names an existing release: it needs this config's concept graph"
+    )
     plan: dict[str, str | None] = {
         "ode": None if ode else f"answer.source is {kind} {config['answer']['source']['path'] or ''}".rstrip(),
         "answer": None if config.get("models") else "no models under test",
@@ -161,8 +176,9 @@ def stage_plan(config: dict) -> dict[str, str | None]:
     for method in ("caos", "diagnosis", "cedi"):
         if not config[method]["enabled"]:
             plan[method] = f"{method}.enabled is false"
-        elif plan["ode"] and not (method == "cedi" and config["cedi"].get("source", "ode") != "ode"
-                                  or method == "caos" and kind == "coco"):
+        elif plan["ode"] and not (
+            method == "cedi" and config["cedi"].get("source", "ode") != "ode" or method == "caos" and kind == "coco"
+        ):
             # CEDI on Visual Genome / COCO scene graphs and CAOS on COCO captions (truth = instances) need no release
             plan[method] = no_release
         elif not method_models(config, method):
@@ -178,8 +194,13 @@ def stage_plan(config: dict) -> dict[str, str | None]:
         plan["samf"] = "no model selected (samf.models / models.*.skip)"
     else:
         plan["samf"] = None
-    plan["report"] = ("report.enabled is false" if not config["report"]["enabled"]
-                      else None if not plan["ode"] else f"the report audits this config's ODE release; {plan['ode']}")
+    plan["report"] = (
+        "report.enabled is false"
+        if not config["report"]["enabled"]
+        else None
+        if not plan["ode"]
+        else f"the report audits this config's ODE release; {plan['ode']}"
+    )
     return plan
 
 

@@ -25,13 +25,18 @@ def build_graph(graph: dict, nodes: str, edges: str, graphml: str, hallu: str) -
     write_graph(node_table, edge_table, nodes_path=nodes, edges_path=edges, graphml_path=graphml)
     hallu_table = hallu_graph_from_config(graph)  # empty unless a source annotates hallucination-prone objects
     write_parquet(hallu, hallu_table)
-    log.info("graph from %s: %d nodes, %d edges, %d hallucination edges",
-             " + ".join(src["format"] for src in [graph["source"], *graph["extra_sources"]]), node_table.height,
-             edge_table.height, hallu_table.height)
+    log.info(
+        "graph from %s: %d nodes, %d edges, %d hallucination edges",
+        " + ".join(src["format"] for src in [graph["source"], *graph["extra_sources"]]),
+        node_table.height,
+        edge_table.height,
+        hallu_table.height,
+    )
 
 
-def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str, domain: dict | None = None,
-                  lineage: dict | None = None) -> None:
+def sample_scenes(
+    nodes: str, edges: str, sampling: dict, seed: int, out: str, domain: dict | None = None, lineage: dict | None = None
+) -> None:
     """Rule sample_scenes: graph (restricted to `ode.domain`) -> scenes (4 distributions x 2 pair kinds, seeded),
     leaving out the concept pairs of the parent release's lineage (`ode.lineage`)."""
     from .ode.domain import restrict_graph
@@ -43,15 +48,23 @@ def sample_scenes(nodes: str, edges: str, sampling: dict, seed: int, out: str, d
     exclude = None
     if lineage and lineage.get("parent") and lineage.get("exclude_ancestor_pairs", True):
         exclude = {frozenset(p.split("|")) for p in ancestor_pairs(lineage["parent"])}
-        log.info("lineage: %d concept pairs used by %s and its ancestors are left out", len(exclude),
-                 lineage["parent"])
-    scenes = sample(node_table, edge_table, sampling["sizes"], seed, sampling["variants"],
-                    tuple(sampling["attribute_kinds"]), standard_band=sampling["standard_band"],
-                    random_pool=sampling["random_pool"], clean_attributes=sampling["attribute_words"] == "cleaned",
-                    exclude=exclude)
+        log.info("lineage: %d concept pairs used by %s and its ancestors are left out", len(exclude), lineage["parent"])
+    scenes = sample(
+        node_table,
+        edge_table,
+        sampling["sizes"],
+        seed,
+        sampling["variants"],
+        tuple(sampling["attribute_kinds"]),
+        standard_band=sampling["standard_band"],
+        random_pool=sampling["random_pool"],
+        clean_attributes=sampling["attribute_words"] == "cleaned",
+        exclude=exclude,
+    )
     write_parquet(out, scenes)
-    log.info("%d scenes: %s", scenes.height,
-             dict(scenes.group_by("distribution").len().sort("distribution").iter_rows()))
+    log.info(
+        "%d scenes: %s", scenes.height, dict(scenes.group_by("distribution").len().sort("distribution").iter_rows())
+    )
 
 
 def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int, seed: int, out: str) -> None:
@@ -63,9 +76,16 @@ def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int
     scene_table = pl.read_parquet(scenes)
     node_table, edge_table = read_graph(nodes, edges)
     extra = detector_candidates(scene_table, node_table, edge_table, prompts["detect_candidates"])
-    table = make(scene_table, seed=seed, images_per_scene=prompts["images_per_scene"], shards=shards,
-                 templates=prompts["templates"], style_tags=prompts["style_tags"],
-                 negative_prompt=prompts["negative_prompt"], extra_labels=extra)
+    table = make(
+        scene_table,
+        seed=seed,
+        images_per_scene=prompts["images_per_scene"],
+        shards=shards,
+        templates=prompts["templates"],
+        style_tags=prompts["style_tags"],
+        negative_prompt=prompts["negative_prompt"],
+        extra_labels=extra,
+    )
     write_parquet(out, table)
     log.info("%d prompts over %d shards", table.height, shards)
 
@@ -95,25 +115,33 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
     set_threads(threads)
     root = Path(images).parent.parent  # image paths are relative to results/<release>
     image_table = pl.read_parquet(images)
-    labels = image_labels(image_table, pl.read_parquet(scenes), pl.read_parquet(prompts), scenes_path=scenes,
-                          prompts_path=prompts)
+    labels = image_labels(
+        image_table, pl.read_parquet(scenes), pl.read_parquet(prompts), scenes_path=scenes, prompts_path=prompts
+    )
     detector = create("detector", detector_kwargs(detection, model))
     log.info("detector: %s", detector.describe().as_dict())
     write_parquet(out, detect_shard(image_table, labels, root, detector, detection["batch_size"]))
 
 
-def filter_images(images: list[str], detections: list[str], scenes: str, filter: dict, seed: int,
-                  accepted: str, rejected: str) -> None:
+def filter_images(
+    images: list[str], detections: list[str], scenes: str, filter: dict, seed: int, accepted: str, rejected: str
+) -> None:
     """Rule filter_images: image + detection tables of all shards and rounds -> accepted / rejected images."""
     from .ode.filtering import filter_images as run_filter
     from .ode.filtering import read_rounds, require_accepted
 
     # shards and their regeneration rounds, read pairwise (the same order in both lists)
     image_table, detection_table = read_rounds(images, detections)
-    kept, dropped = run_filter(image_table, detection_table, pl.read_parquet(scenes),
-                               keep_threshold=filter["keep_threshold"],
-                               exclusion_threshold=filter["exclusion_threshold"], balance=filter["balance"],
-                               seed=seed, root=Path(scenes).parents[1])  # results/<release>
+    kept, dropped = run_filter(
+        image_table,
+        detection_table,
+        pl.read_parquet(scenes),
+        keep_threshold=filter["keep_threshold"],
+        exclusion_threshold=filter["exclusion_threshold"],
+        balance=filter["balance"],
+        seed=seed,
+        root=Path(scenes).parents[1],
+    )  # results/<release>
     for image_id, reason in dropped.select("image_id", "reason").iter_rows():
         log.info("rejected %s: %s", image_id, reason)
     require_accepted(kept, dropped, filter["keep_threshold"])
@@ -127,41 +155,78 @@ def round_name(shard: str, attempt: str | int | None = None) -> str:
     return f"{shard}-a{int(attempt)}" if attempt else shard
 
 
-def retry_prompts(prompts: str, images: str, detections: str, scenes: str, shard: str, attempt: int,
-                  keep_threshold: float, seed: int, out: str) -> None:
+def retry_prompts(
+    prompts: str,
+    images: str,
+    detections: str,
+    scenes: str,
+    shard: str,
+    attempt: int,
+    keep_threshold: float,
+    seed: int,
+    out: str,
+) -> None:
     """Rule retry_prompts: the previous round's rejected images of one shard -> prompts of round `attempt`."""
     from .ode.filtering import read_rounds
     from .ode.filtering import retry_prompts as retry
 
     image_table, detection_table = read_rounds([images], [detections])
-    table = retry(pl.read_parquet(prompts), image_table, detection_table, pl.read_parquet(scenes),
-                  attempt=int(attempt), seed=seed, keep_threshold=keep_threshold, shard=round_name(shard, attempt))
+    table = retry(
+        pl.read_parquet(prompts),
+        image_table,
+        detection_table,
+        pl.read_parquet(scenes),
+        attempt=int(attempt),
+        seed=seed,
+        keep_threshold=keep_threshold,
+        shard=round_name(shard, attempt),
+    )
     write_parquet(out, table)
     log.info("shard %s attempt %s: %d of %d images to regenerate", shard, attempt, table.height, image_table.height)
 
 
-def make_queries(accepted: str, scenes: str, nodes: str, edges: str, hallu: str, queries: dict, seed: int,
-                 out: str, images: list[str] = ()) -> None:
+def make_queries(
+    accepted: str,
+    scenes: str,
+    nodes: str,
+    edges: str,
+    hallu: str,
+    queries: dict,
+    seed: int,
+    out: str,
+    images: list[str] = (),
+) -> None:
     """Rule make_queries: accepted images + scenes + graph -> the release's questions (with each image's
     generator, read from the image tables)."""
     from .ode.graph import read_graph
     from .ode.queries import make_queries as make
 
     node_table, edge_table = read_graph(nodes, edges)
-    table = make(pl.read_parquet(accepted), pl.read_parquet(scenes), node_table, edge_table, seed=seed,
-                 generative_prompt=queries["generative_prompt"], negatives_per_image=queries["negatives_per_image"],
-                 strategies=queries["strategies"], count_negatives=queries["count_negatives"],
-                 counterfactual_per_image=queries["counterfactual_per_image"],
-                 counterfactual_attributes=queries["counterfactual_attributes"], hallu_edges=pl.read_parquet(hallu),
-                 question_style=queries["question_style"])
-    tables = [pl.read_parquet(p, columns=["image_id", "generator"]) for p in images
-              if "generator" in pl.read_parquet_schema(p)]
+    table = make(
+        pl.read_parquet(accepted),
+        pl.read_parquet(scenes),
+        node_table,
+        edge_table,
+        seed=seed,
+        generative_prompt=queries["generative_prompt"],
+        negatives_per_image=queries["negatives_per_image"],
+        strategies=queries["strategies"],
+        count_negatives=queries["count_negatives"],
+        counterfactual_per_image=queries["counterfactual_per_image"],
+        counterfactual_attributes=queries["counterfactual_attributes"],
+        hallu_edges=pl.read_parquet(hallu),
+        question_style=queries["question_style"],
+    )
+    tables = [
+        pl.read_parquet(p, columns=["image_id", "generator"])
+        for p in images
+        if "generator" in pl.read_parquet_schema(p)
+    ]
     if tables:
         generator = pl.concat(tables).unique("image_id", keep="last")
         table = table.join(generator, on="image_id", how="left", maintain_order="left")
     write_parquet(out, table)
-    log.info("%d queries: %s", table.height,
-             dict(table.group_by("query_type").len().sort("query_type").iter_rows()))
+    log.info("%d queries: %s", table.height, dict(table.group_by("query_type").len().sort("query_type").iter_rows()))
 
 
 def build_standin_vlm(build: dict, out: str, name: str) -> None:
@@ -187,9 +252,20 @@ def report_files(outputs: dict[str, str], options: dict) -> None:
     log.info("wrote %d tables and %d figures under %s/report", len(tables), len(figures), root)
 
 
-def package_release(manifest: str, accepted: str, rejected: str, queries: str, scenes: str, images: list[str],
-                    detections: list[str], config: dict, seed: int, name: str, parent: str | None = None,
-                    graph_sources: list[str] = ()) -> dict:
+def package_release(
+    manifest: str,
+    accepted: str,
+    rejected: str,
+    queries: str,
+    scenes: str,
+    images: list[str],
+    detections: list[str],
+    config: dict,
+    seed: int,
+    name: str,
+    parent: str | None = None,
+    graph_sources: list[str] = (),
+) -> dict:
     """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last);
     `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from."""
     from .ode.release import package_release as package

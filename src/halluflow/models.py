@@ -85,13 +85,21 @@ def resolve(spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_avai
     )
 
 
-def resolve_llm(llm: dict | None, models_cache: str | os.PathLike = MODELS_CACHE,
-                gpu_available: bool = False) -> ResolvedModel | None:
+def resolve_llm(
+    llm: dict | None, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False
+) -> ResolvedModel | None:
     """The `llm:` block (CEDI examiner/parser, CAOS extractor, SAMF judge) resolved like a model under test."""
     if not llm:
         return None
-    return resolve({"name": "llm", "backend": llm.get("backend", "transformers"),
-                    "args": {k: v for k, v in llm.items() if k != "backend"}}, models_cache, gpu_available)
+    return resolve(
+        {
+            "name": "llm",
+            "backend": llm.get("backend", "transformers"),
+            "args": {k: v for k, v in llm.items() if k != "backend"},
+        },
+        models_cache,
+        gpu_available,
+    )
 
 
 def _is_local(model: str) -> bool:
@@ -124,8 +132,9 @@ def generators(synthesis: dict) -> list[dict]:
     base = {k: v for k, v in synthesis.items() if k != "generators"}
     entries = synthesis.get("generators") or []
     if not entries:
-        return [{**base, "name": base["stand_in"]["name"] if base["stand_in"]["enabled"] else base["model"],
-                 "share": 1.0}]
+        return [
+            {**base, "name": base["stand_in"]["name"] if base["stand_in"]["enabled"] else base["model"], "share": 1.0}
+        ]
     out = []
     for entry in entries:
         merged = {**base, **{k: v for k, v in entry.items() if k != "stand_in"}}
@@ -138,8 +147,10 @@ def shard_generators(synthesis: dict, n_shards: int) -> list[dict]:
     """One generator per image shard: shards split by share (largest remainder), in the generators' order."""
     gens = generators(synthesis)
     if len(gens) > n_shards:
-        raise ConfigError(f"config key 'synthesis.generators': {len(gens)} generators need at least as many image "
-                          f"shards (shards.images is {n_shards})")
+        raise ConfigError(
+            f"config key 'synthesis.generators': {len(gens)} generators need at least as many image "
+            f"shards (shards.images is {n_shards})"
+        )
     total = sum(float(g["share"]) for g in gens)
     exact = [n_shards * float(g["share"]) / total for g in gens]
     counts = [max(1, int(e)) for e in exact]
@@ -176,14 +187,17 @@ def stage_model_inputs(section: dict, models_cache: str | os.PathLike = MODELS_C
 def oracle_members(config: dict) -> list[dict]:
     """CAOS oracle members as model specs: names are looked up in `models:` so one spec serves both roles."""
     by_name = {m["name"]: m for m in config.get("models") or []}
-    return [dict(by_name[m]) if isinstance(m, str) else {"name": f"oracle-{i}", **m}
-            for i, m in enumerate(config["caos"]["oracle"]["members"])]
+    return [
+        dict(by_name[m]) if isinstance(m, str) else {"name": f"oracle-{i}", **m}
+        for i, m in enumerate(config["caos"]["oracle"]["members"])
+    ]
 
 
 def any_on_gpu(models=(), llms=(), gpu_available: bool = False, models_cache=MODELS_CACHE) -> bool:
     """Whether a job loading these helper models (oracle members, judges) and LLM blocks needs a GPU."""
     return any(resolve(m, models_cache, gpu_available).gpu for m in models) or any(
-        resolve_llm(llm, models_cache, gpu_available).gpu for llm in llms if llm)
+        resolve_llm(llm, models_cache, gpu_available).gpu for llm in llms if llm
+    )
 
 
 def judge_models(judges: dict) -> tuple[list[dict], list[dict]]:

@@ -41,9 +41,7 @@ class Registry:
 
     def resolve(self, name: str) -> type:
         if name not in self._targets:
-            raise ConfigError(
-                f"unknown {self.role} backend {name!r}; known: {', '.join(self.names())}"
-            )
+            raise ConfigError(f"unknown {self.role} backend {name!r}; known: {', '.join(self.names())}")
         module_name, _, attr = self._targets[name].partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -53,8 +51,7 @@ class Registry:
             if extra is None:
                 raise
             raise MissingExtraError(
-                f"{self.role} backend {name!r} needs the package {missing!r}: "
-                f"pip install 'halluflow[{extra}]'"
+                f"{self.role} backend {name!r} needs the package {missing!r}: pip install 'halluflow[{extra}]'"
             ) from exc
         return getattr(module, attr)
 

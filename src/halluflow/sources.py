@@ -115,8 +115,7 @@ def amber_queries(path: str | os.PathLike, annotations: str | os.PathLike | None
     return _table(rows)
 
 
-def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limit: int | None = None,
-                 seed: int = 0):
+def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limit: int | None = None, seed: int = 0):
     """COCO instances JSON → one generative query per image (query_id = image_id = COCO's image id), truth = the
     image's categories. `limit` draws that many images (seeded, the same for every model and every stage)."""
     import random
@@ -129,8 +128,18 @@ def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limi
     if limit is not None and limit < len(images):
         chosen = set(random.Random(seed).sample(range(len(images)), limit))
         images = [r for i, r in enumerate(images) if i in chosen]
-    rows = [{"query_id": iid, "image_id": iid, "image": file_name, "task": "generative", "query_type": "generative",
-             "question": prompt, "objects": objects} for iid, file_name, objects in images]
+    rows = [
+        {
+            "query_id": iid,
+            "image_id": iid,
+            "image": file_name,
+            "task": "generative",
+            "query_type": "generative",
+            "question": prompt,
+            "objects": objects,
+        }
+        for iid, file_name, objects in images
+    ]
     return _table(rows)
 
 
@@ -147,9 +156,16 @@ def ode_queries(release_dir: str | os.PathLike):
     return table
 
 
-def load_source(kind: str, path: str | os.PathLike, images: str | os.PathLike | None = None,
-                annotations: str | os.PathLike | None = None, *, prompt: str | None = None,
-                limit: int | None = None, seed: int = 0):
+def load_source(
+    kind: str,
+    path: str | os.PathLike,
+    images: str | os.PathLike | None = None,
+    annotations: str | os.PathLike | None = None,
+    *,
+    prompt: str | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+):
     """Return (queries table, image root). For `ode` the image root is the release folder itself, for `coco` the
     image folder `path` (its truth is `annotations`)."""
     if kind == "ode":
@@ -168,8 +184,15 @@ def load_source(kind: str, path: str | os.PathLike, images: str | os.PathLike | 
 
 def source_queries(source: dict, release: str | os.PathLike | None = None):
     """load_source for the config's `answer.source` section (every stage reads the same table from it)."""
-    return load_source(source["kind"], source["path"] or release, source.get("images"), source.get("annotations"),
-                       prompt=source.get("prompt"), limit=source.get("limit"), seed=int(source.get("seed") or 0))
+    return load_source(
+        source["kind"],
+        source["path"] or release,
+        source.get("images"),
+        source.get("annotations"),
+        prompt=source.get("prompt"),
+        limit=source.get("limit"),
+        seed=int(source.get("seed") or 0),
+    )
 
 
 def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int = 5) -> list[Path]:
@@ -185,8 +208,15 @@ def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int =
     return paths
 
 
-def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answers: str | os.PathLike,
-                 out_metrics: str | os.PathLike, model: str, scoring: dict) -> dict:
+def score_source(
+    kind: str,
+    answer_paths: Iterable[str],
+    source: dict,
+    out_answers: str | os.PathLike,
+    out_metrics: str | os.PathLike,
+    model: str,
+    scoring: dict,
+) -> dict:
     """Rule score on a POPE / AMBER / COCO source: write the model's answers in the benchmark's answer format (POPE
     JSONL {question_id, answer}; AMBER JSON [{id, response}]; COCO captions JSONL {image_id, caption}) and score that
     file with the code behind `halluflow score pope|amber|chair`, so the workflow's numbers are the CLI's numbers. Failed answers are left out and counted: a failed
@@ -202,12 +232,16 @@ def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answe
         raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
     ok = answers.filter(pl.col("status") == "ok")
     if kind == "pope":
-        write_jsonl(out_answers, ({"question_id": original_id(q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()))
+        write_jsonl(
+            out_answers,
+            ({"question_id": original_id(q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()),
+        )
         labels = pope.load_labels(source["path"])
         labels = labels.filter(pl.col("question_id").is_in(ok["query_id"].to_list()))
         joined = pope.align(pope.load_answers(out_answers), labels)
-        scores = pope.pope_metrics(joined["answer"], joined["truth"], parser=scoring["parser"],
-                                   positive=scoring["positive"])
+        scores = pope.pope_metrics(
+            joined["answer"], joined["truth"], parser=scoring["parser"], positive=scoring["positive"]
+        )
     elif kind == "amber":
         write_json(out_answers, [{"id": int(q), "response": a} for q, a in ok.select("query_id", "answer").iter_rows()])
         data = amber.load_amber(Path(source["annotations"]).parent)
@@ -215,16 +249,25 @@ def score_source(kind: str, answer_paths: Iterable[str], source: dict, out_answe
     elif kind == "coco":
         from .metrics import chair
 
-        write_jsonl(out_answers, ({"image_id": q, "caption": a} for q, a in ok.select("query_id", "answer").iter_rows()))
+        write_jsonl(
+            out_answers, ({"image_id": q, "caption": a} for q, a in ok.select("query_id", "answer").iter_rows())
+        )
         synonyms = chair.shipped_synonyms()
         queries, _ = source_queries(source)
-        truth = {q: chair.normalise_truth(objs, synonyms) for q, objs in queries.select("image_id", "objects").iter_rows()}
+        truth = {
+            q: chair.normalise_truth(objs, synonyms) for q, objs in queries.select("image_id", "objects").iter_rows()
+        }
         scores, _ = chair.score_captions(chair.load_captions(out_answers), truth, synonyms)
     else:
         raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
-    metrics = {"model": model, "source": kind, "n_answers": answers.height, "n_failed": answers.height - ok.height,
-               "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
-               "chair" if kind == "coco" else kind: scores}
+    metrics = {
+        "model": model,
+        "source": kind,
+        "n_answers": answers.height,
+        "n_failed": answers.height - ok.height,
+        "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
+        "chair" if kind == "coco" else kind: scores,
+    }
     write_json(out_metrics, metrics)
     return metrics
 

@@ -39,7 +39,9 @@ def _missing_extra(exc: ModuleNotFoundError, what: str) -> MissingExtraError | N
     missing = (exc.name or "").split(".")[0]
     if missing not in EXTRA_FOR_MODULE:
         return None
-    return MissingExtraError(f"{what} needs the package {missing!r}: pip install 'halluflow[{EXTRA_FOR_MODULE[missing]}]'")
+    return MissingExtraError(
+        f"{what} needs the package {missing!r}: pip install 'halluflow[{EXTRA_FOR_MODULE[missing]}]'"
+    )
 
 
 def builder_kinds() -> list[str]:
@@ -103,7 +105,6 @@ def standin_info(model: str | os.PathLike) -> dict | None:
     return None
 
 
-
 def tiny_clip_tokenizer(max_length: int = 77):
     """A CLIP BPE tokenizer over single bytes (no merges): built in code, no download, real CLIPTokenizer class."""
     from tokenizers.pre_tokenizers import ByteLevel
@@ -140,16 +141,22 @@ for _kind, _target in [
 ]:
     register_builder(_kind, _target)
 # Models under test of the families people evaluate (tiny random, built from config).
-for _kind, _fn in [("smolvlm", "build_tiny_smolvlm"), ("llava", "build_tiny_llava"),
-                   ("llava_next", "build_tiny_llava_next"), ("qwen2_vl", "build_tiny_qwen2_vl"),
-                   ("gemma3", "build_tiny_gemma3")]:
+for _kind, _fn in [
+    ("smolvlm", "build_tiny_smolvlm"),
+    ("llava", "build_tiny_llava"),
+    ("llava_next", "build_tiny_llava_next"),
+    ("qwen2_vl", "build_tiny_qwen2_vl"),
+    ("gemma3", "build_tiny_gemma3"),
+]:
     register_builder(_kind, f"halluflow.backends.tiny_vlms:{_fn}")
 
 
 # ---- `halluflow standin build` ------------------------------------------------------------------------------------
 
-CLI_DESCRIPTION = "Build a tiny random stand-in model offline (the same builders the workflow's build_standin_* rules use)."
-CLI_EPILOG = f"""kinds: {', '.join(builder_kinds())}
+CLI_DESCRIPTION = (
+    "Build a tiny random stand-in model offline (the same builders the workflow's build_standin_* rules use)."
+)
+CLI_EPILOG = f"""kinds: {", ".join(builder_kinds())}
 examples:
   halluflow standin build flux resources/models/tiny-flux
   halluflow standin build owlv2 /tmp/tiny-owl --seed 1 --arg image_size=96 --arg patch_size=16
@@ -164,8 +171,13 @@ def configure(parser) -> None:
     parser.add_argument("kind", help="stand-in kind (see the list below)")
     parser.add_argument("out", help="folder to create (replaced if it exists)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
-    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="builder setting; VALUE is parsed as JSON when it can be (repeatable)")
+    parser.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="builder setting; VALUE is parsed as JSON when it can be (repeatable)",
+    )
 
 
 def run(args) -> int:

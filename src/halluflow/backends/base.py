@@ -52,7 +52,9 @@ class VLMRequest:
         if self.image_path is not None and not images:
             images = (str(self.image_path),)
         elif images and self.image_path is not None and str(self.image_path) != images[0]:
-            raise ValueError(f"request {self.request_id}: image_path {self.image_path!r} is not images[0] {images[0]!r}")
+            raise ValueError(
+                f"request {self.request_id}: image_path {self.image_path!r} is not images[0] {images[0]!r}"
+            )
         object.__setattr__(self, "images", images)
         object.__setattr__(self, "image_path", images[0] if images else None)
         object.__setattr__(self, "history", tuple(tuple(t) for t in self.history))
@@ -111,8 +113,9 @@ class SamplingSettings:
     seed: int = 0
     system_prompt: str | None = None
 
-    def set_sampling(self, max_new_tokens: int, temperature: float, top_p: float, seed: int,
-                     system_prompt: str | None) -> None:
+    def set_sampling(
+        self, max_new_tokens: int, temperature: float, top_p: float, seed: int, system_prompt: str | None
+    ) -> None:
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -120,8 +123,13 @@ class SamplingSettings:
         self.system_prompt = system_prompt
 
     def settings_for(self, request: VLMRequest | None = None) -> dict:
-        settings = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                    "seed": self.seed, "system_prompt": self.system_prompt}
+        settings = {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "system_prompt": self.system_prompt,
+        }
         if request is not None:
             settings.update({f: getattr(request, f) for f in GENERATION_FIELDS if getattr(request, f) is not None})
         return settings
@@ -149,7 +157,9 @@ def tile_images(paths: Sequence[str], out_dir: str | None = None) -> str:
     from ..io import atomic_path, open_rgb, stable_hash
 
     folder = Path(out_dir or Path(tempfile.gettempdir()) / "halluflow-tiles")
-    stats = [(str(p), *((os.stat(p).st_size, os.stat(p).st_mtime_ns) if os.path.exists(p) else (-1, -1))) for p in paths]
+    stats = [
+        (str(p), *((os.stat(p).st_size, os.stat(p).st_mtime_ns) if os.path.exists(p) else (-1, -1))) for p in paths
+    ]
     out = folder / f"{stable_hash(stats)[:24]}.png"
     if out.exists():
         return str(out)

@@ -37,8 +37,16 @@ class TransformersDetector(Detector):
     OWL = ("owlv2", "owlvit")
     GROUNDING = ("grounding-dino", "mm-grounding-dino")
 
-    def __init__(self, model: str, revision: str | None = None, device: str = "auto", dtype: str = "float32",
-                 box_threshold: float = 0.1, max_detections: int = 100, prompt_template: str = "{label}"):
+    def __init__(
+        self,
+        model: str,
+        revision: str | None = None,
+        device: str = "auto",
+        dtype: str = "float32",
+        box_threshold: float = 0.1,
+        max_detections: int = 100,
+        prompt_template: str = "{label}",
+    ):
         from ..devices import resolve_device, resolve_dtype
 
         try:
@@ -58,9 +66,11 @@ class TransformersDetector(Detector):
         self.standin = standin_info(self.model_id)
         try:
             self.processor = AutoProcessor.from_pretrained(self.model_id, revision=revision)
-            self.model = AutoModelForZeroShotObjectDetection.from_pretrained(
-                self.model_id, revision=revision, dtype=self.dtype
-            ).to(self.device).eval()
+            self.model = (
+                AutoModelForZeroShotObjectDetection.from_pretrained(self.model_id, revision=revision, dtype=self.dtype)
+                .to(self.device)
+                .eval()
+            )
         except (OSError, ValueError) as exc:
             raise BackendError(
                 f"detection.model {self.model_id!r} (revision {revision!r}) could not be loaded: "
@@ -74,9 +84,14 @@ class TransformersDetector(Detector):
             )
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(role="detector", backend="transformers", model=self.model_id, revision=self.revision,
-                           stand_in=self.standin is not None,
-                           extra={"model_type": self.model_type, "box_threshold": self.box_threshold})
+        return BackendInfo(
+            role="detector",
+            backend="transformers",
+            model=self.model_id,
+            revision=self.revision,
+            stand_in=self.standin is not None,
+            extra={"model_type": self.model_type, "box_threshold": self.box_threshold},
+        )
 
     def detect(self, images: Sequence, labels: Sequence[Sequence[str]]) -> list[list[Detection]]:
         if len(images) != len(labels):
@@ -102,7 +117,7 @@ class TransformersDetector(Detector):
         outputs = self.model(**inputs)
         # The processor pads every image's label list to the longest one; padded queries must never win.
         for i, ls in enumerate(labels):
-            outputs.logits[i, :, len(ls):] = -torch.inf
+            outputs.logits[i, :, len(ls) :] = -torch.inf
         # OWLv2 pads images to a square before resizing, so boxes are relative to the padded square.
         sizes = [(max(im.height, im.width),) * 2 for im in images]
         results = self.processor.image_processor.post_process_object_detection(
@@ -150,16 +165,21 @@ class TransformersDetector(Detector):
                 per_label.append(probs[i][:, tokens].max(dim=-1).values if tokens else probs.new_zeros(probs.shape[1]))
             scores, best = torch.stack(per_label, dim=-1).max(dim=-1)
             cx, cy, w, h = boxes[i].unbind(-1)
-            xyxy = torch.stack([(cx - w / 2) * im.width, (cy - h / 2) * im.height,
-                                (cx + w / 2) * im.width, (cy + h / 2) * im.height], dim=-1)
+            xyxy = torch.stack(
+                [(cx - w / 2) * im.width, (cy - h / 2) * im.height, (cx + w / 2) * im.width, (cy + h / 2) * im.height],
+                dim=-1,
+            )
             keep = (scores >= self.box_threshold).nonzero().flatten().tolist()
-            dets = [Detection(ls[int(best[q])], float(scores[q]), _clip_box(xyxy[q].tolist(), im.width, im.height))
-                    for q in keep]
+            dets = [
+                Detection(ls[int(best[q])], float(scores[q]), _clip_box(xyxy[q].tolist(), im.width, im.height))
+                for q in keep
+            ]
             out.append(_keep_best(dets, self.max_detections))
         return out
 
 
 # ---- ultralytics ------------------------------------------------------------------------------------------------
+
 
 def prepare_ultralytics_env(config_dir: str | os.PathLike = ".cache/ultralytics") -> Path:
     """Make ultralytics run with zero network calls: offline flags, and the font it would otherwise download.
@@ -203,9 +223,19 @@ class UltralyticsDetector(Detector):
     """YOLO-World / YOLOE prompted with the labels (set_classes), or a closed-vocabulary YOLO whose class names
     are matched to labels through `class_map` {label: class name} (labels equal to a class name map to it)."""
 
-    def __init__(self, model: str, revision: str | None = None, device: str = "auto", box_threshold: float = 0.1,
-                 max_detections: int = 100, imgsz: int = 640, class_map: dict | None = None,
-                 open_vocabulary: str | bool = "auto", dtype: str = "float32", prompt_template: str = "{label}"):
+    def __init__(
+        self,
+        model: str,
+        revision: str | None = None,
+        device: str = "auto",
+        box_threshold: float = 0.1,
+        max_detections: int = 100,
+        imgsz: int = 640,
+        class_map: dict | None = None,
+        open_vocabulary: str | bool = "auto",
+        dtype: str = "float32",
+        prompt_template: str = "{label}",
+    ):
         from ..devices import resolve_device
 
         ultralytics = _import_ultralytics()
@@ -225,8 +255,10 @@ class UltralyticsDetector(Detector):
         if open_vocabulary == "auto":
             open_vocabulary = can_prompt
         if open_vocabulary and not can_prompt:
-            raise ConfigError(f"detection.open_vocabulary: {self.model_id!r} cannot be prompted with text "
-                              "(use a YOLO-World/YOLOE model, or open_vocabulary: false with detection.class_map)")
+            raise ConfigError(
+                f"detection.open_vocabulary: {self.model_id!r} cannot be prompted with text "
+                "(use a YOLO-World/YOLOE model, or open_vocabulary: false with detection.class_map)"
+            )
         self.open_vocabulary = bool(open_vocabulary)
         self._classes: tuple[str, ...] | None = None
         if not self.open_vocabulary:
@@ -236,9 +268,14 @@ class UltralyticsDetector(Detector):
                 raise ConfigError(f"detection.class_map: {', '.join(bad)} not among the model's class names")
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(role="detector", backend="ultralytics", model=self.model_id, revision=self.revision,
-                           stand_in=self.standin is not None,
-                           extra={"open_vocabulary": self.open_vocabulary, "box_threshold": self.box_threshold})
+        return BackendInfo(
+            role="detector",
+            backend="ultralytics",
+            model=self.model_id,
+            revision=self.revision,
+            stand_in=self.standin is not None,
+            extra={"open_vocabulary": self.open_vocabulary, "box_threshold": self.box_threshold},
+        )
 
     def _set_classes(self, classes: tuple[str, ...]) -> None:
         if classes == self._classes:
@@ -271,9 +308,15 @@ class UltralyticsDetector(Detector):
             to_label = {i: c for i, c in enumerate(classes)}
         else:
             to_label = None
-        results = self.model.predict(source=[im.convert("RGB") for im in images], conf=self.box_threshold,
-                                     device=self.device, imgsz=self.imgsz, verbose=False, half=self.half,
-                                     max_det=self.max_detections)
+        results = self.model.predict(
+            source=[im.convert("RGB") for im in images],
+            conf=self.box_threshold,
+            device=self.device,
+            imgsz=self.imgsz,
+            verbose=False,
+            half=self.half,
+            max_det=self.max_detections,
+        )
         out = []
         for im, ls, res in zip(images, labels, results):
             if to_label is None:

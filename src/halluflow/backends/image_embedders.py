@@ -27,9 +27,9 @@ class ImageEmbedder(Backend):
 
 
 class TransformersImageEmbedder(ImageEmbedder):
-
-    def __init__(self, model: str, revision: str | None = None, device: str = "auto", dtype: str = "auto",
-                 batch_size: int = 16):
+    def __init__(
+        self, model: str, revision: str | None = None, device: str = "auto", dtype: str = "auto", batch_size: int = 16
+    ):
         import torch
         from transformers import AutoImageProcessor, AutoModel
 
@@ -43,8 +43,11 @@ class TransformersImageEmbedder(ImageEmbedder):
         self.stand_in = standin_info(model) is not None
         try:
             self.processor = AutoImageProcessor.from_pretrained(model, revision=revision)
-            self.model = AutoModel.from_pretrained(model, revision=revision,
-                                                   dtype=resolve_dtype(dtype, self.device)).to(self.device).eval()
+            self.model = (
+                AutoModel.from_pretrained(model, revision=revision, dtype=resolve_dtype(dtype, self.device))
+                .to(self.device)
+                .eval()
+            )
         except OSError as exc:
             raise BackendError(f"image embedder {model!r}: cannot load ({exc})") from None
         self._torch = torch
@@ -54,7 +57,7 @@ class TransformersImageEmbedder(ImageEmbedder):
         torch = self._torch
         rows = []
         for start in range(0, len(images), self.batch_size):
-            batch = self.processor(images=list(images[start:start + self.batch_size]), return_tensors="pt")
+            batch = self.processor(images=list(images[start : start + self.batch_size]), return_tensors="pt")
             batch = {k: v.to(self.device) for k, v in batch.items()}
             with torch.inference_mode():
                 if hasattr(self.model, "get_image_features"):  # joint image-text models (CLIP, SigLIP)
@@ -70,18 +73,31 @@ class TransformersImageEmbedder(ImageEmbedder):
         return (emb / np.where(norms == 0, 1, norms)).astype(np.float32)
 
     def describe(self) -> BackendInfo:
-        return BackendInfo(role="image_embedder", backend="transformers", model=self.model_name,
-                           revision=self.revision, stand_in=self.stand_in)
+        return BackendInfo(
+            role="image_embedder",
+            backend="transformers",
+            model=self.model_name,
+            revision=self.revision,
+            stand_in=self.stand_in,
+        )
 
 
-def build_tiny_dinov2(out_dir: Path, seed: int = 0, image_size: int = 32, patch_size: int = 8,
-                      hidden_size: int = 32) -> dict:
+def build_tiny_dinov2(
+    out_dir: Path, seed: int = 0, image_size: int = 32, patch_size: int = 8, hidden_size: int = 32
+) -> dict:
     """A randomly initialised DINOv2 (real `Dinov2Model` + `BitImageProcessor`), saved for `from_pretrained`."""
     from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
 
-    config = Dinov2Config(image_size=image_size, patch_size=patch_size, hidden_size=hidden_size,
-                          num_hidden_layers=2, num_attention_heads=2, intermediate_size=2 * hidden_size)
+    config = Dinov2Config(
+        image_size=image_size,
+        patch_size=patch_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+    )
     Dinov2Model(config).save_pretrained(out_dir)
-    BitImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
-                      do_center_crop=True).save_pretrained(out_dir)
+    BitImageProcessor(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}, do_center_crop=True
+    ).save_pretrained(out_dir)
     return {"image_size": image_size, "hidden_size": hidden_size}

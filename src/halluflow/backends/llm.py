@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError, InputError, MissingExtraError
-from .base import LLM, BackendInfo, SamplingSettings
 from ..models import resolve_model_path  # the one model resolver (re-exported for the backends)
+from .base import LLM, BackendInfo, SamplingSettings
 
 PACKAGED_LLM_NAME = "smollm2-135m-instruct"
 PACKAGED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -142,7 +142,9 @@ class TransformersLLM(SamplingSettings, LLM):
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ModuleNotFoundError as exc:
-            raise MissingExtraError(f"llm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'") from exc
+            raise MissingExtraError(
+                f"llm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'"
+            ) from exc
         self.model_name = model
         self.revision = revision
         self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
@@ -177,8 +179,9 @@ class TransformersLLM(SamplingSettings, LLM):
         blind VLM)."""
         settings = settings or self.settings_for()
         outputs: list[str] = [""] * len(prompts)
-        kwargs = generation_kwargs(settings["max_new_tokens"], settings["temperature"], settings["top_p"],
-                                   self.tokenizer.pad_token_id)
+        kwargs = generation_kwargs(
+            settings["max_new_tokens"], settings["temperature"], settings["top_p"], self.tokenizer.pad_token_id
+        )
         order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
@@ -195,8 +198,9 @@ class TransformersLLM(SamplingSettings, LLM):
     def template(self, messages: Sequence[dict], system_prompt: str | None = None) -> str:
         """The chat-templated prompt; `system_prompt` (default: this model's) is added when the messages have none."""
         system = self.system_prompt if system_prompt is None else system_prompt
-        return self.tokenizer.apply_chat_template(self._with_system(messages, system), add_generation_prompt=True,
-                                                  tokenize=False)
+        return self.tokenizer.apply_chat_template(
+            self._with_system(messages, system), add_generation_prompt=True, tokenize=False
+        )
 
     def chat(self, messages: Sequence[dict]) -> str:
         return self.chat_batch([messages])[0]

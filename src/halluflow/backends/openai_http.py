@@ -100,8 +100,9 @@ def message_text(content: Any) -> str:
         parts = [p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, (str, dict))]
         if all(isinstance(p, str) for p in parts) and parts:
             return "".join(parts)
-    raise RetryableError("server reply has no text content (content is "
-                         f"{'null' if content is None else type(content).__name__})")
+    raise RetryableError(
+        f"server reply has no text content (content is {'null' if content is None else type(content).__name__})"
+    )
 
 
 class OpenAIClient:
@@ -217,8 +218,9 @@ class OpenAIClient:
             if event.endswith(".started"):
                 timeouts.update(dict.fromkeys(timeouts, max(1e-3, deadline - time.monotonic())))
 
-        request = self._http.build_request("POST", self.url, json=body,
-                                           extensions={"timeout": timeouts, "trace": trace})
+        request = self._http.build_request(
+            "POST", self.url, json=body, extensions={"timeout": timeouts, "trace": trace}
+        )
         response = self._http.send(request, stream=True)
         watchdog = None
         try:
@@ -280,13 +282,18 @@ class OpenAIClient:
                 self._stopped = error
                 log.error("server rejected %d requests identically (%s); not sending the rest", n, error)
 
-    def complete(self, messages: list[dict] | Callable[[], list[dict]], max_tokens: int | None = None,
-                 overrides: dict | None = None) -> Result:
+    def complete(
+        self,
+        messages: list[dict] | Callable[[], list[dict]],
+        max_tokens: int | None = None,
+        overrides: dict | None = None,
+    ) -> Result:
         """One request with retries. `messages` may be a callable, so a queued request reads and encodes its images
         only when it is sent; `overrides` (temperature, top_p, seed of one request) replace the client defaults."""
         if self._stopped is not None:
-            return Result(None, f"not sent: the server rejected {IDENTICAL_REJECTIONS_TO_STOP} requests with "
-                                f"{self._stopped}", 0)
+            return Result(
+                None, f"not sent: the server rejected {IDENTICAL_REJECTIONS_TO_STOP} requests with {self._stopped}", 0
+            )
         self.check_model()
         body = self.body(messages() if callable(messages) else messages, max_tokens, overrides)
         last = ""
@@ -347,21 +354,31 @@ class OpenAIClient:
             raise BackendError(self._unserved)
 
     # ---- many requests -----------------------------------------------------------------------------------------
-    def submit(self, messages: list[dict] | Callable[[], list[dict]], max_tokens: int | None = None,
-               overrides: dict | None = None) -> Future:
+    def submit(
+        self,
+        messages: list[dict] | Callable[[], list[dict]],
+        max_tokens: int | None = None,
+        overrides: dict | None = None,
+    ) -> Future:
         """Queue one request on the client's pool: `concurrency` requests stay in flight however callers batch."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
         return self._pool.submit(self.complete, messages, max_tokens, overrides)
 
-    def complete_many(self, conversations: Sequence[list[dict]], max_tokens: int | None = None,
-                      overrides: Sequence[dict] | None = None) -> list[Result]:
+    def complete_many(
+        self,
+        conversations: Sequence[list[dict]],
+        max_tokens: int | None = None,
+        overrides: Sequence[dict] | None = None,
+    ) -> list[Result]:
         """`overrides`: one dict per conversation (max_tokens, temperature, top_p, seed of that request)."""
         per = [dict(o) for o in overrides] if overrides is not None else [{} for _ in conversations]
         if len(conversations) <= 1 or self.concurrency == 1:
             return [self.complete(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)]
-        return _results([self.submit(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)])
+        return _results(
+            [self.submit(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)]
+        )
 
     def close(self) -> None:
         if self._pool is not None:

@@ -19,7 +19,7 @@ _GENERATIVE = re.compile(r"\b(describe|description|caption)\b", re.I)
 
 
 def article(noun: str) -> str:
-    """"a" or "an" by the usual spelling rule (a unicorn, an umbrella, an egg)."""
+    """ "a" or "an" by the usual spelling rule (a unicorn, an umbrella, an egg)."""
     lowered = noun.lower()
     if lowered[:1] in "aeio" or (lowered[:1] == "u" and not lowered.startswith(("uni", "use", "usu", "ute", "uti"))):
         return "an"
@@ -28,22 +28,26 @@ def article(noun: str) -> str:
 
 class LanguagePriorVLM(VLM):
     """Never looks at images (max_images 0). Args:
-      graph: folder with nodes.parquet + edges.parquet (data contract of build_graph); the answer stage fills in
-             results/<release>/graph when omitted.
-      queries: optional queries table (parquet) giving each request's scene objects by query id; without it the
-             prior sees only the question text and uses the marginal object frequency.
-      threshold: yes when P(target | context object) = weight / frequency(context) ≥ threshold (default 0.1);
-             without context, when frequency(target) / max frequency ≥ threshold.
-      neighbours: how many top co-occurring objects a generative answer adds (default 3).
+    graph: folder with nodes.parquet + edges.parquet (data contract of build_graph); the answer stage fills in
+           results/<release>/graph when omitted.
+    queries: optional queries table (parquet) giving each request's scene objects by query id; without it the
+           prior sees only the question text and uses the marginal object frequency.
+    threshold: yes when P(target | context object) = weight / frequency(context) ≥ threshold (default 0.1);
+           without context, when frequency(target) / max frequency ≥ threshold.
+    neighbours: how many top co-occurring objects a generative answer adds (default 3).
     """
 
     max_images = 0
 
-    def __init__(self, graph: str | None = None, queries: str | None = None, threshold: float = 0.1, neighbours: int = 3):
+    def __init__(
+        self, graph: str | None = None, queries: str | None = None, threshold: float = 0.1, neighbours: int = 3
+    ):
         import polars as pl
 
         if graph is None:
-            raise InputError("vlm backend 'prior': argument 'graph' (folder with nodes.parquet and edges.parquet) is required")
+            raise InputError(
+                "vlm backend 'prior': argument 'graph' (folder with nodes.parquet and edges.parquet) is required"
+            )
         folder = Path(graph)
         for name in ("nodes.parquet", "edges.parquet"):
             if not (folder / name).exists():
@@ -74,8 +78,14 @@ class LanguagePriorVLM(VLM):
             self.context[str(row["query_id"])] = row
 
     def describe(self) -> BackendInfo:
-        return BackendInfo("vlm", "prior", f"cooccurrence-prior:{Path(self.graph_dir).name}", None, False,
-                           {"image_input": False, "threshold": self.threshold})
+        return BackendInfo(
+            "vlm",
+            "prior",
+            f"cooccurrence-prior:{Path(self.graph_dir).name}",
+            None,
+            False,
+            {"image_input": False, "threshold": self.threshold},
+        )
 
     def generation_settings(self, request: VLMRequest) -> dict:
         return {"threshold": self.threshold, "neighbours": self.neighbours}

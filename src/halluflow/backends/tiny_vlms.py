@@ -25,7 +25,8 @@ def chat_template(image_placeholder: str) -> str:
     return (
         "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
         "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-        "{% for part in message['content'] %}{% if part['type'] == 'image' %}" + image_placeholder
+        "{% for part in message['content'] %}{% if part['type'] == 'image' %}"
+        + image_placeholder
         + "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
         "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
@@ -79,11 +80,19 @@ def _text_config(tokenizer, hidden_size: int, config_class=None, **extra) -> dic
 def _vision(hidden_size: int, image_size: int, patch_size: int = 16) -> dict:
     if image_size % patch_size:
         raise ConfigError(f"stand-in VLM: image_size {image_size} must be a multiple of the patch size {patch_size}")
-    return dict(hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=2, num_attention_heads=4,
-                image_size=image_size, patch_size=patch_size)
+    return dict(
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=image_size,
+        patch_size=patch_size,
+    )
 
 
-def _save(model, processor, out_dir: str | os.PathLike, tokenizer_note: str = "SmolLM2 (packaged GGUF)", **facts) -> dict:
+def _save(
+    model, processor, out_dir: str | os.PathLike, tokenizer_note: str = "SmolLM2 (packaged GGUF)", **facts
+) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.eval().save_pretrained(out)
@@ -108,8 +117,12 @@ def build_tiny_smolvlm(out_dir: str | os.PathLike, seed: int = 0, hidden_size: i
     image_processor = Idefics3ImageProcessor(
         size={"longest_edge": image_size}, max_image_size={"longest_edge": image_size}, do_image_splitting=False
     )
-    processor = Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer,
-                                  image_seq_len=(image_size // 16) ** 2 // 4, chat_template=_IDEFICS3_TEMPLATE)
+    processor = Idefics3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_len=(image_size // 16) ** 2 // 4,
+        chat_template=_IDEFICS3_TEMPLATE,
+    )
     return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
 
 
@@ -121,22 +134,34 @@ def build_tiny_llava(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int
 
     tokenizer = _tokenizer(["<image>"])
     config = LlavaConfig(
-        vision_config={"model_type": "clip_vision_model", **_vision(hidden_size, image_size), "projection_dim": hidden_size},
+        vision_config={
+            "model_type": "clip_vision_model",
+            **_vision(hidden_size, image_size),
+            "projection_dim": hidden_size,
+        },
         text_config={"model_type": "llama", **_text_config(tokenizer, hidden_size)},
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
     )
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config)
-    image_processor = CLIPImageProcessor(size={"shortest_edge": image_size},
-                                         crop_size={"height": image_size, "width": image_size})
-    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=16,
-                               vision_feature_select_strategy="default", num_additional_image_tokens=1,
-                               chat_template=chat_template("<image>\n"))
+    image_processor = CLIPImageProcessor(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=16,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=chat_template("<image>\n"),
+    )
     return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
 
 
-def build_tiny_llava_next(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, image_size: int = 64) -> dict:
+def build_tiny_llava_next(
+    out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, image_size: int = 64
+) -> dict:
     """LLaVA-NeXT (LlavaNextForConditionalGeneration): "any resolution" — each image is tiled on the best-fitting
     grid of image_size crops (1×1 … 2×2) plus a base view, so the image-token count depends on the image's shape."""
     import torch
@@ -148,10 +173,18 @@ def build_tiny_llava_next(out_dir: str | os.PathLike, seed: int = 0, hidden_size
     )
 
     tokenizer = _tokenizer(["<image>"])
-    grid = [[image_size, image_size], [image_size, 2 * image_size], [2 * image_size, image_size],
-            [2 * image_size, 2 * image_size]]
+    grid = [
+        [image_size, image_size],
+        [image_size, 2 * image_size],
+        [2 * image_size, image_size],
+        [2 * image_size, 2 * image_size],
+    ]
     config = LlavaNextConfig(
-        vision_config={"model_type": "clip_vision_model", **_vision(hidden_size, image_size), "projection_dim": hidden_size},
+        vision_config={
+            "model_type": "clip_vision_model",
+            **_vision(hidden_size, image_size),
+            "projection_dim": hidden_size,
+        },
         text_config={"model_type": "llama", **_text_config(tokenizer, hidden_size)},
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
@@ -159,16 +192,25 @@ def build_tiny_llava_next(out_dir: str | os.PathLike, seed: int = 0, hidden_size
     )
     torch.manual_seed(seed)
     model = LlavaNextForConditionalGeneration(config)
-    image_processor = LlavaNextImageProcessor(size={"shortest_edge": image_size},
-                                              crop_size={"height": image_size, "width": image_size},
-                                              image_grid_pinpoints=grid)
-    processor = LlavaNextProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=16,
-                                   vision_feature_select_strategy="default", num_additional_image_tokens=1,
-                                   chat_template=chat_template("<image>\n"))
+    image_processor = LlavaNextImageProcessor(
+        size={"shortest_edge": image_size},
+        crop_size={"height": image_size, "width": image_size},
+        image_grid_pinpoints=grid,
+    )
+    processor = LlavaNextProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=16,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=chat_template("<image>\n"),
+    )
     return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
 
 
-def build_tiny_qwen2_vl(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, max_pixels: int = 12544) -> dict:
+def build_tiny_qwen2_vl(
+    out_dir: str | os.PathLike, seed: int = 0, hidden_size: int = 32, max_pixels: int = 12544
+) -> dict:
     """Qwen2-VL (Qwen2VLForConditionalGeneration): native resolution — images keep their aspect ratio, become a
     (t, h, w) grid of 14 px patches (pixel_values flattened across the batch, image_grid_thw per image) with
     multimodal rotary positions; max_pixels (default 16 merged 28 px cells) bounds the grid."""
@@ -187,11 +229,23 @@ def build_tiny_qwen2_vl(out_dir: str | os.PathLike, seed: int = 0, hidden_size: 
     # mrope_section splits the rotary half-dimension (head_dim / 2) over time, height and width.
     half = head_dim // 2
     text = _text_config(tokenizer, hidden_size, Qwen2Config)
-    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0,
-                               "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 10000.0,
+        "mrope_section": [half - 2 * (half // 4), half // 4, half // 4],
+    }
     config = Qwen2VLConfig(
-        vision_config=dict(depth=2, embed_dim=hidden_size, hidden_size=hidden_size, num_heads=4, mlp_ratio=2,
-                           patch_size=14, spatial_merge_size=2, temporal_patch_size=2, in_chans=3),
+        vision_config=dict(
+            depth=2,
+            embed_dim=hidden_size,
+            hidden_size=hidden_size,
+            num_heads=4,
+            mlp_ratio=2,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            in_chans=3,
+        ),
         text_config=text,
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
@@ -233,8 +287,10 @@ def build_tiny_gemma3(out_dir: str | os.PathLike, seed: int = 0, hidden_size: in
     )
     torch.manual_seed(seed)
     model = Gemma3ForConditionalGeneration(config)
-    processor = Gemma3Processor(image_processor=Gemma3ImageProcessor(size={"height": image_size, "width": image_size}),
-                                tokenizer=tokenizer, image_seq_length=4, chat_template=chat_template(named["boi_token"]))
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessor(size={"height": image_size, "width": image_size}),
+        tokenizer=tokenizer,
+        image_seq_length=4,
+        chat_template=chat_template(named["boi_token"]),
+    )
     return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
-
-

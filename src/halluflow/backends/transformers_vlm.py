@@ -79,7 +79,9 @@ class TransformersVLM(VLM):
             import torch
             from transformers import AutoModelForImageTextToText, AutoProcessor
         except ModuleNotFoundError as exc:
-            raise MissingExtraError(f"vlm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'") from exc
+            raise MissingExtraError(
+                f"vlm backend 'transformers' needs {exc.name!r}: pip install 'halluflow[models]'"
+            ) from exc
         self.model_name = model
         self.revision = revision
         self.set_sampling(max_new_tokens, temperature, top_p, seed, system_prompt)
@@ -98,16 +100,26 @@ class TransformersVLM(VLM):
         self._torch = torch
 
     def describe(self) -> BackendInfo:
-        return BackendInfo("vlm", "transformers", self.model_name, self.revision, self.stand_in,
-                           {"architecture": type(self.model).__name__})
+        return BackendInfo(
+            "vlm",
+            "transformers",
+            self.model_name,
+            self.revision,
+            self.stand_in,
+            {"architecture": type(self.model).__name__},
+        )
 
     def batches(self, requests: Sequence[VLMRequest]) -> list[tuple[dict, list[int], list[str]]]:
         """(settings, request indices, templated prompts) per generate call.
 
         A call needs one generation config and, for the processor, one image count per prompt; within a group
         prompts are sorted by length so each batch pads to a near neighbour, not to the longest prompt overall."""
-        texts = [self.processor.apply_chat_template(conversation(r, self.settings_for(r)["system_prompt"]),
-                                                    add_generation_prompt=True) for r in requests]
+        texts = [
+            self.processor.apply_chat_template(
+                conversation(r, self.settings_for(r)["system_prompt"]), add_generation_prompt=True
+            )
+            for r in requests
+        ]
         out = []
         for (_, settings), idx in group_by_settings(
             requests, lambda r: (len(r.images), tuple(sorted(self.settings_for(r).items())))
@@ -125,8 +137,9 @@ class TransformersVLM(VLM):
         return self.processor(**kwargs).to(self.device)
 
     def generate(self, enc, settings: dict) -> list[str]:
-        gen = generation_kwargs(settings["max_new_tokens"], settings["temperature"], settings["top_p"],
-                                self.tokenizer.pad_token_id)
+        gen = generation_kwargs(
+            settings["max_new_tokens"], settings["temperature"], settings["top_p"], self.tokenizer.pad_token_id
+        )
         self._torch.manual_seed(settings["seed"])
         with self._torch.inference_mode():
             out = self.model.generate(**enc, **gen)

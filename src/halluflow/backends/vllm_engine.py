@@ -68,8 +68,12 @@ class VLLMVLM(VLM):
     def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
         settings = [self.settings_for(r) for r in requests]
         # vLLM takes one SamplingParams per prompt, so requests with different settings share one engine call.
-        params = [self._vllm.SamplingParams(max_tokens=s["max_new_tokens"], temperature=s["temperature"],
-                                            top_p=s["top_p"], seed=s["seed"]) for s in settings]
+        params = [
+            self._vllm.SamplingParams(
+                max_tokens=s["max_new_tokens"], temperature=s["temperature"], top_p=s["top_p"], seed=s["seed"]
+            )
+            for s in settings
+        ]
         conversations = [request_messages(r, s["system_prompt"]) for r, s in zip(requests, settings)]
         outputs = self.engine.chat(conversations, params, use_tqdm=False)
         return [o.outputs[0].text if o.outputs else "" for o in outputs]

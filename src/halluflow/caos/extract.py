@@ -81,9 +81,34 @@ NEGATION_CUES = {"no", "not", "without", "nor", "never", "none", "neither", "t",
 # A negation reaches the next mention across at most this many tokens, never across a preposition or a clause break:
 # "no red car" and "not a single dog" are negated, "not sleeping on the sofa" says nothing about the sofa.
 NEGATION_REACH = 3
-SCOPE_BREAKERS = {"on", "in", "at", "under", "near", "next", "behind", "beside", "above", "below", "by", "with",
-                  "while", "but", "although", "though", "which", "that", "where", "who", "is", "are", "was",
-                  "were", "has", "have"}
+SCOPE_BREAKERS = {
+    "on",
+    "in",
+    "at",
+    "under",
+    "near",
+    "next",
+    "behind",
+    "beside",
+    "above",
+    "below",
+    "by",
+    "with",
+    "while",
+    "but",
+    "although",
+    "though",
+    "which",
+    "that",
+    "where",
+    "who",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+}
 # Coordinated objects stay in the scope: "no dogs or cats", "neither a cup nor a plate".
 COORDINATORS = {"or", "nor", "and", "a", "an", "any", "the"}
 _CLAUSE = re.compile(r"[.;:!?\n]+")
@@ -498,5 +523,6 @@ class ObjectExtractor:
             )
             for name, (idx, surface, ex) in ordered
         ]
-        return Extraction(objects=objects, llm_status=status, llm_dropped=dropped,
-                          negated=sorted(set(negated) - set(found)))
+        return Extraction(
+            objects=objects, llm_status=status, llm_dropped=dropped, negated=sorted(set(negated) - set(found))
+        )

@@ -112,7 +112,7 @@ def _r(x: float | None) -> float | None:
 
 
 def parse_yes_no(text: str | None) -> str | None:
-    """"yes" / "no" / None from an oracle member's free answer: the shared parser's `lenient` variant (the first
+    """ "yes" / "no" / None from an oracle member's free answer: the shared parser's `lenient` variant (the first
     word when it is yes/no, else the only one of the two present); a failed or empty answer abstains."""
     return shared_yes_no(text, "lenient")
 
@@ -157,8 +157,13 @@ def vote(answers: Sequence[str | None], rule: str = "majority", tie: str = "abse
 class Oracle:
     """Ensemble of VLM backends judging out-of-domain objects (CAOS: "an ensemble LVLM oracle")."""
 
-    def __init__(self, members: Sequence[tuple[str, object]], rule: str = "majority", tie: str = "absent",
-                 question: str = ORACLE_QUESTION):
+    def __init__(
+        self,
+        members: Sequence[tuple[str, object]],
+        rule: str = "majority",
+        tie: str = "absent",
+        question: str = ORACLE_QUESTION,
+    ):
         if not members:
             raise ConfigError("config key 'caos.oracle.members': the oracle needs at least one VLM")
         vote([], rule, tie)  # validates the rule names up front
@@ -203,9 +208,15 @@ class Caption:
 OOD_WITHOUT_ORACLE = ("hallucinated", "exclude")
 
 
-def judge_caption(caption_id: str, image_id: str, objects: Sequence[ExtractedObject], truth: Iterable[str],
-                  vocabulary: Vocabulary, verdicts: Mapping[str, OracleVerdict] | None = None,
-                  ood_without_oracle: str = "hallucinated") -> Caption:
+def judge_caption(
+    caption_id: str,
+    image_id: str,
+    objects: Sequence[ExtractedObject],
+    truth: Iterable[str],
+    vocabulary: Vocabulary,
+    verdicts: Mapping[str, OracleVerdict] | None = None,
+    ood_without_oracle: str = "hallucinated",
+) -> Caption:
     """In-domain objects against the truth; out-of-domain against the oracle verdicts when an oracle ran, else
     against the truth (`hallucinated`) or left undecided (`exclude`)."""
     truth_norm = sorted({vocabulary.normalise(t) for t in truth if tokens(t)})
@@ -243,8 +254,13 @@ class _Embeddings:
         return self.vecs[[self.row[n] for n in names]]
 
 
-def object_rows(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mapping[str, object],
-                k: int = 3, ks: Sequence[int] = K_SWEEP) -> list[dict]:
+def object_rows(
+    captions: Sequence[Caption],
+    frequent: Sequence[str],
+    embedders: Mapping[str, object],
+    k: int = 3,
+    ks: Sequence[int] = K_SWEEP,
+) -> list[dict]:
     """One row per extracted object; CAOS columns `<embedder>_caos_*` are filled for hallucinated objects."""
     if k < 1:
         raise ConfigError(f"config key 'caos.k': must be ≥ 1, got {k}")
@@ -253,20 +269,22 @@ def object_rows(captions: Sequence[Caption], frequent: Sequence[str], embedders:
     for cap in captions:
         for i, obj in enumerate(cap.objects):
             v = cap.verdicts[i] if cap.verdicts else None
-            rows.append({
-                "caption_id": cap.caption_id,
-                "image_id": cap.image_id,
-                "position": i,
-                "object": obj.name,
-                "surface": obj.surface,
-                "extractor": obj.extractor,
-                "in_domain": obj.in_domain,
-                "judged_by": cap.judged_by[i],
-                "hallucinated": cap.hallucinated[i],
-                "oracle_yes": v.yes if v else None,
-                "oracle_no": v.no if v else None,
-                "oracle_tie": v.tie if v else None,
-            })
+            rows.append(
+                {
+                    "caption_id": cap.caption_id,
+                    "image_id": cap.image_id,
+                    "position": i,
+                    "object": obj.name,
+                    "surface": obj.surface,
+                    "extractor": obj.extractor,
+                    "in_domain": obj.in_domain,
+                    "judged_by": cap.judged_by[i],
+                    "hallucinated": cap.hallucinated[i],
+                    "oracle_yes": v.yes if v else None,
+                    "oracle_no": v.no if v else None,
+                    "oracle_tie": v.tie if v else None,
+                }
+            )
     for emb_name, embedder in embedders.items():
         phrases = [o.name for c in captions for o in c.objects] + [t for c in captions for t in c.truth] + top
         table = _Embeddings(embedder, phrases)
@@ -290,8 +308,15 @@ def object_rows(captions: Sequence[Caption], frequent: Sequence[str], embedders:
                         scores[f"caos_k{kk}"] = val
                         if kk == k:
                             scores["caos_k"], scores["caos_k_nearest"] = val, near
-                for key in ["caos_t", "caos_t_nearest", "caos_x", "caos_x_nearest", "caos_k", "caos_k_nearest",
-                            *[f"caos_k{kk}" for kk in sorted(set(ks) | {k})]]:
+                for key in [
+                    "caos_t",
+                    "caos_t_nearest",
+                    "caos_x",
+                    "caos_x_nearest",
+                    "caos_k",
+                    "caos_k_nearest",
+                    *[f"caos_k{kk}" for kk in sorted(set(ks) | {k})],
+                ]:
                     row[f"{emb_name}_{key}"] = scores.get(key)
     return rows
 
@@ -366,13 +391,17 @@ def sequential(rows: Sequence[dict]) -> list[dict]:
         n[0] += 1
         n[1] += bool(r["hallucinated"])
     return [
-        {"position": p, "n_objects": n, "n_hallucinated": h, "rate": _r(h / n)}
-        for p, (n, h) in sorted(by_pos.items())
+        {"position": p, "n_objects": n, "n_hallucinated": h, "rate": _r(h / n)} for p, (n, h) in sorted(by_pos.items())
     ]
 
 
-def score(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mapping[str, object], k: int = 3,
-          ks: Sequence[int] = K_SWEEP) -> tuple[dict, list[dict]]:
+def score(
+    captions: Sequence[Caption],
+    frequent: Sequence[str],
+    embedders: Mapping[str, object],
+    k: int = 3,
+    ks: Sequence[int] = K_SWEEP,
+) -> tuple[dict, list[dict]]:
     """Everything CAOS reports: ({"embedders": {name: summary}, "objects": stats, "sequential": [...]}, rows)."""
     rows = object_rows(captions, frequent, embedders, k=k, ks=ks)
     top = list(dict.fromkeys(frequent))
@@ -388,8 +417,9 @@ def score(captions: Sequence[Caption], frequent: Sequence[str], embedders: Mappi
     return summary, rows
 
 
-def run_oracle(captions_objects: Sequence[tuple[str, str | None, Sequence[ExtractedObject]]],
-               oracle: Oracle | None) -> list[dict[str, OracleVerdict]]:
+def run_oracle(
+    captions_objects: Sequence[tuple[str, str | None, Sequence[ExtractedObject]]], oracle: Oracle | None
+) -> list[dict[str, OracleVerdict]]:
     """Ask the oracle about every out-of-domain object (one batch); returns verdicts per caption by object name."""
     out: list[dict[str, OracleVerdict]] = [{} for _ in captions_objects]
     if oracle is None:
@@ -427,20 +457,39 @@ def frequent_from_nodes(nodes) -> list[str]:
 
 def ood_warning(captions: Sequence[Caption], oracle_ran: bool, policy: str) -> str | None:
     """The loud line CAOS prints (log, JSON, report) when out-of-domain objects were judged without an oracle."""
-    n = sum(1 for c in captions for o, j in zip(c.objects, c.judged_by) if not o.in_domain and j != "oracle"
-            and o.name not in c.truth)
+    n = sum(
+        1
+        for c in captions
+        for o, j in zip(c.objects, c.judged_by)
+        if not o.in_domain and j != "oracle" and o.name not in c.truth
+    )
     if oracle_ran or n == 0:
         return None
-    how = ("counted as hallucinated because the truth does not list them" if policy == "hallucinated"
-           else "left undecided (excluded)")
-    return (f"{n} out-of-domain object mention(s) were judged WITHOUT an oracle: {how}. CAOS judges out-of-domain "
-            f"objects with an ensemble of VLMs (set caos.oracle.members)")
+    how = (
+        "counted as hallucinated because the truth does not list them"
+        if policy == "hallucinated"
+        else "left undecided (excluded)"
+    )
+    return (
+        f"{n} out-of-domain object mention(s) were judged WITHOUT an oracle: {how}. CAOS judges out-of-domain "
+        f"objects with an ensemble of VLMs (set caos.oracle.members)"
+    )
 
 
-def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | None, extractor: ObjectExtractor,
-                          embedders: Mapping[str, object], oracle: Oracle | None = None, k: int = 3,
-                          ks: Sequence[int] = K_SWEEP, frequent: Sequence[str] | None = None,
-                          ood_without_oracle: str = "hallucinated") -> tuple[dict, "object", "object"]:
+def score_release_answers(
+    answers,
+    queries,
+    nodes,
+    *,
+    release_dir: str | Path | None,
+    extractor: ObjectExtractor,
+    embedders: Mapping[str, object],
+    oracle: Oracle | None = None,
+    k: int = 3,
+    ks: Sequence[int] = K_SWEEP,
+    frequent: Sequence[str] | None = None,
+    ood_without_oracle: str = "hallucinated",
+) -> tuple[dict, "object", "object"]:
     """CAOS on the generative answers of an ODE release for one model → (summary JSON dict, per-object DataFrame,
     per-caption DataFrame).
 
@@ -465,8 +514,15 @@ def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | 
     paths = [str(root / r["image"]) if root is not None and r.get("image") else None for r in recs]
     verdicts = run_oracle([(r["query_id"], p, e.objects) for r, p, e in zip(recs, paths, extractions)], oracle)
     captions = [
-        judge_caption(r["query_id"], r["image_id"], e.objects, r["objects"] or [], extractor.vocabulary, v,
-                      ood_without_oracle=ood_without_oracle)
+        judge_caption(
+            r["query_id"],
+            r["image_id"],
+            e.objects,
+            r["objects"] or [],
+            extractor.vocabulary,
+            v,
+            ood_without_oracle=ood_without_oracle,
+        )
         for r, e, v in zip(progress(recs, desc="judge captions"), extractions, verdicts)
     ]
     if frequent is None:
@@ -498,8 +554,15 @@ def score_release_answers(answers, queries, nodes, *, release_dir: str | Path | 
             "llm_status": [e.llm_status for e in extractions],
             "stand_in": [stand_in] * len(captions),
         },
-        schema={"caption_id": pl.String, "image_id": pl.String, "n_objects": pl.Int64, "n_hallucinated": pl.Int64,
-                "n_undecided": pl.Int64, "llm_status": pl.String, "stand_in": pl.Boolean},
+        schema={
+            "caption_id": pl.String,
+            "image_id": pl.String,
+            "n_objects": pl.Int64,
+            "n_hallucinated": pl.Int64,
+            "n_undecided": pl.Int64,
+            "llm_status": pl.String,
+            "stand_in": pl.Boolean,
+        },
     )
     return summary, df, caps
 
@@ -509,9 +572,18 @@ def rows_frame(rows: Sequence[dict], emb_names: Sequence[str], k: int = 3, ks: S
     import polars as pl
 
     schema: dict[str, object] = {
-        "caption_id": pl.String, "image_id": pl.String, "position": pl.Int64, "object": pl.String,
-        "surface": pl.String, "extractor": pl.String, "in_domain": pl.Boolean, "judged_by": pl.String,
-        "hallucinated": pl.Boolean, "oracle_yes": pl.Int64, "oracle_no": pl.Int64, "oracle_tie": pl.Boolean,
+        "caption_id": pl.String,
+        "image_id": pl.String,
+        "position": pl.Int64,
+        "object": pl.String,
+        "surface": pl.String,
+        "extractor": pl.String,
+        "in_domain": pl.Boolean,
+        "judged_by": pl.String,
+        "hallucinated": pl.Boolean,
+        "oracle_yes": pl.Int64,
+        "oracle_no": pl.Int64,
+        "oracle_tie": pl.Boolean,
     }
     for e in emb_names:
         for key in ("caos_t", "caos_x", "caos_k"):
@@ -551,23 +623,37 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
             flat.append((prefix, node))
 
     walk(metrics, "")
-    wanted = {"pope_f1": ("f1", ("existence", "pope")), "chair_s": ("chair_s", ("chair", "generative")),
-              "chair_i": ("chair_i", ("chair", "generative"))}
+    wanted = {
+        "pope_f1": ("f1", ("existence", "pope")),
+        "chair_s": ("chair_s", ("chair", "generative")),
+        "chair_i": ("chair_i", ("chair", "generative")),
+    }
     for name, (key, prefer) in wanted.items():
         hits = [(p, v) for p, v in flat if p.split(".")[-1].lower() == key]
         if not hits:
             continue
         # Rank by how many preferred words the path names (all first), then by length.
-        hits.sort(key=lambda pv: (-sum(w in pv[0].lower() for w in prefer),
-                                  pv[0].count("."), pv[0]))
+        hits.sort(key=lambda pv: (-sum(w in pv[0].lower() for w in prefer), pv[0].count("."), pv[0]))
         out[name], out["paths"][name] = _r(float(hits[0][1])), hits[0][0]
     return out
 
 
-def run_workflow(*, answers: Sequence[str], release_dir: str | None, nodes: str | None, metrics: Sequence[str],
-                 cfg: Mapping, model: str, oracle_members: Sequence[Mapping] = (), default_llm: Mapping | None = None,
-                 models_cache: str = "resources/models", out_summary: str, out_objects: str, out_captions: str,
-                 source: Mapping | None = None) -> dict:
+def run_workflow(
+    *,
+    answers: Sequence[str],
+    release_dir: str | None,
+    nodes: str | None,
+    metrics: Sequence[str],
+    cfg: Mapping,
+    model: str,
+    oracle_members: Sequence[Mapping] = (),
+    default_llm: Mapping | None = None,
+    models_cache: str = "resources/models",
+    out_summary: str,
+    out_objects: str,
+    out_captions: str,
+    source: Mapping | None = None,
+) -> dict:
     """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs.
 
     An ODE release brings the queries (truth = each scene's objects) and the graph nodes (the vocabulary); a coco
@@ -588,22 +674,30 @@ def run_workflow(*, answers: Sequence[str], release_dir: str | None, nodes: str 
         nodes_df = None
         frequent = resolve_frequent(cfg.get("frequent", "coco"))
         truth_terms = {o for objs in queries["objects"].to_list() for o in objs or []}
-        vocab = build_vocabulary(extra_terms=sorted(truth_terms | set(frequent)), synonyms=bool(cfg["synonyms"]),
-                                 open_vocabulary=bool(cfg.get("open_vocabulary", True)))
+        vocab = build_vocabulary(
+            extra_terms=sorted(truth_terms | set(frequent)),
+            synonyms=bool(cfg["synonyms"]),
+            open_vocabulary=bool(cfg.get("open_vocabulary", True)),
+        )
     else:
         queries_path = Path(release_dir) / "queries.parquet"
         if not queries_path.exists():
             raise InputError(f"{queries_path}: release queries not found")
         queries, image_root = pl.read_parquet(queries_path), Path(release_dir)
         nodes_df = pl.read_parquet(nodes)
-        vocab = build_vocabulary(graph_terms=sorted(nodes_df["node"].to_list()), synonyms=bool(cfg["synonyms"]),
-                                 open_vocabulary=bool(cfg.get("open_vocabulary", True)))
+        vocab = build_vocabulary(
+            graph_terms=sorted(nodes_df["node"].to_list()),
+            synonyms=bool(cfg["synonyms"]),
+            open_vocabulary=bool(cfg.get("open_vocabulary", True)),
+        )
         frequent = resolve_frequent(cfg.get("frequent", "coco"), nodes_df)
     llm = None
     if cfg["extractor"] == "llm":
         spec = cfg.get("llm") or default_llm
         if not spec:
-            raise ConfigError("config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)")
+            raise ConfigError(
+                "config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)"
+            )
         llm = registry.create("llm", _backend_spec(spec))
     oracle = None
     if oracle_members:
@@ -613,16 +707,26 @@ def run_workflow(*, answers: Sequence[str], release_dir: str | None, nodes: str 
         # `models:` entry means the same backend in both roles.
         members = []
         for i, m in enumerate(oracle_members):
-            mut = ModelUnderTest({"name": f"oracle-{i}", **m}, graph_dir=str(Path(nodes).parent) if nodes else None,
-                                 models_cache=models_cache)
+            mut = ModelUnderTest(
+                {"name": f"oracle-{i}", **m},
+                graph_dir=str(Path(nodes).parent) if nodes else None,
+                models_cache=models_cache,
+            )
             members.append((mut.name, mut.backend))
         o = cfg["oracle"]
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
     summary, objects, captions = score_release_answers(
-        answers_df, queries, nodes_df, release_dir=image_root,
+        answers_df,
+        queries,
+        nodes_df,
+        release_dir=image_root,
         extractor=ObjectExtractor(vocab, llm, negation=cfg.get("negation", "skip")),
-        embedders=embedders, oracle=oracle, k=int(cfg["k"]), ks=sorted(set(cfg["k_sweep"])), frequent=frequent,
+        embedders=embedders,
+        oracle=oracle,
+        k=int(cfg["k"]),
+        ks=sorted(set(cfg["k_sweep"])),
+        frequent=frequent,
         ood_without_oracle=cfg.get("ood_without_oracle", "hallucinated"),
     )
     metrics_json = read_json(metrics[0]) if metrics else None
@@ -661,17 +765,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
     parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")
-    parser.add_argument("--frequent", default="coco",
-                        help="training objects, most frequent first: 'coco' (MSCOCO train2014, shipped; default) "
-                             "or a text file (one per line) / TSV with an 'object' column")
+    parser.add_argument(
+        "--frequent",
+        default="coco",
+        help="training objects, most frequent first: 'coco' (MSCOCO train2014, shipped; default) "
+        "or a text file (one per line) / TSV with an 'object' column",
+    )
     parser.add_argument("--embedder", default="glove", help="embedder backend: glove, minilm or table")
     parser.add_argument("--vectors", help="TSV word<TAB>v1<TAB>... for --embedder table")
-    parser.add_argument("--k", type=positive_int, default=3,
-                        help="k of the headline CAOS_K, ≥ 1 (the sweep 1..10 is always given)")
-    parser.add_argument("--synonyms", default="default",
-                        help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable")
-    parser.add_argument("--negation", choices=("skip", "ignore"), default="skip",
-                        help="captions: leave out objects said to be absent ('no dog') [skip] or read them (CHAIR)")
+    parser.add_argument(
+        "--k", type=positive_int, default=3, help="k of the headline CAOS_K, ≥ 1 (the sweep 1..10 is always given)"
+    )
+    parser.add_argument(
+        "--synonyms",
+        default="default",
+        help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable",
+    )
+    parser.add_argument(
+        "--negation",
+        choices=("skip", "ignore"),
+        default="skip",
+        help="captions: leave out objects said to be absent ('no dog') [skip] or read them (CHAIR)",
+    )
     parser.add_argument("--no-per-object", action="store_true", help="leave the per_object rows out of the JSON")
     parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
 
@@ -686,8 +801,10 @@ def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dic
         iid = str(row["image_id"])
         for k in ("objects", "truth"):
             if k in row and (not isinstance(row[k], list) or not all(isinstance(o, str) for o in row[k])):
-                raise InputError(f"{path}: line {n} (image_id {iid!r}): '{k}' must be a list of object names, "
-                                 f"got {json.dumps(row[k])[:60]}")
+                raise InputError(
+                    f"{path}: line {n} (image_id {iid!r}): '{k}' must be a list of object names, "
+                    f"got {json.dumps(row[k])[:60]}"
+                )
         if iid in out:
             raise InputError(f"{path}: image_id {iid!r} appears twice")
         out[iid] = row
@@ -734,11 +851,17 @@ def run(args: argparse.Namespace) -> int:
         prefix = f"{args.embedder}_"
         result["per_object"] = [
             {
-                "image_id": r["image_id"], "position": r["position"], "object": r["object"],
-                **{k[len(prefix):]: (_r(v) if isinstance(v, float) else v) for k, v in r.items()
-                   if k.startswith(prefix) and not re.search(r"_k\d+$", k)},
+                "image_id": r["image_id"],
+                "position": r["position"],
+                "object": r["object"],
+                **{
+                    k[len(prefix) :]: (_r(v) if isinstance(v, float) else v)
+                    for k, v in r.items()
+                    if k.startswith(prefix) and not re.search(r"_k\d+$", k)
+                },
             }
-            for r in rows if r["hallucinated"]
+            for r in rows
+            if r["hallucinated"]
         ]
     text = dumps_json(result)
     if args.out:
@@ -749,7 +872,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = [
-    "cosine_matrix", "max_cosine", "parse_yes_no", "vote", "Oracle", "OracleVerdict", "Caption", "judge_caption",
-    "object_rows", "caos_summary", "caos_subsets", "object_statistics", "sequential", "score", "score_release_answers",
-    "frequent_from_nodes", "resolve_frequent", "ood_warning", "rows_frame", "configure", "run", "K_SWEEP", "metrics_side_by_side", "run_workflow",
+    "cosine_matrix",
+    "max_cosine",
+    "parse_yes_no",
+    "vote",
+    "Oracle",
+    "OracleVerdict",
+    "Caption",
+    "judge_caption",
+    "object_rows",
+    "caos_summary",
+    "caos_subsets",
+    "object_statistics",
+    "sequential",
+    "score",
+    "score_release_answers",
+    "frequent_from_nodes",
+    "resolve_frequent",
+    "ood_warning",
+    "rows_frame",
+    "configure",
+    "run",
+    "K_SWEEP",
+    "metrics_side_by_side",
+    "run_workflow",
 ]

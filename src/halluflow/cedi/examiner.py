@@ -107,8 +107,10 @@ CONTEXT_SYSTEM = (
 
 def context_messages(scene: Scene) -> list[dict]:
     names = sorted({o.name for o in scene.truth.objects})
-    return [{"role": "system", "content": CONTEXT_SYSTEM},
-            {"role": "user", "content": f"The image shows: {', '.join(names)}."}]
+    return [
+        {"role": "system", "content": CONTEXT_SYSTEM},
+        {"role": "user", "content": f"The image shows: {', '.join(names)}."},
+    ]
 
 
 def parse_context(reply: str, scene: Scene) -> Context | None:
@@ -174,32 +176,76 @@ class QuestionBank:
             return Question("regular", f"Is there {self._a(name)} in the image?", "yes", False, [], obj_el(name), name)
         if kind == "attr_yes":
             a = rng.choice(attrs)
-            return Question("regular", f"Is the {name} {self.vocab.phrase(a)}?", "yes", False, [obj_el(name)], attr_el(name, a), name)
+            return Question(
+                "regular",
+                f"Is the {name} {self.vocab.phrase(a)}?",
+                "yes",
+                False,
+                [obj_el(name)],
+                attr_el(name, a),
+                name,
+            )
         if kind == "relation":
             s, p, o = rng.choice(self.relations)
-            return Question("regular", f"Where is the {s} in relation to the {o}?", rel_el(s, p, o), False,
-                            [obj_el(s), obj_el(o)], None, s)
+            return Question(
+                "regular",
+                f"Where is the {s} in relation to the {o}?",
+                rel_el(s, p, o),
+                False,
+                [obj_el(s), obj_el(o)],
+                None,
+                s,
+            )
         truth = attr_el(name, attrs[0]) if attrs else obj_el(name)
-        return Question("regular", f"What can you tell me about the {name}? What is it like or doing?", truth, False,
-                        [obj_el(name)], None, name)
+        return Question(
+            "regular",
+            f"What can you tell me about the {name}? What is it like or doing?",
+            truth,
+            False,
+            [obj_el(name)],
+            None,
+            name,
+        )
 
     def follow_up(self, rng: random.Random, prev: Question) -> Question:
         name = prev.focus
         if name in self.absent:  # pressure on an absent object: ask again
-            return Question("follow_up", f"Please look again carefully. Is there {self._a(name)} anywhere in the image?",
-                            "no", False, [], obj_el(name), name)
+            return Question(
+                "follow_up",
+                f"Please look again carefully. Is there {self._a(name)} anywhere in the image?",
+                "no",
+                False,
+                [],
+                obj_el(name),
+                name,
+            )
         attrs = dict(self.objects).get(name, [])
         alts = self._alt_attrs(name, attrs)
         if alts and rng.random() < 0.5:
             a = rng.choice(alts)  # a plausible but wrong attribute: the model should not agree
-            return Question("follow_up", f"It looks to me like the {name} is {self.vocab.phrase(a)}. Could you double-check that?",
-                            "no", False, [obj_el(name)], attr_el(name, a), name)
+            return Question(
+                "follow_up",
+                f"It looks to me like the {name} is {self.vocab.phrase(a)}. Could you double-check that?",
+                "no",
+                False,
+                [obj_el(name)],
+                attr_el(name, a),
+                name,
+            )
         if attrs:
             a = rng.choice(attrs)
-            return Question("follow_up", f"Are you sure? Could you double-check whether the {name} is {self.vocab.phrase(a)}?", "yes",
-                            False, [obj_el(name)], attr_el(name, a), name)
-        return Question("follow_up", f"Can you tell me more about the {name}?", obj_el(name), False, [obj_el(name)],
-                        None, name)
+            return Question(
+                "follow_up",
+                f"Are you sure? Could you double-check whether the {name} is {self.vocab.phrase(a)}?",
+                "yes",
+                False,
+                [obj_el(name)],
+                attr_el(name, a),
+                name,
+            )
+        return Question(
+            "follow_up", f"Can you tell me more about the {name}?", obj_el(name), False, [obj_el(name)], None, name
+        )
 
     def adversarial(self, rng: random.Random) -> Question | None:
         x = self._next_absent(rng)
@@ -222,25 +268,48 @@ class QuestionBank:
         kind = rng.choice(options)
         if kind == "object":
             x = self._next_absent(rng) or rng.choice(self.absent)
-            return Question("unanswerable", f"What color is the {x} next to the {name}?", "reject", True,
-                            [obj_el(x), rel_el(x, "next to", name)], None, x)
+            return Question(
+                "unanswerable",
+                f"What color is the {x} next to the {name}?",
+                "reject",
+                True,
+                [obj_el(x), rel_el(x, "next to", name)],
+                None,
+                x,
+            )
         if kind == "attribute":
             a = rng.choice(self._alt_attrs(name, attrs))
-            return Question("unanswerable", f"Why is the {name} {self.vocab.phrase(a)} in this picture?", "reject", True,
-                            [attr_el(name, a)], None, name)
+            return Question(
+                "unanswerable",
+                f"Why is the {name} {self.vocab.phrase(a)} in this picture?",
+                "reject",
+                True,
+                [attr_el(name, a)],
+                None,
+                name,
+            )
         other = rng.choice([n for n, _ in self.objects if n != name] or [name])
         pred = "under" if truth_preds.get((name, other)) != "under" else "on"
-        return Question("unanswerable", f"Why is the {name} {pred} the {other}?", "reject", True,
-                        [rel_el(name, pred, other)], None, name)
+        return Question(
+            "unanswerable",
+            f"Why is the {name} {pred} the {other}?",
+            "reject",
+            True,
+            [rel_el(name, pred, other)],
+            None,
+            name,
+        )
 
     def prompt_only(self, rng: random.Random, ctx: Context, round_idx: int) -> Question:
         """Context-only questions (no scene-graph state machine): open questions about the relevant objects."""
         if round_idx == 0:
-            return Question("prompt_only", f"{ctx.background} {ctx.user_goal} What do you see?", None, False, [],
-                            None, None)
+            return Question(
+                "prompt_only", f"{ctx.background} {ctx.user_goal} What do you see?", None, False, [], None, None
+            )
         name = rng.choice(ctx.relevant_objects)
-        text = rng.choice((f"What is the {name} doing?", f"What does the {name} look like?",
-                           f"What is around the {name}?"))
+        text = rng.choice(
+            (f"What is the {name} doing?", f"What does the {name} look like?", f"What is around the {name}?")
+        )
         return Question("prompt_only", text, obj_el(name), False, [obj_el(name)], None, name)
 
 
@@ -282,8 +351,10 @@ WRITER_SYSTEM = (
 
 def switch_messages(ctx: Context, history: Sequence[tuple[str, str]], states: Sequence[str]) -> list[dict]:
     convo = "\n".join(f"Q: {q}\nA: {a}" for q, a in history[-4:])
-    return [{"role": "system", "content": SWITCH_SYSTEM},
-            {"role": "user", "content": f"Goal: {ctx.user_goal}\n{convo}\nAllowed: {', '.join(states)}"}]
+    return [
+        {"role": "system", "content": SWITCH_SYSTEM},
+        {"role": "user", "content": f"Goal: {ctx.user_goal}\n{convo}\nAllowed: {', '.join(states)}"},
+    ]
 
 
 def parse_switch(reply: str, states: Sequence[str]) -> str | None:
@@ -293,8 +364,10 @@ def parse_switch(reply: str, states: Sequence[str]) -> str | None:
 
 
 def rewrite_messages(ctx: Context, q: Question) -> list[dict]:
-    return [{"role": "system", "content": WRITER_SYSTEM},
-            {"role": "user", "content": f"User: {ctx.background} {ctx.user_goal}\nQuestion: {q.text}"}]
+    return [
+        {"role": "system", "content": WRITER_SYSTEM},
+        {"role": "user", "content": f"User: {ctx.background} {ctx.user_goal}\nQuestion: {q.text}"},
+    ]
 
 
 def parse_rewrite(reply: str, q: Question) -> str | None:
@@ -340,7 +413,9 @@ class Examiner:
         self.cfg = {**DEFAULTS, **(settings or {})}
         self.cfg["switch_weights"] = {**DEFAULTS["switch_weights"], **(self.cfg.get("switch_weights") or {})}
         if self.cfg["question_writer"] not in {"template", "llm"}:
-            raise ConfigError(f"config key 'cedi.question_writer': {self.cfg['question_writer']!r} is not template or llm")
+            raise ConfigError(
+                f"config key 'cedi.question_writer': {self.cfg['question_writer']!r} is not template or llm"
+            )
         if self.cfg["switch"] not in {"random", "llm"}:
             raise ConfigError(f"config key 'cedi.switch': {self.cfg['switch']!r} is not random or llm")
         for key in ("question_writer", "switch"):
@@ -365,32 +440,43 @@ class Examiner:
     def _start_all(self, scenes, examiners, history_modes) -> list[Conversation]:
         # The seed ignores the history mode and the model: with the template writer, both modes and every model get
         # the same questions, so differences come from the evaluatee alone.
-        keys = [(s, e, m) for s in scenes for e in examiners
-                for m in (history_modes if e != "caption" else history_modes[:1])]
+        keys = [
+            (s, e, m)
+            for s in scenes
+            for e in examiners
+            for m in (history_modes if e != "caption" else history_modes[:1])
+        ]
         rngs = [random.Random(int(stable_hash(["cedi", self.seed, s.image_id, e])[:16], 16)) for s, e, _ in keys]
         contexts: list[Context | None] = [None] * len(keys)
         if self.llm_writer:
-            contexts = [parse_context(r, s) for r, (s, _, _) in zip(self._chat([context_messages(s) for s, _, _ in keys]), keys)]
+            contexts = [
+                parse_context(r, s) for r, (s, _, _) in zip(self._chat([context_messages(s) for s, _, _ in keys]), keys)
+            ]
         convos = []
         for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
             ctx = ctx or template_context(s, rng)
-            convos.append(Conversation(s, e, m, rng, QuestionBank(s, self.vocab), ctx,
-                                       TruthView.of(s.truth, self.vocab.synonyms)))
+            convos.append(
+                Conversation(s, e, m, rng, QuestionBank(s, self.vocab), ctx, TruthView.of(s.truth, self.vocab.synonyms))
+            )
         return convos
 
     def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[tuple[str, str | None]]:
         """(next state, who chose it) per conversation: the LLM's reply when it parses, else the random draw."""
         ask = [i for i, (_, st) in enumerate(items) if len(st) > 1] if self.llm_switch else []
-        replies = dict(zip(ask, self._chat([switch_messages(items[i][0].context, items[i][0].history(), items[i][1])
-                                            for i in ask])))
+        replies = dict(
+            zip(
+                ask, self._chat([switch_messages(items[i][0].context, items[i][0].history(), items[i][1]) for i in ask])
+            )
+        )
         out = []
         for i, (c, st) in enumerate(items):
             if len(st) == 1:  # round 0 is regular: nobody chooses
                 out.append((st[0], None))
                 continue
             picked = parse_switch(replies[i], st) if i in replies else None
-            out.append((picked, "llm") if picked else
-                       (template_switch(c.rng, st, self.cfg["switch_weights"]), "random"))
+            out.append(
+                (picked, "llm") if picked else (template_switch(c.rng, st, self.cfg["switch_weights"]), "random")
+            )
         return out
 
     def _next_questions(self, convos: Sequence[Conversation]) -> list[tuple[Conversation, Question]]:
@@ -451,11 +537,20 @@ class Examiner:
             return bank.unanswerable(c.rng) or bank.regular(c.rng, c.context)
         return bank.regular(c.rng, c.context)
 
-    def run(self, scenes: Sequence[Scene], vlm, model: str, examiners: Sequence[str] = EXAMINERS,
-            history_modes: Sequence[str] = HISTORY_MODES, stand_in: bool = False) -> list[dict]:
+    def run(
+        self,
+        scenes: Sequence[Scene],
+        vlm,
+        model: str,
+        examiners: Sequence[str] = EXAMINERS,
+        history_modes: Sequence[str] = HISTORY_MODES,
+        stand_in: bool = False,
+    ) -> list[dict]:
         for e in examiners:
             if e not in EXAMINERS:
-                raise ConfigError(f"config key 'cedi.examiners': unknown examiner {e!r} (known: {', '.join(EXAMINERS)})")
+                raise ConfigError(
+                    f"config key 'cedi.examiners': unknown examiner {e!r} (known: {', '.join(EXAMINERS)})"
+                )
         for m in history_modes:
             if m not in HISTORY_MODES:
                 raise ConfigError(f"config key 'cedi.history': unknown mode {m!r} (known: with, without)")
@@ -463,13 +558,17 @@ class Examiner:
         rounds = max(self.cfg["max_rounds"], self.cfg["prompt_only_rounds"], 1)
         for _ in progress(range(rounds), desc=f"cedi {model}"):
             batch = [
-                (c, q, VLMRequest(
-                    request_id=stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
-                    prompt=q.text,
-                    image_path=c.scene.image_path,
-                    image_sha256=c.scene.image_sha256,
-                    history=c.history() if c.history_mode == "with" else (),
-                ))
+                (
+                    c,
+                    q,
+                    VLMRequest(
+                        request_id=stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
+                        prompt=q.text,
+                        image_path=c.scene.image_path,
+                        image_sha256=c.scene.image_sha256,
+                        history=c.history() if c.history_mode == "with" else (),
+                    ),
+                )
                 for c, q in self._next_questions([c for c in convos if not c.done])
             ]
             if not batch:
@@ -483,32 +582,34 @@ class Examiner:
         tc = turn_claims(answer, q.premise, q.probe, self.vocab)
         truth_label = q.truth if q.truth in {"yes", "no"} else None
         hallucinated, kind = judge_turn(tc, truth_label, q.false_premise, c.truth_view, self.vocab)
-        c.turns.append({
-            "conversation_id": c.conversation_id,
-            "model": model,
-            "image_id": c.scene.image_id,
-            "scene_id": c.scene.scene_id,
-            "distribution": c.scene.distribution,
-            "pair_kind": c.scene.pair_kind,
-            "examiner": c.examiner,
-            "history": c.history_mode,
-            "question_writer": self.cfg["question_writer"],
-            "turn": len(c.turns),
-            "question_type": q.type,
-            "question": q.text,
-            "question_source": q.source,
-            "switch_source": q.switch_source,
-            "answer": answer,
-            "answer_label": tc.label,
-            "truth": q.truth,
-            "false_premise": q.false_premise,
-            "premise": list(q.premise),
-            "probe": q.probe,
-            "hallucinated": hallucinated,
-            "hallucination_kind": kind,
-            "context_background": c.context.background,
-            "context_goal": c.context.user_goal,
-            "context_objects": list(c.context.relevant_objects),
-            "stand_in": bool(stand_in),
-        })
+        c.turns.append(
+            {
+                "conversation_id": c.conversation_id,
+                "model": model,
+                "image_id": c.scene.image_id,
+                "scene_id": c.scene.scene_id,
+                "distribution": c.scene.distribution,
+                "pair_kind": c.scene.pair_kind,
+                "examiner": c.examiner,
+                "history": c.history_mode,
+                "question_writer": self.cfg["question_writer"],
+                "turn": len(c.turns),
+                "question_type": q.type,
+                "question": q.text,
+                "question_source": q.source,
+                "switch_source": q.switch_source,
+                "answer": answer,
+                "answer_label": tc.label,
+                "truth": q.truth,
+                "false_premise": q.false_premise,
+                "premise": list(q.premise),
+                "probe": q.probe,
+                "hallucinated": hallucinated,
+                "hallucination_kind": kind,
+                "context_background": c.context.background,
+                "context_goal": c.context.user_goal,
+                "context_objects": list(c.context.relevant_objects),
+                "stand_in": bool(stand_in),
+            }
+        )
         c.pending = q

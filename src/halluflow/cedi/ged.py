@@ -131,8 +131,10 @@ SOLVERS = ("milp", "networkx")
 
 def _all_delete_insert(g1: nx.DiGraph, g2: nx.DiGraph) -> tuple[list, list]:
     """The edit path that deletes the truth and inserts the prediction: always valid, so always an upper bound."""
-    return ([(u, None) for u in g1] + [(None, v) for v in g2],
-            [(e, None) for e in g1.edges] + [(None, f) for f in g2.edges])
+    return (
+        [(u, None) for u in g1] + [(None, v) for v in g2],
+        [(e, None) for e in g1.edges] + [(None, f) for f in g2.edges],
+    )
 
 
 def _networkx_path(g1: nx.DiGraph, g2: nx.DiGraph, timeout: float) -> tuple[list, list, bool]:
@@ -285,8 +287,12 @@ def graph_ged(g1: nx.DiGraph, g2: nx.DiGraph, timeout: float = 30.0, solver: str
 
 
 def scene_graph_ged(
-    truth: SceneGraph, pred: SceneGraph, synonyms: Synonyms | None = None, timeout: float = 30.0,
-    solver: str = "milp", instances: str = "merge",
+    truth: SceneGraph,
+    pred: SceneGraph,
+    synonyms: Synonyms | None = None,
+    timeout: float = 30.0,
+    solver: str = "milp",
+    instances: str = "merge",
 ) -> GEDResult:
     """`instances="merge"` compares one node per object NAME on both sides (see SceneGraph.merged_by_name): the rule
     parser's prediction has one node per name, so instance-level truth (COCO, Visual Genome) would otherwise count

@@ -19,8 +19,16 @@ from .parser import Vocabulary, delta_con, llm_parse, predicted_graph, turn_clai
 from .scene_graph import SceneGraph, Synonyms
 
 PER_TURN_SCHEMA = {
-    "examiner": "str", "history": "str", "turn": "int", "question_type": "str", "n": "int", "n_judged": "int",
-    "n_hallucinated": "int", "n_unparseable": "int", "rate": "float", "stand_in": "bool",
+    "examiner": "str",
+    "history": "str",
+    "turn": "int",
+    "question_type": "str",
+    "n": "int",
+    "n_judged": "int",
+    "n_hallucinated": "int",
+    "n_unparseable": "int",
+    "rate": "float",
+    "stand_in": "bool",
 }
 
 CLI_DESCRIPTION = (
@@ -39,16 +47,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pred", required=True, help="predicted scene graph JSON")
     from ..cli import positive_float
 
-    parser.add_argument("--timeout", type=positive_float, default=30.0,
-                        help="seconds for the exact search; past it the best path so far is reported (exact=false)")
-    parser.add_argument("--solver", choices=["milp", "networkx"], default="milp",
-                        help="milp = exact binary linear program on HiGHS (default; proves 20-30 node graphs in well "
-                             "under a second); networkx = networkx's tree search (the anchor's)")
-    parser.add_argument("--instances", choices=["merge", "keep"], default="merge",
-                        help="merge = one node per object name on both sides (instance counts are not scored); "
-                             "keep = compare the graphs node for node")
-    parser.add_argument("--object-synonyms", default=None,
-                        help="vocabulary file, one class per line, comma-separated synonyms (first = canonical)")
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds for the exact search; past it the best path so far is reported (exact=false)",
+    )
+    parser.add_argument(
+        "--solver",
+        choices=["milp", "networkx"],
+        default="milp",
+        help="milp = exact binary linear program on HiGHS (default; proves 20-30 node graphs in well "
+        "under a second); networkx = networkx's tree search (the anchor's)",
+    )
+    parser.add_argument(
+        "--instances",
+        choices=["merge", "keep"],
+        default="merge",
+        help="merge = one node per object name on both sides (instance counts are not scored); "
+        "keep = compare the graphs node for node",
+    )
+    parser.add_argument(
+        "--object-synonyms",
+        default=None,
+        help="vocabulary file, one class per line, comma-separated synonyms (first = canonical)",
+    )
     parser.add_argument("--relation-synonyms", default=None, help="same format, for predicates")
 
 
@@ -56,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     syn = Synonyms.from_vocab_files(args.object_synonyms, args.relation_synonyms)
     truth = SceneGraph.from_json_file(args.truth)
     pred = SceneGraph.from_json_file(args.pred)
-    result = scene_graph_ged(truth, pred, synonyms=syn, timeout=args.timeout, solver=args.solver,
-                             instances=args.instances)
+    result = scene_graph_ged(
+        truth, pred, synonyms=syn, timeout=args.timeout, solver=args.solver, instances=args.instances
+    )
     sys.stdout.write(dumps_json(result.as_dict(with_timing=True)))
     return 0
 
@@ -75,9 +99,15 @@ def _rate(turns: Sequence[Mapping[str, Any]]) -> dict:
     judged = [t["hallucinated"] for t in turns if t["hallucinated"] is not None]
     n_h = sum(1 for h in judged if h)
     labels = [t.get("answer_label") for t in turns]
-    return {"n": len(turns), "n_judged": len(judged), "n_hallucinated": n_h,
-            "n_unparseable": labels.count("unparseable"), "n_empty": labels.count("empty"),
-            "n_refused": labels.count("refuse"), "rate": round(n_h / len(judged), 6) if judged else None}
+    return {
+        "n": len(turns),
+        "n_judged": len(judged),
+        "n_hallucinated": n_h,
+        "n_unparseable": labels.count("unparseable"),
+        "n_empty": labels.count("empty"),
+        "n_refused": labels.count("refuse"),
+        "rate": round(n_h / len(judged), 6) if judged else None,
+    }
 
 
 def error_types(turns: Sequence[Mapping[str, Any]]) -> dict:
@@ -88,8 +118,11 @@ def error_types(turns: Sequence[Mapping[str, Any]]) -> dict:
             kind = t.get("hallucination_kind")
             counts[kind if kind in counts else "other"] += 1
     total = sum(counts.values())
-    return {"counts": counts, "shares": {k: round(v / total, 6) if total else None for k, v in counts.items()},
-            "n_hallucinated": total}
+    return {
+        "counts": counts,
+        "shares": {k: round(v / total, 6) if total else None for k, v in counts.items()},
+        "n_hallucinated": total,
+    }
 
 
 def _sources(turns: Sequence[Mapping[str, Any]], column: str) -> dict:
@@ -104,8 +137,13 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 6) if values else None
 
 
-def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, SceneGraph], vocab: Vocabulary,
-                      settings: Mapping[str, Any], llm=None) -> tuple[dict, list[dict], dict]:
+def grade_transcripts(
+    turns: Sequence[Mapping[str, Any]],
+    truths: Mapping[str, SceneGraph],
+    vocab: Vocabulary,
+    settings: Mapping[str, Any],
+    llm=None,
+) -> tuple[dict, list[dict], dict]:
     """Grade every conversation: predicted graph (LLM parser or rule parser), GED split, SG ΔCon; aggregate per
     (examiner, history) and per-turn hallucination rates by question type and by turn index.
 
@@ -139,14 +177,23 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
             parser_used = "llm" if pred is not None else "rule_fallback"
         if pred is None:
             pred = predicted_graph(claims, policy)
-        ged = scene_graph_ged(truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout, solver=solver,
-                              instances=instances)
+        ged = scene_graph_ged(
+            truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout, solver=solver, instances=instances
+        )
         preds[cid] = {**pred.to_dict(), "parser": parser_used}
-        rows.append({
-            "conversation_id": cid, "image_id": image_id, "examiner": ts[0]["examiner"], "history": ts[0]["history"],
-            "turns": len(ts), "parser": parser_used, "delta_con": delta_con(claims),
-            **ged.as_dict(), "turn_hallucination": _rate(ts),
-        })
+        rows.append(
+            {
+                "conversation_id": cid,
+                "image_id": image_id,
+                "examiner": ts[0]["examiner"],
+                "history": ts[0]["history"],
+                "turns": len(ts),
+                "parser": parser_used,
+                "delta_con": delta_con(claims),
+                **ged.as_dict(),
+                "turn_hallucination": _rate(ts),
+            }
+        )
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in rows:
         groups[(r["examiner"], r["history"])].append(r)
@@ -162,9 +209,13 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
             by_type[t["question_type"]].append(t)
             by_index[int(t["turn"])].append(t)
         g = summary[f"{examiner}/{history}"] = {
-            "examiner": examiner, "history": history, "conversations": len(rs),
-            "ged": _mean([r["ged"] for r in rs]), "ged_hal": _mean([r["ged_hal"] for r in rs]),
-            "ged_miss": _mean([r["ged_miss"] for r in rs]), "exact_fraction": _mean([float(r["exact"]) for r in rs]),
+            "examiner": examiner,
+            "history": history,
+            "conversations": len(rs),
+            "ged": _mean([r["ged"] for r in rs]),
+            "ged_hal": _mean([r["ged_hal"] for r in rs]),
+            "ged_miss": _mean([r["ged_miss"] for r in rs]),
+            "exact_fraction": _mean([float(r["exact"]) for r in rs]),
             "sg_delta_con": _mean([r["delta_con"] for r in rs]),
             "turn_hallucination": _rate(sel),
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
@@ -178,34 +229,57 @@ def grade_transcripts(turns: Sequence[Mapping[str, Any]], truths: Mapping[str, S
     # per_turn.parquet holds the CEDI examiner's turns (the curves of the paper); baselines' per-turn rates are in
     # grades.json (summary.<examiner>/<history>.by_turn), so a plot of this table never mixes examiners.
     stand_in = any(bool(t.get("stand_in")) for t in turns)
-    per_turn = [{"examiner": e, "history": h, "turn": i, "question_type": q,
-                 **{k: v for k, v in _rate(ts).items() if k in PER_TURN_SCHEMA}, "stand_in": stand_in}
-                for (e, h, i, q), ts in sorted(by_turn.items()) if e == "cedi"]
+    per_turn = [
+        {
+            "examiner": e,
+            "history": h,
+            "turn": i,
+            "question_type": q,
+            **{k: v for k, v in _rate(ts).items() if k in PER_TURN_SCHEMA},
+            "stand_in": stand_in,
+        }
+        for (e, h, i, q), ts in sorted(by_turn.items())
+        if e == "cedi"
+    ]
     headline_key = next((k for k in ("cedi/with", "cedi/without") if k in summary), next(iter(summary), None))
     headline = summary.get(headline_key, {}) if headline_key else {}
     parsers = _sources(rows, "parser")
     cedi_turns = [t for t in turns if t["examiner"] == "cedi"]
     fallbacks = {
         # "configured" is what the config asked for; the counts say what actually produced each piece
-        "parser": {"configured": configured_parser, "used": parsers,
-                   "fell_back": parsers.get("rule_fallback", 0) + (len(rows) if configured_parser == "llm" and not use_llm else 0)},
-        "question_writer": {"configured": settings.get("question_writer", "template"),
-                            "used": _sources(cedi_turns, "question_source")},
+        "parser": {
+            "configured": configured_parser,
+            "used": parsers,
+            "fell_back": parsers.get("rule_fallback", 0)
+            + (len(rows) if configured_parser == "llm" and not use_llm else 0),
+        },
+        "question_writer": {
+            "configured": settings.get("question_writer", "template"),
+            "used": _sources(cedi_turns, "question_source"),
+        },
         "switch": {"configured": settings.get("switch", "random"), "used": _sources(cedi_turns, "switch_source")},
     }
     for key in ("question_writer", "switch"):
         used = fallbacks[key]["used"]
-        fallbacks[key]["fell_back"] = (sum(v for k, v in used.items() if k != "llm")
-                                       if fallbacks[key]["configured"] == "llm" else 0)
+        fallbacks[key]["fell_back"] = (
+            sum(v for k, v in used.items() if k != "llm") if fallbacks[key]["configured"] == "llm" else 0
+        )
     grades = {
         # headline numbers = the CEDI examiner with history (the paper's main setting), top level for scorecards
         "headline": headline_key,
         **{k: headline.get(k) for k in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate")},
-        "settings": {"parser": configured_parser, "parser_used": parsers, "claim_policy": policy,
-                     "ged_timeout_s": timeout, "ged_solver": solver, "ged_instances": instances,
-                     "ged_normalizer": norm, "source": settings.get("source", "ode"),
-                     "switch": settings.get("switch", "random"),
-                     "question_writer": settings.get("question_writer", "template")},
+        "settings": {
+            "parser": configured_parser,
+            "parser_used": parsers,
+            "claim_policy": policy,
+            "ged_timeout_s": timeout,
+            "ged_solver": solver,
+            "ged_instances": instances,
+            "ged_normalizer": norm,
+            "source": settings.get("source", "ode"),
+            "switch": settings.get("switch", "random"),
+            "question_writer": settings.get("question_writer", "template"),
+        },
         "fallbacks": fallbacks,
         "error_types": error_types(cedi_turns),
         "stand_in": stand_in,

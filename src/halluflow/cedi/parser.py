@@ -39,8 +39,13 @@ def rel_el(subj: str, pred: str, obj: str) -> str:
 
 def split_el(el: str) -> list[str]:
     parts = el.split("|")
-    if parts[0] not in {"object", "attribute", "relation"} or len(parts) != {"object": 2, "attribute": 3, "relation": 4}[parts[0]]:
-        raise InputError(f"malformed scene-graph element {el!r} (expected object|name, attribute|name|attr or relation|s|p|o)")
+    if (
+        parts[0] not in {"object", "attribute", "relation"}
+        or len(parts) != {"object": 2, "attribute": 3, "relation": 4}[parts[0]]
+    ):
+        raise InputError(
+            f"malformed scene-graph element {el!r} (expected object|name, attribute|name|attr or relation|s|p|o)"
+        )
     return parts
 
 
@@ -77,8 +82,23 @@ _CLAUSE = re.compile(
     r"\b(it|they|he|she|this|that|these|those|there|i|you|we)(?: (?:is|are|was|were|has|have|looks|seems|appears|"
     r"sits|stands|lies|can|could|would|might|may|will)|'s|'re)\b|^(because|since|so|yes|no)\b"
 )
-_NEGATORS = {"no", "not", "without", "never", "neither", "nor", "none", "isn't", "aren't", "don't", "doesn't",
-             "can't", "cannot", "wasn't", "weren't"}
+_NEGATORS = {
+    "no",
+    "not",
+    "without",
+    "never",
+    "neither",
+    "nor",
+    "none",
+    "isn't",
+    "aren't",
+    "don't",
+    "doesn't",
+    "can't",
+    "cannot",
+    "wasn't",
+    "weren't",
+}
 
 
 def answer_label(text: str, yes_no: bool) -> str:
@@ -190,8 +210,31 @@ class Mention:
 
 # Concept names that are also function words ("I can see", "it is hot"): a mention counts only after a determiner.
 _AMBIGUOUS_NAMES = {"can", "hot", "light", "watch", "fly", "top", "back", "side", "set"}
-_DETERMINERS = {"a", "an", "the", "this", "that", "these", "those", "one", "two", "three", "some", "any", "no", "of",
-                "his", "her", "their", "its", "my", "your", "another", "each", "every"}
+_DETERMINERS = {
+    "a",
+    "an",
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "one",
+    "two",
+    "three",
+    "some",
+    "any",
+    "no",
+    "of",
+    "his",
+    "her",
+    "their",
+    "its",
+    "my",
+    "your",
+    "another",
+    "each",
+    "every",
+}
 
 
 def _tokens(text: str) -> list[str]:
@@ -241,7 +284,9 @@ def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
         gap_text = " " + " ".join(gap) + " "
         for surface, canon in preds:
             if f" {surface} " in gap_text:
-                out.append((rel_el(m1.name, canon, m2.name), not (m1.negated or m2.negated or bool(_NEGATORS & set(gap)))))
+                out.append(
+                    (rel_el(m1.name, canon, m2.name), not (m1.negated or m2.negated or bool(_NEGATORS & set(gap))))
+                )
                 break
     return out
 
@@ -310,7 +355,9 @@ class TruthView:
             if name not in self.names:
                 return "object"
             # only attributes of that object's own vocabulary (ODE state/action alternatives) can contradict
-            return "attribute" if a not in self.attrs.get(name, set()) and a in vocab.attributes.get(name, set()) else None
+            return (
+                "attribute" if a not in self.attrs.get(name, set()) and a in vocab.attributes.get(name, set()) else None
+            )
         s, p, o = parts[1:]
         if s not in self.names or o not in self.names:
             return "object"
@@ -320,8 +367,9 @@ class TruthView:
         return None if truth is None or p in truth else "relation"
 
 
-def judge_turn(tc: TurnClaims, truth_label: str | None, false_premise: bool, truth: TruthView,
-               vocab: Vocabulary) -> tuple[bool | None, str | None]:
+def judge_turn(
+    tc: TurnClaims, truth_label: str | None, false_premise: bool, truth: TruthView, vocab: Vocabulary
+) -> tuple[bool | None, str | None]:
     """Rule-based per-turn hallucination: (hallucinated, kind). None when the answer cannot be judged (empty or
     unparseable: counted beside every rate, excluded from it)."""
     if tc.label in {"empty", "unparseable"}:
@@ -427,6 +475,18 @@ def parse_json_reply(reply: str) -> Any:
 
 
 __all__ = [
-    "Vocabulary", "TurnClaims", "TruthView", "answer_label", "extract", "turn_claims", "judge_turn",
-    "predicted_graph", "delta_con", "llm_parse", "parse_json_reply", "obj_el", "attr_el", "rel_el",
+    "Vocabulary",
+    "TurnClaims",
+    "TruthView",
+    "answer_label",
+    "extract",
+    "turn_claims",
+    "judge_turn",
+    "predicted_graph",
+    "delta_con",
+    "llm_parse",
+    "parse_json_reply",
+    "obj_el",
+    "attr_el",
+    "rel_el",
 ]

@@ -27,11 +27,31 @@ log = get_logger(__name__)
 
 # Schema of transcripts.parquet (explicit so an empty or all-null column keeps its type).
 TRANSCRIPT_SCHEMA = {
-    "conversation_id": "str", "model": "str", "image_id": "str", "scene_id": "str", "distribution": "str",
-    "pair_kind": "str", "examiner": "str", "history": "str", "question_writer": "str", "turn": "int",
-    "question_type": "str", "question": "str", "question_source": "str", "switch_source": "str", "answer": "str", "answer_label": "str",
-    "truth": "str", "false_premise": "bool", "premise": "list", "probe": "str", "hallucinated": "bool",
-    "hallucination_kind": "str", "context_background": "str", "context_goal": "str", "context_objects": "list",
+    "conversation_id": "str",
+    "model": "str",
+    "image_id": "str",
+    "scene_id": "str",
+    "distribution": "str",
+    "pair_kind": "str",
+    "examiner": "str",
+    "history": "str",
+    "question_writer": "str",
+    "turn": "int",
+    "question_type": "str",
+    "question": "str",
+    "question_source": "str",
+    "switch_source": "str",
+    "answer": "str",
+    "answer_label": "str",
+    "truth": "str",
+    "false_premise": "bool",
+    "premise": "list",
+    "probe": "str",
+    "hallucinated": "bool",
+    "hallucination_kind": "str",
+    "context_background": "str",
+    "context_goal": "str",
+    "context_objects": "list",
     "stand_in": "bool",
 }
 
@@ -106,8 +126,14 @@ def detected_labels(accepted: str | Path | None) -> dict[str, set[str]]:
     return {str(r["image_id"]): set(r["detected"] or []) for r in table.iter_rows(named=True)}
 
 
-def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, seed: int,
-                 vocab: Vocabulary, accepted: str | Path | None = None) -> list[Scene]:
+def build_scenes(
+    release_dir: str | Path,
+    graph_dir: str | Path,
+    n_images: int,
+    seed: int,
+    vocab: Vocabulary,
+    accepted: str | Path | None = None,
+) -> list[Scene]:
     release_dir, graph_dir = Path(release_dir), Path(graph_dir)
     seen = detected_labels(accepted)
     queries = read_table(release_dir / "queries.parquet", ["image_id", "image", "scene_id"])
@@ -118,8 +144,10 @@ def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, 
     for row in select_images(queries, n_images, seed):
         scene = by_scene.get(str(row["scene_id"]))
         if scene is None:
-            raise InputError(f"{release_dir / 'queries.parquet'}: image {row['image_id']!r} has scene_id "
-                             f"{row['scene_id']!r}, which is not in scenes.parquet")
+            raise InputError(
+                f"{release_dir / 'queries.parquet'}: image {row['image_id']!r} has scene_id "
+                f"{row['scene_id']!r}, which is not in scenes.parquet"
+            )
         truth = ode_scene_graph(scene)
         vocab.add_graph(truth)
         contrasts: dict[str, list[str]] = {}
@@ -134,12 +162,19 @@ def build_scenes(release_dir: str | Path, graph_dir: str | Path, n_images: int, 
         image = safe_join(release_dir, str(row["image"]))
         if not image.exists():
             raise InputError(f"{release_dir}: image {row['image']!r} of {row['image_id']!r} not found")
-        out.append(Scene(
-            image_id=str(row["image_id"]), image_path=str(image), image_sha256=sha256_file(image), truth=truth,
-            neighbours=neighbours_of(edges, names, set(names) | seen.get(str(row["image_id"]), set())),
-            contrasts=contrasts, scene_id=str(row["scene_id"]),
-            distribution=scene.get("distribution"), pair_kind=scene.get("pair_kind"),
-        ))
+        out.append(
+            Scene(
+                image_id=str(row["image_id"]),
+                image_path=str(image),
+                image_sha256=sha256_file(image),
+                truth=truth,
+                neighbours=neighbours_of(edges, names, set(names) | seen.get(str(row["image_id"]), set())),
+                contrasts=contrasts,
+                scene_id=str(row["scene_id"]),
+                distribution=scene.get("distribution"),
+                pair_kind=scene.get("pair_kind"),
+            )
+        )
     return out
 
 
@@ -188,15 +223,18 @@ def cooccurrence_neighbours(graphs: Mapping[str, SceneGraph], synonyms: Synonyms
     return counts
 
 
-def build_annotation_scenes(source: str, scene_graphs: str | Path, images_dir: str | Path, n_images: int, seed: int,
-                            vocab: Vocabulary) -> list[Scene]:
+def build_annotation_scenes(
+    source: str, scene_graphs: str | Path, images_dir: str | Path, n_images: int, seed: int, vocab: Vocabulary
+) -> list[Scene]:
     graphs, files = annotation_graphs(source, scene_graphs)
     syn = vocab.synonyms
     co = cooccurrence_neighbours(graphs, syn)
     images_dir = Path(images_dir)
     if not images_dir.is_dir():
         raise InputError(f"config key 'cedi.images_dir': {images_dir} is not a folder")
-    candidates = sorted((k for k, g in graphs.items() if g.objects), key=lambda k: stable_hash(["cedi-images", seed, k]))
+    candidates = sorted(
+        (k for k, g in graphs.items() if g.objects), key=lambda k: stable_hash(["cedi-images", seed, k])
+    )
     out = []
     for image_id in candidates[:n_images]:
         # one node per object name: the examiner asks about names, and the rule parser predicts names
@@ -212,8 +250,17 @@ def build_annotation_scenes(source: str, scene_graphs: str | Path, images_dir: s
         for other in neighbours:
             vocab.add(other)
         image = _image_file(images_dir, image_id, files.get(image_id))
-        out.append(Scene(image_id=image_id, image_path=str(image), image_sha256=sha256_file(image), truth=truth,
-                         neighbours=neighbours, scene_id=image_id, distribution=source))
+        out.append(
+            Scene(
+                image_id=image_id,
+                image_path=str(image),
+                image_sha256=sha256_file(image),
+                truth=truth,
+                neighbours=neighbours,
+                scene_id=image_id,
+                distribution=source,
+            )
+        )
     if not out:
         raise InputError(f"{scene_graphs}: no image with at least one object")
     return out
@@ -225,8 +272,9 @@ def _image_file(images_dir: Path, image_id: str, file_name: str | None) -> Path:
         path = safe_join(images_dir, name)
         if path.exists():
             return path
-    raise InputError(f"config key 'cedi.images_dir': no image for {image_id!r} in {images_dir} "
-                     f"(looked for {', '.join(names)})")
+    raise InputError(
+        f"config key 'cedi.images_dir': no image for {image_id!r} in {images_dir} (looked for {', '.join(names)})"
+    )
 
 
 def annotation_source(settings: Mapping[str, Any]) -> str:
@@ -245,9 +293,17 @@ def vocabulary(graph_dir: str | Path, synonyms: Synonyms) -> Vocabulary:
     return Vocabulary.from_nodes(nodes.iter_rows(named=True), synonyms)
 
 
-def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], release_dir: str | Path | None,
-                  graph_dir: str | Path | None, out_transcripts: str | Path, out_truth: str | Path, vlm=None,
-                  models_cache: str | Path = "resources/models", accepted: str | Path | None = None) -> int:
+def examine_model(
+    config: Mapping[str, Any],
+    model_spec: Mapping[str, Any],
+    release_dir: str | Path | None,
+    graph_dir: str | Path | None,
+    out_transcripts: str | Path,
+    out_truth: str | Path,
+    vlm=None,
+    models_cache: str | Path = "resources/models",
+    accepted: str | Path | None = None,
+) -> int:
     """Run every configured examiner and history mode for one model; returns the number of turns written.
     release_dir / graph_dir / accepted are read only for `cedi.source: ode`."""
     import polars as pl
@@ -257,26 +313,46 @@ def examine_model(config: Mapping[str, Any], model_spec: Mapping[str, Any], rele
     source = annotation_source(s)
     if source == "ode":
         vocab = vocabulary(graph_dir, syn)
-        scenes = build_scenes(release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab,
-                              accepted=accepted)
+        scenes = build_scenes(
+            release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab, accepted=accepted
+        )
     else:
         graph_dir = None  # no concept graph: a `prior` evaluatee needs one and says so
         vocab = Vocabulary(synonyms=syn)
-        scenes = build_annotation_scenes(source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)),
-                                         int(config.get("seed", 0)), vocab)
+        scenes = build_annotation_scenes(
+            source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)), int(config.get("seed", 0)), vocab
+        )
     llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")))
-    vlm = vlm if vlm is not None else Evaluatee(model_spec, graph_dir=graph_dir, models_cache=models_cache,
-                                                max_new_tokens=int(s.get("max_new_tokens", 64)), method="cedi")
+    vlm = (
+        vlm
+        if vlm is not None
+        else Evaluatee(
+            model_spec,
+            graph_dir=graph_dir,
+            models_cache=models_cache,
+            max_new_tokens=int(s.get("max_new_tokens", 64)),
+            method="cedi",
+        )
+    )
     info = vlm.describe()
     examiner = Examiner(vocab, s, llm=llm, seed=int(config.get("seed", 0)))
-    rows = examiner.run(scenes, vlm, model_spec["name"], s.get("examiners", EXAMINERS), s.get("history", HISTORY_MODES),
-                        stand_in=bool(info.stand_in))
+    rows = examiner.run(
+        scenes,
+        vlm,
+        model_spec["name"],
+        s.get("examiners", EXAMINERS),
+        s.get("history", HISTORY_MODES),
+        stand_in=bool(info.stand_in),
+    )
     write_parquet(out_transcripts, pl.DataFrame(rows, schema=polars_schema(TRANSCRIPT_SCHEMA), orient="row"))
-    write_json(out_truth, {
-        "model": info.as_dict(),
-        "source": source,
-        "graphs": {sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours} for sc in scenes},
-    })
+    write_json(
+        out_truth,
+        {
+            "model": info.as_dict(),
+            "source": source,
+            "graphs": {sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours} for sc in scenes},
+        },
+    )
     log.info("cedi: %d turns over %d images for %s", len(rows), len(scenes), model_spec["name"])
     return len(rows)
 
@@ -294,9 +370,15 @@ def load_truth_graphs(path: str | Path) -> tuple[dict[str, SceneGraph], dict, di
     return graphs, data.get("model", {}), neighbours
 
 
-def grade_model(config: Mapping[str, Any], transcripts: str | Path, truth_graphs: str | Path,
-                graph_dir: str | Path | None, out_grades: str | Path, out_per_turn: str | Path,
-                out_pred: str | Path) -> dict:
+def grade_model(
+    config: Mapping[str, Any],
+    transcripts: str | Path,
+    truth_graphs: str | Path,
+    graph_dir: str | Path | None,
+    out_grades: str | Path,
+    out_per_turn: str | Path,
+    out_pred: str | Path,
+) -> dict:
     import polars as pl
 
     from .grader import PER_TURN_SCHEMA, grade_transcripts

@@ -74,9 +74,7 @@ class Synonyms:
         return syn
 
     @classmethod
-    def from_vocab_files(
-        cls, objects: str | Path | None = None, relations: str | Path | None = None
-    ) -> "Synonyms":
+    def from_vocab_files(cls, objects: str | Path | None = None, relations: str | Path | None = None) -> "Synonyms":
         """Read Visual Genome bottom-up vocab files: one class per line, comma-separated synonyms, first canonical."""
         syn = cls.builtin()
         for path, table in ((objects, syn.objects), (relations, syn.predicates)):
@@ -201,7 +199,9 @@ class SceneGraph:
             counts[names[o.id]] = counts.get(names[o.id], 0) + 1
         ids = {n: f"n{i}" for i, n in enumerate(sorted(attrs))}
         objects = [SGObject(ids[n], n, tuple(sorted(attrs[n]))) for n in sorted(attrs)]
-        rels = sorted({(ids[names[r.subject]], syn.predicate(r.predicate), ids[names[r.object]]) for r in self.relations})
+        rels = sorted(
+            {(ids[names[r.subject]], syn.predicate(r.predicate), ids[names[r.object]]) for r in self.relations}
+        )
         out = SceneGraph(objects, [SGRelation(*r) for r in rels], stand_in=self.stand_in)
         out.counts = {ids[n]: c for n, c in counts.items()}
         return out
@@ -276,6 +276,7 @@ def visual_genome_scene_graph(entry: Mapping[str, Any], source: str = "visual ge
         objects.append({"id": str(obj["object_id"]), "name": names[0], "attributes": list(obj.get("attributes") or [])})
     ids = {o["id"] for o in objects}
     relations = []
+
     def _id(rel: Mapping[str, Any], i: int, key: str) -> str:
         if f"{key}_id" in rel:
             return str(rel[f"{key}_id"])
@@ -290,7 +291,9 @@ def visual_genome_scene_graph(entry: Mapping[str, Any], source: str = "visual ge
         if subj not in ids or obj_id not in ids:
             # VG relationships may point at objects that were merged away: skip rather than invent an object.
             continue
-        relations.append({"subject": subj, "predicate": str(rel.get("predicate", "")).strip() or "related to", "object": obj_id})
+        relations.append(
+            {"subject": subj, "predicate": str(rel.get("predicate", "")).strip() or "related to", "object": obj_id}
+        )
     return SceneGraph.from_dict({"objects": objects, "relations": relations}, source=source)
 
 
@@ -307,7 +310,9 @@ def coco_scene_graphs(instances: Mapping[str, Any], source: str = "coco annotati
         if not isinstance(c, Mapping) or "id" not in c or "name" not in c:
             raise InputError(f"{source}: categories[{i}] needs id and name")
         cats[c["id"]] = c["name"]
-    graphs: dict[str, list[dict]] = {str(img["id"]): [] for img in instances["images"] if isinstance(img, Mapping) and "id" in img}
+    graphs: dict[str, list[dict]] = {
+        str(img["id"]): [] for img in instances["images"] if isinstance(img, Mapping) and "id" in img
+    }
     for i, ann in enumerate(instances["annotations"]):
         if not isinstance(ann, Mapping) or "image_id" not in ann or "category_id" not in ann:
             raise InputError(f"{source}: annotations[{i}] needs image_id and category_id")
@@ -316,8 +321,13 @@ def coco_scene_graphs(instances: Mapping[str, Any], source: str = "coco annotati
         key = str(ann["image_id"])
         if key not in graphs:
             raise InputError(f"{source}: annotations[{i}].image_id {ann['image_id']!r} is not in 'images'")
-        graphs[key].append({"id": str(ann.get("id", f"{key}_{len(graphs[key])}")), "name": cats[ann["category_id"]], "attributes": []})
-    return {k: SceneGraph.from_dict({"objects": v, "relations": []}, source=f"{source} image {k}") for k, v in graphs.items()}
+        graphs[key].append(
+            {"id": str(ann.get("id", f"{key}_{len(graphs[key])}")), "name": cats[ann["category_id"]], "attributes": []}
+        )
+    return {
+        k: SceneGraph.from_dict({"objects": v, "relations": []}, source=f"{source} image {k}")
+        for k, v in graphs.items()
+    }
 
 
 def merge_by_name(objects: Iterable[tuple[str, Iterable[str]]], synonyms: Synonyms | None = None) -> list[SGObject]:

@@ -111,14 +111,41 @@ def load_amber(directory: str | Path) -> AmberData:
 
 # ---------------------------------------------------------------- noun extraction (WordNet-morphy stand-in)
 _NOUN_EXCEPTIONS = {
-    "men": "man", "women": "woman", "children": "child", "feet": "foot", "teeth": "tooth", "mice": "mouse",
-    "geese": "goose", "oxen": "ox", "knives": "knife", "wives": "wife", "lives": "life", "leaves": "leaf",
-    "loaves": "loaf", "wolves": "wolf", "shelves": "shelf", "halves": "half", "calves": "calf",
-    "scarves": "scarf", "hooves": "hoof", "thieves": "thief", "dice": "die", "people": "person",
+    "men": "man",
+    "women": "woman",
+    "children": "child",
+    "feet": "foot",
+    "teeth": "tooth",
+    "mice": "mouse",
+    "geese": "goose",
+    "oxen": "ox",
+    "knives": "knife",
+    "wives": "wife",
+    "lives": "life",
+    "leaves": "leaf",
+    "loaves": "loaf",
+    "wolves": "wolf",
+    "shelves": "shelf",
+    "halves": "half",
+    "calves": "calf",
+    "scarves": "scarf",
+    "hooves": "hoof",
+    "thieves": "thief",
+    "dice": "die",
+    "people": "person",
 }
 # WordNet morphy's noun detachment rules
-_MORPHY_NOUN = [("s", ""), ("ses", "s"), ("ves", "f"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
-                ("shes", "sh"), ("men", "man"), ("ies", "y")]
+_MORPHY_NOUN = [
+    ("s", ""),
+    ("ses", "s"),
+    ("ves", "f"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("men", "man"),
+    ("ies", "y"),
+]
 
 
 def noun_lemma(word: str, vocabulary: set[str]) -> str:
@@ -151,11 +178,16 @@ class RulesNouns:
     def extract_many(self, texts: list[str]) -> list[list[str]]:
         tokens = token_frame(pl.Series(texts, dtype=pl.String))
         uniq = tokens["tok"].unique()
-        lemmas = pl.DataFrame({"tok": uniq, "lemma": [noun_lemma(t, self.vocabulary) for t in uniq]},
-                              schema={"tok": pl.String, "lemma": pl.String})
-        nouns = (tokens.join(lemmas, on="tok", how="left", maintain_order="left")
-                 .filter(pl.col("lemma").is_in(list(self.vocabulary)))
-                 .group_by("doc", maintain_order=True).agg("lemma"))
+        lemmas = pl.DataFrame(
+            {"tok": uniq, "lemma": [noun_lemma(t, self.vocabulary) for t in uniq]},
+            schema={"tok": pl.String, "lemma": pl.String},
+        )
+        nouns = (
+            tokens.join(lemmas, on="tok", how="left", maintain_order="left")
+            .filter(pl.col("lemma").is_in(list(self.vocabulary)))
+            .group_by("doc", maintain_order=True)
+            .agg("lemma")
+        )
         by_doc = dict(zip(nouns["doc"].to_list(), nouns["lemma"].to_list()))
         return [by_doc.get(i, []) for i in range(len(texts))]
 
@@ -177,8 +209,9 @@ class NltkNouns:
             except LookupError:
                 missing.append(resource)
         if missing:
-            raise InputError(f"nltk data not installed: {', '.join(missing)} "
-                             "(nltk.download them, or use --nouns rules)")
+            raise InputError(
+                f"nltk data not installed: {', '.join(missing)} (nltk.download them, or use --nouns rules)"
+            )
         self._nltk, self._lemmatizer = nltk, WordNetLemmatizer()
 
     def extract_many(self, texts: list[str]) -> list[list[str]]:
@@ -198,15 +231,24 @@ def _nltk_data_may_exist() -> bool:
 
     if importlib.util.find_spec("nltk") is None:
         return False
-    roots = [*os.environ.get("NLTK_DATA", "").split(os.pathsep), os.path.expanduser("~/nltk_data"),
-             *(os.path.join(p, d) for p in {sys.prefix, sys.base_prefix}
-               for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")),
-             "/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]
+    roots = [
+        *os.environ.get("NLTK_DATA", "").split(os.pathsep),
+        os.path.expanduser("~/nltk_data"),
+        *(
+            os.path.join(p, d)
+            for p in {sys.prefix, sys.base_prefix}
+            for d in ("nltk_data", "share/nltk_data", "lib/nltk_data")
+        ),
+        "/usr/share/nltk_data",
+        "/usr/local/share/nltk_data",
+        "/usr/lib/nltk_data",
+        "/usr/local/lib/nltk_data",
+    ]
     return any(r and os.path.isdir(os.path.join(r, "taggers")) for r in roots)
 
 
 def make_noun_extractor(name: str, vocabulary: set[str]):
-    """"nltk" (AMBER's exact step; needs nltk and its data), "rules" (offline), or "auto": nltk when usable."""
+    """ "nltk" (AMBER's exact step; needs nltk and its data), "rules" (offline), or "auto": nltk when usable."""
     if name == "rules":
         return RulesNouns(vocabulary)
     if name == "nltk":
@@ -294,9 +336,14 @@ def _prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps) -> dict:
 
 def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFrame:
     """Per discriminative response: id, section, truth, response, parsed, correct (vectorised)."""
-    ann = pl.DataFrame({"id": [a["id"] for a in data.annotations], "type": [a["type"] for a in data.annotations],
-                        "truth": [a["truth"] if isinstance(a["truth"], str) else None for a in data.annotations]},
-                       schema={"id": pl.Int64, "type": pl.String, "truth": pl.String})
+    ann = pl.DataFrame(
+        {
+            "id": [a["id"] for a in data.annotations],
+            "type": [a["type"] for a in data.annotations],
+            "truth": [a["truth"] if isinstance(a["truth"], str) else None for a in data.annotations],
+        },
+        schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
+    )
     df = responses.join(ann, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
     return df.with_columns(
         section=pl.col("type").replace_strict(TYPE_SECTION, default="relation"),
@@ -318,20 +365,30 @@ def discriminative_scores(rows: pl.DataFrame, start: float = DEFAULT_START) -> d
     def counters(sections):
         rs = [c.get(s, zero) for s in sections]
         # separate float counters per type, summed in AMBER's order (state, number, action)
-        return (sum(r["correct"] for r in rs), sum(_accumulated(start, r["n"]) for r in rs),
-                sum(r["no"] for r in rs), sum(_accumulated(start, r["ans_no_num"]) for r in rs),
-                sum(r["no"] for r in rs), sum(_accumulated(start, r["no_num"]) for r in rs))
+        return (
+            sum(r["correct"] for r in rs),
+            sum(_accumulated(start, r["n"]) for r in rs),
+            sum(r["no"] for r in rs),
+            sum(_accumulated(start, r["ans_no_num"]) for r in rs),
+            sum(r["no"] for r in rs),
+            sum(_accumulated(start, r["no_num"]) for r in rs),
+        )
 
     out = {}
-    for section, eps in (("existence", 0.001), ("state", 1e-4), ("number", 1e-4), ("action", 1e-4),
-                         ("relation", 1e-4)):
+    for section, eps in (("existence", 0.001), ("state", 1e-4), ("number", 1e-4), ("action", 1e-4), ("relation", 1e-4)):
         out[section] = _prf(*counters([section]), eps) | {"n": c.get(section, zero)["n"]}
     attr = ["state", "number", "action"]
     out["attribute"] = _prf(*counters(attr), 1e-4) | {"n": sum(c.get(s, zero)["n"] for s in attr)}
     total = {k: sum(r[k] for r in c.values()) for k in zero}
-    out["overall"] = _prf(total["correct"], _accumulated(start, total["n"]), total["no"],
-                          _accumulated(start, total["ans_no_num"]), total["no"],
-                          _accumulated(start, total["no_num"]), 1e-4) | {"n": total["n"]}
+    out["overall"] = _prf(
+        total["correct"],
+        _accumulated(start, total["n"]),
+        total["no"],
+        _accumulated(start, total["ans_no_num"]),
+        total["no"],
+        _accumulated(start, total["no_num"]),
+        1e-4,
+    ) | {"n": total["n"]}
     return out
 
 
@@ -363,9 +420,17 @@ def generative_row(nouns: list[str], ann: dict, data: AmberData, matcher) -> dic
             covered[safe_owner[j]] = 1
             continue
         hallucinated.append(noun)
-    return {"id": ann["id"], "nouns": nouns, "hallucinated": hallucinated, "n_mentions": len(nouns),
-            "n_hallucinated": len(hallucinated), "covered": sum(covered), "n_truth": len(truth),
-            "cog": sum(cognitive), "n_hallu": len(hallu)}
+    return {
+        "id": ann["id"],
+        "nouns": nouns,
+        "hallucinated": hallucinated,
+        "n_mentions": len(nouns),
+        "n_hallucinated": len(hallucinated),
+        "covered": sum(covered),
+        "n_truth": len(truth),
+        "cog": sum(cognitive),
+        "n_hallu": len(hallu),
+    }
 
 
 def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
@@ -373,8 +438,13 @@ def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
     cover = sum(r["covered"] for r in rows) / _accumulate(start, [r["n_truth"] for r in rows])
     cog = sum(r["cog"] for r in rows) / _accumulate(start, [r["n_hallu"] for r in rows])
     non_hallu = sum(r["n_hallucinated"] == 0 for r in rows) / _accumulated(start, len(rows))
-    return {"chair": _r(chair * 100), "cover": _r(cover * 100), "hal": _r(100 - non_hallu * 100),
-            "cog": _r(cog * 100), "n": len(rows)}
+    return {
+        "chair": _r(chair * 100),
+        "cover": _r(cover * 100),
+        "hal": _r(100 - non_hallu * 100),
+        "cog": _r(cog * 100),
+        "n": len(rows),
+    }
 
 
 def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
@@ -383,8 +453,14 @@ def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
     return read_amber_responses(path, n_annotations)
 
 
-def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all", matcher=None,
-                 with_rows: bool = False, nouns: str = "auto"):
+def amber_scores(
+    responses: pl.DataFrame,
+    data: AmberData,
+    dimension: str = "all",
+    matcher=None,
+    with_rows: bool = False,
+    nouns: str = "auto",
+):
     """AMBER sections for `dimension`; with_rows also returns (discriminative rows, generative rows).
     `nouns`: the generative noun step, "auto" (nltk when its data is installed, else the rules), "nltk", "rules";
     the output's "noun_extractor" says which ran."""
@@ -403,8 +479,10 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
         text = dict(zip(responses["id"].to_list(), responses["response"].to_list()))
         extractor = make_noun_extractor(nouns, data.vocabulary)
         all_nouns = extractor.extract_many([text[i] for i in gen_ids])
-        gen_rows = [generative_row(n, data.annotations[i - 1], data, matcher)
-                    for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")]
+        gen_rows = [
+            generative_row(n, data.annotations[i - 1], data, matcher)
+            for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
+        ]
         out["generative"] = generative_scores(gen_rows, data.start)
         out["noun_extractor"] = extractor.name
     disc = discriminative_rows(responses, data)
@@ -422,14 +500,23 @@ def amber_scores(responses: pl.DataFrame, data: AmberData, dimension: str = "all
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--responses", required=True, help='JSON array [{"id", "response"}]')
-    parser.add_argument("--annotations", required=True, help="folder with annotations.json, relation.json, safe_words.txt")
+    parser.add_argument(
+        "--annotations", required=True, help="folder with annotations.json, relation.json, safe_words.txt"
+    )
     parser.add_argument("--dimension", default="all", choices=sorted(DIMENSIONS), help="which sections (default all)")
-    parser.add_argument("--similarity", default="exact",
-                        help="near-synonym matcher: exact (default) or an embedder backend (glove, minilm)")
+    parser.add_argument(
+        "--similarity",
+        default="exact",
+        help="near-synonym matcher: exact (default) or an embedder backend (glove, minilm)",
+    )
     parser.add_argument("--similarity-threshold", type=float, default=0.8, help="cosine threshold (AMBER: 0.8)")
-    parser.add_argument("--nouns", default="auto", choices=("auto", "nltk", "rules"),
-                        help="generative noun step: nltk = AMBER's (needs nltk + punkt/tagger/WordNet data), rules = "
-                             "offline rules, auto (default) = nltk when its data is installed")
+    parser.add_argument(
+        "--nouns",
+        default="auto",
+        choices=("auto", "nltk", "rules"),
+        help="generative noun step: nltk = AMBER's (needs nltk + punkt/tagger/WordNet data), rules = "
+        "offline rules, auto (default) = nltk when its data is installed",
+    )
     add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
 
@@ -439,9 +526,16 @@ def run(args: argparse.Namespace) -> int:
 
     data = load_amber(args.annotations)
     responses = load_responses(args.responses, len(data.annotations))
-    check_failed(int(failed_mask(responses["response"]).sum()), responses.height, args.max_failed_fraction,
-                 f"score amber {args.responses}")
-    emit(amber_scores(responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold),
-                      nouns=args.nouns), args.out)
+    check_failed(
+        int(failed_mask(responses["response"]).sum()),
+        responses.height,
+        args.max_failed_fraction,
+        f"score amber {args.responses}",
+    )
+    emit(
+        amber_scores(
+            responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold), nouns=args.nouns
+        ),
+        args.out,
+    )
     return 0
-

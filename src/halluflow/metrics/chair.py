@@ -90,10 +90,16 @@ def load_synonyms(path: str | Path | None = None, fix_spaces: bool = False) -> d
 
 
 def shipped_synonyms(fix_spaces: bool = False) -> dict[str, str]:
-    table = pl.read_csv(SYNONYMS_TSV, separator="\t", quote_char=None,
-                        schema={"synonym": pl.String, "coco_category": pl.String, "leading_space": pl.String})
-    keys = [(" " + s if lead == "yes" and not fix_spaces else s)
-            for s, lead in zip(table["synonym"], table["leading_space"])]
+    table = pl.read_csv(
+        SYNONYMS_TSV,
+        separator="\t",
+        quote_char=None,
+        schema={"synonym": pl.String, "coco_category": pl.String, "leading_space": pl.String},
+    )
+    keys = [
+        (" " + s if lead == "yes" and not fix_spaces else s)
+        for s, lead in zip(table["synonym"], table["leading_space"])
+    ]
     return dict(zip(keys, table["coco_category"].to_list()))
 
 
@@ -137,8 +143,9 @@ def mentions_frame(captions: pl.DataFrame, synonyms: dict[str, str]) -> pl.DataF
     tokens = token_frame(captions["caption"].str.to_lowercase()).rename({"doc": "cap"})
     # singularize each distinct token once (a few thousand distinct words for 10^5 captions)
     uniq = tokens["tok"].unique()
-    sing = pl.DataFrame({"tok": uniq, "word": [singularize_cached(t) for t in uniq]},
-                        schema={"tok": pl.String, "word": pl.String})
+    sing = pl.DataFrame(
+        {"tok": uniq, "word": [singularize_cached(t) for t in uniq]}, schema={"tok": pl.String, "word": pl.String}
+    )
     words = tokens.join(sing, on="tok", how="left", maintain_order="left").drop("tok")
     pairs = pl.DataFrame({"bigram": list(DOUBLE_WORD_DICT), "merged": list(DOUBLE_WORD_DICT.values())})
     same_next = pl.col("cap").shift(-1) == pl.col("cap")
@@ -163,28 +170,42 @@ def mentions_frame(captions: pl.DataFrame, synonyms: dict[str, str]) -> pl.DataF
     return words.join(syn, on="word", how="inner", maintain_order="left")
 
 
-def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: dict[str, str]) -> tuple[dict, pl.DataFrame]:
+def chair_scores(
+    captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: dict[str, str]
+) -> tuple[dict, pl.DataFrame]:
     """CHAIR over `captions` (columns image_id, caption) with truth {image_id: categories}; returns (metrics, rows)."""
     captions = captions.with_columns(pl.col("image_id").cast(pl.String))
-    missing = captions.join(pl.DataFrame({"image_id": list(truth)}, schema={"image_id": pl.String}),
-                            on="image_id", how="anti")
+    missing = captions.join(
+        pl.DataFrame({"image_id": list(truth)}, schema={"image_id": pl.String}), on="image_id", how="anti"
+    )
     if missing.height:
         raise InputError(f"no truth objects for image_id {missing['image_id'][0]!r} ({missing.height} captions)")
     truth_pairs = pl.DataFrame(
         {"image_id": [k for k, v in truth.items() for _ in v], "category": [c for v in truth.values() for c in v]},
-        schema={"image_id": pl.String, "category": pl.String}).with_columns(in_truth=pl.lit(True))
+        schema={"image_id": pl.String, "category": pl.String},
+    ).with_columns(in_truth=pl.lit(True))
     ment = mentions_frame(captions, synonyms).join(
-        captions.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("cap"), "image_id"), on="cap", how="left")
+        captions.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("cap"), "image_id"), on="cap", how="left"
+    )
     ment = ment.join(truth_pairs, on=["image_id", "category"], how="left", maintain_order="left").with_columns(
-        hallucinated=pl.col("in_truth").is_null())
+        hallucinated=pl.col("in_truth").is_null()
+    )
     per_cap = ment.group_by("cap").agg(
-        n_mentions=pl.len(), n_hallucinated=pl.col("hallucinated").sum(),
-        mentioned=pl.col("category"), hallucinated_objects=pl.col("category").filter(pl.col("hallucinated")))
-    rows = (captions.with_row_index("cap").with_columns(pl.col("cap").cast(pl.UInt32))
-            .join(per_cap, on="cap", how="left", maintain_order="left")
-            .with_columns(pl.col("n_mentions", "n_hallucinated").fill_null(0).cast(pl.Int64),
-                          pl.col("mentioned", "hallucinated_objects").fill_null(pl.lit([], dtype=pl.List(pl.String))))
-            .drop("cap"))
+        n_mentions=pl.len(),
+        n_hallucinated=pl.col("hallucinated").sum(),
+        mentioned=pl.col("category"),
+        hallucinated_objects=pl.col("category").filter(pl.col("hallucinated")),
+    )
+    rows = (
+        captions.with_row_index("cap")
+        .with_columns(pl.col("cap").cast(pl.UInt32))
+        .join(per_cap, on="cap", how="left", maintain_order="left")
+        .with_columns(
+            pl.col("n_mentions", "n_hallucinated").fill_null(0).cast(pl.Int64),
+            pl.col("mentioned", "hallucinated_objects").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        )
+        .drop("cap")
+    )
     n_caps = rows.height
     n_ment = int(rows["n_mentions"].sum())
     n_hall = int(rows["n_hallucinated"].sum())
@@ -192,7 +213,9 @@ def chair_scores(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: 
     metrics = {
         "chair_s": n_hall_caps / n_caps if n_caps else None,
         "chair_i": n_hall / n_ment if n_ment else None,
-        "n_captions": n_caps, "n_mentions": n_ment, "n_hallucinated_mentions": n_hall,
+        "n_captions": n_caps,
+        "n_mentions": n_ment,
+        "n_hallucinated_mentions": n_hall,
         "n_hallucinated_captions": n_hall_caps,
     }
     return metrics, rows
@@ -209,8 +232,9 @@ def load_captions(path) -> pl.DataFrame:
     ids = df["image_id"]
     if ids.is_null().any():
         raise InputError(f"{path}: record {int(ids.is_null().arg_max()) + 1} has no 'image_id'")
-    return pl.DataFrame({"image_id": ids.cast(pl.String), "caption": df["caption"],
-                         "failed": failed_mask(df["caption"], df["status"])})
+    return pl.DataFrame(
+        {"image_id": ids.cast(pl.String), "caption": df["caption"], "failed": failed_mask(df["caption"], df["status"])}
+    )
 
 
 def score_captions(captions: pl.DataFrame, truth: dict[str, list[str]], synonyms: dict[str, str]):
@@ -227,8 +251,10 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
         if "image_id" not in r or not isinstance(objs, list):
             raise InputError(f"{path}: record {i} needs 'image_id' and a list 'objects'")
         if not all(isinstance(o, str) for o in objs):
-            raise InputError(f"{path}: record {i} (image_id {r['image_id']!r}): objects must be names (strings), "
-                             f"got {json.dumps(objs)[:60]}")
+            raise InputError(
+                f"{path}: record {i} (image_id {r['image_id']!r}): objects must be names (strings), "
+                f"got {json.dumps(objs)[:60]}"
+            )
         key = str(r["image_id"])
         if key in truth:
             raise InputError(f"{path}: image_id {key!r} appears more than once")
@@ -239,10 +265,14 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--captions", required=True, help='JSONL of {"image_id", "caption"}')
     parser.add_argument("--truth", required=True, help='JSONL of {"image_id", "objects": [...]}')
-    parser.add_argument("--synonyms",
-                        help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)")
-    parser.add_argument("--fix-synonym-spaces", action="store_true",
-                        help="count ' motor bike' / ' cheesecake' (the original never matches them)")
+    parser.add_argument(
+        "--synonyms", help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)"
+    )
+    parser.add_argument(
+        "--fix-synonym-spaces",
+        action="store_true",
+        help="count ' motor bike' / ' cheesecake' (the original never matches them)",
+    )
     parser.add_argument("--per-caption", help="write per-caption rows (mentions, hallucinated objects) to this parquet")
     add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
@@ -254,8 +284,9 @@ def run(args: argparse.Namespace) -> int:
 
     synonyms = load_synonyms(args.synonyms, fix_spaces=args.fix_synonym_spaces)
     captions = load_captions(args.captions)
-    check_failed(int(captions["failed"].sum()), captions.height, args.max_failed_fraction,
-                 f"score chair {args.captions}")
+    check_failed(
+        int(captions["failed"].sum()), captions.height, args.max_failed_fraction, f"score chair {args.captions}"
+    )
     metrics, rows = score_captions(captions, load_truth(args.truth, synonyms), synonyms)
     if args.per_caption:
         write_parquet(args.per_caption, rows)

@@ -58,8 +58,10 @@ def read_records(path: str | Path, string_fields: tuple[str, ...], id_field: str
         for f in string_fields:
             v = r.get(f)
             if v is not None and not isinstance(v, str):
-                raise InputError(f"{path}: {what} #{i} ({id_field} {r.get(id_field)!r}): {f} is {json.dumps(v)[:60]}, "
-                                 "expected a string")
+                raise InputError(
+                    f"{path}: {what} #{i} ({id_field} {r.get(id_field)!r}): {f} is {json.dumps(v)[:60]}, "
+                    "expected a string"
+                )
             cols[f].append(v)
     return pl.DataFrame(cols, schema={k: pl.String for k in cols})
 
@@ -130,7 +132,9 @@ def read_pope_labels(path: str | Path, require_label: bool = True) -> "pl.DataFr
     df = read_records(path, ("image", "text", "label"), "question_id", "record")
     ids = check_ids(df["question_id"], path)
     label = df["label"]
-    truth = label if ((label == YES) | (label == NO)).fill_null(False).all() else label.str.strip_chars().str.to_lowercase()
+    truth = (
+        label if ((label == YES) | (label == NO)).fill_null(False).all() else label.str.strip_chars().str.to_lowercase()
+    )
     bad = ~truth.is_in([YES, NO]).fill_null(False)
     if not require_label:
         bad = bad & truth.is_not_null()
@@ -169,8 +173,14 @@ def read_pope_answers(path: str | Path) -> "pl.DataFrame":
 def _json_array(path: str | Path, what: str) -> list:
     data = read_json(path)
     if not isinstance(data, list):
-        kind = {"dict": "object", "str": "string", "int": "number", "float": "number", "bool": "boolean",
-                "NoneType": "null"}.get(type(data).__name__, type(data).__name__)
+        kind = {
+            "dict": "object",
+            "str": "string",
+            "int": "number",
+            "float": "number",
+            "bool": "boolean",
+            "NoneType": "null",
+        }.get(type(data).__name__, type(data).__name__)
         raise InputError(f"{path}: expected AMBER's JSON array of {what}, got a JSON {kind}")
     return data
 
@@ -187,8 +197,10 @@ def read_amber_annotations(path: str | Path, indexed: bool = True) -> list[dict]
             raise InputError(f"{path}: record {n} is not an object")
         i = a.get("id")
         if not isinstance(i, int) or isinstance(i, bool) or (indexed and i != n) or i in seen:
-            raise InputError(f"{path}: record {n} has id {i!r}; "
-                             + ("AMBER indexes by id-1" if indexed else "expected a distinct integer"))
+            raise InputError(
+                f"{path}: record {n} has id {i!r}; "
+                + ("AMBER indexes by id-1" if indexed else "expected a distinct integer")
+            )
         seen.add(i)
         if not isinstance(a.get("type"), str):
             raise InputError(f"{path}: record id {i} has no string 'type'")
@@ -244,4 +256,3 @@ def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame"
         ids.append(rid)
         texts.append(r.get("response"))
     return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
-

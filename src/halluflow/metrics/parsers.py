@@ -50,8 +50,13 @@ def failed_mask(answers: "pl.Series", status: "pl.Series | None" = None) -> "pl.
     return failed.fill_null(True).rename("failed").cast(pl.Boolean)
 
 
-def check_failed(n_failed: int, n_total: int, limit: float | None, what: str,
-                 advice: str = "no scores printed; rerun the failed answers or raise the limit") -> None:
+def check_failed(
+    n_failed: int,
+    n_total: int,
+    limit: float | None,
+    what: str,
+    advice: str = "no scores printed; rerun the failed answers or raise the limit",
+) -> None:
     """Refuse (TooManyFailedError, one line) when more than `limit` of `n_total` answers failed."""
     if limit is None or n_total == 0:
         return
@@ -60,16 +65,21 @@ def check_failed(n_failed: int, n_total: int, limit: float | None, what: str,
     if n_failed / n_total > limit:
         raise TooManyFailedError(
             f"{what}: {n_failed} of {n_total} answers failed or are empty ({n_failed / n_total:.0%} > "
-            f"--max-failed-fraction {limit:g}); {advice}")
+            f"--max-failed-fraction {limit:g}); {advice}"
+        )
 
 
 def add_max_failed_argument(parser) -> None:
     from ..cli import fraction
 
     parser.add_argument(
-        "--max-failed-fraction", type=fraction, default=DEFAULT_MAX_FAILED_FRACTION, metavar="F",
+        "--max-failed-fraction",
+        type=fraction,
+        default=DEFAULT_MAX_FAILED_FRACTION,
+        metavar="F",
         help="refuse to score when more than this share of answers failed or are empty "
-             f"(default {DEFAULT_MAX_FAILED_FRACTION}; they are always excluded and counted as n_failed)")
+        f"(default {DEFAULT_MAX_FAILED_FRACTION}; they are always excluded and counted as n_failed)",
+    )
 
 
 # ---------------------------------------------------------------- the variants, one answer at a time
@@ -94,7 +104,29 @@ def amber_yes_no(text: str) -> str | None:
 # when it touches a space anywhere in the text (or when the text has a digit,digit), otherwise replaced by a space;
 # then periods not followed by a digit are removed. The original passes re.UNICODE (= 32) as the `count`
 # argument of sub(), so only the first 32 periods are removed; we keep that.
-_VLMEVAL_PUNCT = [";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!"]
+_VLMEVAL_PUNCT = [
+    ";",
+    "/",
+    "[",
+    "]",
+    '"',
+    "{",
+    "}",
+    "(",
+    ")",
+    "=",
+    "+",
+    "\\",
+    "_",
+    "-",
+    ">",
+    "<",
+    "@",
+    "`",
+    ",",
+    "?",
+    "!",
+]
 _COMMA_DIGITS = re.compile(r"(\d)(,)(\d)")
 _PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
 
@@ -225,7 +257,11 @@ def _amber_series(answers: "pl.Series") -> "pl.Series":
     import polars as pl
 
     return pl.select(
-        pl.when(answers == "Yes").then(pl.lit(YES)).when(answers == "No").then(pl.lit(NO)).otherwise(None)
+        pl.when(answers == "Yes")
+        .then(pl.lit(YES))
+        .when(answers == "No")
+        .then(pl.lit(NO))
+        .otherwise(None)
         .alias("parsed")
     ).to_series()
 
@@ -235,14 +271,20 @@ def _map_unique(answers: "pl.Series", fn: Callable[[str], str | None]) -> "pl.Se
     import polars as pl
 
     uniq = answers.unique()
-    table = pl.DataFrame({"answer": uniq, "parsed": [None if a is None else fn(a) for a in uniq]},
-                         schema={"answer": answers.dtype, "parsed": pl.String})
-    return answers.to_frame("answer").join(table, on="answer", how="left", maintain_order="left",
-                                           nulls_equal=True)["parsed"]
+    table = pl.DataFrame(
+        {"answer": uniq, "parsed": [None if a is None else fn(a) for a in uniq]},
+        schema={"answer": answers.dtype, "parsed": pl.String},
+    )
+    return answers.to_frame("answer").join(table, on="answer", how="left", maintain_order="left", nulls_equal=True)[
+        "parsed"
+    ]
 
 
 _VECTOR: dict[str, Callable[["pl.Series"], "pl.Series"]] = {
-    "pope": _pope_series, "exact": _exact_series, "lmms_eval": _exact_series, "amber": _amber_series,
+    "pope": _pope_series,
+    "exact": _exact_series,
+    "lmms_eval": _exact_series,
+    "amber": _amber_series,
 }
 
 

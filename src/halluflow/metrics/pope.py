@@ -44,8 +44,9 @@ def _ratio(num: int, den: int) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def confusion_counts(parsed: pl.Series, truth: pl.Series, positive: str = YES,
-                     weights: pl.Series | None = None) -> dict[str, int]:
+def confusion_counts(
+    parsed: pl.Series, truth: pl.Series, positive: str = YES, weights: pl.Series | None = None
+) -> dict[str, int]:
     """Counts of the confusion matrix; `parsed` is yes/no/null, `truth` yes/no; unknown answers are never right.
     `weights` (row multiplicities) lets callers count distinct (answer, truth) pairs once."""
     if positive not in (YES, NO):
@@ -128,8 +129,7 @@ def _distinct_pairs(answers: pl.Series, truth: pl.Series) -> tuple[pl.Series, pl
     first[c[::-1]] = np.arange(len(c) - 1, -1, -1)  # first row of each code: its answer string
     slots, tv = np.nonzero(counts)
     texts = answers.gather(pl.Series(first[slots]))
-    return (texts, pl.Series("truth", np.where(tv == 1, YES, NO), dtype=pl.String),
-            pl.Series("w", counts[slots, tv]))
+    return (texts, pl.Series("truth", np.where(tv == 1, YES, NO), dtype=pl.String), pl.Series("w", counts[slots, tv]))
 
 
 def _series(values, name: str) -> "pl.Series":
@@ -194,20 +194,26 @@ def align(answers: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     import polars as pl
 
     if answers.height == labels.height and (answers["question_id"] == labels["question_id"]).all():
-        return labels.with_columns(answers["answer"], answers["status"])  # already aligned (the usual case): no join needed
-    joined = labels.join(answers.with_columns(_answered=pl.lit(True)), on="question_id", how="left",
-                         maintain_order="left")
+        return labels.with_columns(
+            answers["answer"], answers["status"]
+        )  # already aligned (the usual case): no join needed
+    joined = labels.join(
+        answers.with_columns(_answered=pl.lit(True)), on="question_id", how="left", maintain_order="left"
+    )
     missing = joined.filter(pl.col("_answered").is_null())
     if missing.height:
-        raise InputError(f"no answer for question_id {missing['question_id'][0]!r} ({missing.height} labels unanswered)")
+        raise InputError(
+            f"no answer for question_id {missing['question_id'][0]!r} ({missing.height} labels unanswered)"
+        )
     extra = answers.join(labels, on="question_id", how="anti")
     if extra.height:
         raise InputError(f"answer for unknown question_id {extra['question_id'][0]!r} ({extra.height} not in labels)")
     return joined.drop("_answered")
 
 
-def score_files(answers_path, labels_path, parser: str = "pope", positive: str = YES,
-                max_failed_fraction: float | None = None) -> dict:
+def score_files(
+    answers_path, labels_path, parser: str = "pope", positive: str = YES, max_failed_fraction: float | None = None
+) -> dict:
     """Score an answer file against a label file; refuses (TooManyFailedError) past `max_failed_fraction`."""
     joined = align(load_answers(answers_path), load_labels(labels_path))
     out = pope_metrics(joined["answer"], joined["truth"], parser=parser, positive=positive, status=joined["status"])
@@ -236,6 +242,14 @@ def emit(result: dict, out: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(score_files(args.answers, args.labels, parser=args.parser, positive=args.positive,
-                     max_failed_fraction=args.max_failed_fraction), args.out)
+    emit(
+        score_files(
+            args.answers,
+            args.labels,
+            parser=args.parser,
+            positive=args.positive,
+            max_failed_fraction=args.max_failed_fraction,
+        ),
+        args.out,
+    )
     return 0

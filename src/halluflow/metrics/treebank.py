@@ -54,11 +54,16 @@ _ENDING_QUOTES = [
     (r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", "${1} ${2} "),
 ]
 _CONTRACTIONS = [
-    (r"(?i)\b(can)(not)\b", " ${1} ${2} "), (r"(?i)\b(d)('ye)\b", " ${1} ${2} "),
-    (r"(?i)\b(gim)(me)\b", " ${1} ${2} "), (r"(?i)\b(gon)(na)\b", " ${1} ${2} "),
-    (r"(?i)\b(got)(ta)\b", " ${1} ${2} "), (r"(?i)\b(lem)(me)\b", " ${1} ${2} "),
-    (r"(?i)\b(more)('n)\b", " ${1} ${2} "), (r"(?i)\b(wan)(na)(\s)", " ${1} ${2} ${3}"),
-    (r"(?i) ('t)(is)\b", " ${1} ${2} "), (r"(?i) ('t)(was)\b", " ${1} ${2} "),
+    (r"(?i)\b(can)(not)\b", " ${1} ${2} "),
+    (r"(?i)\b(d)('ye)\b", " ${1} ${2} "),
+    (r"(?i)\b(gim)(me)\b", " ${1} ${2} "),
+    (r"(?i)\b(gon)(na)\b", " ${1} ${2} "),
+    (r"(?i)\b(got)(ta)\b", " ${1} ${2} "),
+    (r"(?i)\b(lem)(me)\b", " ${1} ${2} "),
+    (r"(?i)\b(more)('n)\b", " ${1} ${2} "),
+    (r"(?i)\b(wan)(na)(\s)", " ${1} ${2} ${3}"),
+    (r"(?i) ('t)(is)\b", " ${1} ${2} "),
+    (r"(?i) ('t)(was)\b", " ${1} ${2} "),
 ]
 
 
@@ -95,20 +100,22 @@ def token_frame(texts: pl.Series) -> pl.DataFrame:
     # Punkt tests "this chunk + the next" for a break anywhere but at the very end, so an ellipsis or an initial
     # still ends a sentence when the next chunk itself holds one before a trailing mark ("a. cat.)").
     next_breaks_inside = nxt.str.contains(r"[?!].|(?:^|[^.])\.[)\"';}\]*:@({\[!?,]")
-    ends = (
-        pl.col("c").str.contains(f"[.?!][{_CLOSERS}]*$")
-        & (next_breaks_inside | ~(
+    ends = pl.col("c").str.contains(f"[.?!][{_CLOSERS}]*$") & (
+        next_breaks_inside
+        | ~(
             pl.col("c").str.contains(r"\.\.+$")
             | (initial & (not_starter | upper) & ~last_of_doc)
-            | (number & not_starter & ~last_of_doc)))
+            | (number & not_starter & ~last_of_doc)
+        )
     )
     # Punkt then moves closing quotes/brackets that open the next sentence back onto the previous one. A break
     # after "dog." followed by a chunk of only such marks moves behind that chunk; after "dog.)" Punkt already cut
     # before the ")" and moved it, so the next chunk stays where it is.
     closers_only = pl.col("c").str.contains(f"^[{_CLOSERS_REALIGNED}]+$")
     same_doc_next = (pl.col("doc") == pl.col("doc").shift(-1)).fill_null(False)
-    moves = (pl.col("brk") & pl.col("c").str.contains(r"[.?!]$")
-             & closers_only.shift(-1).fill_null(False) & same_doc_next)
+    moves = (
+        pl.col("brk") & pl.col("c").str.contains(r"[.?!]$") & closers_only.shift(-1).fill_null(False) & same_doc_next
+    )
     sentences = (
         chunks.with_columns(brk=ends | last_of_doc)
         .with_columns(brk=(pl.col("brk") & ~moves) | moves.shift(1).fill_null(False) | last_of_doc)

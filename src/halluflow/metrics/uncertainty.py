@@ -27,10 +27,12 @@ import polars as pl
 from ..errors import InputError
 from ..io import dumps_json, read_json, write_json
 
-CLI_DESCRIPTION = ("Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
-                   "comparisons between models on the queries they share, from the score stage's "
-                   "scores/<model>/answers.parquet tables; or (--metrics) the mean and 95% interval of metrics over "
-                   "repeated releases. A difference is 'significant' when its interval excludes 0.")
+CLI_DESCRIPTION = (
+    "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
+    "comparisons between models on the queries they share, from the score stage's "
+    "scores/<model>/answers.parquet tables; or (--metrics) the mean and 95% interval of metrics over "
+    "repeated releases. A difference is 'significant' when its interval excludes 0."
+)
 CLI_EPILOG = """examples:
   halluflow score compare --scores results/ode-demo/scores/*/answers.parquet
   halluflow score compare --scores a.parquet b.parquet --resamples 5000 --seed 1 --out compare.json
@@ -74,8 +76,14 @@ def _value(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def bootstrap_ci(counts: np.ndarray, metric_fn: Callable[[np.ndarray], dict[str, np.ndarray]], *,
-                 n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> dict[str, dict]:
+def bootstrap_ci(
+    counts: np.ndarray,
+    metric_fn: Callable[[np.ndarray], dict[str, np.ndarray]],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, dict]:
     """Point value and percentile interval of each metric, resampling answers via a multinomial on `counts`."""
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())
@@ -118,28 +126,35 @@ def _pope_category(df: pl.DataFrame) -> np.ndarray:
 def model_intervals(scores: pl.DataFrame, *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> dict:
     """95% intervals of POPE metrics (yes/no questions) and the hallucination rate (every judged answer)."""
     read, halluc, excluded = _judged(scores)
-    pope = bootstrap_ci(np.bincount(_pope_category(read), minlength=4), _pope_from_counts,
-                        n_resamples=n_resamples, seed=seed, alpha=alpha)
+    pope = bootstrap_ci(
+        np.bincount(_pope_category(read), minlength=4),
+        _pope_from_counts,
+        n_resamples=n_resamples,
+        seed=seed,
+        alpha=alpha,
+    )
     h = halluc["hallucinated"].cast(pl.Int64).to_numpy() if halluc.height else np.zeros(0, dtype=np.int64)
-    rate = bootstrap_ci(np.bincount(h, minlength=2), _rate_from_counts, n_resamples=n_resamples, seed=seed,
-                        alpha=alpha)
+    rate = bootstrap_ci(np.bincount(h, minlength=2), _rate_from_counts, n_resamples=n_resamples, seed=seed, alpha=alpha)
     return {**pope, **rate, **excluded, "n_resamples": n_resamples, "confidence": 1 - alpha}
 
 
-def paired_difference(a: pl.DataFrame, b: pl.DataFrame, *, n_resamples: int = 2000, seed: int = 0,
-                      alpha: float = 0.05) -> dict:
+def paired_difference(
+    a: pl.DataFrame, b: pl.DataFrame, *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> dict:
     """Paired bootstrap of metric(a) - metric(b) over the queries both models answered (and could be read)."""
     read_a, hall_a, _ = _judged(a)
     read_b, hall_b, _ = _judged(b)
     rng_seed = seed
     out: dict = {}
-    both = read_a.select("query_id", "truth", "parsed").join(read_b.select("query_id", "parsed"), on="query_id",
-                                                            suffix="_b")
+    both = read_a.select("query_id", "truth", "parsed").join(
+        read_b.select("query_id", "parsed"), on="query_id", suffix="_b"
+    )
     cat_a = _pope_category(both)
     cat_b = _pope_category(both.select("query_id", "truth", pl.col("parsed_b").alias("parsed")))
     pairs = [(np.bincount(cat_a * 4 + cat_b, minlength=16), 4, _pope_from_counts)]
-    hboth = hall_a.select("query_id", "hallucinated").join(hall_b.select("query_id", "hallucinated"),
-                                                            on="query_id", suffix="_b")
+    hboth = hall_a.select("query_id", "hallucinated").join(
+        hall_b.select("query_id", "hallucinated"), on="query_id", suffix="_b"
+    )
     ha = hboth["hallucinated"].cast(pl.Int64).to_numpy() if hboth.height else np.zeros(0, dtype=np.int64)
     hb = hboth["hallucinated_b"].cast(pl.Int64).to_numpy() if hboth.height else np.zeros(0, dtype=np.int64)
     pairs.append((np.bincount(ha * 2 + hb, minlength=4), 2, _rate_from_counts))
@@ -159,8 +174,16 @@ def paired_difference(a: pl.DataFrame, b: pl.DataFrame, *, n_resamples: int = 20
             boot_a, boot_b = fn(da), fn(db)
         for key in point_a:
             diff = point_a[key] - point_b[key]
-            entry = {"a": _value(point_a[key]), "b": _value(point_b[key]), "difference": _value(diff), "n": n,
-                     "ci_low": None, "ci_high": None, "p_value": None, "significant": False}
+            entry = {
+                "a": _value(point_a[key]),
+                "b": _value(point_b[key]),
+                "difference": _value(diff),
+                "n": n,
+                "ci_low": None,
+                "ci_high": None,
+                "p_value": None,
+                "significant": False,
+            }
             if n:
                 d = boot_a[key] - boot_b[key]
                 d = d[np.isfinite(d)]
@@ -186,12 +209,24 @@ def across_releases(values: list[float], alpha: float = 0.05) -> dict:
         return {"mean": mean, "ci_low": None, "ci_high": None, "std": None, "n_releases": 1}
     sem = x.std(ddof=1) / math.sqrt(x.size)
     half = float(stats.t.ppf(1 - alpha / 2, x.size - 1) * sem)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "std": float(x.std(ddof=1)),
-            "n_releases": int(x.size)}
+    return {
+        "mean": mean,
+        "ci_low": mean - half,
+        "ci_high": mean + half,
+        "std": float(x.std(ddof=1)),
+        "n_releases": int(x.size),
+    }
 
 
-HEADLINE = (("pope", "accuracy"), ("pope", "f1"), ("pope", "precision"), ("pope", "recall"),
-            (None, "hallucination_rate"), ("generative", "chair_s"), ("generative", "chair_i"))
+HEADLINE = (
+    ("pope", "accuracy"),
+    ("pope", "f1"),
+    ("pope", "precision"),
+    ("pope", "recall"),
+    (None, "hallucination_rate"),
+    ("generative", "chair_s"),
+    ("generative", "chair_i"),
+)
 
 
 def repeated_releases(metrics: list[dict], alpha: float = 0.05) -> dict:
@@ -203,23 +238,34 @@ def repeated_releases(metrics: list[dict], alpha: float = 0.05) -> dict:
     return out
 
 
-def compare_models(tables: dict[str, pl.DataFrame], *, n_resamples: int = 2000, seed: int = 0,
-                   alpha: float = 0.05) -> dict:
+def compare_models(
+    tables: dict[str, pl.DataFrame], *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> dict:
     """Intervals for every model and the paired comparison of every pair (sorted names)."""
     names = sorted(tables)
-    models = {name: model_intervals(tables[name], n_resamples=n_resamples, seed=seed, alpha=alpha)
-              for name in names}
+    models = {name: model_intervals(tables[name], n_resamples=n_resamples, seed=seed, alpha=alpha) for name in names}
     comparisons = []
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            comparisons.append({"a": a, "b": b, "metrics": paired_difference(
-                tables[a], tables[b], n_resamples=n_resamples, seed=seed, alpha=alpha)})
-    return {"confidence": 1 - alpha, "n_resamples": n_resamples, "seed": seed, "models": models,
-            "comparisons": comparisons}
+        for b in names[i + 1 :]:
+            comparisons.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "metrics": paired_difference(tables[a], tables[b], n_resamples=n_resamples, seed=seed, alpha=alpha),
+                }
+            )
+    return {
+        "confidence": 1 - alpha,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "models": models,
+        "comparisons": comparisons,
+    }
 
 
-def compare_score_files(scores: list[str], out: str, *, resamples: int = 1000, seed: int = 0,
-                        confidence: float = 0.95) -> dict:
+def compare_score_files(
+    scores: list[str], out: str, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> dict:
     """Rule score_compare: every model's scores/<model>/answers.parquet -> compare/models.json."""
     tables = {}
     for p in map(Path, scores):
@@ -254,8 +300,11 @@ def run(args) -> int:
         raise InputError(f"--confidence {args.confidence}: expected a number between 0 and 1")
     alpha = 1 - args.confidence
     if args.metrics:
-        result = {"confidence": args.confidence, "releases": args.metrics,
-                  "metrics": repeated_releases([read_json(p) for p in args.metrics], alpha)}
+        result = {
+            "confidence": args.confidence,
+            "releases": args.metrics,
+            "metrics": repeated_releases([read_json(p) for p in args.metrics], alpha),
+        }
     else:
         tables = {}
         for p in map(Path, args.scores):

@@ -18,8 +18,29 @@ from ..errors import InputError
 
 ATTRIBUTE_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "attribute_words.tsv"
 KINDS = ("state", "action", "number", "none")
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-                "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
+NUMBER_WORDS = (
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+)
 _VOWELS = "aeiou"
 
 
@@ -32,8 +53,13 @@ def gerund(verb: str) -> str:
     if verb.endswith("e") and not verb.endswith(("ee", "ye", "oe")) and len(verb) > 2:
         return verb[:-1] + "ing"
     # one-syllable consonant-vowel-consonant verbs double the consonant (run, swim, stop), never w, x or y
-    if (len(verb) >= 3 and verb[-1] not in _VOWELS + "wxy" and verb[-2] in _VOWELS and verb[-3] not in _VOWELS
-            and sum(c in _VOWELS for c in verb) == 1):
+    if (
+        len(verb) >= 3
+        and verb[-1] not in _VOWELS + "wxy"
+        and verb[-2] in _VOWELS
+        and verb[-3] not in _VOWELS
+        and sum(c in _VOWELS for c in verb) == 1
+    ):
         return verb + verb[-1] + "ing"
     return verb + "ing"
 

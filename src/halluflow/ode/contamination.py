@@ -28,10 +28,12 @@ STANDIN_THRESHOLD = 0.9999
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 log = get_logger(__name__)
 
-CLI_DESCRIPTION = ("Embed a release's images and a reference folder of real images; report the Fréchet distance, "
-                   "each release image's nearest reference image, near-duplicates flagged as possible "
-                   "contamination, and a 2-D projection plot. Without --model a tiny random DINOv2 stand-in is "
-                   "used (it only detects identical images) and every output says stand_in: true.")
+CLI_DESCRIPTION = (
+    "Embed a release's images and a reference folder of real images; report the Fréchet distance, "
+    "each release image's nearest reference image, near-duplicates flagged as possible "
+    "contamination, and a 2-D projection plot. Without --model a tiny random DINOv2 stand-in is "
+    "used (it only detects identical images) and every output says stand_in: true."
+)
 CLI_EPILOG = """examples:
   halluflow release contamination results/ode-demo/release --reference /data/coco/val2017 --out contamination/
   halluflow release contamination REL --reference REF --model facebook/dinov2-small --threshold 0.9 --out out/"""
@@ -80,7 +82,7 @@ def projection_2d(*sets: np.ndarray) -> list[np.ndarray]:
         points = np.pad(points, ((0, 0), (0, 2 - points.shape[1])))
     out, start = [], 0
     for s in sets:
-        out.append(points[start:start + len(s)])
+        out.append(points[start : start + len(s)])
         start += len(s)
     return out
 
@@ -113,12 +115,13 @@ def _embed(embedder, paths: list[Path], what: str) -> np.ndarray:
     chunks = []
     batch = 32
     for start in progress(range(0, len(paths), batch), desc=f"embed {what}", total=-(-len(paths) // batch)):
-        chunks.append(embedder.embed_images([open_rgb(p, what) for p in paths[start:start + batch]]))
+        chunks.append(embedder.embed_images([open_rgb(p, what) for p in paths[start : start + batch]]))
     return np.concatenate(chunks)
 
 
-def _plot(path: Path, points_release: np.ndarray, distributions: list[str], points_reference: np.ndarray,
-          stand_in: bool) -> None:
+def _plot(
+    path: Path, points_release: np.ndarray, distributions: list[str], points_reference: np.ndarray, stand_in: bool
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,8 +137,7 @@ def _plot(path: Path, points_release: np.ndarray, distributions: list[str], poin
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
     title = "release vs reference images (PCA of embeddings)"
-    ax.set_title(title + ("\nSTAND-IN embedder: only identical images are meaningful" if stand_in else ""),
-                 fontsize=9)
+    ax.set_title(title + ("\nSTAND-IN embedder: only identical images are meaningful" if stand_in else ""), fontsize=9)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -143,8 +145,9 @@ def _plot(path: Path, points_release: np.ndarray, distributions: list[str], poin
     plt.close(fig)
 
 
-def check_contamination(release_dir: str | Path, reference_dir: str | Path, out_dir: str | Path, embedder,
-                        threshold: float | None = None) -> dict:
+def check_contamination(
+    release_dir: str | Path, reference_dir: str | Path, out_dir: str | Path, embedder, threshold: float | None = None
+) -> dict:
     """Run the check with a built image embedder; writes contamination.json/.parquet and projection.png.
 
     Default threshold: 0.95 for a real embedder; 0.9999 (identical images only) for a stand-in, whose random
@@ -170,34 +173,50 @@ def check_contamination(release_dir: str | Path, reference_dir: str | Path, out_
         pl.Series("nearest_reference", [str(reference_paths[i].relative_to(reference_dir)) for i in idx]),
         pl.Series("similarity", sims.astype(np.float64)),
         pl.Series("identical_file", [e is not None for e in exact]),
-    ).with_columns(((pl.col("similarity") >= threshold) | pl.col("identical_file")).alias("flagged"),
-                   pl.lit(info.stand_in).alias("stand_in"))
+    ).with_columns(
+        ((pl.col("similarity") >= threshold) | pl.col("identical_file")).alias("flagged"),
+        pl.lit(info.stand_in).alias("stand_in"),
+    )
     fid = frechet_distance(emb_rel, emb_ref) if len(emb_rel) >= 2 and len(emb_ref) >= 2 else None
     flagged = table.filter(pl.col("flagged"))
     result = {
-        "release": str(release_dir), "reference": str(reference_dir),
-        "n_release": len(release_paths), "n_reference": len(reference_paths),
-        "frechet_distance": fid, "threshold": threshold,
+        "release": str(release_dir),
+        "reference": str(reference_dir),
+        "n_release": len(release_paths),
+        "n_reference": len(reference_paths),
+        "frechet_distance": fid,
+        "threshold": threshold,
         "nn_similarity": {"mean": float(sims.mean()), "median": float(np.median(sims)), "max": float(sims.max())},
         "n_flagged": flagged.height,
         "flagged": flagged.select("image_id", "nearest_reference", "similarity", "identical_file").to_dicts(),
         "by_distribution": [
-            {"distribution": d, "n": g.height, "nn_similarity_mean": float(g["similarity"].mean()),
-             "n_flagged": int(g["flagged"].sum())}
-            for (d,), g in sorted(table.group_by(["distribution"]), key=lambda t: t[0])],
-        "embedder": info.as_dict(), "stand_in": info.stand_in,
+            {
+                "distribution": d,
+                "n": g.height,
+                "nn_similarity_mean": float(g["similarity"].mean()),
+                "n_flagged": int(g["flagged"].sum()),
+            }
+            for (d,), g in sorted(table.group_by(["distribution"]), key=lambda t: t[0])
+        ],
+        "embedder": info.as_dict(),
+        "stand_in": info.stand_in,
     }
     if info.stand_in:
-        result["note"] = ("STAND-IN embedder (random weights): the Fréchet distance and similarities are noise; "
-                          "only identical images (similarity 1.0) are meaningful")
+        result["note"] = (
+            "STAND-IN embedder (random weights): the Fréchet distance and similarities are noise; "
+            "only identical images (similarity 1.0) are meaningful"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(out_dir / "contamination.parquet", table)
     pr, pf = projection_2d(emb_rel, emb_ref)
     _plot(out_dir / "projection.png", pr, table["distribution"].to_list(), pf, info.stand_in)
     write_json(out_dir / "contamination.json", result)
     if flagged.height:
-        log.warning("%d release image(s) flagged as possible contamination (similarity >= %s or identical file)",
-                    flagged.height, threshold)
+        log.warning(
+            "%d release image(s) flagged as possible contamination (similarity >= %s or identical file)",
+            flagged.height,
+            threshold,
+        )
     return result
 
 
@@ -205,13 +224,19 @@ def configure(parser) -> None:
     parser.add_argument("release", help="release folder (images/ + queries.parquet)")
     parser.add_argument("--reference", required=True, help="folder of real reference images (searched recursively)")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--model", help="image embedder: hub id or local folder (CLIP, SigLIP, DINOv2); "
-                                        "default: a tiny random DINOv2 stand-in")
+    parser.add_argument(
+        "--model",
+        help="image embedder: hub id or local folder (CLIP, SigLIP, DINOv2); default: a tiny random DINOv2 stand-in",
+    )
     parser.add_argument("--revision", help="model revision (pin it for a reproducible check)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default auto)")
-    parser.add_argument("--threshold", type=float, default=None,
-                        help="cosine similarity at or above which an image is flagged "
-                             "(default 0.95; 0.9999 with the stand-in embedder)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="cosine similarity at or above which an image is flagged "
+        "(default 0.95; 0.9999 with the stand-in embedder)",
+    )
 
 
 def run(args) -> int:
@@ -224,8 +249,10 @@ def run(args) -> int:
         model = args.model
         if not model:
             model = str(build_standin("dinov2", Path(tmp) / "tiny-dinov2", seed=0))
-        embedder = create("image_embedder", {"backend": "transformers", "model": model, "revision": args.revision,
-                                             "device": args.device})
+        embedder = create(
+            "image_embedder",
+            {"backend": "transformers", "model": model, "revision": args.revision, "device": args.device},
+        )
         result = check_contamination(args.release, args.reference, args.out, embedder, threshold=args.threshold)
     print(dumps_json({k: v for k, v in result.items() if k != "flagged"}))
     return 0

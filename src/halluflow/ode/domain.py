@@ -80,8 +80,10 @@ def domain_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) ->
         table = read_category_table(spec.get("category_table", "coco"))
         for category in spec["categories"]:
             if category not in table:
-                raise ConfigError(f"config key 'ode.domain.categories': {category!r} not in the category table "
-                                  f"(known: {', '.join(sorted(table))})")
+                raise ConfigError(
+                    f"config key 'ode.domain.categories': {category!r} not in the category table "
+                    f"(known: {', '.join(sorted(table))})"
+                )
             keep |= table[category] & names
     if spec.get("neighbourhood_of"):
         seeds = set(spec["neighbourhood_of"])
@@ -96,11 +98,14 @@ def domain_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) ->
         environments = set(nodes.filter(pl.col("type") == "environment")["node"].to_list())
         linked = _neighbourhood(edges, keep - environments, 1) & environments
         keep |= linked
-    entities = keep - (set(nodes.filter(pl.col("type") == "environment")["node"].to_list())
-                       if "type" in nodes.columns else set())
+    entities = keep - (
+        set(nodes.filter(pl.col("type") == "environment")["node"].to_list()) if "type" in nodes.columns else set()
+    )
     if len(entities) < 2:
-        raise ConfigError(f"config key 'ode.domain': keeps {len(entities)} entity concept(s); a release needs two "
-                          f"or more ({sorted(entities)})")
+        raise ConfigError(
+            f"config key 'ode.domain': keeps {len(entities)} entity concept(s); a release needs two "
+            f"or more ({sorted(entities)})"
+        )
     return keep
 
 
@@ -110,5 +115,7 @@ def restrict_graph(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) 
     if keep is None:
         return nodes, edges
     kept = list(keep)
-    return (nodes.filter(pl.col("node").is_in(kept)),
-            edges.filter(pl.col("source").is_in(kept) & pl.col("target").is_in(kept)))
+    return (
+        nodes.filter(pl.col("node").is_in(kept)),
+        edges.filter(pl.col("source").is_in(kept) & pl.col("target").is_in(kept)),
+    )

@@ -24,9 +24,11 @@ FORMATS = ("llava", "sharegpt", "dpo", "lmms-eval")
 HUB_METADATA = "metadata.jsonl"
 HUB_CARD = "README.md"
 
-CLI_DESCRIPTION = ("Write a release as training data (llava, sharegpt, dpo) or as an lmms-eval task folder. "
-                   "Every export holds only truths known by construction and a DATACARD.md naming its source "
-                   "release (and the model whose answers made the DPO pairs).")
+CLI_DESCRIPTION = (
+    "Write a release as training data (llava, sharegpt, dpo) or as an lmms-eval task folder. "
+    "Every export holds only truths known by construction and a DATACARD.md naming its source "
+    "release (and the model whose answers made the DPO pairs)."
+)
 CLI_EPILOG = """examples:
   halluflow release export results/ode-demo/release --format llava --out exports/llava
   halluflow release export results/ode-demo/release --format dpo \\
@@ -64,7 +66,7 @@ def hub_card(name: str, datacard: str) -> str:
         "    - images/*.png",
         "---",
         "",
-        "Load with `datasets.load_dataset(\"<this folder>\")`: one row per query, the image as an `Image` feature.",
+        'Load with `datasets.load_dataset("<this folder>")`: one row per query, the image as an `Image` feature.',
         "",
     ]
     return "\n".join(header) + datacard
@@ -168,8 +170,11 @@ def dpo_records(release_dir: Path, queries: pl.DataFrame, answers: pl.DataFrame)
     need = {"query_id", "answer"}
     if not need <= set(answers.columns):
         raise InputError(f"answers table lacks column(s) {sorted(need - set(answers.columns))}")
-    cols = [c for c in ("query_id", "answer", "status", "parsed", "correct", "hallucinated", "model")
-            if c in answers.columns]
+    cols = [
+        c
+        for c in ("query_id", "answer", "status", "parsed", "correct", "hallucinated", "model")
+        if c in answers.columns
+    ]
     joined = queries.join(answers.select(cols), on="query_id", how="inner", suffix="_model")
     if "status" in joined.columns:
         joined = joined.filter(pl.col("status") == "ok")
@@ -189,9 +194,16 @@ def dpo_records(release_dir: Path, queries: pl.DataFrame, answers: pl.DataFrame)
         else:
             continue
         if chosen:
-            records.append({"id": row["query_id"], "prompt": f"<image>{row['question']}", "chosen": chosen,
-                            "rejected": text, "images": [_image_path(row["image_id"])],
-                            "model": row.get("model")})
+            records.append(
+                {
+                    "id": row["query_id"],
+                    "prompt": f"<image>{row['question']}",
+                    "chosen": chosen,
+                    "rejected": text,
+                    "images": [_image_path(row["image_id"])],
+                    "model": row.get("model"),
+                }
+            )
     return records
 
 
@@ -264,28 +276,32 @@ def aggregate_f1(items):
 
 
 def lmms_eval_yaml(task: str, release_dir: Path, max_new_tokens: int = 16) -> str:
-    metrics = "\n".join(f"  - metric: ode_{m}\n    aggregation: !function utils.aggregate_{m}\n"
-                        f"    higher_is_better: true" for m in ("accuracy", "precision", "recall", "f1"))
-    return (f"# lmms-eval task for the halluflow release at {release_dir} (yes/no questions).\n"
-            f"# Run: python -m lmms_eval --model <model> --tasks {task} --include_path <this folder's parent>\n"
-            f"task: {task}\n"
-            f"dataset_path: {json.dumps(str(release_dir))}\n"
-            "test_split: test\n"
-            "output_type: generate_until\n"
-            "process_docs: !function utils.process_docs\n"
-            "doc_to_visual: !function utils.doc_to_visual\n"
-            "doc_to_text: !function utils.doc_to_text\n"
-            "doc_to_target: truth\n"
-            "generation_kwargs:\n"
-            f"  max_new_tokens: {max_new_tokens}\n"
-            "  temperature: 0\n"
-            "  do_sample: false\n"
-            "process_results: !function utils.process_results\n"
-            f"metric_list:\n{metrics}\n"
-            "lmms_eval_specific_kwargs:\n"
-            "  default:\n"
-            "    pre_prompt: \"\"\n"
-            "    post_prompt: \"\\nAnswer the question using a single word or phrase.\"\n")
+    metrics = "\n".join(
+        f"  - metric: ode_{m}\n    aggregation: !function utils.aggregate_{m}\n    higher_is_better: true"
+        for m in ("accuracy", "precision", "recall", "f1")
+    )
+    return (
+        f"# lmms-eval task for the halluflow release at {release_dir} (yes/no questions).\n"
+        f"# Run: python -m lmms_eval --model <model> --tasks {task} --include_path <this folder's parent>\n"
+        f"task: {task}\n"
+        f"dataset_path: {json.dumps(str(release_dir))}\n"
+        "test_split: test\n"
+        "output_type: generate_until\n"
+        "process_docs: !function utils.process_docs\n"
+        "doc_to_visual: !function utils.doc_to_visual\n"
+        "doc_to_text: !function utils.doc_to_text\n"
+        "doc_to_target: truth\n"
+        "generation_kwargs:\n"
+        f"  max_new_tokens: {max_new_tokens}\n"
+        "  temperature: 0\n"
+        "  do_sample: false\n"
+        "process_results: !function utils.process_results\n"
+        f"metric_list:\n{metrics}\n"
+        "lmms_eval_specific_kwargs:\n"
+        "  default:\n"
+        '    pre_prompt: ""\n'
+        '    post_prompt: "\\nAnswer the question using a single word or phrase."\n'
+    )
 
 
 # ---------------------------------------------------------------------------------------------- entry point
@@ -293,21 +309,31 @@ def _export_card(fmt: str, release_dir: Path, manifest: dict, n_records: int, an
     stand_in = bool(manifest.get("stand_ins_used"))
     lines = [f"# Export: {fmt}", ""]
     if stand_in:
-        lines += ["> **WARNING: the source release was made with randomly initialised STAND-IN models.** Its images",
-                  "> are noise; do not train on this export.", ""]
-    lines += [f"- source release: `{manifest.get('release', release_dir.name)}` ({release_dir})",
-              f"- source manifest sha256 of queries.parquet: "
-              f"`{(manifest.get('files') or {}).get('queries.parquet', {}).get('sha256')}`",
-              f"- records: {n_records}"]
+        lines += [
+            "> **WARNING: the source release was made with randomly initialised STAND-IN models.** Its images",
+            "> are noise; do not train on this export.",
+            "",
+        ]
+    lines += [
+        f"- source release: `{manifest.get('release', release_dir.name)}` ({release_dir})",
+        f"- source manifest sha256 of queries.parquet: "
+        f"`{(manifest.get('files') or {}).get('queries.parquet', {}).get('sha256')}`",
+        f"- records: {n_records}",
+    ]
     if answers_path:
         lines.append(f"- preference pairs from the answers in `{answers_path}` (failed/unread answers excluded)")
-    lines += ["", "Truths are known by construction: yes/no truths of the release's questions and, for descriptions,",
-              "exactly the scene's objects. Made by `halluflow release export`.", ""]
+    lines += [
+        "",
+        "Truths are known by construction: yes/no truths of the release's questions and, for descriptions,",
+        "exactly the scene's objects. Made by `halluflow release export`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def export_release(release_dir: str | Path, fmt: str, out: str | Path, *, answers: str | Path | None = None,
-                   task: str | None = None) -> dict:
+def export_release(
+    release_dir: str | Path, fmt: str, out: str | Path, *, answers: str | Path | None = None, task: str | None = None
+) -> dict:
     """Write one export format of a release into `out`; returns {format, records, files}."""
     release_dir = Path(release_dir).resolve()
     out = Path(out)
@@ -345,8 +371,7 @@ def export_release(release_dir: str | Path, fmt: str, out: str | Path, *, answer
         n = len(records)
         files = [f"{fmt}.json", *(f"images/{i}.png" for i in image_ids)]
         card_dir = out
-    write_text(card_dir / "DATACARD.md", _export_card(fmt, release_dir, manifest, n,
-                                                     str(answers) if answers else None))
+    write_text(card_dir / "DATACARD.md", _export_card(fmt, release_dir, manifest, n, str(answers) if answers else None))
     return {"format": fmt, "records": n, "out": str(out), "files": len(files) + 1}
 
 

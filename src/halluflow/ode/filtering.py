@@ -66,9 +66,17 @@ def count_boxes(boxes: list[tuple[float, tuple]], threshold: float, iou: float =
     return len(kept)
 
 
-def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.DataFrame, *, keep_threshold: float,
-                  exclusion_threshold: float, balance: bool = False, seed: int = 0,
-                  root: str | Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def filter_images(
+    images: pl.DataFrame,
+    detections: pl.DataFrame,
+    scenes: pl.DataFrame,
+    *,
+    keep_threshold: float,
+    exclusion_threshold: float,
+    balance: bool = False,
+    seed: int = 0,
+    root: str | Path | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(accepted, rejected) tables; `root` (results/<release>) lets missing image files be rejected by name.
 
     With regeneration rounds, images and detections carry an `attempt` column (absent = 0): an image is accepted
@@ -91,8 +99,9 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
     passed: set[str] = set()
     # with regeneration rounds every rejection says which attempt failed (the audit shows it as it is)
     rounds = images.height > 0 and images["attempt"].max() > 0
-    for img in progress(images.sort("image_id", "attempt").iter_rows(named=True), desc="filter images",
-                        total=images.height):
+    for img in progress(
+        images.sort("image_id", "attempt").iter_rows(named=True), desc="filter images", total=images.height
+    ):
         scene = scene_rows.get(img["scene_id"])
         if scene is None:
             raise InputError(f"image {img['image_id']}: scene {img['scene_id']!r} not in the scenes table")
@@ -133,8 +142,10 @@ def filter_images(images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.Dat
         accepted, dropped = balance_distributions(accepted, seed)
         rejected.extend(dropped)
     rejected.sort(key=lambda r: (r["image_id"], r["attempt"]))
-    return (pl.DataFrame(accepted, schema=FILTER_SCHEMA) if accepted else pl.DataFrame(schema=FILTER_SCHEMA),
-            pl.DataFrame(rejected, schema=REJECTED_SCHEMA) if rejected else pl.DataFrame(schema=REJECTED_SCHEMA))
+    return (
+        pl.DataFrame(accepted, schema=FILTER_SCHEMA) if accepted else pl.DataFrame(schema=FILTER_SCHEMA),
+        pl.DataFrame(rejected, schema=REJECTED_SCHEMA) if rejected else pl.DataFrame(schema=REJECTED_SCHEMA),
+    )
 
 
 def with_attempt(df: pl.DataFrame) -> pl.DataFrame:
@@ -163,13 +174,25 @@ def read_rounds(image_paths, detection_paths) -> tuple[pl.DataFrame, pl.DataFram
         det = pl.read_parquet(dp)
         _require(det, ("image_id",), f"detection table {dp}")
         images.append(img)
-        detections.append(det.drop("attempt", strict=False).join(img.select("image_id", "attempt"), on="image_id",
-                                                                 how="left", maintain_order="left"))
+        detections.append(
+            det.drop("attempt", strict=False).join(
+                img.select("image_id", "attempt"), on="image_id", how="left", maintain_order="left"
+            )
+        )
     return (pl.concat(images, how="diagonal_relaxed"), pl.concat(detections, how="diagonal_relaxed"))
 
 
-def retry_prompts(prompts: pl.DataFrame, images: pl.DataFrame, detections: pl.DataFrame, scenes: pl.DataFrame, *,
-                  attempt: int, seed: int, keep_threshold: float, shard: str) -> pl.DataFrame:
+def retry_prompts(
+    prompts: pl.DataFrame,
+    images: pl.DataFrame,
+    detections: pl.DataFrame,
+    scenes: pl.DataFrame,
+    *,
+    attempt: int,
+    seed: int,
+    keep_threshold: float,
+    shard: str,
+) -> pl.DataFrame:
     """Prompts of regeneration round `attempt` (>= 1) for one shard: the images of the previous round that the
     detector rejected (an object below the keep threshold), each with a new seed and its original prompt (from
     make_prompts, so tags never pile up round after round) stressing the objects it missed. Balancing is not a
@@ -179,22 +202,31 @@ def retry_prompts(prompts: pl.DataFrame, images: pl.DataFrame, detections: pl.Da
     if attempt < 1:
         raise ConfigError(f"retry_prompts: attempt must be >= 1, got {attempt}")
     _require(prompts, ("image_id", "prompt", "seed"), "prompt table")
-    _, rejected = filter_images(images, detections, scenes, keep_threshold=keep_threshold,
-                                exclusion_threshold=1.0, balance=False)
+    _, rejected = filter_images(
+        images, detections, scenes, keep_threshold=keep_threshold, exclusion_threshold=1.0, balance=False
+    )
     objects = scenes.select("scene_id", "object_a", "object_b", "pair_kind")
     failed = rejected.join(objects, on="scene_id", how="left").select(
         "image_id",
         pl.concat_list(
             pl.when(pl.col("max_score_a") < keep_threshold).then(pl.col("object_a")),
-            pl.when((pl.col("pair_kind") == "entity_entity") & (pl.col("max_score_b") < keep_threshold))
-            .then(pl.col("object_b"))).list.drop_nulls().alias("missing"))
+            pl.when((pl.col("pair_kind") == "entity_entity") & (pl.col("max_score_b") < keep_threshold)).then(
+                pl.col("object_b")
+            ),
+        )
+        .list.drop_nulls()
+        .alias("missing"),
+    )
     out = prompts.drop("attempt", strict=False).join(failed, on="image_id", how="inner").sort("image_id")
     return out.with_columns(
-        pl.Series("prompt", [stress_missing(p, m) for p, m in zip(out["prompt"], out["missing"].to_list())],
-                  dtype=pl.String),
+        pl.Series(
+            "prompt", [stress_missing(p, m) for p, m in zip(out["prompt"], out["missing"].to_list())], dtype=pl.String
+        ),
         # a new seed per round: the same noise would draw the same picture again
         pl.Series("seed", [image_seed(seed, f"{i}/attempt{attempt}") for i in out["image_id"]], dtype=pl.Int64),
-        pl.lit(shard).alias("shard"), pl.lit(attempt, pl.Int64).alias("attempt")).drop("missing")
+        pl.lit(shard).alias("shard"),
+        pl.lit(attempt, pl.Int64).alias("attempt"),
+    ).drop("missing")
 
 
 def balance_distributions(accepted: list[dict], seed: int) -> tuple[list[dict], list[dict]]:

@@ -201,8 +201,9 @@ def read_visual_genome(objects: str | Path, attributes: str | Path | None = None
     return ann
 
 
-def read_table(path: str | Path, image_column: str = "image_id", object_column: str = "object",
-               separator: str = ";") -> Annotations:
+def read_table(
+    path: str | Path, image_column: str = "image_id", object_column: str = "object", separator: str = ";"
+) -> Annotations:
     """CSV/TSV/parquet: either one row per (image, object) or one row per image with `separator`-joined objects."""
     path = Path(path)
     if not path.exists():
@@ -230,7 +231,9 @@ def read_table(path: str | Path, image_column: str = "image_id", object_column: 
 WEIGHTINGS = ("images", "ode_anchor")
 
 
-def build_tables(ann: Annotations, environments: set[str], weighting: str = "images") -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_tables(
+    ann: Annotations, environments: set[str], weighting: str = "images"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes (with image frequency and attributes) and edges (co-occurrence counts) from annotations.
 
     weighting "images" (paper): weight = number of images in which both objects occur.
@@ -250,8 +253,9 @@ def build_tables(ann: Annotations, environments: set[str], weighting: str = "ima
         if weighting == "images":
             weights.update(itertools.combinations(unique, 2))
         else:
-            weights.update(tuple(sorted((objects[i], objects[j])))
-                           for i, j in itertools.permutations(range(len(objects)), 2))
+            weights.update(
+                tuple(sorted((objects[i], objects[j]))) for i, j in itertools.permutations(range(len(objects)), 2)
+            )
     if weighting == "ode_anchor":
         weights = Counter({k: v - 1 for k, v in weights.items()})
     nodes = sorted(frequency)
@@ -259,15 +263,17 @@ def build_tables(ann: Annotations, environments: set[str], weighting: str = "ima
     for n in nodes:
         sp = ann.state_pairs.get(n, [])
         ap = ann.action_pairs.get(n, [])
-        rows.append({
-            "node": n,
-            "type": "environment" if n in environments else "entity",
-            "frequency": frequency[n],
-            "states": list(dict.fromkeys(p[0] for p in sp)),
-            "actions": list(dict.fromkeys(p[0] for p in ap)),
-            "state_pairs": [f"{a}/{b}" for a, b in sp],
-            "action_pairs": [f"{a}/{b}" for a, b in ap],
-        })
+        rows.append(
+            {
+                "node": n,
+                "type": "environment" if n in environments else "entity",
+                "frequency": frequency[n],
+                "states": list(dict.fromkeys(p[0] for p in sp)),
+                "actions": list(dict.fromkeys(p[0] for p in ap)),
+                "state_pairs": [f"{a}/{b}" for a, b in sp],
+                "action_pairs": [f"{a}/{b}" for a, b in ap],
+            }
+        )
     nodes_df = pl.DataFrame(rows, schema=NODE_SCHEMA) if rows else pl.DataFrame(schema=NODE_SCHEMA)
     edges = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
     edges_df = pl.DataFrame(
@@ -283,15 +289,27 @@ def to_networkx(nodes: pl.DataFrame, edges: pl.DataFrame) -> "nx.Graph":
     g = nx.Graph()
     for row in nodes.iter_rows(named=True):
         # GraphML has no list type: attribute lists are stored as ';'-joined strings.
-        g.add_node(row["node"], type=row["type"], frequency=int(row["frequency"]),
-                   state_pairs=";".join(row["state_pairs"]), action_pairs=";".join(row["action_pairs"]))
+        g.add_node(
+            row["node"],
+            type=row["type"],
+            frequency=int(row["frequency"]),
+            state_pairs=";".join(row["state_pairs"]),
+            action_pairs=";".join(row["action_pairs"]),
+        )
     for s, t, w in edges.iter_rows():
         g.add_edge(s, t, weight=int(w))
     return g
 
 
-def write_graph(nodes: pl.DataFrame, edges: pl.DataFrame, out_dir: str | Path | None = None, *,
-                nodes_path=None, edges_path=None, graphml_path=None) -> None:
+def write_graph(
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame,
+    out_dir: str | Path | None = None,
+    *,
+    nodes_path=None,
+    edges_path=None,
+    graphml_path=None,
+) -> None:
     out_dir = Path(out_dir) if out_dir else None
     nodes_path = nodes_path or out_dir / "nodes.parquet"
     edges_path = edges_path or out_dir / "edges.parquet"
@@ -333,8 +351,10 @@ def build_hallu_edges(ann: Annotations, weighting: str = "images") -> pl.DataFra
 
 def _edge_frame(weights: Counter) -> pl.DataFrame:
     rows = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
-    return pl.DataFrame({"source": [k[0] for k, _ in rows], "target": [k[1] for k, _ in rows],
-                         "weight": [w for _, w in rows]}, schema=EDGE_SCHEMA)
+    return pl.DataFrame(
+        {"source": [k[0] for k, _ in rows], "target": [k[1] for k, _ in rows], "weight": [w for _, w in rows]},
+        schema=EDGE_SCHEMA,
+    )
 
 
 def hallu_graph(source: dict, weighting: str = "images") -> pl.DataFrame:
@@ -361,14 +381,18 @@ def hallu_graph_from_config(graph: dict) -> pl.DataFrame:
 # ---------------------------------------------------------------- shipped seed (figures only)
 
 
-def write_seed(nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path,
-               hallu_edges: pl.DataFrame | None = None) -> None:
+def write_seed(
+    nodes: pl.DataFrame, edges: pl.DataFrame, seed_dir: str | Path, hallu_edges: pl.DataFrame | None = None
+) -> None:
     """Human-readable TSV seed: derived counts and attribute words, never the raw annotation files."""
     seed_dir = Path(seed_dir)
     node_lines = ["node\ttype\tfrequency\tstate_pairs\taction_pairs"]
     for r in nodes.iter_rows(named=True):
-        node_lines.append("\t".join([r["node"], r["type"], str(r["frequency"]),
-                                     ";".join(r["state_pairs"]), ";".join(r["action_pairs"])]))
+        node_lines.append(
+            "\t".join(
+                [r["node"], r["type"], str(r["frequency"]), ";".join(r["state_pairs"]), ";".join(r["action_pairs"])]
+            )
+        )
     edge_lines = ["source\ttarget\tweight"] + [f"{s}\t{t}\t{w}" for s, t, w in edges.iter_rows()]
     write_text(seed_dir / "nodes.tsv", "\n".join(node_lines) + "\n")
     write_text(seed_dir / "edges.tsv", "\n".join(edge_lines) + "\n")
@@ -408,10 +432,17 @@ def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tup
                 node_type = r["type"]
                 if environments is not None:
                     node_type = "environment" if r["node"] in environments else "entity"
-                rows.append({"node": r["node"], "type": node_type, "frequency": int(r["frequency"]),
-                             "states": list(dict.fromkeys(p.split("/")[0] for p in sp)),
-                             "actions": list(dict.fromkeys(p.split("/")[0] for p in ap)),
-                             "state_pairs": sp, "action_pairs": ap})
+                rows.append(
+                    {
+                        "node": r["node"],
+                        "type": node_type,
+                        "frequency": int(r["frequency"]),
+                        "states": list(dict.fromkeys(p.split("/")[0] for p in sp)),
+                        "actions": list(dict.fromkeys(p.split("/")[0] for p in ap)),
+                        "state_pairs": sp,
+                        "action_pairs": ap,
+                    }
+                )
             except (KeyError, ValueError, TypeError) as exc:
                 raise InputError(f"{nodes_file}:{i}: malformed row ({exc})") from None
     nodes = pl.DataFrame(sorted(rows, key=lambda r: r["node"]), schema=NODE_SCHEMA)
@@ -422,8 +453,9 @@ def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tup
 # ---------------------------------------------------------------- entry point
 
 
-def build_graph(source: dict, environments_path: str | Path | None = None,
-                weighting: str = "images") -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_graph(
+    source: dict, environments_path: str | Path | None = None, weighting: str = "images"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Build node/edge tables from a graph `source` config block ({format, path, ...})."""
     fmt = source.get("format", "seed")
     path = source.get("path")
@@ -440,8 +472,12 @@ def build_graph(source: dict, environments_path: str | Path | None = None,
     elif fmt == "visual_genome":
         ann = read_visual_genome(path, source.get("attributes"))
     elif fmt == "table":
-        ann = read_table(path, source.get("image_column", "image_id"), source.get("object_column", "object"),
-                         source.get("separator", ";"))
+        ann = read_table(
+            path,
+            source.get("image_column", "image_id"),
+            source.get("object_column", "object"),
+            source.get("separator", ";"),
+        )
     else:
         raise InputError(f"unknown graph source format {fmt!r}; known: {', '.join(FORMATS)}")
     return build_tables(ann, environments, weighting)
@@ -459,8 +495,9 @@ def merge_graphs(graphs: list[tuple[pl.DataFrame, pl.DataFrame]]) -> tuple[pl.Da
     weights: Counter[tuple[str, str]] = Counter()
     for nodes, edges in graphs:
         for r in nodes.iter_rows(named=True):
-            m = merged.setdefault(r["node"], {"node": r["node"], "type": "entity", "frequency": 0,
-                                              "state_pairs": [], "action_pairs": []})
+            m = merged.setdefault(
+                r["node"], {"node": r["node"], "type": "entity", "frequency": 0, "state_pairs": [], "action_pairs": []}
+            )
             if r["type"] == "environment":
                 m["type"] = "environment"
             m["frequency"] += int(r["frequency"])
@@ -470,19 +507,33 @@ def merge_graphs(graphs: list[tuple[pl.DataFrame, pl.DataFrame]]) -> tuple[pl.Da
     rows = []
     for name in sorted(merged):
         m = merged[name]
-        rows.append({**m, "states": list(dict.fromkeys(p.split("/")[0] for p in m["state_pairs"])),
-                     "actions": list(dict.fromkeys(p.split("/")[0] for p in m["action_pairs"]))})
+        rows.append(
+            {
+                **m,
+                "states": list(dict.fromkeys(p.split("/")[0] for p in m["state_pairs"])),
+                "actions": list(dict.fromkeys(p.split("/")[0] for p in m["action_pairs"])),
+            }
+        )
     edge_rows = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
-    return (pl.DataFrame(rows, schema=NODE_SCHEMA),
-            pl.DataFrame({"source": [k[0] for k, _ in edge_rows], "target": [k[1] for k, _ in edge_rows],
-                          "weight": [w for _, w in edge_rows]}, schema=EDGE_SCHEMA))
+    return (
+        pl.DataFrame(rows, schema=NODE_SCHEMA),
+        pl.DataFrame(
+            {
+                "source": [k[0] for k, _ in edge_rows],
+                "target": [k[1] for k, _ in edge_rows],
+                "weight": [w for _, w in edge_rows],
+            },
+            schema=EDGE_SCHEMA,
+        ),
+    )
 
 
 def build_graph_from_config(graph: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The `ode.graph` config block: `source` plus any `extra_sources`, merged."""
     sources = [graph.get("source") or {"format": "seed"}, *(graph.get("extra_sources") or [])]
-    return merge_graphs([build_graph(dict(src), graph.get("environments"), graph.get("weighting", "images"))
-                         for src in sources])
+    return merge_graphs(
+        [build_graph(dict(src), graph.get("environments"), graph.get("weighting", "images")) for src in sources]
+    )
 
 
 def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:
@@ -496,9 +547,11 @@ def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:
     return adj
 
 
-CLI_DESCRIPTION = ("Build the weighted concept graph (nodes, edges, GraphML) from annotations: AMBER annotations.json, "
-                   "COCO instances JSON, Visual Genome objects.json, a plain table, or a seed folder. Prints a JSON "
-                   "summary (nodes, edges, top edge).")
+CLI_DESCRIPTION = (
+    "Build the weighted concept graph (nodes, edges, GraphML) from annotations: AMBER annotations.json, "
+    "COCO instances JSON, Visual Genome objects.json, a plain table, or a seed folder. Prints a JSON "
+    "summary (nodes, edges, top edge)."
+)
 CLI_EPILOG = """examples:
   halluflow graph build --format coco --path instances_val2017.json --out graph/
   halluflow graph build --format table --path objects.tsv --image-column img --object-column objs --out graph/
@@ -517,16 +570,23 @@ def configure(parser) -> None:
     parser.add_argument("--object-column", default="object", help="plain table: object(s) column")
     parser.add_argument("--separator", default=";", help="plain table: separator of joined objects")
     parser.add_argument("--environments", default=None, help="environment vocabulary (default: shipped list)")
-    parser.add_argument("--weighting", choices=WEIGHTINGS, default="images",
-                        help="images (paper) or ode_anchor (ODE's released graph)")
+    parser.add_argument(
+        "--weighting", choices=WEIGHTINGS, default="images", help="images (paper) or ode_anchor (ODE's released graph)"
+    )
     parser.add_argument("--out", default=None, help="folder for nodes.parquet, edges.parquet, graph.graphml")
     parser.add_argument("--seed-out", default=None, help="folder for seed tables nodes.tsv / edges.tsv")
 
 
 def run(args) -> int:
-    source = {"format": args.format, "path": args.path, "attribute_queries": args.attribute_queries,
-              "attributes": args.attributes, "image_column": args.image_column,
-              "object_column": args.object_column, "separator": args.separator}
+    source = {
+        "format": args.format,
+        "path": args.path,
+        "attribute_queries": args.attribute_queries,
+        "attributes": args.attributes,
+        "image_column": args.image_column,
+        "object_column": args.object_column,
+        "separator": args.separator,
+    }
     nodes, edges = build_graph(source, args.environments, args.weighting)
     hallu = hallu_graph(source, args.weighting)
     if args.out:
@@ -535,6 +595,14 @@ def run(args) -> int:
     if args.seed_out:
         write_seed(nodes, edges, args.seed_out, hallu)
     top = edges.row(0) if edges.height else None
-    print(json.dumps({"nodes": nodes.height, "edges": edges.height, "hallu_edges": hallu.height,
-                      "top_edge": {"source": top[0], "target": top[1], "weight": top[2]} if top else None}))
+    print(
+        json.dumps(
+            {
+                "nodes": nodes.height,
+                "edges": edges.height,
+                "hallu_edges": hallu.height,
+                "top_edge": {"source": top[0], "target": top[1], "weight": top[2]} if top else None,
+            }
+        )
+    )
     return 0

@@ -19,9 +19,11 @@ from ..io import dumps_json, read_json, write_json, write_text
 MANIFEST = "manifest.json"
 MAX_ANCESTORS = 1000  # a cycle of parent links (a manifest naming itself) stops here with an error
 
-CLI_DESCRIPTION = ("Compare two release folders: concept pairs and concepts added and removed per distribution, "
-                   "graph edges changed (when each release's graph/ folder sits beside it, as the workflow writes "
-                   "it), and query counts. Prints a table; --out writes the JSON.")
+CLI_DESCRIPTION = (
+    "Compare two release folders: concept pairs and concepts added and removed per distribution, "
+    "graph edges changed (when each release's graph/ folder sits beside it, as the workflow writes "
+    "it), and query counts. Prints a table; --out writes the JSON."
+)
 CLI_EPILOG = """examples:
   halluflow release diff results/ode-2026-10/release results/ode-2026-11/release
   halluflow release diff A/release B/release --out diff.json --markdown diff.md"""
@@ -41,8 +43,11 @@ def _scenes(release_dir: Path) -> pl.DataFrame:
     missing = {"distribution", "object_a", "object_b"} - set(df.columns)
     if missing:
         raise InputError(f"{path}: lacks column(s) {sorted(missing)}")
-    return df.with_columns(pl.struct("object_a", "object_b").map_elements(
-        lambda r: pair_key(r["object_a"], r["object_b"]), return_dtype=pl.String).alias("pair"))
+    return df.with_columns(
+        pl.struct("object_a", "object_b")
+        .map_elements(lambda r: pair_key(r["object_a"], r["object_b"]), return_dtype=pl.String)
+        .alias("pair")
+    )
 
 
 def release_pairs(release_dir: str | Path) -> set[str]:
@@ -56,9 +61,12 @@ def lineage(parent_dir: str | Path) -> list[dict]:
     if not manifest_path.is_file():
         raise InputError(f"config key 'release.parent': {parent_dir} has no {MANIFEST} (not a release folder)")
     manifest = read_json(manifest_path)
-    entry = {"release": manifest.get("release"), "path": str(parent_dir),
-             "manifest_sha256": hashlib.sha256(manifest_path.read_bytes()).hexdigest(),
-             "n_pairs": len(release_pairs(parent_dir))}
+    entry = {
+        "release": manifest.get("release"),
+        "path": str(parent_dir),
+        "manifest_sha256": hashlib.sha256(manifest_path.read_bytes()).hexdigest(),
+        "n_pairs": len(release_pairs(parent_dir)),
+    }
     chain = [entry] + list((manifest.get("lineage") or {}).get("ancestors") or [])
     if len(chain) > MAX_ANCESTORS:
         raise InputError(f"{manifest_path}: lineage longer than {MAX_ANCESTORS} releases (a cycle?)")
@@ -82,8 +90,11 @@ def _edges(release_dir: Path) -> pl.DataFrame | None:
     if not path.is_file():
         return None
     df = pl.read_parquet(path)
-    return df.with_columns(pl.struct("source", "target").map_elements(
-        lambda r: pair_key(r["source"], r["target"]), return_dtype=pl.String).alias("edge")).select("edge", "weight")
+    return df.with_columns(
+        pl.struct("source", "target")
+        .map_elements(lambda r: pair_key(r["source"], r["target"]), return_dtype=pl.String)
+        .alias("edge")
+    ).select("edge", "weight")
 
 
 def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
@@ -96,12 +107,22 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
         pb = set(sb.filter(pl.col("distribution") == dist)["pair"].to_list())
         ca = {c for p in pa for c in p.split("|")}
         cb = {c for p in pb for c in p.split("|")}
-        rows.append({"distribution": dist, "pairs_a": len(pa), "pairs_b": len(pb), "pairs_shared": len(pa & pb),
-                     "pairs_added": len(pb - pa), "pairs_removed": len(pa - pb),
-                     "concepts_added": len(cb - ca), "concepts_removed": len(ca - cb)})
+        rows.append(
+            {
+                "distribution": dist,
+                "pairs_a": len(pa),
+                "pairs_b": len(pb),
+                "pairs_shared": len(pa & pb),
+                "pairs_added": len(pb - pa),
+                "pairs_removed": len(pa - pb),
+                "concepts_added": len(cb - ca),
+                "concepts_removed": len(ca - cb),
+            }
+        )
     all_a, all_b = set(sa["pair"].to_list()), set(sb["pair"].to_list())
     out = {
-        "a": str(a_dir), "b": str(b_dir),
+        "a": str(a_dir),
+        "b": str(b_dir),
         "by_distribution": rows,
         "pairs": {"shared": sorted(all_a & all_b), "added": sorted(all_b - all_a), "removed": sorted(all_a - all_b)},
         "concepts": {
@@ -112,9 +133,13 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
     ea, eb = _edges(a_dir), _edges(b_dir)
     if ea is not None and eb is not None:
         wa, wb = dict(ea.iter_rows()), dict(eb.iter_rows())
-        out["graph"] = {"edges_a": len(wa), "edges_b": len(wb), "added": len(wb.keys() - wa.keys()),
-                        "removed": len(wa.keys() - wb.keys()),
-                        "reweighted": sum(1 for e in wa.keys() & wb.keys() if wa[e] != wb[e])}
+        out["graph"] = {
+            "edges_a": len(wa),
+            "edges_b": len(wb),
+            "added": len(wb.keys() - wa.keys()),
+            "removed": len(wa.keys() - wb.keys()),
+            "reweighted": sum(1 for e in wa.keys() & wb.keys() if wa[e] != wb[e]),
+        }
     else:
         out["graph"] = None
     queries = {}
@@ -134,16 +159,24 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
 
 
 def diff_markdown(d: dict) -> str:
-    lines = [f"# Release diff: {d.get('release_a', d['a'])} → {d.get('release_b', d['b'])}", "",
-             "| distribution | pairs A | pairs B | shared | added | removed | concepts added | concepts removed |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Release diff: {d.get('release_a', d['a'])} → {d.get('release_b', d['b'])}",
+        "",
+        "| distribution | pairs A | pairs B | shared | added | removed | concepts added | concepts removed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in d["by_distribution"]:
-        lines.append(f"| {r['distribution']} | {r['pairs_a']} | {r['pairs_b']} | {r['pairs_shared']} | "
-                     f"{r['pairs_added']} | {r['pairs_removed']} | {r['concepts_added']} | {r['concepts_removed']} |")
+        lines.append(
+            f"| {r['distribution']} | {r['pairs_a']} | {r['pairs_b']} | {r['pairs_shared']} | "
+            f"{r['pairs_added']} | {r['pairs_removed']} | {r['concepts_added']} | {r['concepts_removed']} |"
+        )
     if d.get("graph"):
         g = d["graph"]
-        lines += ["", f"Graph edges: {g['edges_a']} → {g['edges_b']} ({g['added']} added, {g['removed']} removed, "
-                      f"{g['reweighted']} reweighted)."]
+        lines += [
+            "",
+            f"Graph edges: {g['edges_a']} → {g['edges_b']} ({g['added']} added, {g['removed']} removed, "
+            f"{g['reweighted']} reweighted).",
+        ]
     for side in ("a", "b"):
         if side in d.get("queries", {}):
             counts = ", ".join(f"{k} {v}" for k, v in d["queries"][side].items())

@@ -48,16 +48,28 @@ def _fill(template: str, key: str, **values) -> str:
 
 
 def describe(obj: str, attribute: str | None, kind: str | None, part_template: str) -> str:
-    text = _fill(part_template, "part", object=obj,
-                 state=attribute if kind == "state" else "", action=attribute if kind == "action" else "")
+    text = _fill(
+        part_template,
+        "part",
+        object=obj,
+        state=attribute if kind == "state" else "",
+        action=attribute if kind == "action" else "",
+    )
     # The template's article follows the first word that actually got filled in ("an egg", "an old dog").
     return re.sub(r"\b([Aa]) (?=[aeiouAEIOU])", r"\1n ", text)
 
 
-def make_prompts(scenes: pl.DataFrame, *, seed: int, images_per_scene: int = 1, shards: int = 1,
-                 templates: dict | None = None, style_tags: list[str] | None = None,
-                 negative_prompt: str | None = None, extra_labels: dict[str, list[str]] | None = None
-                 ) -> pl.DataFrame:
+def make_prompts(
+    scenes: pl.DataFrame,
+    *,
+    seed: int,
+    images_per_scene: int = 1,
+    shards: int = 1,
+    templates: dict | None = None,
+    style_tags: list[str] | None = None,
+    negative_prompt: str | None = None,
+    extra_labels: dict[str, list[str]] | None = None,
+) -> pl.DataFrame:
     """Prompt table (docs/data-contracts.md). Shards are assigned round-robin in prompt order.
 
     `extra_labels` maps scene_id → objects the detector should also look for (the "no" candidates), so that
@@ -80,13 +92,15 @@ def make_prompts(scenes: pl.DataFrame, *, seed: int, images_per_scene: int = 1, 
             image_id = f"{scene['scene_id']}-i{k:02d}"
             # The tags are rebuilt from config for every image (anchor bug: its list grew image after image).
             prompt = f"{body}, {tags}" if tags else body
-            rows.append({
-                "image_id": image_id,
-                "scene_id": scene["scene_id"],
-                "shard": f"{len(rows) % shards:03d}",
-                "prompt": prompt,
-                "negative_prompt": negative,
-                "seed": image_seed(seed, image_id),
-                "detect_labels": labels,
-            })
+            rows.append(
+                {
+                    "image_id": image_id,
+                    "scene_id": scene["scene_id"],
+                    "shard": f"{len(rows) % shards:03d}",
+                    "prompt": prompt,
+                    "negative_prompt": negative,
+                    "seed": image_seed(seed, image_id),
+                    "detect_labels": labels,
+                }
+            )
     return pl.DataFrame(rows, schema=PROMPT_SCHEMA) if rows else pl.DataFrame(schema=PROMPT_SCHEMA)

@@ -16,13 +16,12 @@ import re
 import numpy as np
 import polars as pl
 
-from ..errors import ConfigError, InputError
-from .graph import neighbours
-from ..progress import progress
 from ..caos.extract import plural_forms
+from ..errors import ConfigError, InputError
 from ..io import stable_hash
-from ..progress import get_logger
+from ..progress import get_logger, progress
 from .attributes import NUMBER_WORDS, clean_word, node_attribute_forms, read_attribute_words
+from .graph import neighbours
 
 log = get_logger(__name__)
 
@@ -37,10 +36,12 @@ COUNT_ONE = "Is there one {object}?"
 COUNT_MANY = "Are there {number} {plural}?"
 # ODE's code asks "Is the {obj} {attr} in the picture?" with AMBER's mined words as they are, and actions read
 # "Does the dog run in the picture?" as AMBER's own questions; counts assume "one" (`question_style: ode_code`).
-ODE_CODE = {"state": "Is the {object} {attribute} in the picture?",
-            "action": "Does the {object} {attribute} in the picture?",
-            "count_one": "Is there one {object} in the picture?",
-            "count_many": "Are there {number} {plural} in the picture?"}
+ODE_CODE = {
+    "state": "Is the {object} {attribute} in the picture?",
+    "action": "Does the {object} {attribute} in the picture?",
+    "count_one": "Is there one {object} in the picture?",
+    "count_many": "Are there {number} {plural} in the picture?",
+}
 
 QUERY_SCHEMA = {
     "query_id": pl.String,
@@ -94,7 +95,7 @@ class NegativeSampler:
     def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, hallu_edges: pl.DataFrame | None = None):
         self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
         self.hallu: dict[str, list[tuple[str, int]]] = {}
-        for s, t, w in (hallu_edges.iter_rows() if hallu_edges is not None else []):
+        for s, t, w in hallu_edges.iter_rows() if hallu_edges is not None else []:
             self.hallu.setdefault(s, []).append((t, int(w)))
         self.nodes = sorted(nodes["node"].to_list())
         freq = dict(zip(nodes["node"], nodes["frequency"]))
@@ -135,8 +136,10 @@ class NegativeSampler:
                 linked = set(self._weights_to(truth))
                 self._orders[key] = [n for n in self.nodes if n not in linked]
             else:
-                raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
-                                  f"known: {', '.join(STRATEGIES)}")
+                raise ConfigError(
+                    f"config key 'ode.queries.strategies': unknown strategy {strategy!r}; "
+                    f"known: {', '.join(STRATEGIES)}"
+                )
         return self._orders[key]
 
     def candidates(self, strategy: str, truth, exclude: set[str], k: int, rng=None) -> list[str]:
@@ -169,12 +172,15 @@ def _object_table(objects: set[str], node_rows: dict, style: str) -> pl.DataFram
     """Per distinct object (a few hundred, not one per image): its existence question, plural and node type."""
     names = sorted(o for o in objects if o is not None)
     to_plural = plural if style == "ode_code" else plural_noun
-    return pl.DataFrame({"object": names,
-                         "existence": [EXISTENCE.format(article=article(o), object=o) for o in names],
-                         "plural": [to_plural(o) for o in names],
-                         "node_type": [node_rows.get(o, {}).get("type") for o in names]},
-                        schema={"object": pl.String, "existence": pl.String, "plural": pl.String,
-                                "node_type": pl.String})
+    return pl.DataFrame(
+        {
+            "object": names,
+            "existence": [EXISTENCE.format(article=article(o), object=o) for o in names],
+            "plural": [to_plural(o) for o in names],
+            "node_type": [node_rows.get(o, {}).get("type") for o in names],
+        },
+        schema={"object": pl.String, "existence": pl.String, "plural": pl.String, "node_type": pl.String},
+    )
 
 
 def _fill(template: str, **values: pl.Expr) -> pl.Expr:
@@ -183,86 +189,168 @@ def _fill(template: str, **values: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit(p) if i % 2 == 0 else values[p] for i, p in enumerate(parts) if p != ""])
 
 
-def _scene_rows(scenes: pl.DataFrame, objects: pl.DataFrame, generative_prompt: str, templates: dict,
-                count_negatives: tuple[str, ...] | None) -> pl.DataFrame:
+def _scene_rows(
+    scenes: pl.DataFrame,
+    objects: pl.DataFrame,
+    generative_prompt: str,
+    templates: dict,
+    count_negatives: tuple[str, ...] | None,
+) -> pl.DataFrame:
     """Rows every image of a scene shares, keyed (section, pos) so they interleave with the per-image rows:
     section 0 = generative + existence "yes", section 2 = attribute truth/contrast (+ the assumed-one counts of
     ODE's code when `count_negatives` is given)."""
+
     def obj(side):
-        return objects.select(pl.col("object").alias(f"object_{side}"), pl.col("existence").alias(f"ex_{side}"),
-                              pl.col("plural").alias(f"pl_{side}"), pl.col("node_type").alias(f"type_{side}"))
+        return objects.select(
+            pl.col("object").alias(f"object_{side}"),
+            pl.col("existence").alias(f"ex_{side}"),
+            pl.col("plural").alias(f"pl_{side}"),
+            pl.col("node_type").alias(f"type_{side}"),
+        )
 
     sc = scenes.join(obj("a"), on="object_a", how="left").join(obj("b"), on="object_b", how="left")
     null = pl.lit(None, pl.String)
 
     def block(section, pos, query_type, question, truth, target, attribute_kind, strategy, keep=None):
-        frame = sc.select(pl.col("scene_id"), pl.lit(section, pl.Int32).alias("section"),
-                          pl.lit(pos, pl.Int32).alias("pos"), pl.lit(query_type).alias("query_type"),
-                          question.alias("question"), truth.alias("truth"), target.alias("target"),
-                          attribute_kind.alias("attribute_kind"), strategy.alias("strategy"),
-                          (pl.lit(True) if keep is None else keep).alias("_keep"))
+        frame = sc.select(
+            pl.col("scene_id"),
+            pl.lit(section, pl.Int32).alias("section"),
+            pl.lit(pos, pl.Int32).alias("pos"),
+            pl.lit(query_type).alias("query_type"),
+            question.alias("question"),
+            truth.alias("truth"),
+            target.alias("target"),
+            attribute_kind.alias("attribute_kind"),
+            strategy.alias("strategy"),
+            (pl.lit(True) if keep is None else keep).alias("_keep"),
+        )
         return frame.filter(pl.col("_keep")).drop("_keep")
 
     blocks = [block(0, 0, "generative", pl.lit(generative_prompt), null, null, null, null)]
     for i, side in enumerate("ab"):
-        blocks.append(block(0, 1 + i, "existence", pl.col(f"ex_{side}"), pl.lit("yes"), pl.col(f"object_{side}"),
-                            null, pl.lit("truth")))
+        blocks.append(
+            block(
+                0,
+                1 + i,
+                "existence",
+                pl.col(f"ex_{side}"),
+                pl.lit("yes"),
+                pl.col(f"object_{side}"),
+                null,
+                pl.lit("truth"),
+            )
+        )
     for i, side in enumerate("ab"):
         o, attr = pl.col(f"object_{side}"), pl.col(f"attribute_{side}")
         kind, contrast = pl.col(f"attribute_{side}_kind"), pl.col(f"attribute_{side}_contrast")
         asked = attr.is_not_null() & (attr != "") & kind.is_in(["state", "action"])
 
-        def attribute_question(word):
-            return pl.when(kind == "state").then(_fill(templates["state"], object=o, attribute=word)) \
+        def attribute_question(word, kind=kind, o=o):
+            return (
+                pl.when(kind == "state")
+                .then(_fill(templates["state"], object=o, attribute=word))
                 .otherwise(_fill(templates["action"], object=o, attribute=word))
+            )
 
-        blocks.append(block(2, 2 * i, "attribute", attribute_question(attr), pl.lit("yes"), o, kind,
-                            pl.lit("truth"), asked))
-        blocks.append(block(2, 2 * i + 1, "attribute", attribute_question(contrast), pl.lit("no"), o, kind,
-                            pl.lit("contrast"), asked & contrast.is_not_null() & (contrast != "") & (contrast != attr)))
+        blocks.append(
+            block(2, 2 * i, "attribute", attribute_question(attr), pl.lit("yes"), o, kind, pl.lit("truth"), asked)
+        )
+        blocks.append(
+            block(
+                2,
+                2 * i + 1,
+                "attribute",
+                attribute_question(contrast),
+                pl.lit("no"),
+                o,
+                kind,
+                pl.lit("contrast"),
+                asked & contrast.is_not_null() & (contrast != "") & (contrast != attr),
+            )
+        )
     for i, side in enumerate("ab") if count_negatives is not None else ():
         o, entity = pl.col(f"object_{side}"), pl.col(f"type_{side}") == "entity"
         base = 1000 * (i + 1)
-        blocks.append(block(2, base, "count", _fill(templates["count_one"], object=o),
-                            pl.lit("yes"), o, pl.lit("count"), pl.lit("truth"), entity))
+        blocks.append(
+            block(
+                2,
+                base,
+                "count",
+                _fill(templates["count_one"], object=o),
+                pl.lit("yes"),
+                o,
+                pl.lit("count"),
+                pl.lit("truth"),
+                entity,
+            )
+        )
         for j, number in enumerate(count_negatives):
-            blocks.append(block(2, base + 1 + j, "count",
-                                _fill(templates["count_many"], number=pl.lit(number), plural=pl.col(f"pl_{side}")),
-                                pl.lit("no"), o, pl.lit("count"), pl.lit("truth"), entity))
+            blocks.append(
+                block(
+                    2,
+                    base + 1 + j,
+                    "count",
+                    _fill(templates["count_many"], number=pl.lit(number), plural=pl.col(f"pl_{side}")),
+                    pl.lit("no"),
+                    o,
+                    pl.lit("count"),
+                    pl.lit("truth"),
+                    entity,
+                )
+            )
     return pl.concat(blocks)
 
 
-def _count_rows(images: pl.DataFrame, used: pl.DataFrame, objects: pl.DataFrame,
-                count_negatives: tuple[str, ...]) -> pl.DataFrame:
+def _count_rows(
+    images: pl.DataFrame, used: pl.DataFrame, objects: pl.DataFrame, count_negatives: tuple[str, ...]
+) -> pl.DataFrame:
     """Count questions of each image from its detector box counts: "yes" for the counted number, "no" for the
     configured other numbers; environments and objects counted 0 or more than twenty are not asked about."""
     wrong = []
     for word in count_negatives:
         if word not in NUMBER_WORDS:
-            raise ConfigError(f"config key 'ode.queries.count_negatives': {word!r} is not a number word "
-                              f"({', '.join(NUMBER_WORDS[1:])})")
+            raise ConfigError(
+                f"config key 'ode.queries.count_negatives': {word!r} is not a number word "
+                f"({', '.join(NUMBER_WORDS[1:])})"
+            )
         wrong.append(NUMBER_WORDS.index(word))
     numbers = pl.DataFrame({"j": list(range(len(wrong))), "n": wrong}, schema={"j": pl.Int32, "n": pl.Int64})
     frames = []
     for i, side in enumerate("ab"):
-        per = (images.select("img", "si", pl.col(f"count_{side}").alias("count"))
-               .join(used.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("si"),
-                                 pl.col(f"object_{side}").alias("object")), on="si", how="left")
-               .join(objects.select("object", "plural", "node_type"), on="object", how="left")
-               .filter((pl.col("node_type") == "entity") & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1)))
-        asked = pl.concat([
-            per.with_columns(pl.lit(-1, pl.Int32).alias("j"), pl.col("count").alias("n")),
-            per.join(numbers, how="cross").filter(pl.col("n") != pl.col("count")),
-        ])
+        per = (
+            images.select("img", "si", pl.col(f"count_{side}").alias("count"))
+            .join(
+                used.select(
+                    pl.int_range(pl.len(), dtype=pl.Int64).alias("si"), pl.col(f"object_{side}").alias("object")
+                ),
+                on="si",
+                how="left",
+            )
+            .join(objects.select("object", "plural", "node_type"), on="object", how="left")
+            .filter((pl.col("node_type") == "entity") & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1))
+        )
+        asked = pl.concat(
+            [
+                per.with_columns(pl.lit(-1, pl.Int32).alias("j"), pl.col("count").alias("n")),
+                per.join(numbers, how="cross").filter(pl.col("n") != pl.col("count")),
+            ]
+        )
         word = pl.col("n").replace_strict(dict(enumerate(NUMBER_WORDS)), return_dtype=pl.String)
-        frames.append(asked.select(
-            "img", (2_000_000 + 1000 * (i + 1) + 1 + pl.col("j")).cast(pl.Int64).alias("key"),
-            pl.lit("count").alias("query_type"),
-            pl.when(pl.col("n") == 1).then(_fill(COUNT_ONE, object=pl.col("object")))
-            .otherwise(_fill(COUNT_MANY, number=word, plural=pl.col("plural"))).alias("question"),
-            pl.when(pl.col("n") == pl.col("count")).then(pl.lit("yes")).otherwise(pl.lit("no")).alias("truth"),
-            pl.col("object").alias("target"), pl.lit("count").alias("attribute_kind"),
-            pl.lit("truth").alias("strategy")))
+        frames.append(
+            asked.select(
+                "img",
+                (2_000_000 + 1000 * (i + 1) + 1 + pl.col("j")).cast(pl.Int64).alias("key"),
+                pl.lit("count").alias("query_type"),
+                pl.when(pl.col("n") == 1)
+                .then(_fill(COUNT_ONE, object=pl.col("object")))
+                .otherwise(_fill(COUNT_MANY, number=word, plural=pl.col("plural")))
+                .alias("question"),
+                pl.when(pl.col("n") == pl.col("count")).then(pl.lit("yes")).otherwise(pl.lit("no")).alias("truth"),
+                pl.col("object").alias("target"),
+                pl.lit("count").alias("attribute_kind"),
+                pl.lit("truth").alias("strategy"),
+            )
+        )
     return pl.concat(frames)
 
 
@@ -289,12 +377,22 @@ def _synonym_groups(names: list[str]) -> dict[str, set[str]]:
     return {n: by_class[matcher.synonym_class(n)] for n in names}
 
 
-def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, *,
-                 seed: int, generative_prompt: str = "Please describe this picture.", negatives_per_image: int = 2,
-                 strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
-                 count_negatives: list[str] | tuple[str, ...] = ("two", "three"), counterfactual_per_image: int = 1,
-                 counterfactual_attributes: bool = True, hallu_edges: pl.DataFrame | None = None,
-                 question_style: str = "grammatical") -> pl.DataFrame:
+def make_queries(
+    accepted: pl.DataFrame,
+    scenes: pl.DataFrame,
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame,
+    *,
+    seed: int,
+    generative_prompt: str = "Please describe this picture.",
+    negatives_per_image: int = 2,
+    strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
+    count_negatives: list[str] | tuple[str, ...] = ("two", "three"),
+    counterfactual_per_image: int = 1,
+    counterfactual_attributes: bool = True,
+    hallu_edges: pl.DataFrame | None = None,
+    question_style: str = "grammatical",
+) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image.
 
     question_style `grammatical` (default): one template per kind, count truths from the detector's box counts
@@ -309,23 +407,34 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
     """
     for s in strategies:
         if s not in STRATEGIES:
-            raise ConfigError(f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+            raise ConfigError(
+                f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}"
+            )
     if question_style not in QUESTION_STYLES:
-        raise ConfigError(f"config key 'ode.queries.question_style': unknown value {question_style!r}; known: "
-                          f"{', '.join(QUESTION_STYLES)}")
+        raise ConfigError(
+            f"config key 'ode.queries.question_style': unknown value {question_style!r}; known: "
+            f"{', '.join(QUESTION_STYLES)}"
+        )
     if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
-        raise ConfigError("config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
-                          "hallucination-prone objects (AMBER annotations or the shipped seed)")
+        raise ConfigError(
+            "config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
+            "hallucination-prone objects (AMBER annotations or the shipped seed)"
+        )
     grammatical = question_style == "grammatical"
     templates = {**ATTRIBUTE, "count_one": COUNT_ONE, "count_many": COUNT_MANY} if grammatical else ODE_CODE
     acc = accepted.sort("image_id")
     counts = [c for c in ("count_a", "count_b") if c in acc.columns]
     if grammatical and len(counts) < 2:
         log.warning("accepted table has no detector box counts (count_a, count_b): no count questions")
-    acc = acc.select("image_id", "scene_id", (pl.col("detected") if "detected" in acc.columns
-                                              else pl.lit(None, pl.List(pl.String))).alias("detected"),
-                     *[(pl.col(c) if c in acc.columns else pl.lit(None, pl.Int64)).cast(pl.Int64).alias(c)
-                       for c in ("count_a", "count_b")])
+    acc = acc.select(
+        "image_id",
+        "scene_id",
+        (pl.col("detected") if "detected" in acc.columns else pl.lit(None, pl.List(pl.String))).alias("detected"),
+        *[
+            (pl.col(c) if c in acc.columns else pl.lit(None, pl.Int64)).cast(pl.Int64).alias(c)
+            for c in ("count_a", "count_b")
+        ],
+    )
     missing = acc.join(scenes.select("scene_id"), on="scene_id", how="anti")
     if missing.height:
         first = missing.row(0, named=True)
@@ -347,14 +456,23 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         vocab = {k: sorted(v) for k, v in vocab.items()}
         synonyms = _synonym_groups(sorted(set(node_rows) | set(used["object_a"]) | set(used["object_b"])))
     else:
-        vocab = {kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")}
-                              - {""})
-                 for kind in ("state", "action")}
+        vocab = {
+            kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")} - {""})
+            for kind in ("state", "action")
+        }
         synonyms = {}
     objects_a, objects_b = used["object_a"].to_list(), used["object_b"].to_list()
     scene_index = {sid: i for i, sid in enumerate(used["scene_id"].to_list())}
-    scene_attrs = [list(zip(used[f"attribute_{s}"].to_list(), used[f"attribute_{s}_kind"].to_list(),
-                            used[f"attribute_{s}_contrast"].to_list())) for s in "ab"]
+    scene_attrs = [
+        list(
+            zip(
+                used[f"attribute_{s}"].to_list(),
+                used[f"attribute_{s}_kind"].to_list(),
+                used[f"attribute_{s}_contrast"].to_list(),
+            )
+        )
+        for s in "ab"
+    ]
 
     # Per image only what depends on its detections or its own generator; everything else is cached.
     neg_img, neg_pos, neg_obj, neg_strategy = [], [], [], []
@@ -377,8 +495,7 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
             exclude |= set(picked)
             picked_all += [(o, strategy) for o in picked]
-        pool = ([n for n in sampler.order("unlinked", truth) if n not in exclude]
-                if counterfactual_per_image > 0 else [])
+        pool = [n for n in sampler.order("unlinked", truth) if n not in exclude] if counterfactual_per_image > 0 else []
         return picked_all, pool
 
     def attribute_pool(si, side):
@@ -401,10 +518,14 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
         return obj, kind, foreign[(obj, kind)]
 
     truth_of = list(zip(objects_a, objects_b))
-    attribute_pools = [(attribute_pool(si, 0), attribute_pool(si, 1)) for si in range(len(truth_of))] \
-        if counterfactual_attributes else []
-    for idx, (si, detected, rng) in enumerate(progress(zip(image_scene, acc["detected"].to_list(), generators),
-                                                      desc="queries", total=acc.height)):
+    attribute_pools = (
+        [(attribute_pool(si, 0), attribute_pool(si, 1)) for si in range(len(truth_of))]
+        if counterfactual_attributes
+        else []
+    )
+    for idx, (si, detected, rng) in enumerate(
+        progress(zip(image_scene, acc["detected"].to_list(), generators), desc="queries", total=acc.height)
+    ):
         truth = truth_of[si]
         if random_negatives:
             picked_all, pool = negatives(truth, detected, rng)
@@ -418,8 +539,11 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
             neg_img.append(idx), neg_pos.append(j), neg_obj.append(o), neg_strategy.append(strategy)
         if pool:
             # one pick = one bounded draw: integers(n) is choice(n, size=1, replace=False) at a third of the cost
-            picks = ([int(rng.integers(len(pool)))] if counterfactual_per_image == 1 else
-                     sorted(rng.choice(len(pool), size=min(counterfactual_per_image, len(pool)), replace=False)))
+            picks = (
+                [int(rng.integers(len(pool)))]
+                if counterfactual_per_image == 1
+                else sorted(rng.choice(len(pool), size=min(counterfactual_per_image, len(pool)), replace=False))
+            )
             for j, i in enumerate(picks):
                 cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(pool[i])
         if counterfactual_attributes:
@@ -431,37 +555,64 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
 
     objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows, question_style)
     existence = objects.select("object", "existence")
-    row_schema = {"img": pl.Int64, "key": pl.Int64, "query_type": pl.String, "question": pl.String,
-                  "truth": pl.String, "target": pl.String, "attribute_kind": pl.String, "strategy": pl.String}
+    row_schema = {
+        "img": pl.Int64,
+        "key": pl.Int64,
+        "query_type": pl.String,
+        "question": pl.String,
+        "truth": pl.String,
+        "target": pl.String,
+        "attribute_kind": pl.String,
+        "strategy": pl.String,
+    }
     # The shared rows of each image's scene, repeated per image by index arithmetic (no join on strings).
-    shared = _scene_rows(used, objects, generative_prompt, templates,
-                         None if grammatical else tuple(count_negatives)).with_columns(
-        pl.col("scene_id").replace_strict(scene_index, return_dtype=pl.Int64).alias("si")).sort("si", "section", "pos")
+    shared = (
+        _scene_rows(used, objects, generative_prompt, templates, None if grammatical else tuple(count_negatives))
+        .with_columns(pl.col("scene_id").replace_strict(scene_index, return_dtype=pl.Int64).alias("si"))
+        .sort("si", "section", "pos")
+    )
     per_scene = np.bincount(shared["si"].to_numpy(), minlength=used.height)
     first_row = np.concatenate([[0], np.cumsum(per_scene)[:-1]])
     counts = per_scene[np.asarray(image_scene, dtype=np.int64)]
     img_of_row = np.repeat(np.arange(len(image_scene), dtype=np.int64), counts)
     starts = np.repeat(first_row[np.asarray(image_scene, dtype=np.int64)] - (np.cumsum(counts) - counts), counts)
     shared = shared[starts + np.arange(counts.sum(), dtype=np.int64)].with_columns(
-        pl.Series("img", img_of_row), (pl.col("section") * 1_000_000 + pl.col("pos")).cast(pl.Int64).alias("key"))
+        pl.Series("img", img_of_row), (pl.col("section") * 1_000_000 + pl.col("pos")).cast(pl.Int64).alias("key")
+    )
 
     def per_image(img, pos, section, query_type, question, truth, target, attribute_kind, strategy):
-        return pl.DataFrame({"img": img, "key": [section * 1_000_000 + p for p in pos], "query_type": query_type,
-                             "question": question, "truth": truth, "target": target,
-                             "attribute_kind": attribute_kind, "strategy": strategy}, schema=row_schema)
+        return pl.DataFrame(
+            {
+                "img": img,
+                "key": [section * 1_000_000 + p for p in pos],
+                "query_type": query_type,
+                "question": question,
+                "truth": truth,
+                "target": target,
+                "attribute_kind": attribute_kind,
+                "strategy": strategy,
+            },
+            schema=row_schema,
+        )
 
     existence_of = dict(existence.iter_rows())
     blocks = [
         shared.select(list(row_schema)).cast(row_schema),
-        per_image(neg_img, neg_pos, 1, "existence", [existence_of[o] for o in neg_obj], "no", neg_obj, None,
-                  neg_strategy),
-        per_image(cfo_img, cfo_pos, 3, "counterfactual", [existence_of[o] for o in cfo_obj], "no", cfo_obj, None,
-                  "fictional"),
+        per_image(
+            neg_img, neg_pos, 1, "existence", [existence_of[o] for o in neg_obj], "no", neg_obj, None, neg_strategy
+        ),
+        per_image(
+            cfo_img, cfo_pos, 3, "counterfactual", [existence_of[o] for o in cfo_obj], "no", cfo_obj, None, "fictional"
+        ),
         per_image(cfa_img, cfa_pos, 4, "counterfactual", cfa_question, "no", cfa_target, cfa_kind, "fictional"),
     ]
     if grammatical:
-        images_si = acc.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("img"),
-                               pl.Series("si", image_scene, dtype=pl.Int64), "count_a", "count_b")
+        images_si = acc.select(
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("img"),
+            pl.Series("si", image_scene, dtype=pl.Int64),
+            "count_a",
+            "count_b",
+        )
         blocks.append(_count_rows(images_si, used, objects, tuple(count_negatives)).cast(row_schema))
     rows = pl.concat(blocks).sort("img", "key")
     # ODE asks a question once per image, from whichever block produced it first. Repeats are rare (only odd
@@ -476,17 +627,33 @@ def make_queries(accepted: pl.DataFrame, scenes: pl.DataFrame, nodes: pl.DataFra
     sha = hashlib.sha256
     keys = pl.select(pl.concat_str(image_id, pl.lit("\x1f"), rows["question"])).to_series().to_list()
     ids = [sha(k.encode()).hexdigest()[:16] for k in keys]
-    return pl.DataFrame({
-        "query_id": pl.Series(ids, dtype=pl.String), "image_id": image_id,
-        "image": ("images/" + image_id + ".png"), "scene_id": scene_cols["scene_id"],
-        "distribution": scene_cols["distribution"], "pair_kind": scene_cols["pair_kind"],
-        "task": rows.select(pl.when(pl.col("query_type") == "generative").then(pl.lit("generative"))
-                            .otherwise(pl.lit("discriminative"))).to_series(),
-        "query_type": rows["query_type"], "attribute_kind": rows["attribute_kind"], "question": rows["question"],
-        "truth": rows["truth"], "target": rows["target"],
-        "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
-        "strategy": rows["strategy"],
-        "detected": acc["detected"].fill_null([]).gather(img)}).cast(QUERY_SCHEMA).rechunk()
+    return (
+        pl.DataFrame(
+            {
+                "query_id": pl.Series(ids, dtype=pl.String),
+                "image_id": image_id,
+                "image": ("images/" + image_id + ".png"),
+                "scene_id": scene_cols["scene_id"],
+                "distribution": scene_cols["distribution"],
+                "pair_kind": scene_cols["pair_kind"],
+                "task": rows.select(
+                    pl.when(pl.col("query_type") == "generative")
+                    .then(pl.lit("generative"))
+                    .otherwise(pl.lit("discriminative"))
+                ).to_series(),
+                "query_type": rows["query_type"],
+                "attribute_kind": rows["attribute_kind"],
+                "question": rows["question"],
+                "truth": rows["truth"],
+                "target": rows["target"],
+                "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
+                "strategy": rows["strategy"],
+                "detected": acc["detected"].fill_null([]).gather(img),
+            }
+        )
+        .cast(QUERY_SCHEMA)
+        .rechunk()
+    )
 
 
 def _attribute_word_problem(word: str, kind: str, table: dict) -> str | None:
@@ -502,8 +669,14 @@ def _attribute_word_problem(word: str, kind: str, table: dict) -> str | None:
     return None
 
 
-def question_problem(query_type: str, attribute_kind: str | None, question: str, truth: str | None,
-                     target: str | None, table: dict | None = None) -> str | None:
+def question_problem(
+    query_type: str,
+    attribute_kind: str | None,
+    question: str,
+    truth: str | None,
+    target: str | None,
+    table: dict | None = None,
+) -> str | None:
     """Why a question is not one of the grammatical templates (docs/ode.md), or None when it is."""
     table = read_attribute_words() if table is None else table
     if query_type == "generative":
@@ -517,7 +690,7 @@ def question_problem(query_type: str, attribute_kind: str | None, question: str,
         return None if question == want else f"not the existence template {want!r}"
     if query_type in ("attribute", "counterfactual") and attribute_kind in ATTRIBUTE:
         head = f"Is the {target} "
-        word = question[len(head):-1] if question.startswith(head) and question.endswith("?") else ""
+        word = question[len(head) : -1] if question.startswith(head) and question.endswith("?") else ""
         if not word or " " in word:
             return f"not the {attribute_kind} template 'Is the {target} <{attribute_kind}>?'"
         return _attribute_word_problem(word, attribute_kind, table)
@@ -537,19 +710,34 @@ def invalid_questions(queries: pl.DataFrame) -> pl.DataFrame:
     table = read_attribute_words()
     keys = ["query_type", "attribute_kind", "question", "truth", "target"]
     distinct = queries.select(keys).unique()
-    problems = distinct.with_columns(pl.Series("problem", [question_problem(*r, table=table) for r in distinct.rows()],
-                                               dtype=pl.String))
-    bad = (queries.join(problems.filter(pl.col("problem").is_not_null()), on=keys, how="inner", nulls_equal=True)
-           .select("query_id", "image_id", *keys, "problem"))
-    yes_counts = (queries.filter(pl.col("query_type") == "count")
-                  .group_by("image_id", "target").agg((pl.col("truth") == "yes").sum().alias("n_yes"))
-                  .filter(pl.col("n_yes") != 1))
+    problems = distinct.with_columns(
+        pl.Series("problem", [question_problem(*r, table=table) for r in distinct.rows()], dtype=pl.String)
+    )
+    bad = queries.join(problems.filter(pl.col("problem").is_not_null()), on=keys, how="inner", nulls_equal=True).select(
+        "query_id", "image_id", *keys, "problem"
+    )
+    yes_counts = (
+        queries.filter(pl.col("query_type") == "count")
+        .group_by("image_id", "target")
+        .agg((pl.col("truth") == "yes").sum().alias("n_yes"))
+        .filter(pl.col("n_yes") != 1)
+    )
     if yes_counts.height:
-        bad = pl.concat([bad, yes_counts.select(
-            pl.lit(None, pl.String).alias("query_id"), "image_id", pl.lit("count").alias("query_type"),
-            pl.lit("count").alias("attribute_kind"), pl.lit(None, pl.String).alias("question"),
-            pl.lit(None, pl.String).alias("truth"), "target",
-            pl.format("{} 'yes' count questions (one expected)", "n_yes").alias("problem"))])
+        bad = pl.concat(
+            [
+                bad,
+                yes_counts.select(
+                    pl.lit(None, pl.String).alias("query_id"),
+                    "image_id",
+                    pl.lit("count").alias("query_type"),
+                    pl.lit("count").alias("attribute_kind"),
+                    pl.lit(None, pl.String).alias("question"),
+                    pl.lit(None, pl.String).alias("truth"),
+                    "target",
+                    pl.format("{} 'yes' count questions (one expected)", "n_yes").alias("problem"),
+                ),
+            ]
+        )
     return bad.sort("image_id", "query_id", nulls_last=True)
 
 

@@ -17,17 +17,39 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
-from .export import write_hub_files
+from ..io import (
+    read_json,
+    safe_join,
+    sha256_bytes,
+    sha256_file,
+    write_bytes,
+    write_json,
+    write_jsonl,
+    write_parquet,
+    write_text,
+)
 from ..progress import progress
-from ..io import read_json, safe_join, sha256_bytes, sha256_file, write_bytes, write_json, write_jsonl, write_parquet, write_text
+from .export import write_hub_files
 
 MANIFEST = "manifest.json"
 FORMAT = "halluflow-release/1"
-PACKAGES = ("halluflow", "numpy", "polars", "networkx", "torch", "diffusers", "transformers", "ultralytics", "snakemake")
+PACKAGES = (
+    "halluflow",
+    "numpy",
+    "polars",
+    "networkx",
+    "torch",
+    "diffusers",
+    "transformers",
+    "ultralytics",
+    "snakemake",
+)
 
-CLI_DESCRIPTION = ("Check a release folder against its manifest.json: every listed file must exist with its sha256 "
-                   "and no unlisted file may be present. Exit 0 when it verifies; otherwise exit 1 and print one "
-                   "line per problem, naming the file.")
+CLI_DESCRIPTION = (
+    "Check a release folder against its manifest.json: every listed file must exist with its sha256 "
+    "and no unlisted file may be present. Exit 0 when it verifies; otherwise exit 1 and print one "
+    "line per problem, naming the file."
+)
 CLI_EPILOG = """examples:
   halluflow release verify results/ode-demo/release
   halluflow release verify /data/ode-2026-11/release && echo verified"""
@@ -53,8 +75,10 @@ def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
             cols = [c for c in ("model", "revision", "stand_in") if c in df.columns]
             for row in df.select(cols).unique().iter_rows(named=True):
                 seen.add((role, row.get("model"), row.get("revision"), bool(row.get("stand_in", False))))
-    return [{"role": r, "model": m, "revision": v, "stand_in": s}
-            for r, m, v, s in sorted(seen, key=lambda t: tuple("" if x is None else str(x) for x in t))]
+    return [
+        {"role": r, "model": m, "revision": v, "stand_in": s}
+        for r, m, v, s in sorted(seen, key=lambda t: tuple("" if x is None else str(x) for x in t))
+    ]
 
 
 def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int, config: dict) -> str:
@@ -64,11 +88,16 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     if "keep_threshold" in filt:
         keep = filt["keep_threshold"]
         note = " (below the paper's 0.65: images were NOT checked for their objects)" if keep < 0.65 else ""
-        filter_lines = [f"Detector filter: keep threshold {keep}{note}; exclusion threshold "
-                        f"{filt.get('exclusion_threshold')}; balanced: {filt.get('balance', False)}."]
+        filter_lines = [
+            f"Detector filter: keep threshold {keep}{note}; exclusion threshold "
+            f"{filt.get('exclusion_threshold')}; balanced: {filt.get('balance', False)}."
+        ]
     if stand_ins:
-        lines += ["> **WARNING: made with randomly initialised STAND-IN models.** Images and detections are noise;",
-                  "> this release tests the pipeline, it does not measure any model. Do not report numbers from it.", ""]
+        lines += [
+            "> **WARNING: made with randomly initialised STAND-IN models.** Images and detections are noise;",
+            "> this release tests the pipeline, it does not measure any model. Do not report numbers from it.",
+            "",
+        ]
     lines += [
         "## What",
         "An ODE-style (open-set dynamic evaluation, Tu et al., CVPR 2025) hallucination benchmark release made by",
@@ -88,24 +117,37 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
         lines.append(f"- {m['role']}: {m['model']}{revision}{' - STAND-IN' if m['stand_in'] else ''}")
     if not models:
         lines.append("- (none recorded)")
-    lines += ["", "## Contents", f"- images: {counts['images']}", f"- scenes: {counts['scenes']}",
-              f"- queries: {counts['queries']}"]
+    lines += [
+        "",
+        "## Contents",
+        f"- images: {counts['images']}",
+        f"- scenes: {counts['scenes']}",
+        f"- queries: {counts['queries']}",
+    ]
     if counts["rejected"] is not None:
         lines.append(f"- images rejected by the detector filter: {counts['rejected']}")
         lines += [f"  - {kind}: {n}" for kind, n in counts["rejected_by_reason"].items()]
     later = {k: v for k, v in (counts.get("accepted_by_attempt") or {}).items() if k != "0"}
     if later:
-        lines.append("- images accepted after regeneration (new seed, prompt stressing the missed object): "
-                     + ", ".join(f"{v} on attempt {k}" for k, v in later.items()) + " (attempt 0 = first generation)")
+        lines.append(
+            "- images accepted after regeneration (new seed, prompt stressing the missed object): "
+            + ", ".join(f"{v} on attempt {k}" for k, v in later.items())
+            + " (attempt 0 = first generation)"
+        )
     lines += ["", "| distribution | pair kind | images | queries |", "|---|---|---|---|"]
     for row in counts["by_distribution"]:
         lines.append(f"| {row['distribution']} | {row['pair_kind']} | {row['images']} | {row['queries']} |")
     lines += ["", "| query type | yes | no | open |", "|---|---|---|---|"]
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
-    lines += ["", "## Files", "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
-              "`metadata.jsonl` + `README.md` make the folder load with `datasets.load_dataset(<dir>)`;",
-              "`manifest.json` lists every file with its sha256: check with `halluflow release verify <dir>`.", ""]
+    lines += [
+        "",
+        "## Files",
+        "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
+        "`metadata.jsonl` + `README.md` make the folder load with `datasets.load_dataset(<dir>)`;",
+        "`manifest.json` lists every file with its sha256: check with `halluflow release verify <dir>`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -114,7 +156,7 @@ def rejection_kind(reason: str) -> str:
     "attempt 2: ..." -> "... (attempt 2)" when images were regenerated)."""
     attempt = re.match(r"attempt (\d+): ", reason)
     if attempt:
-        return f"{rejection_kind(reason[attempt.end():])} (attempt {attempt.group(1)})"
+        return f"{rejection_kind(reason[attempt.end() :])} (attempt {attempt.group(1)})"
     parts = []
     for clause in reason.split("; "):
         if "< keep threshold" in clause:
@@ -128,33 +170,56 @@ def rejection_kind(reason: str) -> str:
     return " + ".join(parts)
 
 
-def _counts(accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame,
-            rejected: pl.DataFrame | None = None) -> dict:
+def _counts(
+    accepted: pl.DataFrame, queries: pl.DataFrame, scenes: pl.DataFrame, rejected: pl.DataFrame | None = None
+) -> dict:
     by_dist = []
     for (dist, kind), grp in sorted(accepted.group_by(["distribution", "pair_kind"]), key=lambda g: g[0]):
         q = queries.filter((pl.col("distribution") == dist) & (pl.col("pair_kind") == kind)).height
         by_dist.append({"distribution": dist, "pair_kind": kind, "images": grp.height, "queries": q})
     by_type = []
     for (qt,), grp in sorted(queries.group_by(["query_type"]), key=lambda g: g[0]):
-        by_type.append({"query_type": qt, "yes": grp.filter(pl.col("truth") == "yes").height,
-                        "no": grp.filter(pl.col("truth") == "no").height, "open": grp["truth"].null_count()})
+        by_type.append(
+            {
+                "query_type": qt,
+                "yes": grp.filter(pl.col("truth") == "yes").height,
+                "no": grp.filter(pl.col("truth") == "no").height,
+                "open": grp["truth"].null_count(),
+            }
+        )
     reasons: dict[str, int] = {}
-    for reason in (rejected["reason"].to_list() if rejected is not None and rejected.height else []):
+    for reason in rejected["reason"].to_list() if rejected is not None and rejected.height else []:
         kind = rejection_kind(reason)
         reasons[kind] = reasons.get(kind, 0) + 1
-    attempts = (dict(sorted(accepted.group_by("attempt").len().iter_rows())) if "attempt" in accepted.columns
-                else {})
-    return {"images": accepted.height, "scenes": scenes.height, "queries": queries.height,
-            "rejected": rejected.height if rejected is not None else None,
-            "accepted_by_attempt": {str(k): v for k, v in attempts.items()},
-            "rejected_by_reason": dict(sorted(reasons.items())),
-            "by_distribution": by_dist, "by_query_type": by_type}
+    attempts = dict(sorted(accepted.group_by("attempt").len().iter_rows())) if "attempt" in accepted.columns else {}
+    return {
+        "images": accepted.height,
+        "scenes": scenes.height,
+        "queries": queries.height,
+        "rejected": rejected.height if rejected is not None else None,
+        "accepted_by_attempt": {str(k): v for k, v in attempts.items()},
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        "by_distribution": by_dist,
+        "by_query_type": by_type,
+    }
 
 
-def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.DataFrame, queries: pl.DataFrame,
-                    scenes: pl.DataFrame, images: list[pl.DataFrame], detections: list[pl.DataFrame],
-                    config: dict, seed: int, name: str, rejected: pl.DataFrame | None = None,
-                    parent: str | None = None, graph_sources: list[str] = ()) -> dict:
+def package_release(
+    release_dir: str | Path,
+    *,
+    root: str | Path,
+    accepted: pl.DataFrame,
+    queries: pl.DataFrame,
+    scenes: pl.DataFrame,
+    images: list[pl.DataFrame],
+    detections: list[pl.DataFrame],
+    config: dict,
+    seed: int,
+    name: str,
+    rejected: pl.DataFrame | None = None,
+    parent: str | None = None,
+    graph_sources: list[str] = (),
+) -> dict:
     """Write the release folder (built beside it, then renamed into place) and return the manifest.
 
     `parent`: the parent release folder (ODE lineage): the manifest records the chain of ancestors it names.
@@ -178,8 +243,11 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         for df in images:
             if "sha256" in df.columns:
                 sha_of.update(zip(df["path"] if "path" in df.columns else df["image_id"], df["sha256"]))
-        for image_id, path in progress(accepted.select("image_id", "path").sort("image_id").iter_rows(),
-                                       desc="release images", total=accepted.height):
+        for image_id, path in progress(
+            accepted.select("image_id", "path").sort("image_id").iter_rows(),
+            desc="release images",
+            total=accepted.height,
+        ):
             src = safe_join(root, path)
             if not src.is_file():
                 raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
@@ -202,11 +270,19 @@ def package_release(release_dir: str | Path, *, root: str | Path, accepted: pl.D
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             rel = path.relative_to(tmp).as_posix()
             files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-        manifest = {"format": FORMAT, "release": name, "seed": seed, "config": config,
-                    "lineage": {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors},
-                    "graph_sources": sources,
-                    "packages": package_versions(), "models": models, "stand_ins_used": stand_ins,
-                    "counts": counts, "files": files}
+        manifest = {
+            "format": FORMAT,
+            "release": name,
+            "seed": seed,
+            "config": config,
+            "lineage": {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors},
+            "graph_sources": sources,
+            "packages": package_versions(),
+            "models": models,
+            "stand_ins_used": stand_ins,
+            "counts": counts,
+            "files": files,
+        }
         write_json(tmp / MANIFEST, manifest)
         if release_dir.exists():
             shutil.rmtree(release_dir)

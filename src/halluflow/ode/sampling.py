@@ -64,10 +64,20 @@ def _by_weight(pairs: list[tuple[str, str]], weights: dict, rng, descending: boo
     return sorted(shuffled, key=lambda p: sign * weights[frozenset(p)])
 
 
-def select_pairs(distribution: str, kind: str, n: int, entities: list[str], environments: list[str],
-                 weights: dict, rng: np.random.Generator, *, standard_band: float = 4.0,
-                 random_pool: str = "cooccurring", taken: set | None = None,
-                 exclude: set | None = None) -> list[tuple[str, str]]:
+def select_pairs(
+    distribution: str,
+    kind: str,
+    n: int,
+    entities: list[str],
+    environments: list[str],
+    weights: dict,
+    rng: np.random.Generator,
+    *,
+    standard_band: float = 4.0,
+    random_pool: str = "cooccurring",
+    taken: set | None = None,
+    exclude: set | None = None,
+) -> list[tuple[str, str]]:
     """n pairs of one distribution and pair kind.
 
     standard_band: Standard draws from the `standard_band * n` heaviest pairs with probability proportional to
@@ -80,10 +90,14 @@ def select_pairs(distribution: str, kind: str, n: int, entities: list[str], envi
     if exclude:  # pairs an ancestor release used (lineage): a child release is new
         candidates = [p for p in candidates if frozenset(p) not in exclude]
     if distribution in ("standard", "long_tail"):
-        pool = _by_weight([p for p in candidates if weights.get(frozenset(p), 0) > 0], weights, rng,
-                          descending=distribution == "standard")
+        pool = _by_weight(
+            [p for p in candidates if weights.get(frozenset(p), 0) > 0],
+            weights,
+            rng,
+            descending=distribution == "standard",
+        )
         if distribution == "standard" and standard_band > 1 and len(pool) > n:
-            band = pool[:max(n, int(np.ceil(standard_band * n)))]
+            band = pool[: max(n, int(np.ceil(standard_band * n)))]
             w = np.array([weights[frozenset(p)] for p in band], dtype=float)
             picked = sorted(rng.choice(len(band), size=n, replace=False, p=w / w.sum()))
             chosen = [band[i] for i in picked]  # band order: heaviest first
@@ -97,18 +111,24 @@ def select_pairs(distribution: str, kind: str, n: int, entities: list[str], envi
         elif random_pool == "cooccurring":
             pool = [p for p in candidates if weights.get(frozenset(p), 0) > 0 and frozenset(p) not in (taken or ())]
         else:
-            raise ConfigError(f"config key 'ode.sampling.random_pool': unknown value {random_pool!r}; known: "
-                              f"{', '.join(RANDOM_POOLS)}")
+            raise ConfigError(
+                f"config key 'ode.sampling.random_pool': unknown value {random_pool!r}; known: "
+                f"{', '.join(RANDOM_POOLS)}"
+            )
         chosen = [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)] if pool else []
     else:
-        raise ConfigError(f"config key 'ode.sampling.sizes.{distribution}': unknown distribution; known: "
-                          f"{', '.join(DISTRIBUTIONS)}")
+        raise ConfigError(
+            f"config key 'ode.sampling.sizes.{distribution}': unknown distribution; known: {', '.join(DISTRIBUTIONS)}"
+        )
     if len(chosen) < n:
         raise ConfigError(
             f"config key 'ode.sampling.sizes.{distribution}.{kind}': asked for {n} pairs but the graph has "
             f"only {len(chosen)} {distribution} {kind} pairs"
-            + (" (co-occurring pairs not in Standard or Long-tail; random_pool: all draws from any pair)"
-               if distribution == "random" and random_pool == "cooccurring" else "")
+            + (
+                " (co-occurring pairs not in Standard or Long-tail; random_pool: all draws from any pair)"
+                if distribution == "random" and random_pool == "cooccurring"
+                else ""
+            )
         )
     return chosen
 
@@ -146,10 +166,18 @@ def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
     return [options[order[v]] if v < len(options) else None for v in range(variants)]
 
 
-def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: int, variants: int = 1,
-                  attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS, standard_band: float = 4.0,
-                  random_pool: str = "cooccurring", clean_attributes: bool = True,
-                  exclude: set | None = None) -> pl.DataFrame:
+def sample_scenes(
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame,
+    sizes: dict,
+    seed: int,
+    variants: int = 1,
+    attribute_kinds: tuple[str, ...] = ATTRIBUTE_KINDS,
+    standard_band: float = 4.0,
+    random_pool: str = "cooccurring",
+    clean_attributes: bool = True,
+    exclude: set | None = None,
+) -> pl.DataFrame:
     """Scenes table (docs/data-contracts.md): one row per (pair, attribute variant). See select_pairs for
     `standard_band` and `random_pool`; `exclude` = unordered pairs (frozensets) never to draw (an ancestor's)."""
     if variants < 1:
@@ -165,32 +193,46 @@ def sample_scenes(nodes: pl.DataFrame, edges: pl.DataFrame, sizes: dict, seed: i
         for kind in PAIR_KINDS:
             n = int(per_kind.get(kind, 0))
             rng = derived_rng(seed, "pairs", distribution, kind)
-            pairs = select_pairs(distribution, kind, n, entities, environments, weights, rng,
-                                 standard_band=standard_band, random_pool=random_pool, taken=taken,
-                                 exclude=exclude)
+            pairs = select_pairs(
+                distribution,
+                kind,
+                n,
+                entities,
+                environments,
+                weights,
+                rng,
+                standard_band=standard_band,
+                random_pool=random_pool,
+                taken=taken,
+                exclude=exclude,
+            )
             if distribution in ("standard", "long_tail"):
                 taken |= {frozenset(p) for p in pairs}
             for index, (a, b) in enumerate(pairs):
                 arng = derived_rng(seed, "attributes", distribution, kind, a, b)
-                attrs_a = _pick_attributes(_attribute_options(node_rows[a], attribute_kinds, clean_attributes),
-                                           variants, arng)
-                attrs_b = _pick_attributes(_attribute_options(node_rows[b], attribute_kinds, clean_attributes),
-                                           variants, arng)
+                attrs_a = _pick_attributes(
+                    _attribute_options(node_rows[a], attribute_kinds, clean_attributes), variants, arng
+                )
+                attrs_b = _pick_attributes(
+                    _attribute_options(node_rows[b], attribute_kinds, clean_attributes), variants, arng
+                )
                 for v in range(variants):
                     at_a, at_b = attrs_a[v], attrs_b[v]
-                    rows.append({
-                        "scene_id": f"{distribution}-{KIND_SHORT[kind]}-{index:05d}-v{v}",
-                        "distribution": distribution,
-                        "pair_kind": kind,
-                        "object_a": a,
-                        "object_b": b,
-                        "attribute_a": at_a[0] if at_a else None,
-                        "attribute_a_kind": at_a[1] if at_a else None,
-                        "attribute_a_contrast": at_a[2] if at_a else None,
-                        "attribute_b": at_b[0] if at_b else None,
-                        "attribute_b_kind": at_b[1] if at_b else None,
-                        "attribute_b_contrast": at_b[2] if at_b else None,
-                        "cooccurrence": weights.get(frozenset((a, b)), 0),
-                        "variant": v,
-                    })
+                    rows.append(
+                        {
+                            "scene_id": f"{distribution}-{KIND_SHORT[kind]}-{index:05d}-v{v}",
+                            "distribution": distribution,
+                            "pair_kind": kind,
+                            "object_a": a,
+                            "object_b": b,
+                            "attribute_a": at_a[0] if at_a else None,
+                            "attribute_a_kind": at_a[1] if at_a else None,
+                            "attribute_a_contrast": at_a[2] if at_a else None,
+                            "attribute_b": at_b[0] if at_b else None,
+                            "attribute_b_kind": at_b[1] if at_b else None,
+                            "attribute_b_contrast": at_b[2] if at_b else None,
+                            "cooccurrence": weights.get(frozenset((a, b)), 0),
+                            "variant": v,
+                        }
+                    )
     return pl.DataFrame(rows, schema=SCENE_SCHEMA) if rows else pl.DataFrame(schema=SCENE_SCHEMA)

@@ -78,7 +78,7 @@ class ConceptMatcher:
         out, i = [], 0
         while i < len(words):
             for n in range(min(self.max_len, len(words) - i), 0, -1):
-                hit = self.phrases.get(words[i:i + n])
+                hit = self.phrases.get(words[i : i + n])
                 if hit is not None:
                     out.append(hit)
                     i += n
@@ -102,17 +102,25 @@ def _require(df: pl.DataFrame, columns: Sequence[str], what: str) -> None:
         raise InputError(f"{what} lacks column(s) {', '.join(missing)} (see docs/data-contracts.md)")
 
 
-def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iterable[str], parser: str = "pope",
-                  positive: str = "yes", synonyms: Iterable[tuple[str, str]] = (),
-                  generative_truth: str = "detected") -> pl.DataFrame:
+def score_answers(
+    queries: pl.DataFrame,
+    answers: pl.DataFrame,
+    vocabulary: Iterable[str],
+    parser: str = "pope",
+    positive: str = "yes",
+    synonyms: Iterable[tuple[str, str]] = (),
+    generative_truth: str = "detected",
+) -> pl.DataFrame:
     """The tidy per-answer table: parsed/correct/hallucinated for yes/no queries, mentions for generative ones.
 
     `generative_truth`: `detected` judges a caption against the scene's objects plus the objects the detector
     confirmed in the image (the queries' `detected` column, when present); `scene` against the scene's objects only.
     """
     if generative_truth not in GENERATIVE_TRUTH:
-        raise InputError(f"config key 'scoring.generative_truth': unknown value {generative_truth!r}; known: "
-                         f"{', '.join(GENERATIVE_TRUTH)}")
+        raise InputError(
+            f"config key 'scoring.generative_truth': unknown value {generative_truth!r}; known: "
+            f"{', '.join(GENERATIVE_TRUTH)}"
+        )
     _require(queries, QUERY_COLUMNS, "queries table")
     _require(answers, ANSWER_COLUMNS, "answers table")
     dup = answers["query_id"].is_duplicated()
@@ -120,29 +128,41 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         raise InputError(f"answers: query_id {answers.filter(dup)['query_id'][0]!r} answered more than once")
     unknown = answers.join(queries.select("query_id"), on="query_id", how="anti")
     if unknown.height:
-        raise InputError(f"answers: query_id {unknown['query_id'][0]!r} is not in the queries table "
-                         f"({unknown.height} unknown)")
+        raise InputError(
+            f"answers: query_id {unknown['query_id'][0]!r} is not in the queries table ({unknown.height} unknown)"
+        )
     stand_in = pl.col("stand_in").fill_null(False) if "stand_in" in answers.columns else pl.lit(False)
-    confirmed = (pl.col("detected") if generative_truth == "detected" and "detected" in queries.columns
-                 else pl.lit(None, pl.List(pl.String))).alias("_detected")
-    df = (answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
-          .join(queries.select(*QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed),
-                on="query_id", how="inner", maintain_order="left")
-          .sort("query_id"))
+    confirmed = (
+        pl.col("detected")
+        if generative_truth == "detected" and "detected" in queries.columns
+        else pl.lit(None, pl.List(pl.String))
+    ).alias("_detected")
+    df = (
+        answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
+        .join(
+            queries.select(*QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed),
+            on="query_id",
+            how="inner",
+            maintain_order="left",
+        )
+        .sort("query_id")
+    )
     df = df.with_columns(failed_mask(df["answer"], df["status"]).alias("failed"))
     df = df.with_columns(pl.when(~pl.col("failed")).then(pl.col("answer")).otherwise(None).alias("_answer"))
     is_disc = pl.col("query_type") != GENERATIVE
     parsed = parse_answers(df["_answer"], parser)
     df = df.with_columns(pl.when(is_disc).then(parsed).otherwise(None).alias("parsed"))
     df = df.with_columns(
-        pl.when(is_disc & pl.col("_answer").is_not_null()).then(pl.col("parsed").fill_null("") == pl.col("truth"))
-        .otherwise(None).alias("correct"))
+        pl.when(is_disc & pl.col("_answer").is_not_null())
+        .then(pl.col("parsed").fill_null("") == pl.col("truth"))
+        .otherwise(None)
+        .alias("correct")
+    )
 
     matcher = ConceptMatcher(vocabulary, synonyms)
     gen = df.filter(~is_disc & pl.col("_answer").is_not_null())
     mentioned, hallucinated, covered, n_truth = [], [], [], []
-    for text, objects, detected in zip(gen["_answer"].to_list(), gen["objects"].to_list(),
-                                       gen["_detected"].to_list()):
+    for text, objects, detected in zip(gen["_answer"].to_list(), gen["objects"].to_list(), gen["_detected"].to_list()):
         truth = {matcher.canonical(o) for o in objects or []}
         found = matcher.mentions(text)
         mentioned.append(found)
@@ -151,11 +171,22 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
         found_classes = {matcher.synonym_class(m) for m in found}
         covered.append(sum(matcher.synonym_class(t) in found_classes for t in truth))
         n_truth.append(len(truth))
-    gen_cols = pl.DataFrame({"query_id": gen["query_id"], "mentioned": mentioned, "hallucinated_objects": hallucinated,
-                             "n_truth_covered": covered, "n_truth": n_truth},
-                            schema={"query_id": pl.String, "mentioned": pl.List(pl.String),
-                                    "hallucinated_objects": pl.List(pl.String), "n_truth_covered": pl.Int64,
-                                    "n_truth": pl.Int64})
+    gen_cols = pl.DataFrame(
+        {
+            "query_id": gen["query_id"],
+            "mentioned": mentioned,
+            "hallucinated_objects": hallucinated,
+            "n_truth_covered": covered,
+            "n_truth": n_truth,
+        },
+        schema={
+            "query_id": pl.String,
+            "mentioned": pl.List(pl.String),
+            "hallucinated_objects": pl.List(pl.String),
+            "n_truth_covered": pl.Int64,
+            "n_truth": pl.Int64,
+        },
+    )
     df = df.join(gen_cols, on="query_id", how="left", maintain_order="left").with_columns(
         pl.col("mentioned").list.len().cast(pl.Int64).alias("n_mentions"),
         pl.col("hallucinated_objects").list.len().cast(pl.Int64).alias("n_hallucinated"),
@@ -163,22 +194,47 @@ def score_answers(queries: pl.DataFrame, answers: pl.DataFrame, vocabulary: Iter
     # one flag per answer for the report: a wrong yes/no answer, or a caption naming an object not in the scene;
     # null when the answer cannot be judged (failed request, or a yes/no answer the parser could not read)
     df = df.with_columns(
-        pl.when(is_disc & pl.col("parsed").is_not_null()).then(~pl.col("correct"))
-        .when(~is_disc & pl.col("_answer").is_not_null()).then(pl.col("n_hallucinated") > 0)
-        .otherwise(None).alias("hallucinated"))
+        pl.when(is_disc & pl.col("parsed").is_not_null())
+        .then(~pl.col("correct"))
+        .when(~is_disc & pl.col("_answer").is_not_null())
+        .then(pl.col("n_hallucinated") > 0)
+        .otherwise(None)
+        .alias("hallucinated")
+    )
     return df.drop("_answer", "_detected").select(
-        "query_id", "model", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "answer",
-        "status", "failed", "parsed", "correct", "hallucinated", "mentioned", "hallucinated_objects", "n_mentions",
-        "n_hallucinated", "n_truth", "n_truth_covered", "objects", "stand_in",
-        *[c for c in OPTIONAL_BREAKDOWNS if c in df.columns])
+        "query_id",
+        "model",
+        "distribution",
+        "pair_kind",
+        "task",
+        "query_type",
+        "attribute_kind",
+        "truth",
+        "answer",
+        "status",
+        "failed",
+        "parsed",
+        "correct",
+        "hallucinated",
+        "mentioned",
+        "hallucinated_objects",
+        "n_mentions",
+        "n_hallucinated",
+        "n_truth",
+        "n_truth_covered",
+        "objects",
+        "stand_in",
+        *[c for c in OPTIONAL_BREAKDOWNS if c in df.columns],
+    )
 
 
 def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
     disc = df.filter((pl.col("query_type") != GENERATIVE) & ~pl.col("failed"))
     if disc.height == 0:
         return None
-    return metrics_from_counts(confusion_counts(disc["parsed"], disc["truth"], positive), aggregation_for(parser),
-                               positive)
+    return metrics_from_counts(
+        confusion_counts(disc["parsed"], disc["truth"], positive), aggregation_for(parser), positive
+    )
 
 
 def _generative_block(df: pl.DataFrame) -> dict | None:
@@ -188,9 +244,15 @@ def _generative_block(df: pl.DataFrame) -> dict | None:
     n_ment, n_hall = int(gen["n_mentions"].sum()), int(gen["n_hallucinated"].sum())
     n_truth, n_cov = int(gen["n_truth"].sum()), int(gen["n_truth_covered"].sum())
     n_hall_caps = int((gen["n_hallucinated"] > 0).sum())
-    return {"chair_s": n_hall_caps / gen.height, "chair_i": n_hall / n_ment if n_ment else None,
-            "coverage": n_cov / n_truth if n_truth else None, "n_captions": gen.height, "n_mentions": n_ment,
-            "n_hallucinated_mentions": n_hall, "n_hallucinated_captions": n_hall_caps}
+    return {
+        "chair_s": n_hall_caps / gen.height,
+        "chair_i": n_hall / n_ment if n_ment else None,
+        "coverage": n_cov / n_truth if n_truth else None,
+        "n_captions": gen.height,
+        "n_mentions": n_ment,
+        "n_hallucinated_mentions": n_hall,
+        "n_hallucinated_captions": n_hall_caps,
+    }
 
 
 def _amber_block(df: pl.DataFrame) -> dict | None:
@@ -202,25 +264,36 @@ def _amber_block(df: pl.DataFrame) -> dict | None:
 
     ok = df.filter(~pl.col("failed"))
     disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(
-        section=pl.when(pl.col("query_type").is_in(["existence", "counterfactual"])).then(pl.lit("existence"))
-        .when(pl.col("query_type") == "count").then(pl.lit("number"))
+        section=pl.when(pl.col("query_type").is_in(["existence", "counterfactual"]))
+        .then(pl.lit("existence"))
+        .when(pl.col("query_type") == "count")
+        .then(pl.lit("number"))
         .when((pl.col("query_type") == "attribute") & pl.col("attribute_kind").is_in(["state", "action"]))
         .then(pl.col("attribute_kind"))
-        .otherwise(pl.lit("relation")))
+        .otherwise(pl.lit("relation"))
+    )
     out: dict = {}
     if disc.height:
         scores = discriminative_scores(disc.with_columns(correct=pl.col("correct").fill_null(False)))
         present = set(disc["section"].to_list())
-        out = {k: v for k, v in scores.items() if k in present or k == "overall"
-               or (k == "attribute" and present & {"state", "action", "number"})}
+        out = {
+            k: v
+            for k, v in scores.items()
+            if k in present or k == "overall" or (k == "attribute" and present & {"state", "action", "number"})
+        }
     gen = ok.filter(pl.col("query_type") == GENERATIVE)
     if gen.height:
         rows = gen.select("n_mentions", "n_hallucinated", "n_truth", "n_truth_covered").to_dicts()
         out["generative"] = {
-            "chair": _r(sum(r["n_hallucinated"] for r in rows) / _accumulate(0.001, [r["n_mentions"] for r in rows]) * 100),
-            "cover": _r(sum(r["n_truth_covered"] for r in rows) / _accumulate(0.001, [r["n_truth"] for r in rows]) * 100),
+            "chair": _r(
+                sum(r["n_hallucinated"] for r in rows) / _accumulate(0.001, [r["n_mentions"] for r in rows]) * 100
+            ),
+            "cover": _r(
+                sum(r["n_truth_covered"] for r in rows) / _accumulate(0.001, [r["n_truth"] for r in rows]) * 100
+            ),
             "hal": _r(100 - sum(r["n_hallucinated"] == 0 for r in rows) / _accumulated(0.001, len(rows)) * 100),
-            "n": len(rows)}
+            "n": len(rows),
+        }
     return out or None
 
 
@@ -250,19 +323,28 @@ def _groups(df: pl.DataFrame, keys: Sequence[str], parser: str, positive: str) -
     return dict(sorted(out.items()))
 
 
-def ode_metrics(scored: pl.DataFrame, model: str, parser: str = "pope", positive: str = "yes",
-                breakdowns: Sequence[str] = BREAKDOWNS) -> dict:
+def ode_metrics(
+    scored: pl.DataFrame,
+    model: str,
+    parser: str = "pope",
+    positive: str = "yes",
+    breakdowns: Sequence[str] = BREAKDOWNS,
+) -> dict:
     """Metrics JSON of one model: overall sections first (the report picks the least nested numbers), then one
     `by_<column>` block per breakdown and distribution × query type."""
     breakdowns = [b for b in breakdowns if b in scored.columns or b not in OPTIONAL_BREAKDOWNS]
     unknown = [b for b in breakdowns if b not in scored.columns]
     if unknown:
         raise InputError(f"scoring.breakdowns: unknown column(s) {', '.join(unknown)} (known: {', '.join(BREAKDOWNS)})")
-    out = {"model": model, "parser": parser, "positive": positive,
-           "stand_in": bool(scored["stand_in"].any()) if scored.height else False,
-           "n_answers": scored.height, "n_failed": int(scored["failed"].sum()),
-           "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"]
-                             & scored["parsed"].is_null()).sum())}
+    out = {
+        "model": model,
+        "parser": parser,
+        "positive": positive,
+        "stand_in": bool(scored["stand_in"].any()) if scored.height else False,
+        "n_answers": scored.height,
+        "n_failed": int(scored["failed"].sum()),
+        "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"] & scored["parsed"].is_null()).sum()),
+    }
     out.update(_section(scored, parser, positive))
     amber = _amber_block(scored)
     if amber is not None:
@@ -280,14 +362,23 @@ def read_answer_shards(paths: Sequence[str]) -> pl.DataFrame:
         df = pl.read_parquet(p)
         _require(df, ANSWER_COLUMNS, f"answers shard {p}")
         cols = list(ANSWER_COLUMNS) + (["stand_in"] if "stand_in" in df.columns else [])
-        frames.append(df.select(cols).with_columns(pl.col("query_id").cast(pl.String), pl.col("answer").cast(pl.String)))
+        frames.append(
+            df.select(cols).with_columns(pl.col("query_id").cast(pl.String), pl.col("answer").cast(pl.String))
+        )
     if not frames:
         raise InputError("no answer shards given")
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def run_score(answer_paths: Sequence[str], queries_path: str, nodes_path: str, scores_out: str, metrics_out: str,
-              model: str, scoring: dict) -> dict:
+def run_score(
+    answer_paths: Sequence[str],
+    queries_path: str,
+    nodes_path: str,
+    scores_out: str,
+    metrics_out: str,
+    model: str,
+    scoring: dict,
+) -> dict:
     """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON."""
     from ..io import write_json, write_parquet
 
@@ -295,12 +386,21 @@ def run_score(answer_paths: Sequence[str], queries_path: str, nodes_path: str, s
     nodes = pl.read_parquet(nodes_path)
     _require(nodes, ("node",), f"graph nodes {nodes_path}")
     # concept vocabulary = graph nodes, plus any truth object of the release (fictional objects included)
-    vocabulary = sorted(set(nodes["node"].drop_nulls().to_list())
-                        | set(queries["objects"].explode().drop_nulls().to_list())
-                        | set(queries["target"].drop_nulls().to_list()))
+    vocabulary = sorted(
+        set(nodes["node"].drop_nulls().to_list())
+        | set(queries["objects"].explode().drop_nulls().to_list())
+        | set(queries["target"].drop_nulls().to_list())
+    )
     parser, positive = scoring.get("parser", "pope"), scoring.get("positive", "yes")
-    scored = score_answers(queries, read_answer_shards(answer_paths), vocabulary, parser, positive,
-                           synonyms=default_synonyms(), generative_truth=scoring.get("generative_truth", "detected"))
+    scored = score_answers(
+        queries,
+        read_answer_shards(answer_paths),
+        vocabulary,
+        parser,
+        positive,
+        synonyms=default_synonyms(),
+        generative_truth=scoring.get("generative_truth", "detected"),
+    )
     wrong_model = scored.filter(pl.col("model") != model)
     if wrong_model.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong_model['model'][0]!r}")

@@ -23,8 +23,11 @@ CLI_EPILOG = """examples:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", help="result folder of one release, e.g. results/ode-demo")
     parser.add_argument("--out", required=True, help="HTML file to write")
-    parser.add_argument("--link-images", action="store_true",
-                        help="write figures into <out-stem>_files/ and link them instead of embedding (smaller page)")
+    parser.add_argument(
+        "--link-images",
+        action="store_true",
+        help="write figures into <out-stem>_files/ and link them instead of embedding (smaller page)",
+    )
     parser.add_argument("--gallery-size", type=int, default=12, help="images per gallery (default 12)")
     parser.add_argument("--max-boxes", type=int, default=4, help="detector boxes drawn per image (default 4)")
     parser.add_argument("--dpi", type=int, default=110, help="figure resolution (default 110)")

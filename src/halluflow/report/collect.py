@@ -192,9 +192,15 @@ class Results:
             found.append("release")
         for model in self.models():
             tables = (self.answers(model), self.cedi_per_turn(model), self.fuzz_comparison(model))
-            in_tables = any(df is not None and "stand_in" in df.columns and df["stand_in"].fill_null(False).any()
-                            for df in tables)
-            docs = (self.metrics(model), self.caos(model), self.cedi_grades(model), self.json(f"fuzz/{model}/comparison.json"))
+            in_tables = any(
+                df is not None and "stand_in" in df.columns and df["stand_in"].fill_null(False).any() for df in tables
+            )
+            docs = (
+                self.metrics(model),
+                self.caos(model),
+                self.cedi_grades(model),
+                self.json(f"fuzz/{model}/comparison.json"),
+            )
             if in_tables or any(_any_stand_in(d) for d in docs):
                 found.append(f"model {model}")
         return found
@@ -244,7 +250,9 @@ def rejection_reasons(res: Results) -> pl.DataFrame | None:
     rejected = res.rejected()
     if rejected is None:
         return None
-    return rejected.group_by("reason").agg(pl.len().alias("images")).sort(["images", "reason"], descending=[True, False])
+    return (
+        rejected.group_by("reason").agg(pl.len().alias("images")).sort(["images", "reason"], descending=[True, False])
+    )
 
 
 def hallucination_by_distribution(res: Results) -> pl.DataFrame | None:

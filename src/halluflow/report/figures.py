@@ -55,8 +55,17 @@ def to_png(fig: Figure, dpi: int = 110) -> bytes:
 def stamp_stand_in(fig: Figure, stand_in: bool) -> Figure:
     if stand_in:
         # Below the axes so it never covers a title; bbox_inches="tight" grows the canvas to include it.
-        fig.text(0.5, -0.01, STAND_IN_NOTE, ha="center", va="top", fontsize=9, color="white", weight="bold",
-                 bbox={"facecolor": "#C62828", "edgecolor": "none", "pad": 4})
+        fig.text(
+            0.5,
+            -0.01,
+            STAND_IN_NOTE,
+            ha="center",
+            va="top",
+            fontsize=9,
+            color="white",
+            weight="bold",
+            bbox={"facecolor": "#C62828", "edgecolor": "none", "pad": 4},
+        )
     return fig
 
 
@@ -99,14 +108,22 @@ def gallery(res: Results, which: str, n: int = 12, max_boxes: int = 4, columns: 
     detections = res.detections()
     rows = math.ceil(chosen.height / columns)
     cols = min(columns, chosen.height)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, (3.3 if which == "rejected" else 3.1) * rows),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(3.0 * cols, (3.3 if which == "rejected" else 3.1) * rows),
+        squeeze=False,
+        layout="constrained",
+    )
     for ax in axes.flat:
         ax.axis("off")
     for ax, row in zip(axes.flat, chosen.iter_rows(named=True)):
         _draw_tile(ax, res, row, detections, max_boxes, which)
-    fig.suptitle(f"{which.capitalize()} images ({chosen.height} of {table.height} shown) — boxes: detector "
-                 f"label and confidence (0–1)", fontsize=11)
+    fig.suptitle(
+        f"{which.capitalize()} images ({chosen.height} of {table.height} shown) — boxes: detector "
+        f"label and confidence (0–1)",
+        fontsize=11,
+    )
     return fig
 
 
@@ -116,17 +133,35 @@ def _draw_tile(ax, res: Results, row: dict, detections: pl.DataFrame | None, max
         with Image.open(path) as img:
             ax.imshow(img.convert("RGB"))
     else:
-        ax.text(0.5, 0.5, f"missing image\n{row['path']}", ha="center", va="center", transform=ax.transAxes,
-                color="#C62828")
+        ax.text(
+            0.5, 0.5, f"missing image\n{row['path']}", ha="center", va="center", transform=ax.transAxes, color="#C62828"
+        )
     obj_a, obj_b = row.get("object_a"), row.get("object_b")
     if detections is not None:
-        boxes = detections.filter(pl.col("image_id") == row["image_id"]).sort("score", "label", descending=[True, False])
+        boxes = detections.filter(pl.col("image_id") == row["image_id"]).sort(
+            "score", "label", descending=[True, False]
+        )
         for det in boxes.head(max_boxes).iter_rows(named=True):
             colour = BOX_COLOURS["a" if det["label"] == obj_a else "b" if det["label"] == obj_b else "other"]
-            ax.add_patch(Rectangle((det["x0"], det["y0"]), det["x1"] - det["x0"], det["y1"] - det["y0"],
-                                   fill=False, edgecolor=colour, linewidth=1.6))
-            ax.text(det["x0"], det["y0"], f"{det['label']} {det['score']:.2f}", fontsize=7, color="black",
-                    va="bottom", bbox={"facecolor": colour, "edgecolor": "none", "pad": 1, "alpha": 0.85})
+            ax.add_patch(
+                Rectangle(
+                    (det["x0"], det["y0"]),
+                    det["x1"] - det["x0"],
+                    det["y1"] - det["y0"],
+                    fill=False,
+                    edgecolor=colour,
+                    linewidth=1.6,
+                )
+            )
+            ax.text(
+                det["x0"],
+                det["y0"],
+                f"{det['label']} {det['score']:.2f}",
+                fontsize=7,
+                color="black",
+                va="bottom",
+                bbox={"facecolor": colour, "edgecolor": "none", "pad": 1, "alpha": 0.85},
+            )
     pair = f"{obj_a} + {obj_b}" if obj_a else row["scene_id"]
     title = f"{pair}\n{row['distribution']} · {row['pair_kind'].replace('_', '–')}"
     if which == "rejected":
@@ -141,10 +176,18 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
     tasks = sorted(rates["task"].drop_nulls().unique().to_list()) or ["all"]
     models = sorted(rates["model"].unique().to_list())
     colours = model_colours(models)
-    dists = [d for d in _order_key(rates["distribution"].drop_nulls().to_list(), DISTRIBUTIONS)
-             if d in set(rates["distribution"].to_list())]
-    fig, axes = plt.subplots(1, len(tasks), figsize=(max(4.5, 0.9 * len(dists) * len(models) ** 0.5) * len(tasks) + 1.2, 3.8),
-                             squeeze=False, sharey=True)
+    dists = [
+        d
+        for d in _order_key(rates["distribution"].drop_nulls().to_list(), DISTRIBUTIONS)
+        if d in set(rates["distribution"].to_list())
+    ]
+    fig, axes = plt.subplots(
+        1,
+        len(tasks),
+        figsize=(max(4.5, 0.9 * len(dists) * len(models) ** 0.5) * len(tasks) + 1.2, 3.8),
+        squeeze=False,
+        sharey=True,
+    )
     width = 0.8 / max(1, len(models))
     for ax, task in zip(axes.flat, tasks):
         sub = rates.filter(pl.col("task") == task) if task != "all" else rates
@@ -159,8 +202,9 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
                     ns.append(n)
             bars = ax.bar(xs, ys, width=width * 0.92, color=colours[model], label=model)
             for bar, y, n in zip(bars, ys, ns):
-                ax.text(bar.get_x() + bar.get_width() / 2, y + 1, f"{y:.0f}%\nn={n}", ha="center", va="bottom",
-                        fontsize=7)
+                ax.text(
+                    bar.get_x() + bar.get_width() / 2, y + 1, f"{y:.0f}%\nn={n}", ha="center", va="bottom", fontsize=7
+                )
         ax.set_xticks(range(len(dists)), [d.replace("_", "-") for d in dists])
         ax.set_title(f"{task} queries")
         ax.set_xlabel("scene distribution")
@@ -183,8 +227,13 @@ def metric_intervals(doc: dict | None) -> Figure | str:
         return "not run: no compare/models.json (the score_compare rule did not run)"
     models = sorted(doc["models"])
     colours = model_colours(models)
-    fig, axes = plt.subplots(1, len(INTERVAL_METRICS), figsize=(3.2 * len(INTERVAL_METRICS) + 1.2, 0.5 * len(models) + 1.8),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1,
+        len(INTERVAL_METRICS),
+        figsize=(3.2 * len(INTERVAL_METRICS) + 1.2, 0.5 * len(models) + 1.8),
+        squeeze=False,
+        sharey=True,
+    )
     for ax, (key, label) in zip(axes.flat, INTERVAL_METRICS):
         for i, model in enumerate(models):
             m = (doc["models"][model] or {}).get(key) or {}
@@ -212,8 +261,11 @@ def radar(card: pl.DataFrame | None) -> Figure | str:
         return "not run: no per-model metrics yet (score / caos / cedi / samf)"
     # Models with no headline number yet (their scoring still running or off) are left out, not fatal.
     card = card.filter(pl.any_horizontal(pl.col(card.columns[1:]).is_not_null()))
-    axes_names = [c for c in card.columns[1:]
-                  if card.height and card[c].null_count() == 0 and card[c].min() >= 0.0 and card[c].max() <= 1.0]
+    axes_names = [
+        c
+        for c in card.columns[1:]
+        if card.height and card[c].null_count() == 0 and card[c].min() >= 0.0 and card[c].max() <= 1.0
+    ]
     if len(axes_names) < 3:
         return f"a radar needs at least 3 metrics in [0, 1] shared by all models; found {len(axes_names)}"
     models = card["model"].to_list()
@@ -223,8 +275,9 @@ def radar(card: pl.DataFrame | None) -> Figure | str:
     ax = fig.add_subplot(projection="polar")
     for row in card.iter_rows(named=True):
         values = [row[a] for a in axes_names]
-        ax.plot(angles + angles[:1], values + values[:1], color=colours[row["model"]], linewidth=1.8,
-                label=row["model"])
+        ax.plot(
+            angles + angles[:1], values + values[:1], color=colours[row["model"]], linewidth=1.8, label=row["model"]
+        )
         ax.fill(angles + angles[:1], values + values[:1], color=colours[row["model"]], alpha=0.12)
     ax.set_xticks(angles, axes_names, fontsize=8)
     ax.set_ylim(0, 1)
@@ -259,8 +312,9 @@ def cedi_curve_data(df: pl.DataFrame) -> pl.DataFrame | str:
     else:
         df = df.with_columns(pl.lit("all").alias("_mode"))
     if {"n_hallucinated", "n_judged"} <= set(df.columns):
-        df = df.with_columns(pl.col("n_hallucinated").cast(pl.Float64).alias("_k"),
-                             pl.col("n_judged").cast(pl.Float64).alias("_w"))
+        df = df.with_columns(
+            pl.col("n_hallucinated").cast(pl.Float64).alias("_k"), pl.col("n_judged").cast(pl.Float64).alias("_w")
+        )
     else:
         rate = next((c for c in ("hallucination_rate", "rate", "hal_rate") if c in df.columns), None)
         if rate is not None:
@@ -269,7 +323,8 @@ def cedi_curve_data(df: pl.DataFrame) -> pl.DataFrame | str:
             df = df.with_columns((pl.col(rate).cast(pl.Float64) * pl.col("_w")).alias("_k"))
         elif "hallucinated" in df.columns:
             df = df.filter(pl.col("hallucinated").is_not_null()).with_columns(
-                pl.col("hallucinated").cast(pl.Float64).alias("_k"), pl.lit(1.0).alias("_w"))
+                pl.col("hallucinated").cast(pl.Float64).alias("_k"), pl.lit(1.0).alias("_w")
+            )
         else:
             return f"per_turn table has no rate or hallucinated column (columns: {', '.join(df.columns)})"
     return (
@@ -297,8 +352,14 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
             continue
         for k, mode in enumerate(sorted(curves["mode"].unique().to_list())):
             c = curves.filter(pl.col("mode") == mode)
-            ax.plot(c["turn"].to_list(), [100 * v for v in c["rate"].to_list()], styles[k % len(styles)],
-                    color=PALETTE[k % len(PALETTE)], label=mode, markersize=4)
+            ax.plot(
+                c["turn"].to_list(),
+                [100 * v for v in c["rate"].to_list()],
+                styles[k % len(styles)],
+                color=PALETTE[k % len(PALETTE)],
+                label=mode,
+                markersize=4,
+            )
         ax.set_title(model)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("conversation turn")
@@ -312,8 +373,12 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
 
 
 # ---- CEDI error types ------------------------------------------------------------------------------------------
-CEDI_ERROR_LABELS = {"object": "hallucinated object", "attribute": "wrong attribute", "relation": "wrong relation",
-                     "other": "other (e.g. reasoning)"}
+CEDI_ERROR_LABELS = {
+    "object": "hallucinated object",
+    "attribute": "wrong attribute",
+    "relation": "wrong relation",
+    "other": "other (e.g. reasoning)",
+}
 
 
 def cedi_error_types(res: Results, models: list[str]) -> Figure | str:
@@ -364,9 +429,14 @@ def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
         value = next((c for c in ("value", "ghr", "rate") if c in numeric), numeric[0] if numeric else None)
         if value is None:
             return "comparison table has no numeric column"
-        return (df.filter(pl.col(setting).is_in(["standard", "fuzzed"]))
-                .select(label_expr.alias("label"), pl.col(setting).alias("setting"), pl.col(value).cast(pl.Float64).alias("value")))
-    pairs = [(c, c.replace("standard", "fuzzed")) for c in numeric if "standard" in c and c.replace("standard", "fuzzed") in numeric]
+        return df.filter(pl.col(setting).is_in(["standard", "fuzzed"])).select(
+            label_expr.alias("label"), pl.col(setting).alias("setting"), pl.col(value).cast(pl.Float64).alias("value")
+        )
+    pairs = [
+        (c, c.replace("standard", "fuzzed"))
+        for c in numeric
+        if "standard" in c and c.replace("standard", "fuzzed") in numeric
+    ]
     if "ghr_standard" in numeric and "ghr_fuzzed" in numeric:
         pairs = [("ghr_standard", "ghr_fuzzed")]
     if not pairs:
@@ -376,7 +446,11 @@ def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
         metric = std.replace("standard", "").strip("_") or "value"
         lab = pl.concat_str([label_expr, pl.lit(f" · {metric}")]) if len(pairs) > 1 else label_expr
         for col, name in ((std, "standard"), (fuz, "fuzzed")):
-            frames.append(df.select(lab.alias("label"), pl.lit(name).alias("setting"), pl.col(col).cast(pl.Float64).alias("value")))
+            frames.append(
+                df.select(
+                    lab.alias("label"), pl.lit(name).alias("setting"), pl.col(col).cast(pl.Float64).alias("value")
+                )
+            )
     return pl.concat(frames)
 
 
@@ -401,7 +475,13 @@ def samf_bars(res: Results, models: list[str]) -> Figure | str:
             heights = [lookup.get(label) or 0.0 for label in labels]
             drawn = ax.bar(xs, heights, width=0.38, color=colours[name], label=name)
             ax.bar_label(drawn, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=2)
-        ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, ha="right" if len(labels) > 3 else "center", fontsize=8)
+        ax.set_xticks(
+            range(len(labels)),
+            labels,
+            rotation=30 if len(labels) > 3 else 0,
+            ha="right" if len(labels) > 3 else "center",
+            fontsize=8,
+        )
         ax.set_title(model)
         ax.set_ylabel("hallucination rate (GHR, 0–1)")
         ax.grid(axis="y", alpha=0.3)

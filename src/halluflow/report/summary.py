@@ -226,30 +226,54 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
         elif sid == "counts":
             counts, reasons = counts_table(res), rejection_reasons(res)
             if counts is None:
-                page.add(sid, title, _not_run("not run: scenes/scenes.parquet is absent (sample_scenes did not run)"), ran=False)
+                page.add(
+                    sid,
+                    title,
+                    _not_run("not run: scenes/scenes.parquet is absent (sample_scenes did not run)"),
+                    ran=False,
+                )
             else:
                 body = html_table(counts, percent=("acceptance_rate",))
-                body += "<h3>Rejection reasons</h3>" + (html_table(reasons) if reasons is not None and reasons.height
-                                                         else _not_run("no rejected images (or filter_images did not run)"))
+                body += "<h3>Rejection reasons</h3>" + (
+                    html_table(reasons)
+                    if reasons is not None and reasons.height
+                    else _not_run("no rejected images (or filter_images did not run)")
+                )
                 page.add(sid, title, body)
         elif sid == "gallery-accepted":
-            figure_section(sid, title, "gallery_accepted", "Kept by the detector filter. Cyan: first object of the "
-                           "pair, yellow: second, pink: other labels; numbers are detector confidences (0–1).")
+            figure_section(
+                sid,
+                title,
+                "gallery_accepted",
+                "Kept by the detector filter. Cyan: first object of the "
+                "pair, yellow: second, pink: other labels; numbers are detector confidences (0–1).",
+            )
         elif sid == "gallery-rejected":
-            figure_section(sid, title, "gallery_rejected", "Discarded by the detector filter, with the reason recorded "
-                           "by filter_images.")
+            figure_section(
+                sid,
+                title,
+                "gallery_rejected",
+                "Discarded by the detector filter, with the reason recorded by filter_images.",
+            )
         elif sid == "metrics":
             card, full = scorecard(res), metrics_long(res)
             if card is None and full is None:
-                page.add(sid, title, _not_run("not run: no metrics/<model>.json, caos, cedi or fuzz outputs"), ran=False)
+                page.add(
+                    sid, title, _not_run("not run: no metrics/<model>.json, caos, cedi or fuzz outputs"), ran=False
+                )
             else:
                 body = html_table(card) if card is not None else ""
                 if full is not None:
                     body += f"<details><summary>All {full.height} numbers from metrics/&lt;model&gt;.json</summary>{html_table(full)}</details>"
                 page.add(sid, title, _warnings(res, models) + body)
         elif sid == "radar":
-            figure_section(sid, title, "radar", "Each axis is a headline metric on a 0–1 scale; for rates such as "
-                           "CHAIR and hallucination rate lower is better, for accuracy and F1 higher is better.")
+            figure_section(
+                sid,
+                title,
+                "radar",
+                "Each axis is a headline metric on a 0–1 scale; for rates such as "
+                "CHAIR and hallucination rate lower is better, for accuracy and F1 higher is better.",
+            )
         elif sid == "rates":
             rates = hallucination_by_distribution(res)
             fig = figures.rates_by_distribution(rates)
@@ -257,47 +281,92 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 page.add(sid, title, _not_run(fig), ran=False)
             else:
                 png = figures.render(fig, title, bool(stand_in), opts.dpi)
-                body = page.image("rates", png, title, "Share of answers the scorer marked hallucinated, per scene "
-                                  "distribution (standard → fictional = frequent → never co-occurring concepts).")
+                body = page.image(
+                    "rates",
+                    png,
+                    title,
+                    "Share of answers the scorer marked hallucinated, per scene "
+                    "distribution (standard → fictional = frequent → never co-occurring concepts).",
+                )
                 body += "<details><summary>Table</summary>" + html_table(rates, percent=("rate",)) + "</details>"
                 page.add(sid, title, body)
         elif sid == "uncertainty":
-            figure_section(sid, title, "intervals", "Dots: the metric on all judged answers; bars: percentile "
-                           "bootstrap interval over answers (failed and unread answers excluded).")
+            figure_section(
+                sid,
+                title,
+                "intervals",
+                "Dots: the metric on all judged answers; bars: percentile "
+                "bootstrap interval over answers (failed and unread answers excluded).",
+            )
             table = comparison_table(res.json("compare/models.json"))
             if table is not None:
-                page.sections[-1] = (*page.sections[-1][:2], page.sections[-1][2] + "<h3>Paired comparisons</h3>"
-                                     + html_table(table), page.sections[-1][3])
+                page.sections[-1] = (
+                    *page.sections[-1][:2],
+                    page.sections[-1][2] + "<h3>Paired comparisons</h3>" + html_table(table),
+                    page.sections[-1][3],
+                )
         elif sid == "diagnosis":
             parts = []
             for model in models:
                 png_path = res.diagnosis_png(model)
                 if png_path is not None:
-                    parts.append(f"<h3>{_esc(model)}</h3>" + page.image(f"diagnosis_{model}", png_path.read_bytes(),
-                                                                         f"diagnosis {model}"))
+                    parts.append(
+                        f"<h3>{_esc(model)}</h3>"
+                        + page.image(f"diagnosis_{model}", png_path.read_bytes(), f"diagnosis {model}")
+                    )
             if parts:
                 page.add(sid, title, "".join(parts))
             else:
-                page.add(sid, title, _not_run("not run: no diagnosis/<model>.png (ode_diagnosis did not run)"), ran=False)
+                page.add(
+                    sid, title, _not_run("not run: no diagnosis/<model>.png (ode_diagnosis did not run)"), ran=False
+                )
         elif sid == "cedi":
-            figure_section(sid, title, "cedi", "Share of examiner turns answered with a hallucination, per turn, with "
-                           "and without the conversation history.")
+            figure_section(
+                sid,
+                title,
+                "cedi",
+                "Share of examiner turns answered with a hallucination, per turn, with "
+                "and without the conversation history.",
+            )
         elif sid == "cedi-errors":
-            figure_section(sid, title, "cedi_errors", "Hallucinated turns of the CEDI examiner by kind, in the "
-                           "paper's categories; n = hallucinated turns judged.")
+            figure_section(
+                sid,
+                title,
+                "cedi_errors",
+                "Hallucinated turns of the CEDI examiner by kind, in the "
+                "paper's categories; n = hallucinated turns judged.",
+            )
         elif sid == "alignment":
             found = res.alignments()
             if not found:
-                page.add(sid, title, _not_run("not run: no align/*.json (write one with `halluflow align human "
-                                              "--out results/<release>/align/NAME.json`)"), ran=False)
+                page.add(
+                    sid,
+                    title,
+                    _not_run(
+                        "not run: no align/*.json (write one with `halluflow align human "
+                        "--out results/<release>/align/NAME.json`)"
+                    ),
+                    ran=False,
+                )
             else:
                 from ..align import table_rows
 
-                page.add(sid, title, "".join(f"<h3>{_esc(name)}</h3>" + html_table(pl.DataFrame(table_rows(doc)))
-                                             for name, doc in found.items()))
+                page.add(
+                    sid,
+                    title,
+                    "".join(
+                        f"<h3>{_esc(name)}</h3>" + html_table(pl.DataFrame(table_rows(doc)))
+                        for name, doc in found.items()
+                    ),
+                )
         elif sid == "samf":
-            figure_section(sid, title, "samf", "Hallucination on the original (standard) instances vs the same "
-                           "instances after the trained fuzzing policy's mutations.")
+            figure_section(
+                sid,
+                title,
+                "samf",
+                "Hallucination on the original (standard) instances vs the same "
+                "instances after the trained fuzzing policy's mutations.",
+            )
     write_text(out, _render_page(res, page, stand_in))
     return out
 
@@ -309,9 +378,20 @@ def comparison_table(doc: dict | None) -> pl.DataFrame | None:
     rows = []
     for pair in doc["comparisons"]:
         for metric, d in sorted(pair["metrics"].items()):
-            rows.append({"a": pair["a"], "b": pair["b"], "metric": metric, "a_value": d["a"], "b_value": d["b"],
-                         "difference": d["difference"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
-                         "n_shared": d["n"], "significant": "yes" if d["significant"] else "no (inside the noise)"})
+            rows.append(
+                {
+                    "a": pair["a"],
+                    "b": pair["b"],
+                    "metric": metric,
+                    "a_value": d["a"],
+                    "b_value": d["b"],
+                    "difference": d["difference"],
+                    "ci_low": d["ci_low"],
+                    "ci_high": d["ci_high"],
+                    "n_shared": d["n"],
+                    "significant": "yes" if d["significant"] else "no (inside the noise)",
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -326,11 +406,18 @@ def _warnings(res: Results, models: list[str]) -> str:
 
 def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
     kpis = []
-    for label, df in (("scenes", res.scenes()), ("images", res.images()), ("accepted", res.accepted()),
-                      ("rejected", res.rejected()), ("queries", res.queries())):
+    for label, df in (
+        ("scenes", res.scenes()),
+        ("images", res.images()),
+        ("accepted", res.accepted()),
+        ("rejected", res.rejected()),
+        ("queries", res.queries()),
+    ):
         kpis.append((label, "–" if df is None else str(df.height)))
     kpis.append(("models", str(len(models))))
-    body = '<div class="kpis">' + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for k, v in kpis) + "</div>"
+    body = (
+        '<div class="kpis">' + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for k, v in kpis) + "</div>"
+    )
     if models:
         body += f'<p class="note">Models: {", ".join(_esc(m) for m in models)}</p>'
     manifest = res.manifest()
@@ -344,17 +431,25 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
 
 
 def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
-    nav = "".join(f'<a href="#{sid}" class="{"ran" if ran else "not-run"}">{_esc(title)}</a>'
-                  for sid, title, _, ran in page.sections)
-    banner = (f'<div class="banner" id="stand-in-banner">{_esc(figures.STAND_IN_NOTE)} — used in: '
-              f'{_esc(", ".join(stand_in))}</div>') if stand_in else ""
+    nav = "".join(
+        f'<a href="#{sid}" class="{"ran" if ran else "not-run"}">{_esc(title)}</a>'
+        for sid, title, _, ran in page.sections
+    )
+    banner = (
+        (
+            f'<div class="banner" id="stand-in-banner">{_esc(figures.STAND_IN_NOTE)} — used in: '
+            f"{_esc(', '.join(stand_in))}</div>"
+        )
+        if stand_in
+        else ""
+    )
     body = "".join(
         f'<section id="{sid}" class="{"ran" if ran else "not-run"}"><h2>{_esc(title)}</h2>{content}</section>'
         for sid, title, content, ran in page.sections
     )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>halluflow report — {_esc(res.release)}</title><style>{CSS}</style></head><body>"
         f"<header><h1>halluflow report — {_esc(res.release)}</h1>"
         f"<p>Hallucination evaluation of vision-language models: ODE release audit, POPE/CHAIR/AMBER scores, CAOS, "

@@ -81,7 +81,10 @@ class PolicySpace:
     image_range: tuple[int, int] = (0, 5)
 
     def __post_init__(self):
-        for name, (lo, hi), catalog in (("text", self.text_range, self.text_catalog), ("image", self.image_range, self.image_catalog)):
+        for name, (lo, hi), catalog in (
+            ("text", self.text_range, self.text_catalog),
+            ("image", self.image_range, self.image_catalog),
+        ):
             if not 0 <= lo <= hi <= len(catalog):
                 raise InputError(f"{name} operator count range [{lo}, {hi}] does not fit a catalog of {len(catalog)}")
         if self.text_range[1] + self.image_range[1] == 0:
@@ -97,7 +100,10 @@ def _random_ops(rng, catalog, lo, hi) -> tuple[Op, ...]:
 def random_policy(rng: np.random.Generator, space: PolicySpace = PolicySpace()) -> Policy:
     """RandomPolicy(theta_min, theta_max) of eq. (6); a policy with no operator at all is redrawn."""
     while True:
-        p = Policy(_random_ops(rng, space.text_catalog, *space.text_range), _random_ops(rng, space.image_catalog, *space.image_range))
+        p = Policy(
+            _random_ops(rng, space.text_catalog, *space.text_range),
+            _random_ops(rng, space.image_catalog, *space.image_range),
+        )
         if p.ops():
             return p
 
@@ -106,12 +112,16 @@ def _mutate_ops(ops: tuple[Op, ...], rng, catalog, lo, hi) -> tuple[Op, ...]:
     """One add / remove / swap, chosen uniformly among those the count range allows."""
     ops = list(ops)
     unused = [n for n in catalog if n not in {o for o, _ in ops}]
-    actions = [a for a, ok in (("add", len(ops) < hi and unused), ("remove", len(ops) > lo), ("swap", ops and unused)) if ok]
+    actions = [
+        a for a, ok in (("add", len(ops) < hi and unused), ("remove", len(ops) > lo), ("swap", ops and unused)) if ok
+    ]
     if not actions:
         return tuple(ops)
     action = actions[int(rng.integers(0, len(actions)))]
     if action == "add":
-        ops.insert(int(rng.integers(0, len(ops) + 1)), (unused[int(rng.integers(0, len(unused)))], int(rng.integers(1, 6))))
+        ops.insert(
+            int(rng.integers(0, len(ops) + 1)), (unused[int(rng.integers(0, len(unused)))], int(rng.integers(1, 6)))
+        )
     elif action == "remove":
         ops.pop(int(rng.integers(0, len(ops))))
     else:
@@ -133,7 +143,9 @@ P_TEXT, P_IMAGE, P_BOTH = 0.5, 0.4, 0.1
 P_LEVEL = 0.5
 
 
-def mutate_policy(base: Policy, rng: np.random.Generator, space: PolicySpace = PolicySpace(), max_tries: int = 20) -> Policy:
+def mutate_policy(
+    base: Policy, rng: np.random.Generator, space: PolicySpace = PolicySpace(), max_tries: int = 20
+) -> Policy:
     """pi_candidate = Mutate(pi_base): text (0.5) / image (0.4) / both (0.1) operator edits, then with
     probability 0.5 one operator's level moves by +-1 within 1..5. Redrawn if empty or unchanged."""
     for _ in range(max_tries):
@@ -292,16 +304,34 @@ class BanditController:
             r = counted(pool[i], _minibatch(rng, train, self.batch_size))
             n[i] += 1
             mu[i] = running_mean(mu[i], n[i], r)
-            history.append({"step": t, "arm": i, "policy": pool[i].key(), "reward": r, "mu": float(mu[i]), "n": int(n[i]), "explored": explored})
+            history.append(
+                {
+                    "step": t,
+                    "arm": i,
+                    "policy": pool[i].key(),
+                    "reward": r,
+                    "mu": float(mu[i]),
+                    "n": int(n[i]),
+                    "explored": explored,
+                }
+            )
         # Phase 3 (eq. 11): the top-k arms by mu are evaluated on the whole training set.
         order = sorted(range(k), key=lambda j: (-mu[j], j))[: self.top_k]
         full = dict(zip(order, counted.many([(pool[j], list(train)) for j in order])))
         best = max(order, key=lambda j: (full[j], -order.index(j)))
         arms = [
-            {"arm": j, "policy": pool[j].key(), "mu": float(mu[j]), "n": int(n[j]), **({"full_reward": full[j]} if j in full else {})}
+            {
+                "arm": j,
+                "policy": pool[j].key(),
+                "mu": float(mu[j]),
+                "n": int(n[j]),
+                **({"full_reward": full[j]} if j in full else {}),
+            }
             for j in range(k)
         ]
-        return TrainResult(group, f"bandit_{self.strategy}", pool[best], full[best], history, arms, len(train), counted.evaluations)
+        return TrainResult(
+            group, f"bandit_{self.strategy}", pool[best], full[best], history, arms, len(train), counted.evaluations
+        )
 
 
 # ---------------------------------------------------------------------------------------------- hill climbing
@@ -335,7 +365,16 @@ class HillClimbController:
         current = best = random_policy(rng, self.space)
         r_current = counted(current, _minibatch(rng, train, self.batch_size))  # eq. (14)
         r_best_full = counted(current, list(train))  # eq. (15)
-        history = [{"step": 0, "policy": current.key(), "reward": r_current, "accepted": True, "full_reward": r_best_full, "best": True}]
+        history = [
+            {
+                "step": 0,
+                "policy": current.key(),
+                "reward": r_current,
+                "accepted": True,
+                "full_reward": r_best_full,
+                "best": True,
+            }
+        ]
         for t in range(1, self.steps + 1):
             cand = mutate_policy(current, rng, self.space)
             r = counted(cand, _minibatch(rng, train, self.batch_size))
@@ -364,7 +403,9 @@ def make_controller(cfg: dict, seed: int):
     method = cfg.get("method", "ucb")
     space = policy_space(cfg)
     if method == "hill_climb":
-        return HillClimbController(batch_size=cfg.get("batch_size", 4), steps=cfg.get("steps", 16), seed=seed, space=space)
+        return HillClimbController(
+            batch_size=cfg.get("batch_size", 4), steps=cfg.get("steps", 16), seed=seed, space=space
+        )
     if method not in ("ucb", "epsilon_greedy"):
         raise InputError(f"samf.controller.method {method!r}; known: ucb, epsilon_greedy, hill_climb")
     return BanditController(

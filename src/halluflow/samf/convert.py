@@ -93,7 +93,12 @@ def _instance(iid, mapping, risk, source, image, question, truth, visual_facts=N
     category, subtype, subsub = mapping
     inst = {
         "instance_id": iid,
-        "meta_inf": {"category": category, "subtype": subtype, "subsubtype": subsub, "risk_level": _risk(mapping, risk)},
+        "meta_inf": {
+            "category": category,
+            "subtype": subtype,
+            "subsubtype": subsub,
+            "risk_level": _risk(mapping, risk),
+        },
         "source_inf": source,
         "seed_data": {
             "type": "YON",
@@ -158,7 +163,18 @@ def from_ode_queries(
             "distribution": r.get("distribution"),
         }
         facts = [f"There is a {o} in the image." for o in (r.get("objects") or [])]
-        out.append(_instance(serial(*mapping[:2]), mapping, risk_level, source, r["image"], r["question"], _yes_no(r["truth"], where), facts))
+        out.append(
+            _instance(
+                serial(*mapping[:2]),
+                mapping,
+                risk_level,
+                source,
+                r["image"],
+                r["question"],
+                _yes_no(r["truth"], where),
+                facts,
+            )
+        )
     return out
 
 
@@ -167,14 +183,18 @@ def from_pope(labels_path: str | Path, risk_level="taxonomy", limit: int | None 
     from ..metrics.formats import read_pope_labels
 
     labels = read_pope_labels(labels_path)
-    rows = [{"question_id": r["question_id"], "image": r["image"], "text": r["text"], "label": r["truth"]}
-            for r in labels.iter_rows(named=True)]
+    rows = [
+        {"question_id": r["question_id"], "image": r["image"], "text": r["text"], "label": r["truth"]}
+        for r in labels.iter_rows(named=True)
+    ]
     for i, r in enumerate(rows, 1):
         missing = [k for k in ("image", "text") if r[k] is None]
         if missing:
             raise InputError(f"{labels_path}: item #{i} lacks {', '.join(missing)}")
     rows = balanced_take(rows, lambda r: str(r["label"]), limit, seed)
-    rows = sorted(rows, key=lambda r: int(r["question_id"]) if str(r["question_id"]).isdigit() else str(r["question_id"]))
+    rows = sorted(
+        rows, key=lambda r: int(r["question_id"]) if str(r["question_id"]).isdigit() else str(r["question_id"])
+    )
     serial, name = _Serials(), Path(labels_path).stem
     return [
         _instance(
@@ -190,7 +210,13 @@ def from_pope(labels_path: str | Path, risk_level="taxonomy", limit: int | None 
     ]
 
 
-def from_amber(annotations_path: str | Path, queries_path: str | Path, risk_level="taxonomy", limit: int | None = None, seed: int = 0) -> list[dict]:
+def from_amber(
+    annotations_path: str | Path,
+    queries_path: str | Path,
+    risk_level="taxonomy",
+    limit: int | None = None,
+    seed: int = 0,
+) -> list[dict]:
     """AMBER discriminative items (annotations.json types + query file) -> existence/attribute/relation instances."""
     from ..metrics.formats import read_amber_annotations, read_amber_queries
 
@@ -264,12 +290,20 @@ def from_table(path: str | Path, risk_level="taxonomy", limit: int | None = None
             negatives = ["No" if truth == "Yes" else "Yes"]
         inst = {
             "instance_id": iid,
-            "meta_inf": {"category": mapping[0], "subtype": mapping[1], "subsubtype": mapping[2],
-                         "risk_level": _risk(mapping, r.get("risk", risk_level))},
+            "meta_inf": {
+                "category": mapping[0],
+                "subtype": mapping[1],
+                "subsubtype": mapping[2],
+                "risk_level": _risk(mapping, r.get("risk", risk_level)),
+            },
             "source_inf": {"source_dataset": str(r.get("source") or name), "source_id": str(r["id"])},
             "seed_data": {
-                "type": qtype, "image_path": str(r["image"]), "question": str(r["question"]), "ground_truth": truth,
-                "expected_other_answers": _str_list(r, "other_answers", where), "negative_answers": negatives,
+                "type": qtype,
+                "image_path": str(r["image"]),
+                "question": str(r["question"]),
+                "ground_truth": truth,
+                "expected_other_answers": _str_list(r, "other_answers", where),
+                "negative_answers": negatives,
             },
         }
         for key in ("evidence", "visual_facts"):
@@ -283,7 +317,9 @@ def from_table(path: str | Path, risk_level="taxonomy", limit: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-CLI_DESCRIPTION = "Turn ODE release queries, POPE label files or AMBER items into a UniHall instance file (Appendix B.1)."
+CLI_DESCRIPTION = (
+    "Turn ODE release queries, POPE label files or AMBER items into a UniHall instance file (Appendix B.1)."
+)
 CLI_EPILOG = """examples:
   halluflow fuzz convert --source pope --input coco_pope_popular.json --limit 200 --out unihall.json
   halluflow fuzz convert --source amber --input annotations.json --queries query_discriminative.json --out unihall.json
@@ -294,15 +330,28 @@ image_path keeps the source's relative image names: pass their folder to `fuzz m
 
 def configure(parser) -> None:
     parser.add_argument("--source", required=True, choices=["ode", "pope", "amber", "table"], help="format of --input")
-    parser.add_argument("--input", required=True, help="ode: queries.parquet; pope: label file; amber: annotations.json; table: JSONL items of any category")
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="ode: queries.parquet; pope: label file; amber: annotations.json; table: JSONL items of any category",
+    )
     parser.add_argument("--queries", default=None, help="amber: the query file (query_discriminative*.json)")
-    parser.add_argument("--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)")
+    parser.add_argument(
+        "--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)"
+    )
     from ..cli import positive_int
 
-    parser.add_argument("--limit", type=positive_int, default=None, help="keep this many items, round-robin over types (seeded)")
+    parser.add_argument(
+        "--limit", type=positive_int, default=None, help="keep this many items, round-robin over types (seeded)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
-    parser.add_argument("--risk", default="taxonomy", type=_risk_arg, metavar="1..5|taxonomy",
-                        help="risk level of every instance, or 'taxonomy' (default): the level of its subtype")
+    parser.add_argument(
+        "--risk",
+        default="taxonomy",
+        type=_risk_arg,
+        metavar="1..5|taxonomy",
+        help="risk level of every instance, or 'taxonomy' (default): the level of its subtype",
+    )
     parser.add_argument("--out", required=True, help="UniHall JSON array to write")
 
 
@@ -328,8 +377,12 @@ def run(args) -> int:
         try:
             table = pl.read_parquet(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(f"--input {path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})") from None
-        items = from_ode_queries(table.to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed)
+            raise InputError(
+                f"--input {path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})"
+            ) from None
+        items = from_ode_queries(
+            table.to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed
+        )
     elif args.source == "table":
         items = from_table(args.input, args.risk, args.limit, args.seed)
     elif args.source == "pope":

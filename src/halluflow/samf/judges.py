@@ -237,7 +237,9 @@ class DetectorOracle:
                 except (BackendError, ValueError, RuntimeError) as exc:
                     # No evidence rather than a lost job: the rule path and the judge decide without it; counted.
                     self.failed += 1
-                    log.warning("samf detector oracle: %s on %s failed: %s", list(labels), image_path, str(exc).splitlines()[0])
+                    log.warning(
+                        "samf detector oracle: %s on %s failed: %s", list(labels), image_path, str(exc).splitlines()[0]
+                    )
                     self._cache[key] = {"present": [], "absent": []}
                     return self._cache[key]
                 best: dict[str, float] = {}

@@ -113,8 +113,9 @@ class RuleJudge:
 
     name = "rule"
 
-    def matches_negative(self, response: str, truths: Sequence[str], negatives: Sequence[str], image_path=None,
-                         question: str = "-") -> tuple[bool, str]:
+    def matches_negative(
+        self, response: str, truths: Sequence[str], negatives: Sequence[str], image_path=None, question: str = "-"
+    ) -> tuple[bool, str]:
         hit = any(contains_phrase(response, n) and not negated_phrase(response, n) for n in negatives)
         truth = any(contains_phrase(response, g) and not negated_phrase(response, g) for g in truths)
         return hit and not truth, "rule"
@@ -136,7 +137,9 @@ class LLMJudge(RuleJudge):
         self.name = self.judge.kind
 
     def matches_negative(self, response, truths, negatives, image_path=None, question: str = "-"):
-        prompt = self.TEMPLATE.format(question=question, truths="; ".join(truths), negatives="; ".join(negatives), response=response)
+        prompt = self.TEMPLATE.format(
+            question=question, truths="; ".join(truths), negatives="; ".join(negatives), response=response
+        )
         said = self.judge.decide(prompt, parse_true_false, image_path)
         if said is None:
             return super().matches_negative(response, truths, negatives)[0], "fallback"
@@ -164,7 +167,9 @@ class GHRScorer:
         if negatives and self.similarity(response, negatives) >= self.tau1:
             return 1, "neg_similarity"
         if negatives:
-            hit, source = self.judge.matches_negative(response, truths, negatives, image_path, instance["seed_data"]["question"])
+            hit, source = self.judge.matches_negative(
+                response, truths, negatives, image_path, instance["seed_data"]["question"]
+            )
             if hit:
                 return 1, f"judge_{source}"
         if max((token_f1(response, g) for g in truths), default=0.0) >= self.tau3:
@@ -233,8 +238,13 @@ def candidate_objects(instance: dict, response: str) -> list[str]:
     a longer "word" is no object name (a garbled answer's token soup)."""
     texts = [instance["seed_data"]["question"], *truth_answers(instance), *negative_answers(instance), response]
     words = [t for text in texts for t in tokens(text)]
-    return list(dict.fromkeys(w for w in words if w not in STOPWORDS and w not in ATTRIBUTE_WORDS
-                              and w.isascii() and w.isalpha() and 3 <= len(w) <= 12))
+    return list(
+        dict.fromkeys(
+            w
+            for w in words
+            if w not in STOPWORDS and w not in ATTRIBUTE_WORDS and w.isascii() and w.isalpha() and 3 <= len(w) <= 12
+        )
+    )
 
 
 class RuleVerifier:
@@ -248,7 +258,9 @@ class RuleVerifier:
     def __init__(self, support: float = SUPPORT_DEFAULT, tau3: float = TAU_DEFAULTS["tau3"]):
         self.support, self.tau3 = support, tau3
 
-    def verify(self, claim: Claim, evidence: dict[str, list[str]], qtype: str, image_path: str | None = None) -> tuple[str, str]:
+    def verify(
+        self, claim: Claim, evidence: dict[str, list[str]], qtype: str, image_path: str | None = None
+    ) -> tuple[str, str]:
         span = claim.span
         if qtype == "YON" and claim.frame == "yes_no":
             said = parse_yes_no(span)
@@ -297,7 +309,9 @@ class LLMVerifier(RuleVerifier):
         return verdict, self.judge.kind
 
 
-def bhr(instance: dict, response: str, verifier=None, image_path: str | None = None, detected: dict | None = None) -> tuple[float, list[dict]]:
+def bhr(
+    instance: dict, response: str, verifier=None, image_path: str | None = None, detected: dict | None = None
+) -> tuple[float, list[dict]]:
     """Eq. (28): share of claims judged Unsupported or Contradicted (0 for a response with no claims)."""
     verifier = verifier or RuleVerifier()
     evidence = evidence_sets(instance, detected)
@@ -347,13 +361,21 @@ def parse_claim_severities(reply: str | None) -> list[float] | None:
     return scores or None
 
 
-def shr(instance: dict, response: str, judge=None, verifier=None, image_path: str | None = None,
-        detected: dict | None = None) -> tuple[float, str]:
+def shr(
+    instance: dict,
+    response: str,
+    judge=None,
+    verifier=None,
+    image_path: str | None = None,
+    detected: dict | None = None,
+) -> tuple[float, str]:
     """Eq. (29): mean claim severity in [0,1]; the judge both splits and grades (with the detector's findings in
     its prompt), else rule claims + verdict severities (detector findings as visual evidence)."""
     judge = as_judge(judge)
     if judge is not None:
-        scores = judge.decide(SHR_TEMPLATE.format(**_prompt_fields(instance, response, detected)), parse_claim_severities, image_path)
+        scores = judge.decide(
+            SHR_TEMPLATE.format(**_prompt_fields(instance, response, detected)), parse_claim_severities, image_path
+        )
         if scores is not None:
             return float(np.mean(scores) / 10.0), "judge"
     _, rows = bhr(instance, response, verifier, image_path, detected)
@@ -361,16 +383,27 @@ def shr(instance: dict, response: str, judge=None, verifier=None, image_path: st
     return value, "rule" if judge is None else "fallback"
 
 
-def ghs(instance: dict, response: str, judge=None, ghr_value: int | None = None, verifier=None,
-        image_path: str | None = None, detected: dict | None = None) -> tuple[float, str]:
+def ghs(
+    instance: dict,
+    response: str,
+    judge=None,
+    ghr_value: int | None = None,
+    verifier=None,
+    image_path: str | None = None,
+    detected: dict | None = None,
+) -> tuple[float, str]:
     """Eq. (30): judge score 0-10 normalised to [0,1]; the rule path is max(h_GHR, BHR)."""
     judge = as_judge(judge)
     if judge is not None:
-        score = judge.decide(GHS_TEMPLATE.format(**_prompt_fields(instance, response, detected)), parse_score, image_path)
+        score = judge.decide(
+            GHS_TEMPLATE.format(**_prompt_fields(instance, response, detected)), parse_score, image_path
+        )
         if score is not None:
             return score / 10.0, "judge"
     h = ghr_value if ghr_value is not None else GHRScorer().score(instance, response)[0]
-    return max(float(h), bhr(instance, response, verifier, image_path, detected)[0]), "rule" if judge is None else "fallback"
+    return max(
+        float(h), bhr(instance, response, verifier, image_path, detected)[0]
+    ), "rule" if judge is None else "fallback"
 
 
 # ---------------------------------------------------------------------------------------------- aggregation
@@ -398,7 +431,9 @@ def similarity_from_config(spec) -> Similarity:
         return EmbedderSimilarity(lambda: registry.create("embedder", spec))
     if hasattr(spec, "embed"):
         return EmbedderSimilarity(spec)
-    raise ConfigError(f"config key 'samf.similarity': {spec!r}; give 'trigram' or an embedder block such as {{backend: minilm}}")
+    raise ConfigError(
+        f"config key 'samf.similarity': {spec!r}; give 'trigram' or an embedder block such as {{backend: minilm}}"
+    )
 
 
 def scorer_from_config(cfg: dict | None = None, judge=None, similarity=None) -> GHRScorer:
@@ -408,7 +443,9 @@ def scorer_from_config(cfg: dict | None = None, judge=None, similarity=None) -> 
         tau1=cfg.get("tau1", TAU_DEFAULTS["tau1"]),
         tau2=cfg.get("tau2", TAU_DEFAULTS["tau2"]),
         tau3=cfg.get("tau3", TAU_DEFAULTS["tau3"]),
-        similarity=similarity if similarity is not None and not isinstance(similarity, (str, dict)) else similarity_from_config(similarity),
+        similarity=similarity
+        if similarity is not None and not isinstance(similarity, (str, dict))
+        else similarity_from_config(similarity),
         judge=LLMJudge(judge) if judge is not None else RuleJudge(),
     )
 
@@ -459,7 +496,11 @@ class MetricSuite:
 
     def describe(self) -> dict:
         """What judged this run (recorded next to the numbers)."""
-        judges = {id(j): j for j in (self.judge, getattr(self.scorer.judge, "judge", None), getattr(self.verifier, "judge", None)) if j is not None}
+        judges = {
+            id(j): j
+            for j in (self.judge, getattr(self.scorer.judge, "judge", None), getattr(self.verifier, "judge", None))
+            if j is not None
+        }
         return {
             "similarity": getattr(self.scorer.similarity, "name", type(self.scorer.similarity).__name__),
             "ghr_judge": getattr(self.scorer.judge, "name", "rule"),
@@ -562,10 +603,16 @@ def configure(parser) -> None:
     parser.add_argument("--answers", required=True, help='JSONL lines {"instance_id", "answer"}')
     for key, value in TAU_DEFAULTS.items():
         parser.add_argument(f"--{key}", type=float, default=value, help=f"GHR threshold {key} (default {value})")
-    parser.add_argument("--similarity", default="minilm", choices=["minilm", "glove", "trigram"],
-                        help="Sim_NLP for free-form answers: an embedder (minilm, loaded only when needed) or trigram "
-                             "(character 3-gram cosine, model-free)")
-    parser.add_argument("--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)")
+    parser.add_argument(
+        "--similarity",
+        default="minilm",
+        choices=["minilm", "glove", "trigram"],
+        help="Sim_NLP for free-form answers: an embedder (minilm, loaded only when needed) or trigram "
+        "(character 3-gram cosine, model-free)",
+    )
+    parser.add_argument(
+        "--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)"
+    )
     parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
     add_max_failed_argument(parser)
 
@@ -579,8 +626,9 @@ def run(args) -> int:
         metrics.insert(0, "ghr")
     instances = load_instances(args.instances)
     answers = read_answers(args.answers, {i["instance_id"] for i in instances})
-    check_failed(sum(a is None for a in answers.values()), len(answers), args.max_failed_fraction,
-                 f"score ghr {args.answers}")
+    check_failed(
+        sum(a is None for a in answers.values()), len(answers), args.max_failed_fraction, f"score ghr {args.answers}"
+    )
     similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
     scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
     rows = score_rows(instances, answers, scorer, metrics)

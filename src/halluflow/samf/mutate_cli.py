@@ -22,11 +22,19 @@ image_path is resolved under --images (default: the instance file's folder)."""
 def configure(parser) -> None:
     parser.add_argument("--instance", required=True, help="a UniHall instance (JSON object) or a file of instances")
     parser.add_argument("--id", default=None, help="instance_id to pick when the file holds several instances")
-    parser.add_argument("--op", required=True, choices=sorted(OPERATORS), metavar="NAME", help="operator name (see `halluflow fuzz operators`)")
+    parser.add_argument(
+        "--op",
+        required=True,
+        choices=sorted(OPERATORS),
+        metavar="NAME",
+        help="operator name (see `halluflow fuzz operators`)",
+    )
     parser.add_argument("--level", required=True, type=int, choices=LEVELS, help="intensity 1 (Easy) .. 5 (Extreme)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the operator's random choices")
     parser.add_argument("--out", required=True, help="output folder; fuzzed images are written to OUT/fuzzed/")
-    parser.add_argument("--images", default=None, help="folder image_path is relative to (default: the instance file's folder)")
+    parser.add_argument(
+        "--images", default=None, help="folder image_path is relative to (default: the instance file's folder)"
+    )
     parser.add_argument("--distractors", nargs="*", default=[], help="other images for multi_image_composition")
 
 

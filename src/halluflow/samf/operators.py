@@ -120,7 +120,7 @@ YON_CONSTRAINT = "Answer with Yes or No."
 # Nested clauses and parentheticals (C.1 "syntactic complication"); {core} keeps the question verbatim.
 COMPLICATIONS = (
     "Taking into account, as any careful observer would, the content of the image provided, {core}",
-    'If, after looking at the picture (which you should examine as a whole), you were asked the following, '
+    "If, after looking at the picture (which you should examine as a whole), you were asked the following, "
     'how would you respond: "{core}"',
     "Setting aside, for a moment, any assumption one might make without looking, and given that the question "
     "below is meant literally, consider this: {core}",
@@ -132,8 +132,16 @@ COMPLICATIONS = (
 
 # Salient cues for "disturbance exclusion" when no negative answer can serve as the distractor.
 DISTRACTORS = (
-    "a red umbrella", "a crowd of people", "a burning building", "a flying kite", "a parked ambulance",
-    "a giant clock", "a marching band", "a snow-covered mountain", "a lighthouse", "a hot-air balloon",
+    "a red umbrella",
+    "a crowd of people",
+    "a burning building",
+    "a flying kite",
+    "a parked ambulance",
+    "a giant clock",
+    "a marching band",
+    "a snow-covered mountain",
+    "a lighthouse",
+    "a hot-air balloon",
 )
 EXCLUSION_TEMPLATES = (
     "Do not let the idea of {d} guide your answer; it is irrelevant to this question.",
@@ -241,7 +249,9 @@ def _border_box(rng, size: tuple[int, int], inner: tuple[int, int, int, int]) ->
     """A random box inside the padded border (never over the original picture)."""
     w, h = size
     x0, y0, x1, y1 = inner
-    strips = [s for s in ((0, 0, w, y0), (0, y1, w, h), (0, 0, x0, h), (x1, 0, w, h)) if s[2] - s[0] > 2 and s[3] - s[1] > 2]
+    strips = [
+        s for s in ((0, 0, w, y0), (0, y1, w, h), (0, 0, x0, h), (x1, 0, w, h)) if s[2] - s[0] > 2 and s[3] - s[1] > 2
+    ]
     sx0, sy0, sx1, sy1 = strips[int(rng.integers(0, len(strips)))]
     bw = int(rng.integers(max(2, (sx1 - sx0) // 4), max(3, sx1 - sx0) + 1))
     bh = int(rng.integers(max(2, (sy1 - sy0) // 4), max(3, sy1 - sy0) + 1))
@@ -434,7 +444,11 @@ def _synthetic_distractor(size: tuple[int, int], rng) -> Image.Image:
 def multi_image_composition(state: MutationState, level: int, rng, ctx) -> dict:
     original = state.images[state.reference].convert("RGB")
     # "Distinct images" (C.1): a pool image identical to the reference would make "use only Image k" ambiguous.
-    pool = [im for im in ctx.distractors if not (im.size == original.size and im.convert("RGB").tobytes() == original.tobytes())]
+    pool = [
+        im
+        for im in ctx.distractors
+        if not (im.size == original.size and im.convert("RGB").tobytes() == original.tobytes())
+    ]
     sources: list[str] = []
 
     def make():
@@ -456,16 +470,64 @@ def multi_image_composition(state: MutationState, level: int, rng, ctx) -> dict:
 OPERATORS: dict[str, Operator] = {
     op.name: op
     for op in (
-        Operator("expand_context_irrelevant", "text", "Easy", "insert irrelevant sentences around the question", expand_context_irrelevant),
-        Operator("constraint_stack", "text", "Common", "stack logically equivalent answering constraints", constraint_stack),
-        Operator("syntactic_complication", "text", "Medium", "wrap the question in nested clauses", syntactic_complication),
-        Operator("disturbance_exclusion", "text", "Hard", "mention a salient distractor and explicitly exclude it", disturbance_exclusion),
-        Operator("authority_bias_context", "text", "Extreme", "cite authorities that push a wrong answer", authority_bias_context),
-        Operator("background_interference", "image", "Easy", "pad the image and overlay stickers/logos/text in the border", background_interference),
-        Operator("multi_image_copy_v1", "image", "Common", "processed copies (scale/rotate/flip/crop/noise/...) + 'use image k'", multi_image_copy_v1),
-        Operator("multi_image_copy_v2", "image", "Medium", "quality-degraded copies + 'use image k'", multi_image_copy_v2),
-        Operator("multi_image_copy_v3", "image", "Hard", "style-transformed copies + 'use the highest-quality version'", multi_image_copy_v3),
-        Operator("multi_image_composition", "image", "Extreme", "distinct images + 'use only image k' (selective grounding)", multi_image_composition),
+        Operator(
+            "expand_context_irrelevant",
+            "text",
+            "Easy",
+            "insert irrelevant sentences around the question",
+            expand_context_irrelevant,
+        ),
+        Operator(
+            "constraint_stack", "text", "Common", "stack logically equivalent answering constraints", constraint_stack
+        ),
+        Operator(
+            "syntactic_complication", "text", "Medium", "wrap the question in nested clauses", syntactic_complication
+        ),
+        Operator(
+            "disturbance_exclusion",
+            "text",
+            "Hard",
+            "mention a salient distractor and explicitly exclude it",
+            disturbance_exclusion,
+        ),
+        Operator(
+            "authority_bias_context",
+            "text",
+            "Extreme",
+            "cite authorities that push a wrong answer",
+            authority_bias_context,
+        ),
+        Operator(
+            "background_interference",
+            "image",
+            "Easy",
+            "pad the image and overlay stickers/logos/text in the border",
+            background_interference,
+        ),
+        Operator(
+            "multi_image_copy_v1",
+            "image",
+            "Common",
+            "processed copies (scale/rotate/flip/crop/noise/...) + 'use image k'",
+            multi_image_copy_v1,
+        ),
+        Operator(
+            "multi_image_copy_v2", "image", "Medium", "quality-degraded copies + 'use image k'", multi_image_copy_v2
+        ),
+        Operator(
+            "multi_image_copy_v3",
+            "image",
+            "Hard",
+            "style-transformed copies + 'use the highest-quality version'",
+            multi_image_copy_v3,
+        ),
+        Operator(
+            "multi_image_composition",
+            "image",
+            "Extreme",
+            "distinct images + 'use only image k' (selective grounding)",
+            multi_image_composition,
+        ),
     )
 }
 TEXT_OPERATORS = tuple(n for n, op in OPERATORS.items() if op.modality == "text")
@@ -609,7 +671,9 @@ def mutate_instance(
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-CLI_DESCRIPTION = "List the SAMF mutation operators (UniHall/SAMF paper, Appendix C.1) with modality and difficulty tag."
+CLI_DESCRIPTION = (
+    "List the SAMF mutation operators (UniHall/SAMF paper, Appendix C.1) with modality and difficulty tag."
+)
 CLI_EPILOG = """examples:
   halluflow fuzz operators
   halluflow fuzz operators --json"""

@@ -124,7 +124,9 @@ class PolicyEvaluator:
             for policy, inst in progress(todo, desc="mutate", total=len(todo))
         ]
         requests = [self._request(m) for m in mutated]
-        for (policy, inst), m, (req, mode), answer in zip(todo, mutated, requests, _answers(self.vlm, [r for r, _ in requests])):
+        for (policy, inst), m, (req, mode), answer in zip(
+            todo, mutated, requests, _answers(self.vlm, [r for r, _ in requests])
+        ):
             score, h, stage = self._score(inst, answer)
             self.cache[(policy.key(), inst["instance_id"])] = {
                 "instance_id": inst["instance_id"],
@@ -152,15 +154,22 @@ class PolicyEvaluator:
             if 1 < len(parts) <= self.capacity:
                 paths = [str(self.work_dir / p) for p in parts]
                 digest = stable_hash([sha256_file(p) for p in paths])
-                request = VLMRequest(request_id=request_id, prompt=info["mutated_text"], image_path=paths[0],
-                                     image_sha256=digest, images=paths)  # type: ignore[call-arg]
+                request = VLMRequest(
+                    request_id=request_id,
+                    prompt=info["mutated_text"],
+                    image_path=paths[0],
+                    image_sha256=digest,
+                    images=paths,
+                )  # type: ignore[call-arg]
                 return request, "multi"
             path, mode = self.work_dir / info["mutated_image_path"], "tiled"
         elif info["mutated_image_path"]:
             path, mode = self.work_dir / info["mutated_image_path"], "single"
         else:
             path, mode = Path(original_image(mutated, self.images_root)), "single"
-        return VLMRequest(request_id=request_id, prompt=info["mutated_text"], image_path=str(path), image_sha256=sha256_file(path)), mode
+        return VLMRequest(
+            request_id=request_id, prompt=info["mutated_text"], image_path=str(path), image_sha256=sha256_file(path)
+        ), mode
 
     def __call__(self, policy: Policy, batch: Sequence[dict]) -> float:
         return _reward(self.items(policy, batch))
@@ -185,7 +194,9 @@ def original_image(instance: dict, images_root: str | Path) -> str:
     """The instance's unmutated image: what the judge and the detector oracle look at."""
     path = safe_join(images_root, instance["seed_data"]["image_path"])
     if not path.exists():
-        raise InputError(f"instance {instance['instance_id']}: image {instance['seed_data']['image_path']!r} not found under {images_root}")
+        raise InputError(
+            f"instance {instance['instance_id']}: image {instance['seed_data']['image_path']!r} not found under {images_root}"
+        )
     return str(path)
 
 
@@ -211,12 +222,20 @@ def _model_fields(vlm, model_name: str) -> dict:
 
 
 def standard_eval(
-    instances, split: dict[str, str], vlm, model_name: str, images_root, suite: MetricSuite | None = None,
+    instances,
+    split: dict[str, str],
+    vlm,
+    model_name: str,
+    images_root,
+    suite: MetricSuite | None = None,
 ) -> pl.DataFrame:
     """Every instance asked unmutated (the 'Standard' setting of Table 11), scored by `suite`."""
     suite = suite or MetricSuite()
     paths = [original_image(inst, images_root) for inst in instances]
-    requests = [VLMRequest(inst["instance_id"], inst["seed_data"]["question"], p, sha256_file(p)) for inst, p in zip(instances, paths)]
+    requests = [
+        VLMRequest(inst["instance_id"], inst["seed_data"]["question"], p, sha256_file(p))
+        for inst, p in zip(instances, paths)
+    ]
     extra = _model_fields(vlm, model_name)
     rows = [
         _row(inst, split, answer, "", suite, path, image_mode="single", n_images=1, **extra)
@@ -242,11 +261,28 @@ def _row(inst, split, answer, policy_key, suite: MetricSuite, image_path: str, *
 
 
 _SCHEMA = {
-    "instance_id": pl.String, "group": pl.String, "category": pl.String, "subtype": pl.String, "qtype": pl.String,
-    "risk_level": pl.Int64, "split": pl.String, "policy": pl.String, "answer": pl.String, "failed": pl.Boolean,
-    "ghr": pl.Int64, "ghr_stage": pl.String, "bhr": pl.Float64, "bhr_source": pl.String, "shr": pl.Float64,
-    "shr_source": pl.String, "ghs": pl.Float64, "ghs_source": pl.String, "image_mode": pl.String,
-    "n_images": pl.Int64, "model": pl.String, "stand_in": pl.Boolean,
+    "instance_id": pl.String,
+    "group": pl.String,
+    "category": pl.String,
+    "subtype": pl.String,
+    "qtype": pl.String,
+    "risk_level": pl.Int64,
+    "split": pl.String,
+    "policy": pl.String,
+    "answer": pl.String,
+    "failed": pl.Boolean,
+    "ghr": pl.Int64,
+    "ghr_stage": pl.String,
+    "bhr": pl.Float64,
+    "bhr_source": pl.String,
+    "shr": pl.Float64,
+    "shr_source": pl.String,
+    "ghs": pl.Float64,
+    "ghs_source": pl.String,
+    "image_mode": pl.String,
+    "n_images": pl.Int64,
+    "model": pl.String,
+    "stand_in": pl.Boolean,
 }
 
 
@@ -255,44 +291,82 @@ def _frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def train_group(
-    instances, split: dict[str, str], group: str, vlm, images_root, work_dir, controller_cfg: dict, seed: int,
-    scorer: GHRScorer | None = None, metric: str = "ghr",
+    instances,
+    split: dict[str, str],
+    group: str,
+    vlm,
+    images_root,
+    work_dir,
+    controller_cfg: dict,
+    seed: int,
+    scorer: GHRScorer | None = None,
+    metric: str = "ghr",
 ) -> TrainResult:
     """Train one (s, q) group's policy on its pilot (train) instances (C.4.3 / C.5)."""
     train = [i for i in instances if group_of(i) == group and split.get(i["instance_id"]) == "train"]
     if not train:
-        raise InputError(f"group {group}: no training instances (groups present: {', '.join(sorted({group_of(i) for i in instances}))})")
-    evaluator = PolicyEvaluator(vlm, images_root, work_dir, seed, scorer, metric, load_distractors(instances, images_root))
+        raise InputError(
+            f"group {group}: no training instances (groups present: {', '.join(sorted({group_of(i) for i in instances}))})"
+        )
+    evaluator = PolicyEvaluator(
+        vlm, images_root, work_dir, seed, scorer, metric, load_distractors(instances, images_root)
+    )
     return make_controller(controller_cfg, seed).train(group, train, evaluator)
 
 
 def policy_eval(
-    instances, split: dict[str, str], assign: Callable[[dict], Policy], vlm, model_name: str, images_root, out_dir,
-    seed: int, suite: MetricSuite | None = None,
+    instances,
+    split: dict[str, str],
+    assign: Callable[[dict], Policy],
+    vlm,
+    model_name: str,
+    images_root,
+    out_dir,
+    seed: int,
+    suite: MetricSuite | None = None,
 ) -> tuple[pl.DataFrame, list[dict]]:
     """Every instance mutated by the policy `assign` gives it; one model batch; images under out_dir/fuzzed/."""
     suite = suite or MetricSuite()
-    evaluator = PolicyEvaluator(vlm, images_root, out_dir, seed, suite.scorer, "ghr", load_distractors(instances, images_root))
+    evaluator = PolicyEvaluator(
+        vlm, images_root, out_dir, seed, suite.scorer, "ghr", load_distractors(instances, images_root)
+    )
     pairs = [(assign(inst), inst) for inst in instances]
     extra = _model_fields(vlm, model_name)
     rows, mutated = [], []
     for (policy, inst), item in zip(pairs, evaluator.pairs(pairs)):
-        rows.append(_row(inst, split, item["answer"], policy.key(), suite, original_image(inst, images_root),
-                         image_mode=item["image_mode"], n_images=item["n_images"], **extra))
-        mutated.append({**item["mutated"], "mutation_inf": {**item["mutated"]["mutation_inf"], "image_mode": item["image_mode"]}})
+        rows.append(
+            _row(
+                inst,
+                split,
+                item["answer"],
+                policy.key(),
+                suite,
+                original_image(inst, images_root),
+                image_mode=item["image_mode"],
+                n_images=item["n_images"],
+                **extra,
+            )
+        )
+        mutated.append(
+            {**item["mutated"], "mutation_inf": {**item["mutated"]["mutation_inf"], "image_mode": item["image_mode"]}}
+        )
     return _frame(rows), sorted(mutated, key=lambda m: m["instance_id"])
 
 
 def fuzzed_eval(instances, split, controller: CentralFuzzController, vlm, model_name, images_root, out_dir, seed, **kw):
     """The fuzzing setting: each instance gets its group's learnt policy (the default policy for unseen groups)."""
-    return policy_eval(instances, split, controller.policy_for_instance, vlm, model_name, images_root, out_dir, seed, **kw)
+    return policy_eval(
+        instances, split, controller.policy_for_instance, vlm, model_name, images_root, out_dir, seed, **kw
+    )
 
 
 def dynamic_eval(instances, split, space: PolicySpace, vlm, model_name, images_root, out_dir, seed, **kw):
     """Table 11's "Dynamic" setting: one random policy per instance (seeded by instance), no controller."""
 
     def assign(inst: dict) -> Policy:
-        return random_policy(np.random.default_rng(int(stable_hash(["samf-dynamic", seed, inst["instance_id"]])[:16], 16)), space)
+        return random_policy(
+            np.random.default_rng(int(stable_hash(["samf-dynamic", seed, inst["instance_id"]])[:16], 16)), space
+        )
 
     return policy_eval(instances, split, assign, vlm, model_name, images_root, out_dir, seed, **kw)
 
@@ -304,7 +378,9 @@ def empty_table() -> pl.DataFrame:
 SETTINGS = ("standard", "dynamic", "fuzzed")
 
 
-def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", dynamic: pl.DataFrame | None = None) -> pl.DataFrame:
+def compare(
+    standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", dynamic: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """GHR / risk-weighted GHR / BHR (SHR, GHS when scored) per setting — standard, dynamic (null when not run),
     fuzzed — per group and overall, on one split (Table 11 layout)."""
     rows = []
@@ -323,16 +399,25 @@ def compare(standard: pl.DataFrame, fuzzed: pl.DataFrame, split: str = "test", d
             for m in ("shr", "ghs"):
                 # The judge failed and its rule fallback gave the number: reported, not hidden in the mean.
                 col = f"{m}_source"
-                row[f"n_{m}_fallback_{setting}"] = int((df[col] == "fallback").sum()) if col in df.columns and df.height else 0
+                row[f"n_{m}_fallback_{setting}"] = (
+                    int((df[col] == "fallback").sum()) if col in df.columns and df.height else 0
+                )
             for m in ("ghr", "bhr", "shr", "ghs"):
                 scored = df.filter(~failed).drop_nulls(m) if m in df.columns else df.clear()
                 row[f"{m}_{setting}"] = float(scored[m].mean()) if scored.height else None
-                row[f"{m}_risk_{setting}"] = risk_weighted(scored[m].to_list(), scored["risk_level"].to_list()) if scored.height else None
+                row[f"{m}_risk_{setting}"] = (
+                    risk_weighted(scored[m].to_list(), scored["risk_level"].to_list()) if scored.height else None
+                )
         both = row["ghr_fuzzed"] is not None and row["ghr_standard"] is not None
         row["ghr_delta"] = (row["ghr_fuzzed"] - row["ghr_standard"]) if both else None
         row["policy"] = ";".join(sorted(set(f["policy"].to_list())))
-        row["model"] = ";".join(sorted({m for df in (standard, fuzzed) if "model" in df.columns for m in df["model"].to_list()})) or None
-        row["stand_in"] = any(bool(df["stand_in"].any()) for df in (standard, dynamic, fuzzed) if "stand_in" in df.columns)
+        row["model"] = (
+            ";".join(sorted({m for df in (standard, fuzzed) if "model" in df.columns for m in df["model"].to_list()}))
+            or None
+        )
+        row["stand_in"] = any(
+            bool(df["stand_in"].any()) for df in (standard, dynamic, fuzzed) if "stand_in" in df.columns
+        )
         rows.append(row)
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in SETTINGS:

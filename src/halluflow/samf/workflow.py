@@ -42,10 +42,14 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         import polars as pl
 
         rows = pl.read_parquet(queries).to_dicts()
-        return convert.from_ode_queries(rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed)
+        return convert.from_ode_queries(
+            rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed
+        )
     if src["format"] == "unihall":
         if not src.get("path"):
-            raise ConfigError("config key 'samf.source.path': a UniHall JSON file is needed when samf.source.format is unihall")
+            raise ConfigError(
+                "config key 'samf.source.path': a UniHall JSON file is needed when samf.source.format is unihall"
+            )
         items = load_instances(src["path"])
         limit = samf["max_instances"]
         return items if limit is None else convert.balanced_take(items, group_of, limit, seed)
@@ -77,8 +81,15 @@ def groups_for(samf: dict) -> list[str]:
 def write_split(path, instances: list[dict], split: dict[str, str]) -> None:
     import polars as pl
 
-    rows = [{"instance_id": i["instance_id"], "group": group_of(i), "split": split[i["instance_id"]]} for i in instances]
-    write_parquet(path, pl.DataFrame(rows, schema={"instance_id": pl.String, "group": pl.String, "split": pl.String}).sort("instance_id"))
+    rows = [
+        {"instance_id": i["instance_id"], "group": group_of(i), "split": split[i["instance_id"]]} for i in instances
+    ]
+    write_parquet(
+        path,
+        pl.DataFrame(rows, schema={"instance_id": pl.String, "group": pl.String, "split": pl.String}).sort(
+            "instance_id"
+        ),
+    )
 
 
 def read_split(path) -> dict[str, str]:
@@ -105,7 +116,9 @@ def make_instances(samf: dict, release_dir, release: str, seed: int, out_instanc
 
     items = source_instances(samf, release_dir, release, seed)
     if not items:
-        raise InputError(f"samf: no instances from {samf['source']['format']} source (query types {samf['query_types']})")
+        raise InputError(
+            f"samf: no instances from {samf['source']['format']} source (query types {samf['query_types']})"
+        )
     if samf["source"]["format"] == "unihall":
         check_image_paths(items, images_root(samf, release_dir), samf["source"]["path"])
     split = pilot_split(items, samf["pilot_ratio"], seed)
@@ -133,7 +146,9 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
         spec = judges.get(key)
         if not spec:
             where = "top-level 'llm'" if key == "llm" else "'samf.judge_model' (a name from models:)"
-            raise ConfigError(f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured")
+            raise ConfigError(
+                f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured"
+            )
         if key == "llm":
             built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec))
         else:
@@ -147,8 +162,9 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
         if not judges.get("detector"):
             raise ConfigError("config key 'detection': samf.detector.enabled needs a detector backend")
         spec = judges["detector"]
-        built["detector"] = DetectorOracle(lambda: registry.create("detector", spec), detector.get("threshold", 0.3),
-                                           detector.get("max_labels", 16))
+        built["detector"] = DetectorOracle(
+            lambda: registry.create("detector", spec), detector.get("threshold", 0.3), detector.get("max_labels", 16)
+        )
     return built
 
 
@@ -189,22 +205,38 @@ def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> N
     failed = int(df["failed"].sum()) if df.height else 0
     ghr = df.filter(~pl.col("failed"))["ghr"].mean() if df.height > failed else None
     info = suite.describe()
-    log.info("samf %s %s: GHR %s over %d answered, %d failed; judge %s (%d calls, %d failed)", what, model,
-             "n/a" if ghr is None else f"{ghr:.3f}", df.height - failed, failed, info["judge"], info["judge_calls"], info["judge_failures"])
+    log.info(
+        "samf %s %s: GHR %s over %d answered, %d failed; judge %s (%d calls, %d failed)",
+        what,
+        model,
+        "n/a" if ghr is None else f"{ghr:.3f}",
+        df.height - failed,
+        failed,
+        info["judge"],
+        info["judge_calls"],
+        info["judge_failures"],
+    )
 
 
-def run_standard(samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None) -> None:
+def run_standard(
+    samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None
+) -> None:
     from .pipeline import standard_eval
 
-    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"],
-                    method="samf")
+    vlm = Evaluatee(
+        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
+    )
     suite = make_suite(samf, judges, models_cache, graph_dir)
-    df = standard_eval(load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite)
+    df = standard_eval(
+        load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite
+    )
     write_parquet(out, df)
     _log_table("standard", spec["name"], df, suite)
 
 
-def run_train(samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, judges=None) -> None:
+def run_train(
+    samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, judges=None
+) -> None:
     from .pipeline import train_group
 
     items = load_instances(instances_path)
@@ -214,16 +246,35 @@ def run_train(samf, instances_path, split_path, spec, group, release_dir, models
         write_json(out, {"group": group, "policy": None, "skipped": "no training instances", "model": spec["name"]})
         log.warning("samf train %s/%s: no training instances", spec["name"], group)
         return
-    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf")
+    vlm = Evaluatee(
+        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
+    )
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
         result = train_group(
-            items, split, group, vlm, images_root(samf, release_dir), work, samf["controller"], seed,
-            make_suite(samf, judges, models_cache, graph_dir).scorer, samf["reward_metric"],
+            items,
+            split,
+            group,
+            vlm,
+            images_root(samf, release_dir),
+            work,
+            samf["controller"],
+            seed,
+            make_suite(samf, judges, models_cache, graph_dir).scorer,
+            samf["reward_metric"],
         )
     info = vlm.describe()
-    write_json(out, {**result.as_dict(), "model": spec["name"], "stand_in": bool(info.stand_in), "backend": info.as_dict()})
-    log.info("samf train %s/%s: %s (R_full %.3f, %d evaluations)", spec["name"], group, result.policy.key(), result.full_reward, result.evaluations)
+    write_json(
+        out, {**result.as_dict(), "model": spec["name"], "stand_in": bool(info.stand_in), "backend": info.as_dict()}
+    )
+    log.info(
+        "samf train %s/%s: %s (R_full %.3f, %d evaluations)",
+        spec["name"],
+        group,
+        result.policy.key(),
+        result.full_reward,
+        result.evaluations,
+    )
 
 
 def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
@@ -232,7 +283,9 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
     policies, records = {}, []
     for p in sorted(trained_paths):
         data = read_json(p)
-        records.append({k: data.get(k) for k in ("group", "method", "full_reward", "n_train", "evaluations", "skipped")})
+        records.append(
+            {k: data.get(k) for k in ("group", "method", "full_reward", "n_train", "evaluations", "skipped")}
+        )
         if data.get("policy"):
             policies[data["group"]] = Policy.from_dict(data["policy"])
     if not policies:
@@ -241,14 +294,29 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
 
 
 def run_fuzzed(
-    samf, instances_path, split_path, trained, spec, release_dir, models_cache, graph_dir, seed, out_dir, out_policies,
-    out_fuzzed, out_instances, out_dynamic, judges=None,
+    samf,
+    instances_path,
+    split_path,
+    trained,
+    spec,
+    release_dir,
+    models_cache,
+    graph_dir,
+    seed,
+    out_dir,
+    out_policies,
+    out_fuzzed,
+    out_instances,
+    out_dynamic,
+    judges=None,
 ) -> None:
     from .controllers import policy_space
     from .pipeline import dynamic_eval, empty_table, fuzzed_eval
 
     controller, records = load_controller(trained)
-    vlm = Evaluatee(spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf")
+    vlm = Evaluatee(
+        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
+    )
     stand_in = bool(vlm.describe().stand_in)
     write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
@@ -258,7 +326,9 @@ def run_fuzzed(
     write_parquet(out_fuzzed, df)
     write_instances(out_instances, mutated)
     if samf["dynamic"]:
-        dynamic, _ = dynamic_eval(items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite)
+        dynamic, _ = dynamic_eval(
+            items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite
+        )
     else:
         dynamic = empty_table()  # the setting was not run: compare reports null dynamic columns
     write_parquet(out_dynamic, dynamic)
