@@ -330,10 +330,3 @@ def coco_scene_graphs(instances: Mapping[str, Any], source: str = "coco annotati
     }
 
 
-def merge_by_name(objects: Iterable[tuple[str, Iterable[str]]], synonyms: Synonyms | None = None) -> list[SGObject]:
-    """Objects named in a transcript → one node per canonical name (instances are not counted), attrs unioned."""
-    syn = synonyms or Synonyms.builtin()
-    merged: dict[str, set[str]] = {}
-    for name, attrs in objects:
-        merged.setdefault(syn.object_name(name), set()).update(normalize(a) for a in attrs)
-    return [SGObject(f"p{i}", n, tuple(sorted(merged[n]))) for i, n in enumerate(sorted(merged))]

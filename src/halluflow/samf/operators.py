@@ -23,7 +23,6 @@ from .schema import negative_answers, truth_answers
 
 MAX_PROMPT_CHARS = 80_000  # C.6: stop applying text operators once the prompt reaches this length
 LEVELS = (1, 2, 3, 4, 5)
-DIFFICULTY = {1: "Easy", 2: "Common", 3: "Medium", 4: "Hard", 5: "Extreme"}
 
 
 @dataclass
