@@ -328,5 +328,3 @@ def coco_scene_graphs(instances: Mapping[str, Any], source: str = "coco annotati
         k: SceneGraph.from_dict({"objects": v, "relations": []}, source=f"{source} image {k}")
         for k, v in graphs.items()
     }
-
-
