@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Tests write only in the clone and temp folders: caches that libraries create in the user's home (matplotlib's font
+# cache, Hugging Face's, anything under ~/.cache) go to a temp folder for this test run, set before any import.
+_CACHE = Path(tempfile.mkdtemp(prefix="halluflow-tests-cache-"))
+for _var, _sub in (("XDG_CACHE_HOME", "xdg"), ("MPLCONFIGDIR", "matplotlib"), ("HF_HOME", "huggingface")):
+    os.environ.setdefault(_var, str(_CACHE / _sub))
 SHARED = Path(os.environ.get("HALLUFLOW_SHARED", REPO.parent / "shared"))
 SHARED_DATA = SHARED / "data"
 
