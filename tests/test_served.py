@@ -15,7 +15,8 @@ from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.errors import BackendError
 
-pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
+# starts a server process and loads two models (~30 s); one xdist worker shares the server with test_configs
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
 
 
 @pytest.fixture(scope="session")

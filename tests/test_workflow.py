@@ -12,7 +12,8 @@ import pytest
 import yaml
 from workflow_utils import copy_workflow, jobs_run, run_snakemake
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs every test that shares the default run (the fixture is per worker).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("default_run")]
 
 
 def _release(run) -> "Path":  # noqa: F821
