@@ -19,11 +19,6 @@ SHARED = Path(os.environ.get("HALLUFLOW_SHARED", REPO.parent / "shared"))
 SHARED_DATA = SHARED / "data"
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker per core, at most 2 — each worker may hold a torch model and run Snakemake jobs."""
-    return max(1, min(2, os.cpu_count() or 1))
-
-
 def shared_data(*parts: str) -> Path:
     """Path under ../shared/data; skips the test when the peer data is not beside the clone."""
     path = SHARED_DATA.joinpath(*parts)

@@ -19,8 +19,7 @@ from served import LLM_ID, VLM_ID
 from test_served import served  # noqa: F401 (session fixture: the real server)
 from workflow_utils import REPO, copy_workflow, run_snakemake
 
-# runs Snakemake (still part of CI's plain `pytest -q`); shares the served fixture's xdist worker
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
+pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
 
 CONFIGS = sorted(p.stem for p in (REPO / "configs").glob("*.yaml"))
 

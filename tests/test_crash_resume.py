@@ -30,7 +30,7 @@ import yaml
 from PIL import Image
 from workflow_utils import copy_workflow, jobs_run, run_snakemake, snakemake_cmd
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("default_run")]
+pytestmark = pytest.mark.slow
 
 POLL_S = 0.05
 PHASE_TIMEOUT_S = 1200

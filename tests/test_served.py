@@ -15,8 +15,7 @@ from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.errors import BackendError
 
-# starts a server process and loads two models (~30 s); one xdist worker shares the server with test_configs
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
+pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
 
 
 @pytest.fixture(scope="session")

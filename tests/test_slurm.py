@@ -19,7 +19,6 @@ import pytest
 import yaml
 from workflow_utils import REPO, copy_workflow, run_snakemake
 
-pytestmark = pytest.mark.xdist_group("slurm")  # one cluster: its tests on one xdist worker
 GPU_RULES = {"synthesize", "detect"}  # always on a GPU; answer only for models the resolver puts on one
 OPT_IN = "HALLUFLOW_TEST_SLURM"
 

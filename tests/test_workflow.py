@@ -12,8 +12,7 @@ import pytest
 import yaml
 from workflow_utils import copy_workflow, jobs_run, run_snakemake
 
-# One xdist worker runs every test that shares the default run (the fixture is per worker).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("default_run")]
+pytestmark = pytest.mark.slow
 
 
 def _release(run) -> "Path":  # noqa: F821
