@@ -336,8 +336,11 @@ class OpenAIClient:
             served = None if self._checked else self.served_models()
             if served is not None and self.model not in served:
                 verdict = None
+                # The probe names only the model: a server-specific `extra_body` key another server rejects (422)
+                # must not read as "model not served"; those rejections stop a shard through the 4xx rule instead.
+                probe = {"model": self.model, "messages": [{"role": "user", "content": "hi"}], self.max_tokens_field: 1}
                 try:
-                    self._once(self.body([{"role": "user", "content": "hi"}], 1))
+                    self._once(probe)
                 except BackendError as exc:
                     verdict = str(exc)
                 except RetryableError as exc:

@@ -148,7 +148,13 @@ def build_tiny_llava(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int
     image_processor = CLIPImageProcessor(
         size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
     )
-    processor = LlavaProcessor(
+    processor = _llava_processor(LlavaProcessor, image_processor, tokenizer)
+    return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
+
+
+def _llava_processor(processor_class, image_processor, tokenizer):
+    """LLaVA-1.5 and LLaVA-NeXT processors share their settings: CLIP's 16 px patches, the CLS token dropped."""
+    return processor_class(
         image_processor=image_processor,
         tokenizer=tokenizer,
         patch_size=16,
@@ -156,7 +162,6 @@ def build_tiny_llava(out_dir: str | os.PathLike, seed: int = 0, hidden_size: int
         num_additional_image_tokens=1,
         chat_template=chat_template("<image>\n"),
     )
-    return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
 
 
 def build_tiny_llava_next(
@@ -197,14 +202,7 @@ def build_tiny_llava_next(
         crop_size={"height": image_size, "width": image_size},
         image_grid_pinpoints=grid,
     )
-    processor = LlavaNextProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        patch_size=16,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=chat_template("<image>\n"),
-    )
+    processor = _llava_processor(LlavaNextProcessor, image_processor, tokenizer)
     return _save(model, processor, out_dir, image_size=image_size, hidden_size=hidden_size)
 
 
