@@ -25,6 +25,24 @@ REPO = Path(__file__).resolve().parents[1]
 DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
 
 
+def dry_run_cmd(overlay: Path) -> list[str]:
+    """`snakemake -n` of the default config with a size overlay, printing only the rule counts."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-n",
+        "--nolock",
+        "--cores",
+        "2",
+        "--configfile",
+        "config.yaml",
+        str(overlay),
+        "--quiet",
+        "rules",
+    ]
+
+
 def bench_config(scenes: int, image_shards: int, answer_shards: int) -> dict:
     per_list = scenes // (len(DISTRIBUTIONS) * 2)
     return {
@@ -131,20 +149,7 @@ def bench_dag(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "bench.yaml"
         overlay.write_text(yaml.safe_dump(bench_config(args.scenes, args.image_shards, args.answer_shards)))
-        cmd = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--nolock",
-            "--cores",
-            "2",
-            "--configfile",
-            "config.yaml",
-            str(overlay),
-            "--quiet",
-            "rules",
-        ]
+        cmd = dry_run_cmd(overlay)
         times, jobs = [], None
         for _ in range(args.repeat):
             start = time.perf_counter()

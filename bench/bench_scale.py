@@ -28,7 +28,7 @@ import polars as pl
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dag import bench_config  # noqa: E402
+from bench_dag import bench_config, dry_run_cmd  # noqa: E402
 from bench_scoring import bench_pope  # noqa: E402
 
 from halluflow.ode.scoring import score_answers  # noqa: E402
@@ -40,20 +40,7 @@ def dry_run(scenes: int, image_shards: int, answer_shards: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp) / "scale.yaml"
         overlay.write_text(yaml.safe_dump(bench_config(scenes, image_shards, answer_shards)))
-        cmd = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-n",
-            "--nolock",
-            "--cores",
-            "2",
-            "--configfile",
-            "config.yaml",
-            str(overlay),
-            "--quiet",
-            "rules",
-        ]
+        cmd = dry_run_cmd(overlay)
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         seconds = time.perf_counter() - start

@@ -15,33 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import SHARED_DATA
-from workflow_utils import REPO, copy_workflow, jobs_run, run_snakemake
+from workflow_utils import ODE_AND_METHOD_RULES, REPO, copy_workflow, jobs_run, run_snakemake
 
-# Every rule of the ODE data pipeline and of the methods that read its release.
-ODE_AND_METHOD_RULES = {
-    "build_graph",
-    "sample_scenes",
-    "make_prompts",
-    "synthesize",
-    "detect",
-    "filter_images",
-    "make_queries",
-    "package_release",
-    "build_standin_synthesizer",
-    "build_standin_detector",
-    "caos_score",
-    "ode_diagnosis",
-    "cedi_examine",
-    "cedi_grade",
-    "samf_instances",
-    "samf_standard_eval",
-    "samf_train",
-    "samf_fuzzed_eval",
-    "samf_compare",
-    "report_release_audit",
-    "report_models",
-    "report_summary",
-}
 N_QUESTIONS = 8  # enough for both yes and no truths; small enough for the stand-in VLM on one CPU
 
 

@@ -24,6 +24,32 @@ WORKFLOW_PARTS = (
 )
 IGNORE = shutil.ignore_patterns("models", "__pycache__", ".snakemake", "results", "logs")
 
+# Every rule of the ODE data pipeline and of the methods that read its release.
+ODE_AND_METHOD_RULES = {
+    "build_graph",
+    "sample_scenes",
+    "make_prompts",
+    "synthesize",
+    "detect",
+    "filter_images",
+    "make_queries",
+    "package_release",
+    "build_standin_synthesizer",
+    "build_standin_detector",
+    "caos_score",
+    "ode_diagnosis",
+    "cedi_examine",
+    "cedi_grade",
+    "samf_instances",
+    "samf_standard_eval",
+    "samf_train",
+    "samf_fuzzed_eval",
+    "samf_compare",
+    "report_release_audit",
+    "report_models",
+    "report_summary",
+}
+
 
 def copy_workflow(dst: Path, share_models_from: Path | None = None) -> Path:
     """Copy the workflow into `dst`. `share_models_from` symlinks an existing resources/models (built stand-ins)."""

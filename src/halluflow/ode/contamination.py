@@ -12,7 +12,6 @@ COCO val) with an image embedder (CLIP / SigLIP / DINOv2) and reports:
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, open_rgb, write_json, write_parquet
+from ..io import dumps_json, open_rgb, sha256_file, write_json, write_parquet
 from ..progress import get_logger, progress
 
 DEFAULT_THRESHOLD = 0.95
@@ -107,10 +106,6 @@ def _release_images(release_dir: Path) -> pl.DataFrame:
     return table.with_columns(pl.format("images/{}.png", pl.col("image_id")).alias("path"))
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _embed(embedder, paths: list[Path], what: str) -> np.ndarray:
     chunks = []
     batch = 32
@@ -167,8 +162,8 @@ def check_contamination(
     idx, sims = nearest_neighbours(emb_rel, emb_ref)
     ref_sha = {}
     for p in reference_paths:
-        ref_sha.setdefault(_sha256(p), p)
-    exact = [ref_sha.get(_sha256(p)) for p in release_paths]
+        ref_sha.setdefault(sha256_file(p), p)
+    exact = [ref_sha.get(sha256_file(p)) for p in release_paths]
     table = images.with_columns(
         pl.Series("nearest_reference", [str(reference_paths[i].relative_to(reference_dir)) for i in idx]),
         pl.Series("similarity", sims.astype(np.float64)),

@@ -35,6 +35,11 @@ def pair_key(a: str, b: str) -> str:
     return f"{x}|{y}"
 
 
+def _pair_expr(a: str, b: str) -> pl.Expr:
+    """`pair_key` as a column expression: the two names sorted, joined by "|"."""
+    return pl.concat_str([pl.min_horizontal(a, b), pl.max_horizontal(a, b)], separator="|")
+
+
 def _scenes(release_dir: Path) -> pl.DataFrame:
     path = release_dir / "scenes.parquet"
     if not path.is_file():
@@ -43,11 +48,7 @@ def _scenes(release_dir: Path) -> pl.DataFrame:
     missing = {"distribution", "object_a", "object_b"} - set(df.columns)
     if missing:
         raise InputError(f"{path}: lacks column(s) {sorted(missing)}")
-    return df.with_columns(
-        pl.struct("object_a", "object_b")
-        .map_elements(lambda r: pair_key(r["object_a"], r["object_b"]), return_dtype=pl.String)
-        .alias("pair")
-    )
+    return df.with_columns(_pair_expr("object_a", "object_b").alias("pair"))
 
 
 def release_pairs(release_dir: str | Path) -> set[str]:
@@ -90,11 +91,7 @@ def _edges(release_dir: Path) -> pl.DataFrame | None:
     if not path.is_file():
         return None
     df = pl.read_parquet(path)
-    return df.with_columns(
-        pl.struct("source", "target")
-        .map_elements(lambda r: pair_key(r["source"], r["target"]), return_dtype=pl.String)
-        .alias("edge")
-    ).select("edge", "weight")
+    return df.with_columns(_pair_expr("source", "target").alias("edge")).select("edge", "weight")
 
 
 def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
