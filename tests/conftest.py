@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -25,6 +27,22 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"peer data {path} not present (clone ../shared beside the repo to run conformance tests)")
     return path
+
+
+def pytest_report_header(config):
+    """Say when every `snakemake` call of the workflow tests will wait 10 s: the Slurm executor plugin runs
+    `scontrol show config` (10 s timeout) whenever Snakemake starts, and a Slurm client whose controller does not
+    answer (installed, cluster stopped) makes it wait the whole timeout."""
+    if not shutil.which("scontrol"):
+        return None
+    try:
+        subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=3)
+    except subprocess.TimeoutExpired:
+        return (
+            "WARNING: scontrol is installed but no Slurm controller answers: every snakemake call waits 10 s for "
+            "the Slurm plugin's probe (start the cluster: tools/slurm/local-cluster.sh start, or remove slurm-client)"
+        )
+    return None
 
 
 @pytest.fixture
@@ -54,3 +72,17 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    """A real OpenAI-compatible server (`transformers serve`, tests/served.py) with the tiny stand-ins, started once
+    per test session for every test that needs one."""
+    from served import TransformersServe, build_served_models, missing_serve_packages
+
+    missing = missing_serve_packages()
+    if missing:
+        pytest.skip(f"transformers serve needs {missing}: pip install 'halluflow[serve]'")
+    root = build_served_models(tmp_path_factory.mktemp("served"))
+    with TransformersServe(root) as server:
+        yield server

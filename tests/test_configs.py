@@ -16,7 +16,6 @@ import polars as pl
 import pytest
 import yaml
 from served import LLM_ID, VLM_ID
-from test_served import served  # noqa: F401 (session fixture: the real server)
 from workflow_utils import REPO, copy_workflow, run_snakemake
 
 pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
@@ -54,7 +53,7 @@ def test_config_plans_without_its_override(workdir, name):
 def test_ode_paper_offline(workdir):
     out = "results/ode-paper-offline"
     run_snakemake(
-        workdir, f"{out}/release/manifest.json", f"{out}/metrics/prior.json", "--cores", "1", *configfiles("ode-paper")
+        workdir, f"{out}/release/manifest.json", f"{out}/metrics/prior.json", "--cores", "2", *configfiles("ode-paper")
     )
     manifest = json.loads((workdir / out / "release" / "manifest.json").read_text())
     assert "stand_in" in json.dumps(manifest)  # the release says plainly it was cut with stand-ins
@@ -66,7 +65,7 @@ def test_ode_paper_offline(workdir):
 
 def test_cedi_offline(workdir):
     target = "results/ode-demo/cedi/tiny-smolvlm/grades.json"
-    run_snakemake(workdir, target, "--cores", "1", *configfiles("cedi"))
+    run_snakemake(workdir, target, "--cores", "2", *configfiles("cedi"))
     turns = pl.read_parquet(workdir / "results/ode-demo/cedi/tiny-smolvlm/transcripts.parquet")
     assert set(turns["question_writer"]) == {"llm"} and turns.height >= 3
     assert json.loads((workdir / target).read_text())
@@ -74,12 +73,12 @@ def test_cedi_offline(workdir):
 
 def test_samf_offline(workdir):
     target = "results/ode-demo/fuzz/prior/comparison.json"
-    run_snakemake(workdir, target, "--cores", "1", *configfiles("samf"))
+    run_snakemake(workdir, target, "--cores", "2", *configfiles("samf"))
     summary = json.loads((workdir / target).read_text())
     assert summary
 
 
-def test_openai_server_offline_against_transformers_serve(workdir, served):  # noqa: F811
+def test_openai_server_offline_against_transformers_serve(workdir, served):
     override = yaml.safe_load((REPO / "configs/offline/openai-server.yaml").read_text())
     assert override["models"][0]["args"]["model"] == VLM_ID and override["llm"]["model"] == LLM_ID
     # The shipped override points at port 8000; this test's server listens on a free port.
@@ -91,7 +90,7 @@ def test_openai_server_offline_against_transformers_serve(workdir, served):  # n
     run_snakemake(
         workdir,
         "--cores",
-        "1",
+        "2",
         "--resources",
         "api_calls=1",
         "--configfile",

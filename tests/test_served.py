@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from served import LLM_ID, VLM_ID, TransformersServe, build_served_models, missing_serve_packages
+from served import LLM_ID, VLM_ID
 from test_openai_http import make_release
 
 from halluflow import registry
@@ -16,16 +16,6 @@ from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.errors import BackendError
 
 pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
-
-
-@pytest.fixture(scope="session")
-def served(tmp_path_factory):
-    missing = missing_serve_packages()
-    if missing:
-        pytest.skip(f"transformers serve needs {missing}: pip install 'halluflow[serve]'")
-    root = build_served_models(tmp_path_factory.mktemp("served"))
-    with TransformersServe(root) as server:
-        yield server
 
 
 def spec(server, model=VLM_ID, **args):

@@ -31,6 +31,9 @@ def slurm_cluster():
         pytest.fail(f"{OPT_IN}=1 but not root: starting a local Slurm cluster needs root (apt-get, munge, slurmctld)")
     if not shutil.which("apt-get") and not shutil.which("slurmctld"):
         pytest.fail(f"{OPT_IN}=1 but no apt-get to install Debian's slurm-wlm and no slurmctld on PATH")
+    if cluster_answers():
+        yield  # started before the suite (.ci/run does): used as it is and left running
+        return
     proc = subprocess.run(
         [str(REPO / "tools" / "slurm" / "local-cluster.sh"), "start"], capture_output=True, text=True, timeout=900
     )
@@ -38,6 +41,17 @@ def slurm_cluster():
         pytest.fail(f"local Slurm cluster did not start:\n{proc.stdout}\n{proc.stderr}")
     yield
     subprocess.run([str(REPO / "tools" / "slurm" / "local-cluster.sh"), "stop"], capture_output=True, timeout=120)
+
+
+def cluster_answers() -> bool:
+    """A Slurm controller answers on this machine (one node idle or busy)."""
+    if not shutil.which("sinfo"):
+        return False
+    try:
+        proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=5)
+    except subprocess.TimeoutExpired:
+        return False
+    return proc.returncode == 0 and any(s in proc.stdout for s in ("idle", "mixed", "allocated"))
 
 
 def local_profile(workdir) -> str:

@@ -157,9 +157,14 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def canonical_json(obj: Any) -> str:
+    """The JSON text stable_hash hashes: sorted keys, numpy scalars as numbers."""
+    return json.dumps(obj, sort_keys=True, default=_json_default)
+
+
 def stable_hash(obj: Any) -> str:
     """sha256 of the canonical JSON of `obj`: request-cache keys, query ids, shard assignment."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=_json_default).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
 
 def safe_join(root: str | os.PathLike, relative: str) -> Path:

@@ -3,14 +3,13 @@ responses (junyangwang0410/AMBER). Every scorer, source and converter reads thes
 malformed file gets the same one-line error (naming the file and the record) wherever it is read.
 
 JSON Lines files go through polars' NDJSON reader with an explicit schema: no Python object per line. A value of
-the wrong type (an answer `1`, `true` or `["yes"]`) is refused instead of stringified: a byte scan sends such files
-to the slow path, which re-reads them line by line and names the offending record.
+the wrong type (an answer `1`, `true` or `["yes"]`) is refused instead of stringified: the reader fails on it, and
+the slow path re-reads the file line by line and names the offending record.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,16 +34,19 @@ def _is_json_array(path: Path) -> bool:
         raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
-def read_records(path: str | Path, string_fields: tuple[str, ...], id_field: str, what: str) -> "pl.DataFrame":
+def read_records(
+    path: str | Path, string_fields: tuple[str, ...], id_field: str, what: str, categorical: bool = False
+) -> "pl.DataFrame":
     """`id_field` (any JSON scalar, as a string) and `string_fields` (JSON strings or null) of every record of a JSON
-    Lines file or a JSON array. A record whose field holds a number, boolean, list or object is refused."""
+    Lines file or a JSON array. A record whose field holds a number, boolean, list or object is refused.
+    `categorical` keeps the string fields as pl.Categorical (for columns of few distinct values: answers, labels)."""
     import polars as pl
 
     path = Path(path)
     if not _is_json_array(path):
         fast = _fast_ids_and_fields(path, string_fields, id_field)
         if fast is not None:
-            return fast
+            return fast if categorical else fast.with_columns(pl.col(string_fields).cast(pl.String))
     rows = read_jsonl(path)
     if not rows:
         raise InputError(f"{path}: no records")
@@ -63,7 +65,8 @@ def read_records(path: str | Path, string_fields: tuple[str, ...], id_field: str
                     "expected a string"
                 )
             cols[f].append(v)
-    return pl.DataFrame(cols, schema={k: pl.String for k in cols})
+    kind = pl.Categorical if categorical else pl.String
+    return pl.DataFrame(cols, schema={id_field: pl.String, **{f: kind for f in string_fields}})
 
 
 def _first_record(path: Path) -> dict | None:
@@ -80,11 +83,9 @@ def _first_record(path: Path) -> dict | None:
 
 def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: str) -> "pl.DataFrame | None":
     """polars' NDJSON reader with an explicit schema (other fields skipped); None sends the file to the slow path,
-    which names the offending line. polars would stringify a number or list read into a String column, so a
-    byte-level scan first looks for any text field holding something other than a string or null; a false alarm
-    (the pattern inside some string) only costs the slow path."""
-    import re
-
+    which names the offending line. Text fields are read as categoricals: that reader refuses a number, boolean,
+    list or object where a string belongs (read as pl.String it would stringify them), and model answers repeat a
+    lot, so each distinct string is stored once."""
     import polars as pl
 
     first = _first_record(path)
@@ -95,12 +96,8 @@ def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: s
     first_id = first.get(id_field)
     if isinstance(first_id, bool) or not isinstance(first_id, (int, str)):
         return None
-    names = "|".join(re.escape(f) for f in string_fields).encode()
-    not_a_string = re.compile(rb'"(?:' + names + rb')"\s*:\s*[^"\sn]')
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if not_a_string.search(data):  # mapped, not read: no second copy of a large file in memory
-            return None
-    schema = {id_field: pl.String if isinstance(first_id, str) else pl.Int64, **{f: pl.String for f in string_fields}}
+    schema = {id_field: pl.String if isinstance(first_id, str) else pl.Int64}
+    schema.update({f: pl.Categorical for f in string_fields})
     try:
         df = pl.read_ndjson(path, schema=schema)
     except (pl.exceptions.PolarsError, OSError, ValueError):
@@ -123,35 +120,41 @@ def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id") -> "p
 
 
 # ---------------------------------------------------------------- POPE
-def read_pope_labels(path: str | Path, require_label: bool = True) -> "pl.DataFrame":
+def read_pope_labels(path: str | Path, require_label: bool = True, questions: bool = True) -> "pl.DataFrame":
     """POPE label/question file (COCO: JSONL; A-OKVQA/GQA: JSON array of {question_id, image, text, label}) →
-    DataFrame[question_id, image, text, truth] with truth "yes"/"no" (null only when require_label is False)."""
+    DataFrame[question_id, image, text, truth] with truth "yes"/"no" (null only when require_label is False).
+    `questions=False` reads only the ids and labels (what scoring needs) → DataFrame[question_id, truth]."""
     import polars as pl
 
     path = Path(path)
-    df = read_records(path, ("image", "text", "label"), "question_id", "record")
+    df = read_records(path, ("image", "text", "label") if questions else ("label",), "question_id", "record", True)
     ids = check_ids(df["question_id"], path)
     label = df["label"]
-    truth = (
-        label if ((label == YES) | (label == NO)).fill_null(False).all() else label.str.strip_chars().str.to_lowercase()
-    )
+    exact = ((label == YES) | (label == NO)).fill_null(False).all()
+    label = label.cast(pl.String)
+    truth = label if exact else label.str.strip_chars().str.to_lowercase()
     bad = ~truth.is_in([YES, NO]).fill_null(False)
     if not require_label:
         bad = bad & truth.is_not_null()
     if bad.any():
         i = int(bad.arg_max())
         raise InputError(f"{path}: question_id {ids[i]!r} has label {label[i]!r} (expected yes/no)")
-    return pl.DataFrame({"question_id": ids, "image": df["image"], "text": df["text"], "truth": truth})
+    if not questions:
+        return pl.DataFrame({"question_id": ids, "truth": truth})
+    return pl.DataFrame(
+        {"question_id": ids, "image": df["image"].cast(pl.String), "text": df["text"].cast(pl.String), "truth": truth}
+    )
 
 
 def read_pope_answers(path: str | Path) -> "pl.DataFrame":
     """POPE answer file → DataFrame[question_id, answer, status]: JSONL {question_id, answer} or LLaVA's
     {question_id, text}; `status` ("ok"/"failed", as `halluflow answer run` writes it) defaults to ok. One file uses
-    one of answer/text: a file mixing them is refused (which one would be the model's answer is a guess)."""
+    one of answer/text: a file mixing them is refused (which one would be the model's answer is a guess). `answer`
+    and `status` are categorical: a million answers hold a few hundred distinct strings, each stored once."""
     import polars as pl
 
     path = Path(path)
-    df = read_records(path, ("answer", "text", "status"), "question_id", "answer")
+    df = read_records(path, ("answer", "text", "status"), "question_id", "answer", categorical=True)
     ids = check_ids(df["question_id"], path)
     has_answer, has_text = df["answer"].is_not_null(), df["text"].is_not_null()
     both = has_answer & has_text
@@ -161,12 +164,12 @@ def read_pope_answers(path: str | Path) -> "pl.DataFrame":
     if not has_answer.any() and not has_text.any() and df["status"].is_null().all():
         raise InputError(f"{path}: records have no 'answer' or 'text' (expected {{question_id, answer}})")
     answer = df["text"] if has_text.any() else df["answer"]
-    status = df["status"].fill_null("ok")
-    bad = ~status.is_in(["ok", "failed"])
+    status = df["status"]
+    bad = ~((status == "ok") | (status == "failed")).fill_null(True)
     if bad.any():
         i = int(bad.arg_max())
         raise InputError(f"{path}: question_id {ids[i]!r} has status {status[i]!r} (expected ok or failed)")
-    return pl.DataFrame({"question_id": ids, "answer": answer.rename("answer"), "status": status})
+    return pl.DataFrame({"question_id": ids, "answer": answer.rename("answer"), "status": status.fill_null("ok")})
 
 
 # ---------------------------------------------------------------- AMBER

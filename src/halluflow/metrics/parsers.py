@@ -41,12 +41,17 @@ def is_failed(answer: Any, status: Any = None) -> bool:
 
 
 def failed_mask(answers: "pl.Series", status: "pl.Series | None" = None) -> "pl.Series":
-    """Vectorised is_failed over a String series (and an optional status series; null status = ok)."""
+    """Vectorised is_failed over a String or Categorical series (and an optional status series; null status = ok)."""
     import polars as pl
 
-    failed = answers.is_null() | (answers.str.strip_chars() == "")
+    if answers.dtype == pl.Categorical:  # test each distinct answer once
+        distinct = answers.unique().drop_nulls()
+        blank = distinct.filter(distinct.cast(pl.String).str.strip_chars() == "").cast(pl.String).to_list()
+        failed = answers.is_null() | answers.is_in(blank)
+    else:
+        failed = answers.is_null() | (answers.str.strip_chars() == "")
     if status is not None:
-        failed = failed | (status.fill_null("ok") != "ok")
+        failed = failed | (status.is_not_null() & (status != "ok"))
     return failed.fill_null(True).rename("failed").cast(pl.Boolean)
 
 

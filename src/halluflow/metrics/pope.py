@@ -128,7 +128,7 @@ def _distinct_pairs(answers: pl.Series, truth: pl.Series) -> tuple[pl.Series, pl
     first = np.full(null_slot + 1, -1, dtype=np.int64)
     first[c[::-1]] = np.arange(len(c) - 1, -1, -1)  # first row of each code: its answer string
     slots, tv = np.nonzero(counts)
-    texts = answers.gather(pl.Series(first[slots]))
+    texts = answers.gather(pl.Series(first[slots])).cast(pl.String)
     return (texts, pl.Series("truth", np.where(tv == 1, YES, NO), dtype=pl.String), pl.Series("w", counts[slots, tv]))
 
 
@@ -136,7 +136,7 @@ def _series(values, name: str) -> "pl.Series":
     import polars as pl
 
     if isinstance(values, pl.Series):
-        return values.cast(pl.String).rename(name)
+        return (values if values.dtype == pl.Categorical else values.cast(pl.String)).rename(name)
     # A non-string answer (1, true, ["yes"]) is no answer: never stringified into something a parser reads.
     return pl.Series(name, [v if isinstance(v, str) else None for v in values], dtype=pl.String)
 
@@ -179,7 +179,7 @@ def load_labels(path: str | Path) -> "pl.DataFrame":
     """POPE label file → DataFrame[question_id (str), truth ("yes"/"no")]."""
     from .formats import read_pope_labels
 
-    return read_pope_labels(path).select("question_id", "truth")
+    return read_pope_labels(path, questions=False)
 
 
 def load_answers(path: str | Path) -> "pl.DataFrame":
@@ -214,8 +214,13 @@ def align(answers: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
 def score_files(
     answers_path, labels_path, parser: str = "pope", positive: str = YES, max_failed_fraction: float | None = None
 ) -> dict:
-    """Score an answer file against a label file; refuses (TooManyFailedError) past `max_failed_fraction`."""
-    joined = align(load_answers(answers_path), load_labels(labels_path))
+    """Score an answer file against a label file; refuses (TooManyFailedError) past `max_failed_fraction`.
+    The two files are read at the same time (polars parses without holding the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        labels = pool.submit(load_labels, labels_path)
+        joined = align(load_answers(answers_path), labels.result())
     out = pope_metrics(joined["answer"], joined["truth"], parser=parser, positive=positive, status=joined["status"])
     check_failed(out["n_failed"], joined.height, max_failed_fraction, f"score pope {answers_path}")
     return out

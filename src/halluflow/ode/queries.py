@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from json.encoder import encode_basestring_ascii as json_string  # json.dumps of a str
 
 import numpy as np
 import polars as pl
 
 from ..caos.extract import plural_forms
 from ..errors import ConfigError, InputError
-from ..io import stable_hash
+from ..io import canonical_json
 from ..progress import get_logger, progress
 from .attributes import NUMBER_WORDS, clean_word, node_attribute_forms, read_attribute_words
 from .graph import neighbours
@@ -83,6 +84,15 @@ def plural(word: str) -> str:
 def query_id(image_id: str, question: str) -> str:
     """16 hex digits of sha256(image id, question): stable across runs, shards and releases."""
     return hashlib.sha256(f"{image_id}\x1f{question}".encode()).hexdigest()[:16]
+
+
+def query_ids(image_ids: pl.Series, questions: pl.Series) -> pl.Series:
+    """`query_id` of each (image id, question) pair, as a column: one sha256 call per query is the only per-row
+    Python left (the hex digits are made for all of them at once)."""
+    sha = hashlib.sha256
+    keys = pl.select(pl.concat_str(image_ids, pl.lit("\x1f"), questions)).to_series().cast(pl.Binary).to_list()
+    digests = b"".join([sha(k).digest()[:8] for k in keys])
+    return pl.Series("query_id", np.frombuffer(digests.hex().encode(), dtype="S16")).cast(pl.String)
 
 
 class NegativeSampler:
@@ -357,13 +367,15 @@ def _count_rows(
 def _image_generators(seed: int, image_ids: list[str]):
     """One generator per image, the same stream as sampling.derived_rng(seed, "queries", image_id).
 
-    The seed goes in as its 32-bit words (what SeedSequence makes of the integer itself: low word first, no
-    leading zero words), which skips numpy's slower integer conversion.
+    The canonical JSON that io.stable_hash would hash is assembled from a shared prefix and each id as JSON, and
+    the seed goes in as its 32-bit words (what SeedSequence makes of the integer itself: low word first, no
+    leading zero words) straight to PCG64, skipping numpy's slower integer conversion and default_rng's wrapper.
     """
+    prefix = canonical_json([seed, "queries", ""])[: -len('""]')]  # '[3, "queries", '
+    sha, generator, pcg64, words32 = hashlib.sha256, np.random.Generator, np.random.PCG64, np.uint32
     for image_id in image_ids:
-        n = int(stable_hash([seed, "queries", image_id])[:16], 16)
-        words = [n & 0xFFFFFFFF, n >> 32] if n >> 32 else [n]
-        yield np.random.default_rng(np.array(words, dtype=np.uint32))
+        n = int(sha(f"{prefix}{json_string(image_id)}]".encode()).hexdigest()[:16], 16)
+        yield generator(pcg64(np.array([n & 0xFFFFFFFF, n >> 32] if n >> 32 else [n], dtype=words32)))
 
 
 def _synonym_groups(names: list[str]) -> dict[str, set[str]]:
@@ -624,15 +636,12 @@ def make_queries(
     image_id = acc["image_id"].gather(img)
     si = pl.Series(image_scene, dtype=pl.Int64).gather(img)
     scene_cols = used.select("scene_id", "distribution", "pair_kind", "object_a", "object_b")[si]
-    sha = hashlib.sha256
-    keys = pl.select(pl.concat_str(image_id, pl.lit("\x1f"), rows["question"])).to_series().to_list()
-    ids = [sha(k.encode()).hexdigest()[:16] for k in keys]
     return (
         pl.DataFrame(
             {
-                "query_id": pl.Series(ids, dtype=pl.String),
+                "query_id": query_ids(image_id, rows["question"]),
                 "image_id": image_id,
-                "image": ("images/" + image_id + ".png"),
+                "image": ("images/" + acc["image_id"] + ".png").gather(img),
                 "scene_id": scene_cols["scene_id"],
                 "distribution": scene_cols["distribution"],
                 "pair_kind": scene_cols["pair_kind"],
