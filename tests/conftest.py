@@ -21,6 +21,34 @@ SHARED = Path(os.environ.get("HALLUFLOW_SHARED", REPO.parent / "shared"))
 SHARED_DATA = SHARED / "data"
 
 
+# Test modules that share a session fixture run on one xdist worker (a session fixture is built once per worker):
+# the default run (the README's main job), the served model, the Slurm cluster.
+WORKER_GROUPS = {
+    "test_workflow.py": "default_run",
+    "test_crash_resume.py": "default_run",
+    "test_configs.py": "default_run",
+    "test_served.py": "served",
+    "test_slurm.py": "slurm",
+}
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most 2 — each worker may hold a torch model and run Snakemake jobs."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Load balancing test by test, except that each group of WORKER_GROUPS goes to one worker as a whole
+    (pytest-xdist's own `xdist_group` marks do not reach the scheduler under pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return WORKER_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
+
+    return SharedFixtureScheduling(config, log)
+
+
 def shared_data(*parts: str) -> Path:
     """Path under ../shared/data; skips the test when the peer data is not beside the clone."""
     path = SHARED_DATA.joinpath(*parts)

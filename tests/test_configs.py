@@ -3,9 +3,9 @@ swaps real weights (or a remote server) for the offline stand-ins (or a local `t
 sizes. Each config plans alone (with its override: tests/test_config.py), and each override runs for real at tiny
 size.
 
-The runs share one scratch clone (the stand-in models and the demo release are built once) and take the targets
-that exercise what the config changes; configs/openai-server.yaml runs its whole default target against a real
-server (tests/served.py).
+The runs share one scratch clone, a copy of the default run (the stand-in models and the demo release are reused)
+and take the targets that exercise what the config changes. configs/openai-server.yaml runs its whole default
+target against a real server in tests/test_served.py.
 """
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ import json
 
 import polars as pl
 import pytest
-import yaml
-from served import LLM_ID, VLM_ID
-from workflow_utils import REPO, copy_workflow, run_snakemake
+from workflow_utils import REPO, copy_run, run_snakemake
 
-pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
+# Runs Snakemake (still part of CI's plain `pytest -q`) in a copy of the default run (conftest WORKER_GROUPS).
+pytestmark = pytest.mark.slow
 
 CONFIGS = sorted(p.stem for p in (REPO / "configs").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("configs"))
+def workdir(default_run, tmp_path_factory):
+    """A clone where the README's main job has run, as a user has it when trying a config: each config's own steps
+    run (its release, its methods), and what it shares with config.yaml (stand-ins, the demo release) is reused."""
+    return copy_run(default_run["dir"], tmp_path_factory.mktemp("configs"))
 
 
 def configfiles(name: str, *extra: str) -> list[str]:
@@ -76,37 +77,3 @@ def test_samf_offline(workdir):
     run_snakemake(workdir, target, "--cores", "2", *configfiles("samf"))
     summary = json.loads((workdir / target).read_text())
     assert summary
-
-
-def test_openai_server_offline_against_transformers_serve(workdir, served):
-    override = yaml.safe_load((REPO / "configs/offline/openai-server.yaml").read_text())
-    assert override["models"][0]["args"]["model"] == VLM_ID and override["llm"]["model"] == LLM_ID
-    # The shipped override points at port 8000; this test's server listens on a free port.
-    text = (
-        (REPO / "configs/offline/openai-server.yaml").read_text().replace("http://127.0.0.1:8000/v1", served.base_url)
-    )
-    (workdir / "openai-local.yaml").write_text(text)
-    vlm_before, llm_before = served.requests_for(VLM_ID), served.requests_for(LLM_ID)
-    run_snakemake(
-        workdir,
-        "--cores",
-        "2",
-        "--resources",
-        "api_calls=1",
-        "--configfile",
-        "configs/openai-server.yaml",
-        "openai-local.yaml",
-    )
-    out, model = workdir / "results/ode-demo", "tiny-smolvlm-served"
-    answers = pl.read_parquet(out / f"answers/{model}/000.parquet")
-    assert (answers["status"] == "ok").all() and answers.height > 10
-    assert all(a == a.strip() for a in answers["answer"])
-    turns = pl.read_parquet(out / f"cedi/{model}/transcripts.parquet")
-    assert set(turns["question_writer"]) == {"llm"}
-    caos = json.loads((out / f"caos/{model}.json").read_text())
-    assert caos["extractor"] == "llm" and caos["oracle"]
-    assert (out / f"fuzz/{model}/comparison.json").exists()
-    # Every role really went over HTTP: the model under test, CEDI, SAMF and the CAOS oracle ask the served VLM;
-    # the CEDI question writer + parser, SAMF judge and CAOS extractor ask the served LLM.
-    assert served.requests_for(VLM_ID) - vlm_before > answers.height
-    assert served.requests_for(LLM_ID) - llm_before >= 3

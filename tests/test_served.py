@@ -1,15 +1,19 @@
 """The `openai` backend against a REAL OpenAI-compatible server: `transformers serve` (transformers' own server)
 serving the offline stand-ins on 127.0.0.1 (tests/served.py). Every role that can be served is run through it: the
 model under test (images as data URLs), the CEDI LLM parser, the SAMF LLM judge, the CAOS LLM extractor and a CAOS
-oracle member; the CEDI LLM question writer runs in the workflow test (tests/test_configs.py, openai-server).
+oracle member; the CEDI LLM question writer runs in the workflow test (configs/openai-server.yaml, at the end).
 """
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
+import yaml
 from served import LLM_ID, VLM_ID
 from test_openai_http import make_release
+from workflow_utils import REPO, copy_workflow, run_snakemake
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
@@ -120,3 +124,39 @@ def test_llm_roles_over_the_server(served, tmp_path):
     verdict = Oracle([("served", member)]).judge([("q0", str(tmp_path / "release/images/img0.png"), "kite")])[0]
     assert verdict.yes + verdict.no + verdict.abstain == 1
     assert served.requests_for(VLM_ID) - vlm_before == 1 + (vlm_before == 0)
+
+
+def test_openai_server_config_offline(served, tmp_path):
+    """configs/openai-server.yaml with its offline override: the whole default target, every role over HTTP."""
+    workdir = copy_workflow(tmp_path / "wf")
+    override = yaml.safe_load((REPO / "configs/offline/openai-server.yaml").read_text())
+    assert override["models"][0]["args"]["model"] == VLM_ID and override["llm"]["model"] == LLM_ID
+    # The shipped override points at port 8000; this test's server listens on a free port.
+    text = (
+        (REPO / "configs/offline/openai-server.yaml").read_text().replace("http://127.0.0.1:8000/v1", served.base_url)
+    )
+    (workdir / "openai-local.yaml").write_text(text)
+    vlm_before, llm_before = served.requests_for(VLM_ID), served.requests_for(LLM_ID)
+    run_snakemake(
+        workdir,
+        "--cores",
+        "2",
+        "--resources",
+        "api_calls=1",
+        "--configfile",
+        "configs/openai-server.yaml",
+        "openai-local.yaml",
+    )
+    out, model = workdir / "results/ode-demo", "tiny-smolvlm-served"
+    answers = pl.read_parquet(out / f"answers/{model}/000.parquet")
+    assert (answers["status"] == "ok").all() and answers.height > 10
+    assert all(a == a.strip() for a in answers["answer"])
+    turns = pl.read_parquet(out / f"cedi/{model}/transcripts.parquet")
+    assert set(turns["question_writer"]) == {"llm"}
+    caos = json.loads((out / f"caos/{model}.json").read_text())
+    assert caos["extractor"] == "llm" and caos["oracle"]
+    assert (out / f"fuzz/{model}/comparison.json").exists()
+    # Every role really went over HTTP: the model under test, CEDI, SAMF and the CAOS oracle ask the served VLM;
+    # the CEDI question writer + parser, SAMF judge and CAOS extractor ask the served LLM.
+    assert served.requests_for(VLM_ID) - vlm_before > answers.height
+    assert served.requests_for(LLM_ID) - llm_before >= 3

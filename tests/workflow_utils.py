@@ -65,6 +65,23 @@ def copy_workflow(dst: Path, share_models_from: Path | None = None) -> Path:
     return dst
 
 
+def copy_run(src: Path, dst: Path) -> Path:
+    """Copy a clone where the workflow has run (results, benchmarks, logs and Snakemake's job records), its built
+    stand-ins shared by a symlink: Snakemake in the copy reruns only what a new config or target changes."""
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder)
+        if here == src / "resources":
+            return {"models"}
+        if here == src / ".snakemake":
+            return {n for n in names if n != "metadata"}  # no locks, logs or incomplete markers
+        return set()
+
+    shutil.copytree(src, dst, ignore=skip, symlinks=True, dirs_exist_ok=True)
+    (dst / "resources" / "models").symlink_to((src / "resources" / "models").resolve())
+    return dst
+
+
 def snakemake_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", *args]
 
