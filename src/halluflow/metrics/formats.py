@@ -133,12 +133,13 @@ def read_pope_labels(path: str | Path, require_label: bool = True, questions: bo
     exact = ((label == YES) | (label == NO)).fill_null(False).all()
     label = label.cast(pl.String)
     truth = label if exact else label.str.strip_chars().str.to_lowercase()
-    bad = ~truth.is_in([YES, NO]).fill_null(False)
-    if not require_label:
-        bad = bad & truth.is_not_null()
-    if bad.any():
-        i = int(bad.arg_max())
-        raise InputError(f"{path}: question_id {ids[i]!r} has label {label[i]!r} (expected yes/no)")
+    if not exact:  # some label is not exactly "yes"/"no": find any that is not one after normalising
+        bad = ~truth.is_in([YES, NO]).fill_null(False)
+        if not require_label:
+            bad = bad & truth.is_not_null()
+        if bad.any():
+            i = int(bad.arg_max())
+            raise InputError(f"{path}: question_id {ids[i]!r} has label {label[i]!r} (expected yes/no)")
     if not questions:
         return pl.DataFrame({"question_id": ids, "truth": truth})
     return pl.DataFrame(
