@@ -57,8 +57,8 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
-def pytest_report_header(config):
-    """Say when every `snakemake` call of the workflow tests will wait 10 s: the Slurm executor plugin runs
+def _slurm_probe_warning() -> str | None:
+    """Why every `snakemake` call of the workflow tests would wait 10 s: the Slurm executor plugin runs
     `scontrol show config` (10 s timeout) whenever Snakemake starts, and a Slurm client whose controller does not
     answer (installed, cluster stopped) makes it wait the whole timeout."""
     if not shutil.which("scontrol"):
@@ -67,10 +67,23 @@ def pytest_report_header(config):
         subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=3)
     except subprocess.TimeoutExpired:
         return (
-            "WARNING: scontrol is installed but no Slurm controller answers: every snakemake call waits 10 s for "
-            "the Slurm plugin's probe (start the cluster: tools/slurm/local-cluster.sh start, or remove slurm-client)"
+            "scontrol is installed but no Slurm controller answers: every snakemake call waits 10 s for the Slurm "
+            "plugin's probe. Start the cluster (tools/slurm/local-cluster.sh start; its `stop` makes the probe fail "
+            "at once) or remove slurm-client."
         )
     return None
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # once, in the main process
+        config._halluflow_slurm_warning = _slurm_probe_warning()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    warning = getattr(config, "_halluflow_slurm_warning", None)
+    if warning:
+        terminalreporter.section("halluflow: slow snakemake starts", yellow=True)
+        terminalreporter.write_line(warning)
 
 
 @pytest.fixture

@@ -71,6 +71,12 @@ CONF
 stop() {
   for s in slurmd slurmctld munge; do [ -x /etc/init.d/$s ] && /etc/init.d/$s stop >/dev/null 2>&1 || true; done
   rm -rf /var/spool/slurmctld/* /var/spool/slurmd/*
+  # A stopped cluster must not slow its clients: Snakemake's Slurm plugin runs `scontrol show config` whenever
+  # snakemake starts, and scontrol retries a missing controller for 10 s. With a 1 s message timeout it fails at
+  # once. `start` rewrites the file without it.
+  if [ -f /etc/slurm/slurm.conf ] && ! grep -q '^MessageTimeout=' /etc/slurm/slurm.conf; then
+    echo "MessageTimeout=1" >> /etc/slurm/slurm.conf
+  fi
 }
 
 case "$cmd" in
