@@ -65,20 +65,18 @@ def copy_workflow(dst: Path, share_models_from: Path | None = None) -> Path:
     return dst
 
 
+# What a finished run adds to a clone and Snakemake needs to see its jobs as done (outputs, benchmark files, logs,
+# each job's recorded params and code); never its locks or incomplete markers.
+RUN_RECORDS = ("results", "benchmarks", "logs", ".snakemake/metadata")
+
+
 def copy_run(src: Path, dst: Path) -> Path:
-    """Copy a clone where the workflow has run (results, benchmarks, logs and Snakemake's job records), its built
-    stand-ins shared by a symlink: Snakemake in the copy reruns only what a new config or target changes."""
-
-    def skip(folder: str, names: list[str]) -> set[str]:
-        here = Path(folder)
-        if here == src / "resources":
-            return {"models"}
-        if here == src / ".snakemake":
-            return {n for n in names if n != "metadata"}  # no locks, logs or incomplete markers
-        return set()
-
-    shutil.copytree(src, dst, ignore=skip, symlinks=True, dirs_exist_ok=True)
-    (dst / "resources" / "models").symlink_to((src / "resources" / "models").resolve())
+    """A clone (copy_workflow) holding the finished run in `src`, its stand-ins shared: Snakemake in the copy reruns
+    only what a new config or target changes."""
+    copy_workflow(dst, share_models_from=src)
+    for part in RUN_RECORDS:
+        if (src / part).exists():
+            shutil.copytree(src / part, dst / part, symlinks=True)
     return dst
 
 
