@@ -330,3 +330,47 @@ def test_every_variant_vectorised_equals_scalar_and_never_reads_a_failure(varian
     assert vector == [parse_yes_no(t, variant) for t in texts]
     assert vector[-3:] == [None, None, None]
     assert vector[0] == "yes" and vector[1] == "no"
+
+
+def test_ids_of_two_types_align_as_strings(tmp_path):
+    """`score pope` keeps ids as read until alignment: integer labels and string answers (shuffled) still pair up
+    as "7" == 7, and the error for a missing answer names the id as a string, as before."""
+    labels = tmp_path / "labels.jsonl"
+    _write_jsonl(labels, [{"question_id": i, "label": "yes" if i % 3 else "no"} for i in range(30)])
+    answers = tmp_path / "answers.jsonl"
+    rows = [{"question_id": str(i), "answer": "Yes" if i % 2 else "No"} for i in range(30)]
+    _write_jsonl(answers, rows[::-1])
+    got = score_files(answers, labels)
+    ref = pope_evaluate([{"answer": r["answer"]} for r in rows], ["yes" if i % 3 else "no" for i in range(30)])
+    assert {k: got[k] for k in ref} == ref
+    _write_jsonl(answers, rows[:29])
+    with pytest.raises(InputError, match=r"no answer for question_id '29'"):
+        score_files(answers, labels)
+
+
+def test_bad_label_is_located_in_memory():
+    with pytest.raises(InputError, match=r"label #2 is 'maybe'"):
+        pope_metrics(["Yes", "No", "Yes", "No"], ["yes", "no", "maybe", "maybe"])
+    with pytest.raises(InputError, match=r"label #1 is None"):
+        pope_metrics(["Yes", "No"], ["yes", None])
+
+
+def test_console_script_prints_everything_and_keeps_exit_codes(tmp_path):
+    """The installed `halluflow` script ends `score` commands with os._exit after flushing: the printed JSON and
+    the --out file are complete, and an error still exits 1 with its message."""
+    import subprocess
+
+    labels = tmp_path / "labels.jsonl"
+    _write_jsonl(labels, [{"question_id": i, "label": "yes" if i % 2 else "no"} for i in range(500)])
+    answers = tmp_path / "answers.jsonl"
+    _write_jsonl(answers, [{"question_id": i, "answer": "Yes" if i % 3 else "No"} for i in range(500)])
+    out = tmp_path / "m.json"
+    entry = [sys.executable, "-c", "from halluflow.cli import entry; entry()"]
+    args = ["score", "pope", "--answers", str(answers), "--labels", str(labels)]
+    done = subprocess.run(entry + args + ["--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(out.read_text()) and json.loads(done.stdout)["n"] == 500
+    _write_jsonl(answers, [{"question_id": 0, "answer": "Yes"}])
+    done = subprocess.run(entry + args, capture_output=True, text=True)
+    assert done.returncode == 1 and "halluflow: error: no answer for question_id '1'" in done.stderr
+    assert subprocess.run(entry + ["score", "pope"], capture_output=True, text=True).returncode == 2  # argparse

@@ -6,8 +6,10 @@ Modules are imported only when their command runs, so `halluflow score pope` nev
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import math
+import os
 import sys
 
 from . import __version__
@@ -173,5 +175,34 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+# Groups whose commands only read files, compute and print or write (atomically) their result. The console script
+# runs them with a lazy garbage collector and ends their process without the interpreter's teardown (freeing a
+# million-row frame and hundreds of modules: 40-50 ms of a 0.5 s `score pope`), as mypy does.
+FAST_EXIT_GROUPS = frozenset({"score"})
+
+
+def entry() -> None:
+    """The `halluflow` console script: `main()`, with the fast start and exit of FAST_EXIT_GROUPS."""
+    argv = sys.argv[1:]
+    fast = bool(argv) and argv[0] in FAST_EXIT_GROUPS
+    if fast:
+        # Reading a large JSON file makes hundreds of thousands of dicts and lists, none of them cyclic garbage:
+        # the default thresholds would scan them again and again (measured: json.loads of a 100k-record AMBER
+        # file 75 ms → 50 ms).
+        gc.set_threshold(100_000, 50, 100)
+    code = main(argv)
+    if not fast:
+        sys.exit(code)
+    import logging
+
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `halluflow score pope ... | head -1`: the reader left, as Python reports it
+        code = code or 120
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -21,13 +21,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from ..errors import InputError
 from ..io import read_json, read_text
 from ..progress import progress
+
+if TYPE_CHECKING:
+    import numpy as np
 from .formats import read_amber_annotations
 from .parsers import add_max_failed_argument, check_failed, failed_mask, parse_answers
 from .treebank import token_frame
@@ -288,6 +291,8 @@ class EmbeddingMatcher:
         self._cache: dict[str, np.ndarray] = {}
 
     def _vectors(self, words: list[str]) -> np.ndarray:
+        import numpy as np
+
         todo = [w for w in dict.fromkeys(words) if w not in self._cache]
         if todo:
             vecs = np.asarray(self.embedder.embed(todo), dtype=np.float64)
@@ -299,6 +304,8 @@ class EmbeddingMatcher:
     def first_similar(self, noun: str, words: list[str]) -> int | None:
         if not words:
             return None
+        import numpy as np
+
         sims = self._vectors(words) @ self._vectors([noun])[0]
         hits = np.flatnonzero(sims > self.threshold)
         return int(hits[0]) if hits.size else None

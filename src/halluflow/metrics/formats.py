@@ -105,8 +105,10 @@ def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: s
     return df if df.height else None
 
 
-def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id") -> "pl.Series":
-    """The ids as strings (ids are strings everywhere in halluflow); a missing or repeated id is refused."""
+def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id", native: bool = False) -> "pl.Series":
+    """The ids as strings (ids are strings everywhere in halluflow; `native` keeps them as read, integers or
+    strings, for a caller that only aligns two files: `pope.align` compares them natively and casts only when the
+    two files disagree); a missing or repeated id is refused."""
     import polars as pl
 
     if ids.is_null().all():
@@ -116,22 +118,26 @@ def check_ids(ids: "pl.Series", path: Path, id_field: str = "question_id") -> "p
     if ids.n_unique() < len(ids):  # cheap test first (on integer ids when they are); locate the duplicate only then
         dup = ids.is_duplicated()
         raise InputError(f"{path}: {id_field} {str(ids.filter(dup)[0])!r} appears more than once")
-    return ids.cast(pl.String)
+    return ids if native else ids.cast(pl.String)
 
 
 # ---------------------------------------------------------------- POPE
-def read_pope_labels(path: str | Path, require_label: bool = True, questions: bool = True) -> "pl.DataFrame":
+def read_pope_labels(
+    path: str | Path, require_label: bool = True, questions: bool = True, scoring: bool = False
+) -> "pl.DataFrame":
     """POPE label/question file (COCO: JSONL; A-OKVQA/GQA: JSON array of {question_id, image, text, label}) →
     DataFrame[question_id, image, text, truth] with truth "yes"/"no" (null only when require_label is False).
-    `questions=False` reads only the ids and labels (what scoring needs) → DataFrame[question_id, truth]."""
+    `questions=False` reads only the ids and labels (what scoring needs) → DataFrame[question_id, truth].
+    `scoring`: ids as read (see check_ids) and truth categorical, for `score pope`, which only aligns and counts."""
     import polars as pl
 
     path = Path(path)
     df = read_records(path, ("image", "text", "label") if questions else ("label",), "question_id", "record", True)
-    ids = check_ids(df["question_id"], path)
+    ids = check_ids(df["question_id"], path, native=scoring)
     label = df["label"]
     exact = ((label == YES) | (label == NO)).fill_null(False).all()
-    label = label.cast(pl.String)
+    if not (exact and scoring):
+        label = label.cast(pl.String)
     truth = label if exact else label.str.strip_chars().str.to_lowercase()
     if not exact:  # some label is not exactly "yes"/"no": find any that is not one after normalising
         bad = ~truth.is_in([YES, NO]).fill_null(False)
@@ -139,7 +145,7 @@ def read_pope_labels(path: str | Path, require_label: bool = True, questions: bo
             bad = bad & truth.is_not_null()
         if bad.any():
             i = int(bad.arg_max())
-            raise InputError(f"{path}: question_id {ids[i]!r} has label {label[i]!r} (expected yes/no)")
+            raise InputError(f"{path}: question_id {str(ids[i])!r} has label {label[i]!r} (expected yes/no)")
     if not questions:
         return pl.DataFrame({"question_id": ids, "truth": truth})
     return pl.DataFrame(
@@ -147,21 +153,22 @@ def read_pope_labels(path: str | Path, require_label: bool = True, questions: bo
     )
 
 
-def read_pope_answers(path: str | Path) -> "pl.DataFrame":
+def read_pope_answers(path: str | Path, scoring: bool = False) -> "pl.DataFrame":
     """POPE answer file → DataFrame[question_id, answer, status]: JSONL {question_id, answer} or LLaVA's
     {question_id, text}; `status` ("ok"/"failed", as `halluflow answer run` writes it) defaults to ok. One file uses
     one of answer/text: a file mixing them is refused (which one would be the model's answer is a guess). `answer`
-    and `status` are categorical: a million answers hold a few hundred distinct strings, each stored once."""
+    and `status` are categorical: a million answers hold a few hundred distinct strings, each stored once.
+    `scoring`: ids as read (see check_ids)."""
     import polars as pl
 
     path = Path(path)
     df = read_records(path, ("answer", "text", "status"), "question_id", "answer", categorical=True)
-    ids = check_ids(df["question_id"], path)
+    ids = check_ids(df["question_id"], path, native=scoring)
     has_answer, has_text = df["answer"].is_not_null(), df["text"].is_not_null()
     both = has_answer & has_text
     if both.any() or (has_answer.any() and has_text.any()):
         i = int(both.arg_max()) if both.any() else int((has_text if has_answer[0] else has_answer).arg_max())
-        raise InputError(f"{path}: records mix 'answer' and 'text' (question_id {ids[i]!r}); use one key per file")
+        raise InputError(f"{path}: records mix 'answer' and 'text' (question_id {str(ids[i])!r}); use one key per file")
     if not has_answer.any() and not has_text.any() and df["status"].is_null().all():
         raise InputError(f"{path}: records have no 'answer' or 'text' (expected {{question_id, answer}})")
     answer = df["text"] if has_text.any() else df["answer"]
@@ -169,7 +176,7 @@ def read_pope_answers(path: str | Path) -> "pl.DataFrame":
     bad = ~((status == "ok") | (status == "failed")).fill_null(True)
     if bad.any():
         i = int(bad.arg_max())
-        raise InputError(f"{path}: question_id {ids[i]!r} has status {status[i]!r} (expected ok or failed)")
+        raise InputError(f"{path}: question_id {str(ids[i])!r} has status {status[i]!r} (expected ok or failed)")
     return pl.DataFrame({"question_id": ids, "answer": answer.rename("answer"), "status": status.fill_null("ok")})
 
 
