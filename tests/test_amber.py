@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 
 import polars as pl
@@ -180,6 +181,36 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
         load_responses(resp, 8)
     assert main(["score", "amber", "--responses", str(resp), "--annotations", str(tmp_path / "none")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        ([{"id": 1, "response": "No"}, {"id": 1, "response": "Yes"}], "id 1 appears more than once"),
+        ([{"id": 0, "response": "No"}], "id 0, outside AMBER's 1..8"),
+        ([{"id": 9, "response": "No"}], "id 9, outside AMBER's 1..8"),
+        ([{"id": True, "response": "No"}], "item 0 needs an integer 'id'"),
+        ([{"id": 2.0, "response": "No"}], "item 0 needs an integer 'id'"),
+        ([{"id": 1, "response": "No"}, {"id": "2", "response": "No"}], "item 1 needs an integer 'id'"),
+        ([{"id": 1, "response": 1}], "item 0 needs an integer 'id' and a string 'response'"),
+        ([{"id": 1, "response": ["No"]}], "item 0 needs an integer 'id' and a string 'response'"),
+        ([{"id": 1}, ["No"]], "item 1 needs an integer 'id'"),
+        ([{"response": "No"}], "item 0 needs an integer 'id'"),
+    ],
+)
+def test_bad_responses_are_named(tmp_path, records, message):
+    """The column-by-column check hands every bad file to the record loop, which names the record."""
+    resp = tmp_path / "responses.json"
+    resp.write_text(json.dumps(records))
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_responses(resp, 8)
+
+
+def test_good_responses_read_as_given(tmp_path):
+    resp = tmp_path / "responses.json"
+    resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 1, "response": None}, {"id": 2, "response": ""}]))
+    got = load_responses(resp, 8)
+    assert got.rows() == [(3, "No"), (1, None), (2, "")] and got.schema == {"id": pl.Int64, "response": pl.String}
 
 
 def _plural(word, rnd):

@@ -15,7 +15,7 @@ import sys
 import polars as pl
 import pytest
 from conftest import REPO, shared_data
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from halluflow.cli import main
@@ -272,13 +272,37 @@ def test_oracle_catches_a_broken_singularizer(syn_path, word_list, word_tokenize
 
 
 def test_oracle_catches_a_broken_tokenizer(syn_path, word_tokenize, pattern, monkeypatch):
-    """Mutation check: halluflow's tokenizer without nltk's final-period rule, or splitting on '/', must fail."""
+    """Mutation check: halluflow's tokenizer without nltk's final-period rule, or splitting on '/', must fail (the
+    plain-text short cut switched off, so the rules see every probe); so must a short cut that drops punctuation."""
+    monkeypatch.setattr(treebank, "_PLAIN_CHARS", r"[^\s\S]")  # matches nothing: every text takes the rules
     monkeypatch.setattr(treebank, "_PUNCTUATION", [r for r in treebank._PUNCTUATION if "\\s*$" not in r[0]])
     assert tokenize("a dog.") != word_tokenize("a dog.")
     assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern)
     monkeypatch.undo()
+    monkeypatch.setattr(treebank, "_PLAIN_CHARS", r"[^\s\S]")
     monkeypatch.setattr(treebank, "_PARENS_AND_DASHES", treebank._PARENS_AND_DASHES + [("/", " ")])
     assert _mention_mismatches(_PROBES, syn_path, word_tokenize, pattern)
+    monkeypatch.undo()
+    monkeypatch.setattr(treebank, "_PLAIN_TOKEN", r"[A-Za-z-]+")
+    assert tokenize("a dog, a cat.") != word_tokenize("a dog, a cat.")
+
+
+# Pieces that build plain texts and the near misses the short cut must send to the rules.
+_PLAIN_PIECES = list("abXY -,.\n\t") + ["dog", "Cannot", "gonna", "wanna ", "xy.", "a.", "..", "--", "'", "5", "é", '"']
+
+
+_plain_texts = st.lists(st.sampled_from(_PLAIN_PIECES), max_size=24).flatmap(
+    lambda pieces: st.sampled_from(["", " "]).map(lambda sep: sep.join(pieces))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_plain_texts, max_size=6))
+@example(["a. dog", "ab. c", "x.y", "dog ,cat", "dog,,cat", "He cannot go", "wanna go", "b--c", "a -. b", "", "Dr. X."])
+def test_plain_short_cut_equals_the_rules(texts):
+    """The plain-text short cut gives exactly the tokens of the full rules, on texts it takes and texts it refuses."""
+    series = pl.Series(texts, dtype=pl.String)
+    assert treebank.token_frame(series).equals(treebank.token_frame(series, plain_short_cut=False))
 
 
 def test_double_word_dict_matches_chair_py(special, syn_path, word_tokenize, pattern):

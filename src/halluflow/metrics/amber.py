@@ -71,9 +71,27 @@ class AmberData:
     safe_words: list[str]
     start: float = DEFAULT_START
     vocabulary: set[str] = field(init=False)
+    safe_set: set[str] = field(init=False)
 
     def __post_init__(self):
         self.vocabulary = set(self.association) | {w for ws in self.association.values() for w in ws}
+        self.safe_set = set(self.safe_words)
+        self._frame: pl.DataFrame | None = None
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The annotations as columns: id, type, truth (the yes/no of a discriminative item; null for generative)."""
+        if self._frame is None:
+            a = self.annotations
+            self._frame = pl.DataFrame(
+                {
+                    "id": [r["id"] for r in a],
+                    "type": [r["type"] for r in a],
+                    "truth": [t if type(t) is str else None for t in (r["truth"] for r in a)],
+                },
+                schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
+            )
+        return self._frame
 
 
 def read_start_value(path: Path) -> float:
@@ -343,15 +361,7 @@ def _prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps) -> dict:
 
 def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFrame:
     """Per discriminative response: id, section, truth, response, parsed, correct (vectorised)."""
-    ann = pl.DataFrame(
-        {
-            "id": [a["id"] for a in data.annotations],
-            "type": [a["type"] for a in data.annotations],
-            "truth": [a["truth"] if isinstance(a["truth"], str) else None for a in data.annotations],
-        },
-        schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
-    )
-    df = responses.join(ann, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
+    df = responses.join(data.frame, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
     return df.with_columns(
         section=pl.col("type").replace_strict(TYPE_SECTION, default="relation"),
         parsed=parse_answers(df["response"], "amber"),
@@ -399,33 +409,52 @@ def discriminative_scores(rows: pl.DataFrame, start: float = DEFAULT_START) -> d
     return out
 
 
+def _first_owner(objects: list[str], association: dict[str, list[str]]) -> dict[str, int]:
+    """word → index of the object it belongs to, in AMBER's order: association words first (in object order), then
+    the objects themselves; the first hit decides, exactly as AMBER's safe_words/safe_list and ha_words/ha_list do."""
+    owner: dict[str, int] = {}
+    for i, o in enumerate(objects):
+        for w in association[o]:
+            owner.setdefault(w, i)
+    for i, o in enumerate(objects):
+        owner.setdefault(o, i)
+    return owner
+
+
+def _word_list(objects: list[str], association: dict[str, list[str]]) -> tuple[list[str], list[int]]:
+    """AMBER's word list in order, with the owning object of each word (for a similarity matcher)."""
+    words = [w for o in objects for w in association[o]] + objects
+    owners = [i for i, o in enumerate(objects) for _ in association[o]] + list(range(len(objects)))
+    return words, owners
+
+
 def generative_row(nouns: list[str], ann: dict, data: AmberData, matcher) -> dict:
     """One generative response: AMBER's mention-by-mention rules (association, safe words, similarity)."""
     truth, hallu = ann["truth"], ann["hallu"]
-    # association words first (in object order), then the objects themselves: the first hit decides which object a
-    # word covers, exactly as AMBER's safe_words/safe_list and ha_words/ha_list do
-    safe_words = [w for t in truth for w in data.association[t]] + truth
-    safe_owner = [i for i, t in enumerate(truth) for _ in data.association[t]] + list(range(len(truth)))
-    ha_words = [w for h in hallu for w in data.association[h]] + hallu
-    ha_owner = [i for i, h in enumerate(hallu) for _ in data.association[h]] + list(range(len(hallu)))
+    safe_owner, ha_owner = _first_owner(truth, data.association), _first_owner(hallu, data.association)
+    similar = not isinstance(matcher, ExactMatcher)  # the exact matcher never finds a similar word
+    if similar:
+        safe_words, safe_list = _word_list(truth, data.association)
+        ha_words, ha_list = _word_list(hallu, data.association)
     covered, cognitive = [0] * len(truth), [0] * len(hallu)
     nouns = [n for n in nouns if n in data.vocabulary]  # AMBER's after_process_nouns
     hallucinated = []
     for noun in nouns:
-        if noun in data.safe_words:
+        if noun in data.safe_set:
             continue
-        if noun in safe_words:
-            covered[safe_owner[safe_words.index(noun)]] = 1
+        if noun in safe_owner:
+            covered[safe_owner[noun]] = 1
             continue
-        if noun in ha_words:
-            cognitive[ha_owner[ha_words.index(noun)]] = 1
-        j = matcher.first_similar(noun, ha_words)
-        if j is not None:
-            cognitive[ha_owner[j]] = 1
-        j = matcher.first_similar(noun, safe_words)
-        if j is not None:
-            covered[safe_owner[j]] = 1
-            continue
+        if noun in ha_owner:
+            cognitive[ha_owner[noun]] = 1
+        if similar:
+            j = matcher.first_similar(noun, ha_words)
+            if j is not None:
+                cognitive[ha_list[j]] = 1
+            j = matcher.first_similar(noun, safe_words)
+            if j is not None:
+                covered[safe_list[j]] = 1
+                continue
         hallucinated.append(noun)
     return {
         "id": ann["id"],
@@ -482,10 +511,10 @@ def amber_scores(
     out: dict = {}
     gen_rows: list[dict] = []
     if "generative" in wanted:
-        gen_ids = [i for i in responses["id"].to_list() if data.annotations[i - 1]["type"] == "generative"]
-        text = dict(zip(responses["id"].to_list(), responses["response"].to_list()))
+        gen = responses.join(data.frame.filter(pl.col("type") == "generative"), on="id", maintain_order="left")
+        gen_ids = gen["id"].to_list()
         extractor = make_noun_extractor(nouns, data.vocabulary)
-        all_nouns = extractor.extract_many([text[i] for i in gen_ids])
+        all_nouns = extractor.extract_many(gen["response"].to_list())
         gen_rows = [
             generative_row(n, data.annotations[i - 1], data, matcher)
             for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
