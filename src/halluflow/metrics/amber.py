@@ -19,6 +19,7 @@ rules. Two steps of the original depend on downloadable data:
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -510,18 +511,22 @@ def amber_scores(
     responses = responses.filter(~failed)
     out: dict = {}
     gen_rows: list[dict] = []
-    if "generative" in wanted:
-        gen = responses.join(data.frame.filter(pl.col("type") == "generative"), on="id", maintain_order="left")
-        gen_ids = gen["id"].to_list()
-        extractor = make_noun_extractor(nouns, data.vocabulary)
-        all_nouns = extractor.extract_many(gen["response"].to_list())
-        gen_rows = [
-            generative_row(n, data.annotations[i - 1], data, matcher)
-            for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
-        ]
-        out["generative"] = generative_scores(gen_rows, data.start)
-        out["noun_extractor"] = extractor.name
-    disc = discriminative_rows(responses, data)
+    frame = data.frame
+    with ThreadPoolExecutor(1) as pool:
+        # the discriminative part is polars work (the GIL released): it runs beside the generative Python loop
+        disc_job = pool.submit(discriminative_rows, responses, data)
+        if "generative" in wanted:
+            gen = responses.join(frame.filter(pl.col("type") == "generative"), on="id", maintain_order="left")
+            gen_ids = gen["id"].to_list()
+            extractor = make_noun_extractor(nouns, data.vocabulary)
+            all_nouns = extractor.extract_many(gen["response"].to_list())
+            gen_rows = [
+                generative_row(n, data.annotations[i - 1], data, matcher)
+                for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
+            ]
+            out["generative"] = generative_scores(gen_rows, data.start)
+            out["noun_extractor"] = extractor.name
+        disc = disc_job.result()
     if set(wanted) - {"generative"}:
         scores = discriminative_scores(disc, data.start)
         out.update({k: scores[k] for k in wanted if k != "generative"})
