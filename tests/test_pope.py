@@ -374,3 +374,19 @@ def test_console_script_prints_everything_and_keeps_exit_codes(tmp_path):
     done = subprocess.run(entry + args, capture_output=True, text=True)
     assert done.returncode == 1 and "halluflow: error: no answer for question_id '1'" in done.stderr
     assert subprocess.run(entry + ["score", "pope"], capture_output=True, text=True).returncode == 2  # argparse
+
+
+def test_fields_missing_from_the_first_record_are_still_read(tmp_path):
+    """The reader guesses from the first record that "status"/"text" are absent (read as nulls, strictly): a later
+    record that has one is still read, and a later non-string is still refused by name."""
+    answers = tmp_path / "answers.jsonl"
+    rows = [{"question_id": 0, "answer": "Yes"}, {"question_id": 1, "answer": "No", "status": "failed"}]
+    _write_jsonl(answers, rows + [{"question_id": 2, "answer": "No", "status": None}])
+    got = load_answers(answers)
+    assert got["status"].to_list() == ["ok", "failed", "ok"] and got["answer"].to_list() == ["Yes", "No", "No"]
+    _write_jsonl(answers, [{"question_id": 0, "answer": "Yes", "text": None}, {"question_id": 1, "text": "No"}])
+    with pytest.raises(InputError, match="mix 'answer' and 'text'"):
+        load_answers(answers)
+    _write_jsonl(answers, [{"question_id": 0, "answer": "Yes"}, {"question_id": 1, "answer": "No", "status": 3}])
+    with pytest.raises(InputError, match=r"status is 3, expected a string"):
+        load_answers(answers)
