@@ -189,6 +189,7 @@ def test_cli_and_errors(tiny, tmp_path, capsys):
         ([{"id": 1, "response": "No"}, {"id": 1, "response": "Yes"}], "id 1 appears more than once"),
         ([{"id": 0, "response": "No"}], "id 0, outside AMBER's 1..8"),
         ([{"id": 9, "response": "No"}], "id 9, outside AMBER's 1..8"),
+        ([{"id": 10**20, "response": "No"}], f"id {10**20}, outside AMBER's 1..8"),
         ([{"id": True, "response": "No"}], "item 0 needs an integer 'id'"),
         ([{"id": 2.0, "response": "No"}], "item 0 needs an integer 'id'"),
         ([{"id": 1, "response": "No"}, {"id": "2", "response": "No"}], "item 1 needs an integer 'id'"),

@@ -199,18 +199,17 @@ class RulesNouns:
 
     def extract_many(self, texts: list[str]) -> list[list[str]]:
         tokens = token_frame(pl.Series(texts, dtype=pl.String))
-        uniq = tokens["tok"].unique()
-        lemmas = pl.DataFrame(
-            {"tok": uniq, "lemma": [noun_lemma(t, self.vocabulary) for t in uniq]},
-            schema={"tok": pl.String, "lemma": pl.String},
-        )
+        # each distinct token lemmatised once; only tokens whose lemma is a vocabulary noun are kept
+        lemma = {t: noun_lemma(t, self.vocabulary) for t in tokens["tok"].unique().to_list()}
+        keep = {t: n for t, n in lemma.items() if n in self.vocabulary}
         nouns = (
-            tokens.join(lemmas, on="tok", how="left", maintain_order="left")
-            .filter(pl.col("lemma").is_in(list(self.vocabulary)))
+            tokens.lazy()
+            .filter(pl.col("tok").is_in(list(keep)))
             .group_by("doc", maintain_order=True)
-            .agg("lemma")
+            .agg(pl.col("tok").replace_strict(keep, return_dtype=pl.String))
+            .collect()
         )
-        by_doc = dict(zip(nouns["doc"].to_list(), nouns["lemma"].to_list()))
+        by_doc = dict(zip(nouns["doc"].to_list(), nouns["tok"].to_list()))
         return [by_doc.get(i, []) for i in range(len(texts))]
 
 
@@ -567,16 +566,9 @@ def run(args: argparse.Namespace) -> int:
 
     data = load_amber(args.annotations)
     responses = load_responses(args.responses, len(data.annotations))
-    check_failed(
-        int(failed_mask(responses["response"]).sum()),
-        responses.height,
-        args.max_failed_fraction,
-        f"score amber {args.responses}",
-    )
-    emit(
-        amber_scores(
-            responses, data, args.dimension, make_matcher(args.similarity, args.similarity_threshold), nouns=args.nouns
-        ),
-        args.out,
-    )
+    matcher = make_matcher(args.similarity, args.similarity_threshold)
+    scores = amber_scores(responses, data, args.dimension, matcher, nouns=args.nouns)
+    # refused before anything is printed or written
+    check_failed(scores["n_failed"], responses.height, args.max_failed_fraction, f"score amber {args.responses}")
+    emit(scores, args.out)
     return 0
