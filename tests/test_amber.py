@@ -23,6 +23,7 @@ from halluflow.metrics.amber import (
     load_responses,
     read_start_value,
 )
+from halluflow.metrics.formats import read_amber_annotations
 
 sys.path.insert(0, str(REPO / "bench"))
 from official_ports import amber_evaluate, amber_nltk_extract_nouns, amber_rules_extract_nouns, nltk_word_tokenize
@@ -205,6 +206,44 @@ def test_bad_responses_are_named(tmp_path, records, message):
     resp.write_text(json.dumps(records))
     with pytest.raises(InputError, match=re.escape(message)):
         load_responses(resp, 8)
+
+
+_GEN = {"id": 1, "type": "generative", "truth": ["dog"], "hallu": ["cat"]}
+_DIS = {"id": 2, "type": "discriminative-hallucination", "truth": "yes"}
+
+
+@pytest.mark.parametrize(
+    "records, indexed, message",
+    [
+        ([_GEN, ["x"]], True, "record 2 is not an object"),
+        ([_GEN, dict(_DIS, id=3)], True, "record 2 has id 3; AMBER indexes by id-1"),
+        ([_GEN, dict(_DIS, id=True)], True, "record 2 has id True"),
+        ([_GEN, dict(_DIS, id=2.0)], True, "record 2 has id 2.0"),
+        ([_GEN, dict(_DIS, id="2")], True, "record 2 has id '2'"),
+        ([_GEN, dict(_DIS, id=1)], False, "record 2 has id 1; expected a distinct integer"),
+        ([_GEN, dict(_DIS, type=None)], True, "record id 2 has no string 'type'"),
+        ([_GEN, {"id": 2, "type": "relation"}], True, "record id 2 has no 'truth'"),
+        ([_GEN, dict(_DIS, truth="maybe")], True, 'has truth "maybe", expected yes/no'),
+        ([_GEN, dict(_DIS, truth=["yes"])], True, 'has truth ["yes"], expected yes/no'),
+        ([_GEN, dict(_DIS, truth=1)], True, "has truth 1, expected yes/no"),
+        ([dict(_GEN, truth="dog")], True, "generative record id 1 needs 'truth' as a list"),
+        ([dict(_GEN, hallu=["cat", 2])], True, "generative record id 1 needs 'hallu' as a list"),
+    ],
+)
+def test_bad_annotations_are_named(tmp_path, records, indexed, message):
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(records))
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_amber_annotations(path, indexed=indexed)
+
+
+def test_annotation_labels_are_normalised_and_subsets_accepted(tmp_path):
+    path = tmp_path / "annotations.json"
+    records = [_GEN, dict(_DIS, truth=" No "), dict(_DIS, id=7)]
+    path.write_text(json.dumps(records))
+    assert read_amber_annotations(path, indexed=False) == records
+    with pytest.raises(InputError, match="record 3 has id 7"):
+        read_amber_annotations(path)
 
 
 def test_good_responses_read_as_given(tmp_path):

@@ -209,29 +209,31 @@ def read_amber_annotations(path: str | Path, indexed: bool = True) -> list[dict]
     any distinct integers (a subset of the file)."""
     path = Path(path)
     data = _json_array(path, "{id, type, truth} records")
-    seen: set[int] = set()
+    seen: set[int] = set()  # only for indexed=False: 1..N in order are distinct
     for n, a in enumerate(data, 1):
-        if not isinstance(a, dict):
+        if type(a) is not dict:
             raise InputError(f"{path}: record {n} is not an object")
         i = a.get("id")
-        if not isinstance(i, int) or isinstance(i, bool) or (indexed and i != n) or i in seen:
+        if type(i) is not int or (i != n if indexed else i in seen):  # type(True) is bool: refused
             raise InputError(
                 f"{path}: record {n} has id {i!r}; "
                 + ("AMBER indexes by id-1" if indexed else "expected a distinct integer")
             )
-        seen.add(i)
-        if not isinstance(a.get("type"), str):
+        if not indexed:
+            seen.add(i)
+        kind = a.get("type")
+        if type(kind) is not str:
             raise InputError(f"{path}: record id {i} has no string 'type'")
         if "truth" not in a:
             raise InputError(f"{path}: record id {i} has no 'truth'")
         truth = a["truth"]
-        if a["type"] == "generative":
+        if kind == "generative":
             for key in ("truth", "hallu"):
                 value = a.get(key, [])
-                if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+                if type(value) is not list or not all(type(w) is str for w in value):
                     raise InputError(f"{path}: generative record id {i} needs '{key}' as a list of object names")
-        elif not isinstance(truth, str) or truth.strip().lower() not in (YES, NO):
-            raise InputError(f"{path}: record id {i} ({a['type']}) has truth {json.dumps(truth)[:40]}, expected yes/no")
+        elif truth != YES and truth != NO and (type(truth) is not str or truth.strip().lower() not in (YES, NO)):
+            raise InputError(f"{path}: record id {i} ({kind}) has truth {json.dumps(truth)[:40]}, expected yes/no")
     return data
 
 
