@@ -297,6 +297,17 @@ _plain_texts = st.lists(st.sampled_from(_PLAIN_PIECES), max_size=24).flatmap(
 
 
 @settings(max_examples=300, deadline=None)
+@given(_plain_texts)
+def test_plain_short_cut_equals_nltk(word_tokenize, text):
+    """Texts the short cut takes get nltk's own tokens."""
+    plain = pl.select(
+        pl.lit(text).str.contains(treebank._PLAIN_CHARS) & ~pl.lit(text).str.contains(treebank._NOT_PLAIN)
+    )
+    if plain.item():
+        assert tokenize(text) == word_tokenize(text)
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_plain_texts, max_size=6))
 @example(["a. dog", "ab. c", "x.y", "dog ,cat", "dog,,cat", "He cannot go", "wanna go", "b--c", "a -. b", "", "Dr. X."])
 def test_plain_short_cut_equals_the_rules(texts):

@@ -12,8 +12,8 @@ as untrained Punkt decides (tests/test_chair.py checks this against nltk). Punkt
 keeps known abbreviations ("dr.", "st.") inside a sentence; we do not ship it, so only whether such a period is
 split off can differ from nltk (an abbreviation is never an object word).
 
-Plain texts take a short cut. A text of ASCII words (letters and single hyphens), commas followed by a space or the
-end, and periods followed by a space or the end but not after a one-letter word (an initial), with none of the
+Plain texts take a short cut. A text of ASCII words (letters and single hyphens), commas (never two in a row), and
+periods followed by a space or the end but not after a one-letter word (an initial), with none of the
 contractions "cannot", "gimme", "gonna", "gotta", "lemme", "wanna" (most captions and model descriptions), needs
 no rule but two: every rule is a no-op on it except the comma split and the final-period split of each sentence,
 and each of its periods ends a sentence. Its tokens are its words, commas and periods in order.
@@ -85,7 +85,7 @@ def _word_rules(col: pl.Expr) -> pl.Expr:
 
 # The plain-text short cut (module docstring): allowed characters, then anything that would leave a rule with work.
 _PLAIN_CHARS = r"^[A-Za-z\s,.-]*$"
-_NOT_PLAIN = r"--|\.\S|,\S|(?:^|[^A-Za-z])[A-Za-z]\.|(?i:\b(?:cannot|gimme|gonna|gotta|lemme|wanna)\b)"
+_NOT_PLAIN = r"--|\.\S|,,|(?:^|[^A-Za-z])[A-Za-z]\.|(?i:\b(?:cannot|gimme|gonna|gotta|lemme|wanna)\b)"
 _PLAIN_TOKEN = r"[A-Za-z-]+|[,.]"
 
 
