@@ -11,6 +11,8 @@ import sys
 import polars as pl
 import pytest
 from conftest import REPO, shared_data
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from halluflow.cli import main
 from halluflow.errors import InputError
@@ -359,3 +361,22 @@ def test_similarity_matcher_glove(tmp_path):
     glove = amber_scores(responses, data, "g", matcher=make_matcher("glove", 0.8), nouns="rules")
     assert (exact["chair"], exact["cover"]) == (round(1 / 1.001 * 100, 1), 0.0)
     assert (glove["generative"]["chair"], glove["generative"]["cover"], glove["similarity"]) == (0.0, 99.9, "glove")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(st.just(DEFAULT_START), st.floats(0, 2.0**53, allow_nan=False), st.floats(0, 10)),
+    st.one_of(st.integers(0, 3000), st.integers(0, 200_000)),
+)
+def test_counter_in_log_steps_equals_adding_one_by_one(start, n):
+    """AMBER's counters add 1 per item; the O(log n) form must give the same float, bit for bit."""
+    total = start
+    for _ in range(n):
+        total += 1
+    assert amber_module._accumulated(start, n) == total
+
+
+def test_counter_differs_from_one_addition():
+    """Why the counters are not `start + n`: the rounding of every binade crossing shows in the last bits."""
+    n = next(k for k in range(1, 5000) if amber_module._accumulated(DEFAULT_START, k) != DEFAULT_START + k)
+    assert amber_module._accumulated(DEFAULT_START, n) != DEFAULT_START + n

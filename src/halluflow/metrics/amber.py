@@ -19,6 +19,7 @@ rules. Two steps of the original depend on downloadable data:
 from __future__ import annotations
 
 import argparse
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,9 +336,18 @@ def make_matcher(name: str = "exact", threshold: float = 0.8):
 
 # ---------------------------------------------------------------- scoring
 def _accumulated(start: float, n: int) -> float:
-    # AMBER adds 1 to a counter that starts at 0.001, once per item: repeat the float additions so results are
-    # bit-identical to the original (0.001 + n computed once can differ in the last bit).
-    return _accumulate(start, [1] * n)
+    """`start` + 1 + 1 + ... (n ones) with the float rounding of AMBER's counters, which add 1 once per item
+    (0.001 + n computed once can differ in the last bit). In O(log n) steps: adding 1 is exact while the total stays
+    below the next power of two, so only the additions that cross one round, and those are done one by one."""
+    total = start
+    while n > 0 and 0.0 <= total < 2.0**52:
+        step = min(n, math.ceil(2.0 ** math.frexp(total)[1] - total) - 1)
+        total += step  # exact: the sum stays in total's binade, where 1 is a multiple of the spacing
+        n -= step
+        if n:
+            total += 1  # crosses into the next binade: rounds, as the loop does
+            n -= 1
+    return _accumulate(total, [1] * n) if n else total
 
 
 def _accumulate(start: float, values) -> float:
