@@ -520,15 +520,19 @@ def amber_scores(
     responses = responses.filter(~failed)
     out: dict = {}
     gen_rows: list[dict] = []
-    frame = data.frame
-    with ThreadPoolExecutor(1) as pool:
-        # the discriminative part is polars work (the GIL released): it runs beside the generative Python loop
-        disc_job = pool.submit(discriminative_rows, responses, data)
+    # Python work and polars work (which releases the GIL) side by side: the noun step (mostly polars) runs while the
+    # discriminative job builds the annotation columns (Python), and that job's polars part runs while this thread
+    # builds the generative rows (Python).
+    with ThreadPoolExecutor(2) as pool:
         if "generative" in wanted:
-            gen = responses.join(frame.filter(pl.col("type") == "generative"), on="id", maintain_order="left")
+            generative_ids = [a["id"] for a in data.annotations if a["type"] == "generative"]
+            gen = responses.filter(pl.col("id").is_in(generative_ids))
             gen_ids = gen["id"].to_list()
             extractor = make_noun_extractor(nouns, data.vocabulary)
-            all_nouns = extractor.extract_many(gen["response"].to_list())
+            nouns_job = pool.submit(extractor.extract_many, gen["response"].to_list())
+        disc_job = pool.submit(discriminative_rows, responses, data)
+        if "generative" in wanted:
+            all_nouns = nouns_job.result()
             gen_rows = [
                 generative_row(n, data.annotations[i - 1], data, matcher)
                 for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
