@@ -74,10 +74,12 @@ class AmberData:
     start: float = DEFAULT_START
     vocabulary: set[str] = field(init=False)
     safe_set: set[str] = field(init=False)
+    generative: list[dict] = field(init=False)
 
     def __post_init__(self):
         self.vocabulary = set(self.association) | {w for ws in self.association.values() for w in ws}
         self.safe_set = set(self.safe_words)
+        self.generative = [a for a in self.annotations if a["type"] == "generative"]
         self._frame: pl.DataFrame | None = None
 
     @property
@@ -124,12 +126,12 @@ def load_amber(directory: str | Path) -> AmberData:
         raise InputError(f"{safe_path}: file not found")
     safe = [line.split("\n")[0] for line in read_text(safe_path).splitlines(keepends=True)]
     start = read_start_value(d / "metrics.txt") if (d / "metrics.txt").exists() else DEFAULT_START
-    for i, a in enumerate(annotations, 1):
-        if a.get("type") == "generative":
-            for w in a["truth"] + a.get("hallu", []):
-                if w not in association:
-                    raise InputError(f"{d / 'relation.json'}: object {w!r} of annotation {i} has no entry")
-    return AmberData(annotations, association, safe, start)
+    data = AmberData(annotations, association, safe, start)
+    for a in data.generative:
+        for w in a["truth"] + a.get("hallu", []):
+            if w not in association:
+                raise InputError(f"{d / 'relation.json'}: object {w!r} of annotation {a['id']} has no entry")
+    return data
 
 
 # ---------------------------------------------------------------- noun extraction (WordNet-morphy stand-in)
@@ -525,8 +527,7 @@ def amber_scores(
     # builds the generative rows (Python).
     with ThreadPoolExecutor(2) as pool:
         if "generative" in wanted:
-            generative_ids = [a["id"] for a in data.annotations if a["type"] == "generative"]
-            gen = responses.filter(pl.col("id").is_in(generative_ids))
+            gen = responses.filter(pl.col("id").is_in([a["id"] for a in data.generative]))
             gen_ids = gen["id"].to_list()
             extractor = make_noun_extractor(nouns, data.vocabulary)
             nouns_job = pool.submit(extractor.extract_many, gen["response"].to_list())
