@@ -519,7 +519,8 @@ def amber_scores(
     # Failed / empty responses are no answers (docs/failed-answers.md): left out of every section, counted.
     failed = failed_mask(responses["response"])
     n_failed = int(failed.sum())
-    responses = responses.filter(~failed)
+    if n_failed:
+        responses = responses.filter(~failed)
     out: dict = {}
     gen_rows: list[dict] = []
     # Python work and polars work (which releases the GIL) side by side: the noun step (mostly polars) runs while the

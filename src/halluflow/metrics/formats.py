@@ -266,15 +266,14 @@ def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame"
     if not set(map(type, data)) - {dict}:  # the loop's checks column by column: 0.03 s less per 100k responses
         ids, texts = [r.get("id") for r in data], [r.get("response") for r in data]
         # type(True) is bool: refused
-        if (
-            not set(map(type, ids)) - {int}
-            and not set(map(type, texts)) - {str, type(None)}
-            and 1 <= min(ids)
-            and max(ids) <= n_annotations  # so every id fits an Int64
-        ):
-            df = pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
-            if df["id"].n_unique() == df.height:
-                return df
+        if not set(map(type, ids)) - {int} and not set(map(type, texts)) - {str, type(None)}:
+            try:
+                df = pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+            except TypeError:  # an id beyond Int64: the loop names it
+                df = None
+            if df is not None and 1 <= df["id"].min() and df["id"].max() <= n_annotations:
+                if df["id"].n_unique() == df.height:
+                    return df
     ids, texts, seen = [], [], set()  # something is wrong: the loop names the first bad record
     for i, r in enumerate(data):
         rid = r.get("id") if isinstance(r, dict) else None
