@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -374,6 +375,13 @@ def test_console_script_prints_everything_and_keeps_exit_codes(tmp_path):
     done = subprocess.run(entry + args, capture_output=True, text=True)
     assert done.returncode == 1 and "halluflow: error: no answer for question_id '1'" in done.stderr
     assert subprocess.run(entry + ["score", "pope"], capture_output=True, text=True).returncode == 2  # argparse
+    if Path("/dev/full").exists():  # a full disk behind `> file`: the buffered output fails at the final flush
+        _write_jsonl(answers, [{"question_id": i, "answer": "Yes"} for i in range(500)])
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(entry + args, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+        assert done.returncode == 1 and "halluflow: error: writing the output: No space left" in done.stderr
+        assert "Traceback" not in done.stderr
 
 
 def test_fields_missing_from_the_first_record_are_still_read(tmp_path):

@@ -198,9 +198,15 @@ def entry() -> None:
     logging.shutdown()
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
     except BrokenPipeError:  # `halluflow score pope ... | head -1`: the reader left, as Python reports it
         code = code or 120
+    except OSError as exc:  # a full disk behind `> file`: said, not lost
+        print(f"halluflow: error: writing the output: {exc.strerror or exc}", file=sys.stderr)
+        code = code or 1
+    try:
+        sys.stderr.flush()
+    except OSError:
+        pass
     os._exit(code)
 
 
