@@ -30,12 +30,12 @@ import polars as pl
 from ..errors import InputError
 from ..io import read_json, read_text
 from ..progress import progress
-
-if TYPE_CHECKING:
-    import numpy as np
 from .formats import read_amber_annotations
 from .parsers import add_max_failed_argument, check_failed, failed_mask, parse_answers
 from .treebank import token_frame
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CLI_DESCRIPTION = "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative (Acc, P, R, F1) scores, in percent."
 CLI_EPILOG = """examples:

@@ -198,15 +198,14 @@ def align(answers: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
     sides are compared as strings ("7" matches 7, as everywhere in halluflow)."""
     import polars as pl
 
-    a_ids, l_ids = answers["question_id"], labels["question_id"]
-    if a_ids.dtype == l_ids.dtype and answers.height == labels.height and (a_ids == l_ids).all():
-        return labels.with_columns(
-            answers["answer"], answers["status"]
-        )  # already aligned (the usual case): no join needed
-    answers = answers.with_columns(pl.col("question_id").cast(pl.String))
-    labels = labels.with_columns(pl.col("question_id").cast(pl.String))
-    if answers.height == labels.height and (answers["question_id"] == labels["question_id"]).all():
-        return labels.with_columns(answers["answer"], answers["status"])
+    def in_order(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+        ids_a, ids_b = a["question_id"], b["question_id"]
+        return ids_a.dtype == ids_b.dtype and a.height == b.height and bool((ids_a == ids_b).all())
+
+    if not in_order(answers, labels):
+        answers, labels = (df.with_columns(pl.col("question_id").cast(pl.String)) for df in (answers, labels))
+    if in_order(answers, labels):
+        return labels.with_columns(answers["answer"], answers["status"])  # the usual case: no join needed
     joined = labels.join(
         answers.with_columns(_answered=pl.lit(True)), on="question_id", how="left", maintain_order="left"
     )

@@ -89,13 +89,18 @@ _NOT_PLAIN = r"--|\.\S|,,|(?:^|[^A-Za-z])[A-Za-z]\.|(?i:\b(?:cannot|gimme|gonna|
 _PLAIN_TOKEN = r"[A-Za-z-]+|[,.]"
 
 
+def is_plain(text: pl.Expr) -> pl.Expr:
+    """Whether each text takes the plain-text short cut (module docstring)."""
+    return text.str.contains(_PLAIN_CHARS) & ~text.str.contains(_NOT_PLAIN)
+
+
 def token_frame(texts: pl.Series, plain_short_cut: bool = True) -> pl.DataFrame:
     """Tokens of every text, in order: columns doc (row of `texts`, UInt32), pos (UInt32), tok.
 
     Texts without tokens have no rows. `plain_short_cut=False` sends every text through the full rules."""
     frame = pl.LazyFrame({"t": texts.cast(pl.String)}).with_row_index("doc")
     if plain_short_cut:
-        plain = pl.col("t").str.contains(_PLAIN_CHARS) & ~pl.col("t").str.contains(_NOT_PLAIN)
+        plain = is_plain(pl.col("t"))
         short = frame.filter(plain).select("doc", pl.col("t").str.extract_all(_PLAIN_TOKEN).alias("tok"))
         parts = [short.explode("tok").drop_nulls("tok"), _rule_tokens(frame.filter(~plain))]
         tokens = pl.concat(parts).sort("doc", maintain_order=True)
