@@ -3,6 +3,7 @@ scorer against a port of AMBER's inference.py that imports nothing from halluflo
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -36,9 +37,15 @@ def amber():
     return load_amber(shared_data("amber", "data"))
 
 
-def _responses(data, gen, disc):
+@functools.cache
+def _records() -> list[dict]:
+    """AMBER's annotation records as read (AmberData keeps only what scoring uses)."""
+    return read_amber_annotations(shared_data("amber", "data", "annotations.json"))
+
+
+def _responses(gen, disc):
     return pl.DataFrame(
-        [{"id": a["id"], "response": gen(a) if a["type"] == "generative" else disc(a)} for a in data.annotations]
+        [{"id": a["id"], "response": gen(a) if a["type"] == "generative" else disc(a)} for a in _records()]
     )
 
 
@@ -49,7 +56,7 @@ def test_metrics_txt_is_the_initial_counters(amber):
 
 def test_perfect_answers(amber):
     r = amber_scores(
-        _responses(amber, lambda a: " ".join(a["truth"]), lambda a: "Yes" if a["truth"] == "yes" else "No"),
+        _responses(lambda a: " ".join(a["truth"]), lambda a: "Yes" if a["truth"] == "yes" else "No"),
         amber,
         nouns="rules",
     )
@@ -63,7 +70,7 @@ def test_perfect_answers(amber):
 
 
 def test_always_yes_and_hallu_objects(amber):
-    r = amber_scores(_responses(amber, lambda a: " ".join(a["hallu"]), lambda a: "Yes"), amber, nouns="rules")
+    r = amber_scores(_responses(lambda a: " ".join(a["hallu"]), lambda a: "Yes"), amber, nouns="rules")
     # 'No' is the positive class: nobody answered No → P = R = F1 = 0 (denominators 0.001, no crash)
     assert r["existence"] == {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0, "n": 4924}
     assert r["attribute"]["accuracy"] == 50.0  # yes/no balanced
@@ -73,7 +80,7 @@ def test_always_yes_and_hallu_objects(amber):
 
 
 def test_strict_yes_no(amber):
-    r = amber_scores(_responses(amber, lambda a: "", lambda a: "no"), amber, dimension="de")
+    r = amber_scores(_responses(lambda a: "", lambda a: "no"), amber, dimension="de")
     assert r["existence"]["accuracy"] == 0.0  # 'no' is not 'No'
     assert set(r) == {"existence", "dimension", "similarity", "n_failed"}
 
@@ -272,7 +279,7 @@ def _random_responses(amber, n, seed=7):
     vocab = sorted(amber.vocabulary)
     fillers = ["the", "Tree", "a", ",", ".", "'s", "is", "on", "(", ")", "two", "Dogs", "children", "men"]
     responses = []
-    for a in rnd.sample(amber.annotations, n):
+    for a in rnd.sample(_records(), n):
         if a["type"] == "generative":
             words = rnd.sample(a["truth"], min(3, len(a["truth"]))) + rnd.sample(vocab, rnd.randint(0, 4))
             words += [_plural(w, rnd) for w in rnd.sample(vocab, 3)] + rnd.sample(amber.safe_words, 1)
@@ -287,7 +294,7 @@ def _random_responses(amber, n, seed=7):
 
 def _port_mismatches(amber, responses, nouns, extract_nouns):
     ours = amber_scores(pl.DataFrame(responses), amber, nouns=nouns)
-    ref = amber_evaluate(responses, amber.annotations, amber.association, amber.safe_words, extract_nouns)
+    ref = amber_evaluate(responses, _records(), amber.association, amber.safe_words, extract_nouns)
     return {s: ({k: ours[s][k] for k in v}, v) for s, v in ref.items() if {k: ours[s][k] for k in v} != v}
 
 
@@ -316,7 +323,7 @@ def test_oracle_catches_a_broken_lemmatizer(amber, rules_oracle, monkeypatch):
     assert amber_module.RulesNouns(amber.vocabulary).extract_many(texts)[0] != rules_oracle(texts[0])
     responses = [
         {"id": a["id"], "response": "puppies, strawberries, ponies, bodies, butterflies, flies"}
-        for a in amber.annotations[:300]
+        for a in _records()[:300]
     ]
     assert _port_mismatches(amber, responses, "rules", rules_oracle)
 
@@ -380,3 +387,30 @@ def test_counter_differs_from_one_addition():
     """Why the counters are not `start + n`: the rounding of every binade crossing shows in the last bits."""
     n = next(k for k in range(1, 5000) if amber_module._accumulated(DEFAULT_START, k) != DEFAULT_START + k)
     assert amber_module._accumulated(DEFAULT_START, n) != DEFAULT_START + n
+
+
+def test_console_script_reads_annotations_in_a_helper(tiny, tmp_path):
+    """`halluflow score amber` from a fresh process reads the annotation folder in a forked helper
+    (halluflow.forked): same JSON as an in-process call, and the plain call's errors, annotations first."""
+    import subprocess
+
+    # the overlap needs a module that does not load polars (and its thread pool) before the helper forks
+    probe = "import sys, halluflow.cli, halluflow.metrics.amber; print('polars' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "False"
+    entry = [sys.executable, "-c", "from halluflow.cli import entry; entry()"]
+    resp = tmp_path / "r.json"
+    resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 2, "response": "The sky and a dog."}]))
+    args = ["score", "amber", "--responses", str(resp), "--annotations", str(tiny), "--nouns", "rules"]
+    done = subprocess.run(entry + args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == amber_scores(load_responses(resp, 8), load_amber(tiny), nouns="rules")
+    resp.write_text(json.dumps([{"id": 9, "response": "No"}]))
+    done = subprocess.run(entry + args, capture_output=True, text=True)
+    assert done.returncode == 1 and "item 0 has id 9, outside AMBER's 1..8" in done.stderr
+    resp.write_text(json.dumps([{"id": 0, "response": "No"}]))
+    done = subprocess.run(entry + args, capture_output=True, text=True)
+    assert done.returncode == 1 and "item 0 has id 0, outside AMBER's 1..8" in done.stderr
+    (tiny / "relation.json").write_text(json.dumps({"dog": []}))  # objects of annotation 1 have no entry
+    done = subprocess.run(entry + args, capture_output=True, text=True)
+    assert done.returncode == 1 and "relation.json: object 'grass' of annotation 1 has no entry" in done.stderr
+    assert "Traceback" not in done.stderr

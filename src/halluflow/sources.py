@@ -245,7 +245,7 @@ def score_source(
     elif kind == "amber":
         write_json(out_answers, [{"id": int(q), "response": a} for q, a in ok.select("query_id", "answer").iter_rows()])
         data = amber.load_amber(Path(source["annotations"]).parent)
-        scores = amber.amber_scores(amber.load_responses(out_answers, len(data.annotations)), data)
+        scores = amber.amber_scores(amber.load_responses(out_answers, data.n), data)
     elif kind == "coco":
         from .metrics import chair
 

@@ -22,20 +22,19 @@ import argparse
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import polars as pl
 
 from ..errors import InputError
 from ..io import read_json, read_text
 from ..progress import progress
 from .formats import read_amber_annotations
 from .parsers import add_max_failed_argument, check_failed, failed_mask, parse_answers
-from .treebank import token_frame
 
 if TYPE_CHECKING:
     import numpy as np
+    import polars as pl
 
 CLI_DESCRIPTION = "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative (Acc, P, R, F1) scores, in percent."
 CLI_EPILOG = """examples:
@@ -68,31 +67,38 @@ DIMENSIONS["a"] = DIMENSIONS["all"]
 
 @dataclass
 class AmberData:
-    annotations: list[dict]
+    """AMBER's annotation folder as the scorer uses it (read_amber_folder). Annotation ids are 1..n: id i has type
+    types[i-1] and, for a discriminative item, the truth truths[i-1] (None for a generative item, whose record is
+    kept whole in `generative`)."""
+
+    types: list[str]
+    truths: list[str | None]
+    generative: list[dict]
     association: dict[str, list[str]]
     safe_words: list[str]
     start: float = DEFAULT_START
     vocabulary: set[str] = field(init=False)
     safe_set: set[str] = field(init=False)
-    generative: list[dict] = field(init=False)
+    generative_by_id: dict[int, dict] = field(init=False)
 
     def __post_init__(self):
         self.vocabulary = set(self.association) | {w for ws in self.association.values() for w in ws}
         self.safe_set = set(self.safe_words)
-        self.generative = [a for a in self.annotations if a["type"] == "generative"]
+        self.generative_by_id = {a["id"]: a for a in self.generative}
         self._frame: pl.DataFrame | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.types)
 
     @property
     def frame(self) -> pl.DataFrame:
         """The annotations as columns: id, type, truth (the yes/no of a discriminative item; null for generative)."""
         if self._frame is None:
-            a = self.annotations
+            import polars as pl
+
             self._frame = pl.DataFrame(
-                {
-                    "id": [r["id"] for r in a],
-                    "type": [r["type"] for r in a],
-                    "truth": [t if type(t) is str else None for t in (r["truth"] for r in a)],
-                },
+                {"id": range(1, self.n + 1), "type": self.types, "truth": self.truths},
                 schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
             )
         return self._frame
@@ -114,6 +120,14 @@ def read_start_value(path: Path) -> float:
 
 
 def load_amber(directory: str | Path) -> AmberData:
+    """AMBER's annotation folder: annotations.json, relation.json, safe_words.txt and (optional) metrics.txt."""
+    return AmberData(*read_amber_folder(directory))
+
+
+def read_amber_folder(directory: str | Path) -> tuple:
+    """AmberData's arguments, checked, as plain data: (types, truths, generative records, association, safe words,
+    start value). Pure Python, no polars: `score amber` runs it in a forked helper (halluflow.forked), and it sends
+    back only what scoring uses, each distinct type and truth string once."""
     d = Path(directory)
     if not d.is_dir():
         raise InputError(f"AMBER annotations folder {d} not found")
@@ -126,12 +140,15 @@ def load_amber(directory: str | Path) -> AmberData:
         raise InputError(f"{safe_path}: file not found")
     safe = [line.split("\n")[0] for line in read_text(safe_path).splitlines(keepends=True)]
     start = read_start_value(d / "metrics.txt") if (d / "metrics.txt").exists() else DEFAULT_START
-    data = AmberData(annotations, association, safe, start)
-    for a in data.generative:
+    generative = [a for a in annotations if a["type"] == "generative"]
+    for a in generative:
         for w in a["truth"] + a.get("hallu", []):
             if w not in association:
                 raise InputError(f"{d / 'relation.json'}: object {w!r} of annotation {a['id']} has no entry")
-    return data
+    one: dict[str, str] = {}  # one object per distinct string: marshal then writes each once
+    types = [one.setdefault(t, t) for t in map(itemgetter("type"), annotations)]
+    truths = [one.setdefault(t, t) if type(t) is str else None for t in map(itemgetter("truth"), annotations)]
+    return types, truths, generative, association, safe, start
 
 
 # ---------------------------------------------------------------- noun extraction (WordNet-morphy stand-in)
@@ -201,6 +218,10 @@ class RulesNouns:
         self.vocabulary = vocabulary
 
     def extract_many(self, texts: list[str]) -> list[list[str]]:
+        import polars as pl
+
+        from .treebank import token_frame
+
         tokens = token_frame(pl.Series(texts, dtype=pl.String))
         # each distinct token lemmatised once; only tokens whose lemma is a vocabulary noun are kept
         lemma = {t: noun_lemma(t, self.vocabulary) for t in tokens["tok"].unique().to_list()}
@@ -373,6 +394,8 @@ def _prf(correct, correct_num, ans_no, ans_no_num, no, no_num, eps) -> dict:
 
 def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFrame:
     """Per discriminative response: id, section, truth, response, parsed, correct (vectorised)."""
+    import polars as pl
+
     df = responses.join(data.frame, on="id", how="left", maintain_order="left").filter(pl.col("type") != "generative")
     return df.with_columns(
         section=pl.col("type").replace_strict(TYPE_SECTION, default="relation"),
@@ -381,6 +404,8 @@ def discriminative_rows(responses: pl.DataFrame, data: AmberData) -> pl.DataFram
 
 
 def discriminative_scores(rows: pl.DataFrame, start: float = DEFAULT_START) -> dict[str, dict]:
+    import polars as pl
+
     counts = rows.group_by("section").agg(
         n=pl.len(),
         correct=pl.col("correct").sum(),
@@ -495,7 +520,7 @@ def generative_scores(rows: list[dict], start: float = DEFAULT_START) -> dict:
     }
 
 
-def load_responses(path: str | Path, n_annotations: int) -> pl.DataFrame:
+def load_responses(path: str | Path, n_annotations: int | None) -> pl.DataFrame:
     from .formats import read_amber_responses
 
     return read_amber_responses(path, n_annotations)
@@ -512,6 +537,8 @@ def amber_scores(
     """AMBER sections for `dimension`; with_rows also returns (discriminative rows, generative rows).
     `nouns`: the generative noun step, "auto" (nltk when its data is installed, else the rules), "nltk", "rules";
     the output's "noun_extractor" says which ran."""
+    import polars as pl
+
     if dimension not in DIMENSIONS:
         raise InputError(f"unknown AMBER dimension {dimension!r} (known: {', '.join(DIMENSIONS)})")
     matcher = matcher or ExactMatcher()
@@ -528,7 +555,7 @@ def amber_scores(
     # builds the generative rows (Python).
     with ThreadPoolExecutor(2) as pool:
         if "generative" in wanted:
-            gen = responses.filter(pl.col("id").is_in([a["id"] for a in data.generative]))
+            gen = responses.filter(pl.col("id").is_in(list(data.generative_by_id)))
             gen_ids = gen["id"].to_list()
             extractor = make_noun_extractor(nouns, data.vocabulary)
             nouns_job = pool.submit(extractor.extract_many, gen["response"].to_list())
@@ -536,7 +563,7 @@ def amber_scores(
         if "generative" in wanted:
             all_nouns = nouns_job.result()
             gen_rows = [
-                generative_row(n, data.annotations[i - 1], data, matcher)
+                generative_row(n, data.generative_by_id[i], data, matcher)
                 for i, n in progress(zip(gen_ids, all_nouns), total=len(gen_ids), desc="AMBER generative")
             ]
             out["generative"] = generative_scores(gen_rows, data.start)
@@ -578,10 +605,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..forked import Forked
     from .pope import emit
 
-    data = load_amber(args.annotations)
-    responses = load_responses(args.responses, len(data.annotations))
+    # A helper process reads the annotation folder (CPython's JSON parsing and our checks) while this one loads
+    # polars and reads the responses. Errors are those of load_amber then load_responses, in that order.
+    with Forked(read_amber_folder, args.annotations) as folder:
+        try:
+            responses = load_responses(args.responses, None)  # ids checked from 1 up; the upper end below
+        except InputError:
+            data = AmberData(*folder.result())  # a bad annotation folder is reported first
+            load_responses(args.responses, data.n)  # the same error, with AMBER's id range in its message
+            raise
+        data = AmberData(*folder.result())
+    if responses["id"].max() > data.n:
+        load_responses(args.responses, data.n)  # raises, naming the first response beyond AMBER's ids
     matcher = make_matcher(args.similarity, args.similarity_threshold)
     scores = amber_scores(responses, data, args.dimension, matcher, nouns=args.nouns)
     # refused before anything is printed or written

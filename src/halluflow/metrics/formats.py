@@ -254,9 +254,10 @@ def read_amber_queries(path: str | Path) -> list[dict]:
     return data
 
 
-def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame":
+def read_amber_responses(path: str | Path, n_annotations: int | None) -> "pl.DataFrame":
     """AMBER responses [{id, response}] → DataFrame[id, response]; an empty response is kept (a failed answer,
-    excluded and counted by the scorer), a non-string one refused."""
+    excluded and counted by the scorer), a non-string one refused. Ids must lie in 1..n_annotations (from 1 up
+    when n_annotations is None: the caller checks the upper end)."""
     import polars as pl
 
     path = Path(path)
@@ -271,7 +272,7 @@ def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame"
                 df = pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
             except TypeError:  # an id beyond Int64: the loop names it
                 df = None
-            if df is not None and 1 <= df["id"].min() and df["id"].max() <= n_annotations:
+            if df is not None and 1 <= df["id"].min() and (n_annotations is None or df["id"].max() <= n_annotations):
                 if df["id"].n_unique() == df.height:
                     return df
     ids, texts, seen = [], [], set()  # something is wrong: the loop names the first bad record
@@ -279,8 +280,8 @@ def read_amber_responses(path: str | Path, n_annotations: int) -> "pl.DataFrame"
         rid = r.get("id") if isinstance(r, dict) else None
         if not isinstance(rid, int) or isinstance(rid, bool) or not isinstance(r.get("response"), (str, type(None))):
             raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
-        if not 1 <= rid <= n_annotations:
-            raise InputError(f"{path}: item {i} has id {rid}, outside AMBER's 1..{n_annotations}")
+        if rid < 1 or (n_annotations is not None and rid > n_annotations):
+            raise InputError(f"{path}: item {i} has id {rid}, outside AMBER's 1..{n_annotations or 'N'}")
         if rid in seen:
             raise InputError(f"{path}: id {rid} appears more than once (item {i})")
         seen.add(rid)
