@@ -63,6 +63,15 @@ try:
 except ChildProcessError:
     out["reaped"] = True
 
+real_fork = os.fork
+def fork_fails():
+    raise BlockingIOError(11, "Resource temporarily unavailable")
+os.fork = fork_fails
+with Forked(read, 10) as f:
+    out["forked_when_fork_fails"] = f.forked
+    out["value_when_fork_fails"] = f.result()["rows"] == read(10)["rows"]
+os.fork = real_fork
+
 stop = threading.Event()
 t = threading.Thread(target=stop.wait)
 t.start()
@@ -86,6 +95,7 @@ def test_forked_helper_in_a_fresh_process():
     assert out["unsendable_in_child"] is False
     assert out["can_fork_with_a_thread"] is False and out["forked_with_a_thread"] is False
     assert out["value_with_a_thread"] is True
+    assert out["forked_when_fork_fails"] is False and out["value_when_fork_fails"] is True
     if not out["can_fork"]:
         pytest.skip("this machine cannot run the helper (no fork, no /proc, or a single CPU): computed in process")
     assert out["forked"] and out["in_child"] and out["equal"]

@@ -9,7 +9,8 @@ score in 0.30 s instead of 0.39 s on two cores (whole process, median of 9).
 It is only an overlap, never a second way to fail or a different result:
 - the child runs only where forking is safe and can pay off: a platform with fork, a process with a single thread
   (a forked copy of a multi-threaded process, e.g. one whose polars thread pool has started, can deadlock), and
-  at least two CPUs for this process; elsewhere `result()` calls `fn(*args)` in this process;
+  at least two CPUs for this process; elsewhere, or when fork itself fails, `result()` calls `fn(*args)` in this
+  process;
 - anything but a clean value from the child (fn raised, the child died, the value cannot be marshalled) and
   `result()` calls `fn(*args)` here, so errors and their messages are exactly those of a plain call;
 - the value must be plain data (None, bool, int, float, str, bytes, list, tuple, dict, set): what a JSON reader
@@ -56,7 +57,12 @@ class Forked:
         if not can_fork():
             return
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or process slot for a child: computed here
+            os.close(read_fd)
+            os.close(write_fd)
+            return
         if pid == 0:  # the child: compute, send, and leave without running any of the parent's exit handlers
             code = 1
             try:
