@@ -551,8 +551,8 @@ def amber_scores(
     out: dict = {}
     gen_rows: list[dict] = []
     # Python work and polars work (which releases the GIL) side by side: the noun step (mostly polars) runs while the
-    # discriminative job builds the annotation columns (Python), and that job's polars part runs while this thread
-    # builds the generative rows (Python).
+    # discriminative job turns the annotation columns into a frame (Python objects to polars), and that job's polars
+    # part runs while this thread builds the generative rows (Python).
     with ThreadPoolExecutor(2) as pool:
         if "generative" in wanted:
             gen = responses.filter(pl.col("id").is_in(list(data.generative_by_id)))

@@ -281,7 +281,9 @@ def read_amber_responses(path: str | Path, n_annotations: int | None) -> "pl.Dat
         if not isinstance(rid, int) or isinstance(rid, bool) or not isinstance(r.get("response"), (str, type(None))):
             raise InputError(f"{path}: item {i} needs an integer 'id' and a string 'response'")
         if rid < 1 or (n_annotations is not None and rid > n_annotations):
-            raise InputError(f"{path}: item {i} has id {rid}, outside AMBER's 1..{n_annotations or 'N'}")
+            raise InputError(
+                f"{path}: item {i} has id {rid}, outside AMBER's 1..{'N' if n_annotations is None else n_annotations}"
+            )
         if rid in seen:
             raise InputError(f"{path}: id {rid} appears more than once (item {i})")
         seen.add(rid)
