@@ -11,6 +11,7 @@ import json
 import random
 import re
 import sys
+from unittest import mock
 
 import polars as pl
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from halluflow.cli import main
 from halluflow.errors import InputError
+from halluflow.metrics import chair as chair_module
 from halluflow.metrics import singular, treebank
 from halluflow.metrics.chair import DOUBLE_WORD_DICT, caption_mentions, chair_scores, derive_resources, load_synonyms
 from halluflow.metrics.singular import singularize, singularize_cached
@@ -421,9 +423,12 @@ def test_hand_computed_scores(syn):
     ),
 )
 def test_vectorised_equals_port(syn_path, word_tokenize, pattern, captions, truth_objects):
+    """Also across caption chunks: chunks of 4 here (25,000 by default), so a chunk boundary falls inside most
+    examples."""
     caps = [{"image_id": str(i % 3), "caption": c} for i, c in enumerate(captions)]
     truth = {str(i): sorted(set(truth_objects[i:])) for i in range(3)}
-    m, rows = chair_scores(pl.DataFrame(caps), truth, load_synonyms())
+    with mock.patch.object(chair_module, "CAPTION_CHUNK", 4):
+        m, rows = chair_scores(pl.DataFrame(caps), truth, load_synonyms())
     ref = chair_compute(caps, {k: set(v) for k, v in truth.items()}, syn_path, word_tokenize, pattern)
     assert rows["mentioned"].to_list() == ref.pop("mentions")
     assert m == ref
