@@ -63,6 +63,14 @@ try:
 except ChildProcessError:
     out["reaped"] = True
 
+import signal
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the system: no exit status to read
+with Forked(read, 1000) as f:
+    out["value_without_status"] = f.result()["rows"] == read(1000)["rows"]
+with Forked(dies) as f:
+    out["died_without_status"] = f.result()
+signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
 real_fork = os.fork
 def fork_fails():
     raise BlockingIOError(11, "Resource temporarily unavailable")
@@ -96,6 +104,7 @@ def test_forked_helper_in_a_fresh_process():
     assert out["can_fork_with_a_thread"] is False and out["forked_with_a_thread"] is False
     assert out["value_with_a_thread"] is True
     assert out["forked_when_fork_fails"] is False and out["value_when_fork_fails"] is True
+    assert out["value_without_status"] is True and out["died_without_status"] == "computed here"
     if not out["can_fork"]:
         pytest.skip("this machine cannot run the helper (no fork, no /proc, or a single CPU): computed in process")
     assert out["forked"] and out["in_child"] and out["equal"]

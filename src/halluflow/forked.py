@@ -90,9 +90,8 @@ class Forked:
         with os.fdopen(self._read_fd, "rb") as pipe:
             self._read_fd = None
             payload = pipe.read()
-        _, status = os.waitpid(self._pid, 0)
-        self._pid = None
-        if os.waitstatus_to_exitcode(status) == 0:
+        pid, self._pid = self._pid, None
+        if _reaped_cleanly(pid):
             try:
                 return marshal.loads(payload)
             except (EOFError, ValueError, TypeError):
@@ -105,7 +104,7 @@ class Forked:
             os.close(self._read_fd)
             self._read_fd = None
         if self._pid is not None:
-            os.waitpid(self._pid, 0)
+            _reaped_cleanly(self._pid)
             self._pid = None
 
     def __enter__(self) -> Forked:
@@ -113,6 +112,17 @@ class Forked:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reaped_cleanly(pid: int) -> bool:
+    """Wait for the child; whether it exited with 0. Where SIGCHLD is ignored the system has reaped it already and
+    its status is lost: True, and the payload decides (a child that failed wrote none or part of one, which marshal
+    refuses)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return True
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _set_pipe_size(fd: int) -> None:
