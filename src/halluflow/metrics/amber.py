@@ -22,6 +22,7 @@ import argparse
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,23 +86,20 @@ class AmberData:
         self.vocabulary = set(self.association) | {w for ws in self.association.values() for w in ws}
         self.safe_set = set(self.safe_words)
         self.generative_by_id = {a["id"]: a for a in self.generative}
-        self._frame: pl.DataFrame | None = None
 
     @property
     def n(self) -> int:
         return len(self.types)
 
-    @property
+    @cached_property
     def frame(self) -> pl.DataFrame:
         """The annotations as columns: id, type, truth (the yes/no of a discriminative item; null for generative)."""
-        if self._frame is None:
-            import polars as pl
+        import polars as pl
 
-            self._frame = pl.DataFrame(
-                {"id": range(1, self.n + 1), "type": self.types, "truth": self.truths},
-                schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
-            )
-        return self._frame
+        return pl.DataFrame(
+            {"id": range(1, self.n + 1), "type": self.types, "truth": self.truths},
+            schema={"id": pl.Int64, "type": pl.String, "truth": pl.String},
+        )
 
 
 def read_start_value(path: Path) -> float:
@@ -614,12 +612,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             responses = load_responses(args.responses, None)  # ids checked from 1 up; the upper end below
         except InputError:
-            data = AmberData(*folder.result())  # a bad annotation folder is reported first
-            load_responses(args.responses, data.n)  # the same error, with AMBER's id range in its message
-            raise
-        data = AmberData(*folder.result())
-    if responses["id"].max() > data.n:
-        load_responses(args.responses, data.n)  # raises, naming the first response beyond AMBER's ids
+            responses = None
+        data = AmberData(*folder.result())  # a bad annotation folder is reported first
+    if responses is None or responses["id"].max() > data.n:
+        # read again with AMBER's id count: raises the response file's error, naming AMBER's id range
+        responses = load_responses(args.responses, data.n)
     matcher = make_matcher(args.similarity, args.similarity_threshold)
     scores = amber_scores(responses, data, args.dimension, matcher, nouns=args.nouns)
     # refused before anything is printed or written
