@@ -227,10 +227,17 @@ def _fmt(name: str, r: dict) -> str:
     )
 
 
-def _peaks(official: list, ours: list) -> dict:
-    """The largest peak RSS of each side's whole-process runs (_process results); a forked helper's counts too
-    (GNU time reports the largest of a process and the children it waited for)."""
-    return {"official_max_rss_mib": max(r[3] for r in official), "ours_max_rss_mib": max(r[3] for r in ours)}
+def _both_sides(official_cmd: list[str], ours_cmd: list[str], runs: int) -> tuple[dict, dict, dict]:
+    """`runs` whole-process runs of each side, interleaved so both see the same machine load: (the official side's
+    printed JSON, ours, timings) with the median wall and CPU seconds (_side) and the largest peak RSS of each side
+    (a forked helper's counts too: GNU time reports the largest of a process and the children it waited for)."""
+    side: dict[str, list] = {"official": [], "ours": []}
+    for _ in range(runs):
+        side["official"].append(_process(official_cmd))
+        side["ours"].append(_process(ours_cmd))
+    median = {k: [statistics.median(r[i] for r in v) for i in (1, 2)] for k, v in side.items()}
+    peaks = {f"{k}_max_rss_mib": max(r[3] for r in v) for k, v in side.items()}
+    return side["official"][0][0], side["ours"][0][0], peaks | _side(median["official"], median["ours"])
 
 
 def pope_data(n: int, seed: int = 0):
@@ -326,24 +333,14 @@ def bench_pope_processes(n: int, tmp: Path, runs: int = 3) -> dict:
             fa.write(json.dumps({"question_id": i, "answer": a}) + "\n")
             fl.write(json.dumps({"question_id": i, "image": "x.jpg", "text": "Is there a dog?", "label": lab}) + "\n")
     del answers, labels
-    side: dict[str, list] = {"official": [], "ours": []}
-    for _ in range(runs):
-        side["official"].append(_process(_PORTS + ["pope", "--answers", str(a_path), "--labels", str(l_path)]))
-        side["ours"].append(_process(_OURS + ["score", "pope", "--answers", str(a_path), "--labels", str(l_path)]))
-    keys = ("accuracy", "precision", "recall", "f1", "yes_ratio", "tp", "fp", "tn", "fn")
-    ref, ours = side["official"][0][0], side["ours"][0][0]
-    assert all(ours[k] == ref[k] for k in keys), ({k: ours[k] for k in keys}, ref)
-    median = {k: [statistics.median(r[i] for r in v) for i in (1, 2)] for k, v in side.items()}
-    return (
-        {
-            "n": n,
-            "runs": runs,
-            "identical": True,
-            "metrics": {k: ours[k] for k in keys},
-        }
-        | _peaks(side["official"], side["ours"])
-        | _side(median["official"], median["ours"])
+    ref, ours, timings = _both_sides(
+        _PORTS + ["pope", "--answers", str(a_path), "--labels", str(l_path)],
+        _OURS + ["score", "pope", "--answers", str(a_path), "--labels", str(l_path)],
+        runs,
     )
+    keys = ("accuracy", "precision", "recall", "f1", "yes_ratio", "tp", "fp", "tn", "fn")
+    assert all(ours[k] == ref[k] for k in keys), ({k: ours[k] for k in keys}, ref)
+    return {"n": n, "runs": runs, "identical": True, "metrics": {k: ours[k] for k in keys}} | timings
 
 
 def bench_chair(n: int, synonyms_path: Path, tmp: Path, seed: int = 0) -> dict:
@@ -360,13 +357,13 @@ def bench_chair(n: int, synonyms_path: Path, tmp: Path, seed: int = 0) -> dict:
                 for _ in range(rnd.randint(6, 18))
             ]
             fh.write(json.dumps({"image_id": i % n_images, "caption": " ".join(words).capitalize() + "."}) + "\n")
-    port = _process(
-        _PORTS + ["chair", "--captions", str(cap_path), "--truth", str(truth_path), "--synonyms", str(synonyms_path)]
+    ref, ours, timings = _both_sides(
+        _PORTS + ["chair", "--captions", str(cap_path), "--truth", str(truth_path), "--synonyms", str(synonyms_path)],
+        _OURS + ["score", "chair", "--captions", str(cap_path), "--truth", str(truth_path)],
+        runs=1,
     )
-    mine = _process(_OURS + ["score", "chair", "--captions", str(cap_path), "--truth", str(truth_path)])
-    ref, ours = port[0], mine[0]
     assert {k: ours[k] for k in ref} == ref and ours["n_failed"] == 0, (ours, ref)
-    return {"n": n, "identical": True, "metrics": ours} | _peaks([port], [mine]) | _side(port[1:3], mine[1:3])
+    return {"n": n, "identical": True, "metrics": ours} | timings
 
 
 def bench_amber(n: int, amber_dir: Path, tmp: Path, seed: int = 0, runs: int = 1) -> dict:
@@ -395,33 +392,24 @@ def bench_amber(n: int, amber_dir: Path, tmp: Path, seed: int = 0, runs: int = 1
         responses.append({"id": a["id"], "response": text})
     resp_path = tmp / "responses.json"
     resp_path.write_text(json.dumps(responses))
-    side: dict[str, list] = {"official": [], "ours": []}
-    for _ in range(runs):
-        side["official"].append(
-            _process(_PORTS + ["amber", "--responses", str(resp_path), "--annotations", str(ann_dir)])
-        )
-        side["ours"].append(
-            _process(_OURS + ["score", "amber", "--responses", str(resp_path), "--annotations", str(ann_dir)])
-        )
-    ref, ours = side["official"][0][0], side["ours"][0][0]
-    t_ref, t_ours = ([statistics.median(r[i] for r in side[k]) for i in (1, 2)] for k in ("official", "ours"))
+    ref, ours, timings = _both_sides(
+        _PORTS + ["amber", "--responses", str(resp_path), "--annotations", str(ann_dir)],
+        _OURS + ["score", "amber", "--responses", str(resp_path), "--annotations", str(ann_dir)],
+        runs,
+    )
     # a section with no items has no numbers in halluflow (the original prints 0.0 there): compared where n > 0
     scored = [section for section in ref if ours[section].get("n", 1) > 0]
     got = {section: {k: ours[section][k] for k in ref[section]} for section in scored}
     assert got == {section: ref[section] for section in scored}, (got, ref)
     n_gen = sum(a["type"] == "generative" for a in annotations)
-    return (
-        {
-            "n": n,
-            "runs": runs,
-            "n_generative": n_gen,
-            "identical": True,
-            "noun_extractor": ours.get("noun_extractor"),
-            "metrics": ref,
-        }
-        | _peaks(side["official"], side["ours"])
-        | _side(t_ref, t_ours)
-    )
+    return {
+        "n": n,
+        "runs": runs,
+        "n_generative": n_gen,
+        "identical": True,
+        "noun_extractor": ours.get("noun_extractor"),
+        "metrics": ref,
+    } | timings
 
 
 def main() -> int:
