@@ -4,7 +4,8 @@ The paper's grader is an LLM parser (`LLMParser`, strict JSON, validated). The o
 concept vocabularies (graph nodes + ODE state/action attributes + predicate synonyms): each turn yields CLAIMS, i.e.
 scene-graph elements with a polarity ("object|dog" asserted / denied), from (1) the question's premise, accepted
 unless the answer rejects it, (2) the yes/no probe, and (3) objects/attributes/relations mentioned in the answer, with
-negation ("there is no cat") flipping the polarity.
+negation ("there is no cat") flipping the polarity within its sentence; an answer word ("No, the dog is black.")
+negates nothing.
 
 SG ΔCon (the paper names it without a formula; our definition): the number of scene-graph elements whose polarity the
 evaluatee CHANGES within one conversation (asserted then denied, or denied then asserted, e.g. an attribute "revised
@@ -237,13 +238,40 @@ _DETERMINERS = {
 }
 
 
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", (text or "").lower())
+# Negation scope. A negator negates what follows in its own SENTENCE (split at . ; : ! ? dashes), across commas
+# ("there is no cat, dog or frisbee"), but a negator that stands alone in its comma-separated segment is the
+# answer word, not a negation: "No, the dog is black." answers the question and then ASSERTS a black dog.
+_WORD_OR_BREAK = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[,.;:!?()\u2013\u2014]|(?<!\S)-+(?!\S)")
+
+
+def _scoped_tokens(text: str) -> tuple[list[str], list[bool], list[int]]:
+    """Word tokens; for each, whether it is a negator with scope over later words; and its sentence index."""
+    toks: list[str] = []
+    sentence: list[int] = []
+    segment: list[int] = []
+    sent = seg = 0
+    for m in _WORD_OR_BREAK.finditer((text or "").lower().replace("\u2019", "'")):
+        w = m.group(0)
+        if w[0].isalnum():
+            toks.append(w)
+            sentence.append(sent)
+            segment.append(seg)
+        else:
+            seg += 1
+            sent += w != ","
+    alone = {g for g in set(segment) if all(t in _NEGATORS for t, s in zip(toks, segment) if s == g)}
+    scoping = [t in _NEGATORS and segment[i] not in alone for i, t in enumerate(toks)]
+    return toks, scoping, sentence
 
 
 def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
-    """Scene-graph elements mentioned in a free-text answer, each with polarity (False when negated)."""
-    toks = _tokens(text)
+    """Scene-graph elements mentioned in a free-text answer, each with polarity (False when negated; scope: see
+    `_scoped_tokens`)."""
+    toks, scoping, sentence = _scoped_tokens(text)
+
+    def negated_before(i: int, width: int = 3) -> bool:
+        return any(scoping[j] and sentence[j] == sentence[i] for j in range(max(0, i - width), i))
+
     forms = vocab._object_forms()
     maxlen = max((len(f) for f in forms), default=1)
     mentions: list[Mention] = []
@@ -254,7 +282,7 @@ def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
             if name and n == 1 and name in _AMBIGUOUS_NAMES and (i == 0 or toks[i - 1] not in _DETERMINERS):
                 name = None
             if name:
-                negated = bool(_NEGATORS & set(toks[max(0, i - 3) : i]))
+                negated = negated_before(i)
                 mentions.append(Mention(i, i + n, name, negated))
                 i += n
                 break
@@ -282,11 +310,11 @@ def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
         if len(gap) > 6 or m1.name == m2.name:
             continue
         gap_text = " " + " ".join(gap) + " "
+        # a negator in the gap negates the relation only within the second mention's sentence
+        gap_neg = any(scoping[j] and sentence[j] == sentence[m2.start] for j in range(m1.end, m2.start))
         for surface, canon in preds:
             if f" {surface} " in gap_text:
-                out.append(
-                    (rel_el(m1.name, canon, m2.name), not (m1.negated or m2.negated or bool(_NEGATORS & set(gap))))
-                )
+                out.append((rel_el(m1.name, canon, m2.name), not (m1.negated or m2.negated or gap_neg)))
                 break
     return out
 
