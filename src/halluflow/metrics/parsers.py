@@ -1,17 +1,23 @@
 """The one yes/no parser module: every scorer and stage that reads "yes"/"no" out of a model's answer calls it.
 
 Named variants reproduce the anchors' own parsers: `pope` = RUCAIBox/POPE evaluate.py; `exact` = exact match after
-lower()/strip() (lmms-eval's parse with its aggregation bugs fixed); `lmms_eval` = the same parse with lmms-eval's
-aggregation bugs (see pope.py); `vlmevalkit` = VLMEvalKit's YOrN_Extraction; `amber` = AMBER's strict "Yes"/"No";
-`lenient` = the first word when it is yes/no, else the only one of the two present (the CAOS oracle and the ODE
-diagnosis); `unihall` = the first standalone yes/no word (UniHall's GHR binary branch, "EvalHall" eq. 22);
-`affirm` = an opening yes/no word, else a negation in the first sentence, else an affirmation (CEDI's yes/no
-questions); `opener` = only an opening yes/no word (CEDI's open questions).
+lower()/strip() (lmms-eval's parse with its aggregation bugs fixed); `lmms_eval` = lmms-eval's POPE task as it
+scores (the same parse with its aggregation, see pope.py); `vlmevalkit` = VLMEvalKit's YOrN_Extraction (its POPE
+rating without a judge model); `amber` = AMBER's strict "Yes"/"No"; `lenient` = the first word when it is yes/no,
+else the only one of the two present (the CAOS oracle and the ODE diagnosis); `unihall` = the first standalone
+yes/no word (UniHall's GHR binary branch, "EvalHall" eq. 22); `affirm` = an opening yes/no word, else a negation in
+the first sentence, else an affirmation (CEDI's yes/no questions); `opener` = only an opening yes/no word (CEDI's
+open questions); `pope_lower` = POPE's first-sentence negation test, case-insensitive, on any whitespace (the
+parser of the lmms-eval task that `halluflow release export` writes, which must run without halluflow).
 
-Every variant has three outcomes: "yes", "no" or None (unknown: an answer was given but says neither). A failed
-request or an empty answer is never parsed at all (docs/failed-answers.md): `failed_mask` finds them and the
-callers exclude and count them, so no variant can turn a missing answer into a prediction — POPE's own script
-would call "" a "yes".
+Every variant has three outcomes: "yes", "no" or None (unknown: an answer was given but says neither).
+
+The failed-answer rule (docs/failed-answers.md) is defined here once, `is_failed` for one answer and `failed_mask`
+for a polars column; every scorer and stage calls one of them. A record whose request failed (status other than
+ok) or that holds no answer (null, not a string) is failed under every parser. Under halluflow's own parsers a
+blank answer (nothing but whitespace, control or format characters: "", "  ", "\x1c", "\u200b") is failed too,
+never read as yes or no (POPE's own script would call "" a "yes"). The peer parsers (`PEER_PARSERS`) exist to give
+a peer's number, so they score every string the peer would see, the empty string included.
 """
 
 from __future__ import annotations
@@ -33,23 +39,76 @@ DEFAULT_MAX_FAILED_FRACTION = 0.1
 
 
 # ---------------------------------------------------------------- failed answers
-def is_failed(answer: Any, status: Any = None) -> bool:
-    """True for a recorded failure (status other than ok), a missing answer or one holding only whitespace."""
+# Parsers that reproduce a peer harness's own scoring: they see every answer string, as the peer does. The value
+# is what the scorers write as "parser_mode". Commits: the code read to write them (bench/peer_ports.py).
+PEER_PARSERS = {
+    "lmms_eval": "peer: lmms-eval tasks/pope/utils.py (pope_process_results + pope_aggregate_*, commit 75571cf): "
+    "every answer string scored, the empty string included (wrong, neither yes nor no); 0 where a ratio is "
+    "undefined; recall leaves answers that are neither yes nor no out; yes_ratio counts the ground truth",
+    "vlmevalkit": "peer: VLMEvalKit dataset/utils/yorn.py (YOrN_Extraction + POPE_rating, exact matching, no judge "
+    "model; commit e8e78f0): every answer string scored, the empty string included (Unknown, counted as not yes); "
+    "0 where a ratio is undefined; fractions where VLMEvalKit prints percent (its Overall is f1); VLMEvalKit has no "
+    "yes_ratio, this one is answers extracted as Yes / n",
+}
+HALLUFLOW_RULE = (
+    "halluflow: failed requests and blank answers (empty, whitespace, control or format characters only) are "
+    "excluded and counted as n_failed; answers the parser reads as neither yes nor no are wrong and counted as "
+    "n_unknown"
+)
+
+# What a blank answer may hold: Python's whitespace (str.isspace: it includes \x1c-\x1f, which polars' strip does
+# not) and the Unicode control (Cc) and format (Cf) characters, as of Unicode 14. Written out so the scalar test
+# (Python's re) and the vectorised one (polars' Rust regex) read the same class on every Python and polars version.
+_BLANK_CLASS = (
+    r"[\u0000-\u0020\u007F-\u00A0\u00AD\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u1680\u180E"
+    r"\u2000-\u200F\u2028-\u202F\u205F-\u2064\u2066-\u206F\u3000\uFEFF\uFFF9-\uFFFB\U000110BD\U000110CD"
+    r"\U00013430-\U00013438\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0001\U000E0020-\U000E007F]"
+)
+_BLANK = re.compile(f"{_BLANK_CLASS}*")
+# Python's str.strip() characters (lmms-eval strips with it; polars' strip_chars() without arguments misses
+# \x1c-\x1f).
+PY_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def is_peer(parser: str | None) -> bool:
+    return parser in PEER_PARSERS
+
+
+def parser_mode(parser: str) -> str:
+    """How `parser` treats answers, in words (written as "parser_mode" beside the numbers)."""
+    return PEER_PARSERS.get(parser, HALLUFLOW_RULE)
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` shows nothing: only whitespace, control or format characters."""
+    return _BLANK.fullmatch(text) is not None
+
+
+def is_failed(answer: Any, status: Any = None, parser: str | None = None) -> bool:
+    """THE failed-answer rule for one record: a recorded failure (status other than ok), no answer (missing, null,
+    not a string), or, unless `parser` is a peer parser, a blank answer."""
     if status is not None and status != "ok":
         return True
-    return not isinstance(answer, str) or not answer.strip()
+    if not isinstance(answer, str):
+        return True
+    return not is_peer(parser) and is_blank(answer)
 
 
-def failed_mask(answers: "pl.Series", status: "pl.Series | None" = None) -> "pl.Series":
-    """Vectorised is_failed over a String or Categorical series (and an optional status series; null status = ok)."""
+def failed_mask(answers: "pl.Series", status: "pl.Series | None" = None, parser: str | None = None) -> "pl.Series":
+    """is_failed over a String or Categorical column (and an optional status column; null status = ok)."""
     import polars as pl
 
-    if answers.dtype == pl.Categorical:  # test each distinct answer once
-        distinct = answers.unique().drop_nulls()
-        blank = distinct.filter(distinct.cast(pl.String).str.strip_chars() == "").cast(pl.String).to_list()
+    if is_peer(parser):
+        failed = answers.is_null()
+    elif answers.dtype == pl.Categorical:  # test each distinct answer once
+        distinct = answers.unique().drop_nulls().cast(pl.String)
+        blank = distinct.filter(distinct.str.contains(f"^{_BLANK_CLASS}*$")).to_list()
         failed = answers.is_null() | answers.is_in(blank)
     else:
-        failed = answers.is_null() | (answers.str.strip_chars() == "")
+        failed = answers.is_null() | answers.str.contains(f"^{_BLANK_CLASS}*$")
     if status is not None:
         failed = failed | (status.is_not_null() & (status != "ok"))
     return failed.fill_null(True).rename("failed").cast(pl.Boolean)
@@ -105,10 +164,10 @@ def amber_yes_no(text: str) -> str | None:
     return {"Yes": YES, "No": NO}.get(text)
 
 
-# VLMEvalKit's process_punctuation (vlmeval/smp/vlm.py), kept with its quirks: a punctuation mark is deleted
+# VLMEvalKit's process_punctuation (vlmeval/smp/misc.py), kept with its quirks: a punctuation mark is deleted
 # when it touches a space anywhere in the text (or when the text has a digit,digit), otherwise replaced by a space;
-# then periods not followed by a digit are removed. The original passes re.UNICODE (= 32) as the `count`
-# argument of sub(), so only the first 32 periods are removed; we keep that.
+# then periods with no digit on either side are removed. The original passes re.UNICODE (= 32) as the `count`
+# argument of sub(), so only the first 32 such periods are removed; we keep that.
 _VLMEVAL_PUNCT = [
     ";",
     "/",
@@ -133,7 +192,7 @@ _VLMEVAL_PUNCT = [
     "!",
 ]
 _COMMA_DIGITS = re.compile(r"(\d)(,)(\d)")
-_PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
+_PERIOD = re.compile(r"(?<!\d)\.(?!\d)")  # since VLMEvalKit 928a95b (2025-05); before: (?!<=\d)(\.)(?!\d)
 
 
 def _vlmeval_punctuation(text: str) -> str:
@@ -206,6 +265,13 @@ def affirm_yes_no(text: str) -> str | None:
     return YES if _AFFIRM.search(first) else None
 
 
+def pope_lower_yes_no(text: str) -> str | None:
+    # The exported lmms-eval task's parser (ode/export.py writes it into utils.py, which runs without halluflow):
+    # the first sentence, ',' as a space, lower-cased, split on any whitespace; "no" iff a word is 'no' or 'not'.
+    words = text.strip().split(".")[0].replace(",", " ").lower().split()
+    return NO if ("no" in words or "not" in words) else YES
+
+
 SCALAR: dict[str, Callable[[str], str | None]] = {
     "pope": pope_yes_no,
     "exact": exact_yes_no,
@@ -216,6 +282,7 @@ SCALAR: dict[str, Callable[[str], str | None]] = {
     "unihall": unihall_yes_no,
     "affirm": affirm_yes_no,
     "opener": opener_yes_no,
+    "pope_lower": pope_lower_yes_no,
 }
 PARSERS = tuple(SCALAR)
 
@@ -228,9 +295,9 @@ def _known(parser: str) -> Callable[[str], str | None]:
 
 
 def parse_yes_no(text: Any, parser: str = "pope") -> str | None:
-    """One answer → "yes" / "no" / None. A failed, empty or non-string answer is None under every variant."""
+    """One answer → "yes" / "no" / None. A failed answer (is_failed under this parser) is never read: None."""
     fn = _known(parser)
-    if is_failed(text):
+    if is_failed(text, parser=parser):
         return UNKNOWN
     return fn(text)
 
@@ -252,7 +319,7 @@ def _pope_series(answers: "pl.Series") -> "pl.Series":
 def _exact_series(answers: "pl.Series") -> "pl.Series":
     import polars as pl
 
-    norm = answers.str.to_lowercase().str.strip_chars()
+    norm = answers.str.to_lowercase().str.strip_chars(PY_WHITESPACE)
     return pl.select(
         pl.when(norm == YES).then(pl.lit(YES)).when(norm == NO).then(pl.lit(NO)).otherwise(None).alias("parsed")
     ).to_series()
@@ -294,7 +361,7 @@ _VECTOR: dict[str, Callable[["pl.Series"], "pl.Series"]] = {
 
 
 def parse_answers(answers: "Iterable[str | None] | pl.Series", parser: str = "pope") -> "pl.Series":
-    """Parse answers to "yes"/"no"/null with the named variant; failed (null) and empty answers stay null."""
+    """Parse answers to "yes"/"no"/null with the named variant; failed answers (failed_mask) stay null."""
     import polars as pl
 
     fn = _known(parser)
@@ -306,4 +373,6 @@ def parse_answers(answers: "Iterable[str | None] | pl.Series", parser: str = "po
     series = series.cast(pl.String)
     vector = _VECTOR.get(parser)
     parsed = vector(series) if vector is not None else _map_unique(series, fn)
-    return pl.select(pl.when(failed_mask(series)).then(None).otherwise(parsed).alias("parsed")).to_series()
+    return pl.select(
+        pl.when(failed_mask(series, parser=parser)).then(None).otherwise(parsed).alias("parsed")
+    ).to_series()

@@ -3,7 +3,9 @@
 Vectorised (polars/numpy) and exact: on any answer file it returns the same floats as a plain port of the
 official loop (bench/official_ports.py; property-tested) on the answers it scores. A failed or empty answer is not
 scored (docs/failed-answers.md): it is left out and counted as n_failed, where the official script would read "" as
-"yes". The lmms-eval aggregation bugs are only reachable through `aggregation="lmms_eval"` (parser `lmms_eval`).
+"yes". The peer parsers `lmms_eval` and `vlmevalkit` give the peer's own numbers (bench/peer_ports.py; tested on
+mixed answers): they score every answer string, the empty one included, and aggregate as the peer does, bugs and
+all; a record that never got an answer is still excluded and counted.
 polars and numpy are imported inside the functions so `halluflow score pope --help` starts without them.
 """
 
@@ -14,18 +16,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .parsers import NO, PARSERS, YES, add_max_failed_argument, check_failed, failed_mask, parse_answers
+from .parsers import (
+    NO,
+    PARSERS,
+    YES,
+    add_max_failed_argument,
+    check_failed,
+    failed_mask,
+    is_peer,
+    parse_answers,
+    parser_mode,
+)
 
 if TYPE_CHECKING:
     import polars as pl
 
 CLI_DESCRIPTION = (
     "POPE scores of yes/no answers against POPE label files. Answers are matched to labels by question_id.\n"
-    "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), lmms_eval (exact match\n"
-    "with lmms-eval's bugs: yes_ratio counts ground truth, unparsed answers left out of recall), vlmevalkit\n"
-    "(yes/no/unknown), amber (strict 'Yes'/'No'), lenient, unihall. Undefined ratios (0/0) are null.\n"
-    "A failed (status failed) or empty answer is never scored: it is excluded and counted as n_failed; an answer\n"
-    "the parser cannot read as yes or no counts as wrong and as n_unknown (docs/failed-answers.md)."
+    "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), amber (strict\n"
+    "'Yes'/'No'), lenient, unihall; peer parsers: lmms_eval (lmms-eval's POPE task, its bugs included: yes_ratio\n"
+    "counts ground truth, unparsed answers left out of recall) and vlmevalkit (VLMEvalKit's YOrN_Extraction and\n"
+    "POPE rating, no judge model). Undefined ratios (0/0) are null (0 under a peer parser, as the peers print).\n"
+    "A failed record (status failed, or no answer) is never scored: excluded and counted as n_failed. Under\n"
+    "halluflow's parsers a blank answer (empty, whitespace or control characters only) is failed too; a peer\n"
+    "parser scores it as its peer does. An answer read as neither yes nor no counts as wrong and as n_unknown\n"
+    "(docs/failed-answers.md). The output's parser_mode says which rule applied."
 )
 CLI_EPILOG = """examples:
   halluflow score pope --answers answers.jsonl --labels ../shared/data/pope-rucaibox/coco/coco_pope_popular.json
@@ -87,16 +102,28 @@ def confusion_counts(
     )
 
 
+def _or_zero(num, den):
+    # the peers' `num / den if den > 0 else 0`
+    return num / den if den > 0 else 0
+
+
 def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positive: str = YES) -> dict:
-    """The five POPE numbers from confusion counts. `lmms_eval` reproduces lmms-eval's aggregation bugs."""
+    """The five POPE numbers from confusion counts. `standard`: POPE evaluate.py's ratios, null where undefined.
+    `lmms_eval` and `vlmevalkit` aggregate as those harnesses do (their bugs included), 0 where undefined; an empty
+    set, on which both crash, has null numbers."""
     tp, fp, tn, fn, n = c["tp"], c["fp"], c["tn"], c["fn"], c["n"]
-    if aggregation == "lmms_eval":
-        # pope_aggregate_*: 0 instead of undefined, recall ignores unparsed answers, yes_ratio counts GROUND TRUTH.
-        precision = tp / (tp + fp) if tp + fp > 0 else 0
-        recall = tp / (tp + c["fn_answered"]) if tp + c["fn_answered"] > 0 else 0
+    if aggregation in ("lmms_eval", "vlmevalkit"):
+        precision = _or_zero(tp, tp + fp)
+        # lmms-eval's recall only counts misses answered with the negative word; VLMEvalKit's every miss
+        recall = _or_zero(tp, tp + (c["fn_answered"] if aggregation == "lmms_eval" else fn))
         f1 = 2 * (precision * recall) / (precision + recall) if precision + recall > 0 else 0
-        accuracy = (tp + tn) / n if n else 0
-        yes_ratio = c["truth_yes"] / (c["truth_yes"] + c["truth_no"]) if c["truth_yes"] + c["truth_no"] else 0
+        accuracy = (tp + tn) / n if n else None
+        if aggregation == "lmms_eval":  # pope_aggregate_yes_ratio counts the GROUND TRUTH
+            yes_ratio = _or_zero(c["truth_yes"], c["truth_yes"] + c["truth_no"]) if n else None
+        else:  # VLMEvalKit reports none; the share of answers extracted as Yes
+            yes_ratio = c["pred_yes"] / n if n else None
+        if not n:
+            precision = recall = f1 = None
     elif aggregation == "standard":
         precision = _ratio(tp, tp + fp)
         recall = _ratio(tp, tp + fn)
@@ -108,7 +135,7 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
         accuracy = (tp + tn) / n if n else None
         yes_ratio = c["pred_yes"] / n if n else None
     else:
-        raise InputError(f"unknown aggregation {aggregation!r} (known: standard, lmms_eval)")
+        raise InputError(f"unknown aggregation {aggregation!r} (known: standard, lmms_eval, vlmevalkit)")
     out = {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio}
     out.update({k: c.get(k, 0) for k in COUNT_KEYS})
     out["positive"] = positive
@@ -117,7 +144,7 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
 
 
 def aggregation_for(parser: str) -> str:
-    return "lmms_eval" if parser == "lmms_eval" else "standard"
+    return parser if is_peer(parser) else "standard"
 
 
 def _series(values, name: str) -> "pl.Series":
@@ -148,13 +175,16 @@ def _distinct_rows(answers: pl.Series, truth: pl.Series, status: pl.Series | Non
 def pope_metrics(answers, truth, parser: str = "pope", positive: str = YES, status=None) -> dict:
     """Score answers (strings, aligned with `truth`, a sequence of "yes"/"no") with the named parser.
 
-    Failed answers (null, empty, or `status` other than ok) are excluded and counted as n_failed. Vectorised over
+    Failed answers (parsers.failed_mask: null, `status` other than ok, and under halluflow's own parsers blank) are
+    excluded and counted as n_failed; a peer parser scores every string, as its peer does. Vectorised over
     DISTINCT (answer, truth, status) rows: model answers repeat a lot (10^6 POPE answers hold a few hundred
     distinct strings), so each string is checked and parsed once and counted with its multiplicity."""
     import polars as pl
 
     if parser not in PARSERS:
         raise InputError(f"unknown parser {parser!r} (known: {', '.join(sorted(PARSERS))})")
+    if is_peer(parser) and positive != YES:
+        raise InputError(f"--parser {parser} scores as its peer does, whose positive class is always yes")
     answers_s, truth_s = _series(answers, "answer"), _series(truth, "truth")
     if len(answers_s) != len(truth_s):
         raise InputError(f"{len(answers_s)} answers but {len(truth_s)} labels")
@@ -166,13 +196,14 @@ def pope_metrics(answers, truth, parser: str = "pope", positive: str = YES, stat
         first = (truth_s.cast(pl.String) == value) if value is not None else truth_s.is_null()
         i = int(first.fill_null(False).arg_max())
         raise InputError(f"label #{i} is {value!r}; labels must be 'yes' or 'no'")
-    failed = failed_mask(rows["answer"], rows["status"] if status_s is not None else None)
+    failed = failed_mask(rows["answer"], rows["status"] if status_s is not None else None, parser=parser)
     n_failed = int(rows["w"].filter(failed).sum())
     rows = rows.filter(~failed)
     counts = confusion_counts(parse_answers(rows["answer"], parser), rows["truth"], positive, rows["w"])
     counts["n_failed"] = n_failed
     out = metrics_from_counts(counts, aggregation_for(parser), positive)
     out["parser"] = parser
+    out["parser_mode"] = parser_mode(parser)
     return out
 
 
