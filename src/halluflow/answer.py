@@ -451,7 +451,8 @@ def _cli_spec(args) -> dict:
 def run(args) -> int:
     import polars as pl
 
-    from .io import write_json, write_jsonl
+    from .io import safe_name, write_json, write_jsonl
+    from .metrics.formats import pope_native_ids
     from .sources import load_source
 
     spec = _cli_spec(args)
@@ -468,6 +469,8 @@ def run(args) -> int:
     out = Path(args.out)
     cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
     lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
+    # The name is a folder of the request cache: "../../x" would put the cache outside it.
+    safe_name(str(spec["name"]), "--name" if args.name else "model name")
     if args.max_new_tokens:
         lengths["discriminative"] = args.max_new_tokens
     if args.max_new_tokens_generative:
@@ -494,7 +497,7 @@ def run(args) -> int:
                 out,
                 (
                     {
-                        id_key: original_id(r["query_id"]),
+                        id_key: native.get(r["query_id"], r["query_id"]),
                         "answer": r["answer"],
                         "status": r["status"],
                         **({"error": r["error"]} if r["error"] else {}),
@@ -503,6 +506,7 @@ def run(args) -> int:
                 ),
             )
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
+            native = pope_native_ids(args.questions) if args.source == "pope" else {}
     check_failed(
         stats["failed"],
         stats["queries"],

@@ -14,6 +14,7 @@ import sys
 
 from . import __version__
 from .errors import HalluflowError
+from .io import check_target, command_scope
 from .progress import configure_logging
 
 # (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
@@ -133,6 +134,32 @@ def _build_top_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+# argparse dests that name what a command writes. Every other argument that names an existing file or folder is an
+# input of the command: the write path (halluflow.io.atomic_path) refuses to overwrite it.
+OUTPUT_DESTS = frozenset({"out", "cache", "seed_out", "per_caption", "markdown"})
+
+
+def _input_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """{how the user named it ("--labels", "release"): path} for every non-output argument holding a string."""
+    inputs = {}
+    for action in parser._actions:  # argparse's own list of the arguments (no public accessor)
+        value = getattr(args, action.dest, None)
+        if action.dest in OUTPUT_DESTS or value is None:
+            continue
+        name = action.option_strings[-1] if action.option_strings else action.dest
+        for i, item in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(item, str) and item and "\0" not in item:
+                inputs[name + (f"[{i}]" if isinstance(value, list) else "")] = item
+    return inputs
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    for dest in sorted(OUTPUT_DESTS & set(vars(args))):
+        value = getattr(args, dest)
+        if isinstance(value, str) and value:
+            check_target(value, folder=True)
+
+
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _build_top_parser()
     # A group with one command may be called without its command name: `halluflow align --human ...`.
@@ -165,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[2:])
     configure_logging()
     try:
-        return int(module.run(args) or 0)
+        with command_scope(_input_paths(parser, args)):
+            _check_outputs(args)  # before any work: an --out that is an input or a device is refused up front
+            return int(module.run(args) or 0)
     except HalluflowError as exc:
         print(f"halluflow: error: {exc}", file=sys.stderr)
         return 1

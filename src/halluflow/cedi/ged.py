@@ -2,7 +2,8 @@
 Li, Zou, Wang, Xiao, "Contextualized Evaluation of Vision Language Models through Dynamic, Multi-turn Interactions").
 
 Costs (anchor: context-eval-mllm's grader): node substitution = |attrs1 △ attrs2| + (0 if the names match or are
-synonyms else 1); node insertion/deletion = 1 + #attrs; edge substitution = 0 if the predicate sets intersect else
+synonyms else 1; synonyms = a shared WordNet noun synset, as the anchor's `word_to_synset` match, see
+halluflow.cedi.wordnet); node insertion/deletion = 1 + #attrs; edge substitution = 0 if the predicate sets intersect else
 1; edge insertion/deletion = 1.
 
 Solvers. `milp` (default): the exact GED as a mixed-integer linear program (the edge-mapping formulation "F2" of
@@ -15,7 +16,7 @@ is reported as an UPPER BOUND with `exact: false`, never passed off as the dista
 
 Split (derived from the optimal edit path; G1 = truth, G2 = prediction, so GED = GED_hal + GED_miss exactly):
   GED_hal  (content in the prediction that is not in the truth = hallucination):
-           inserted predicted nodes (1 + #attrs), the name part (1) of a substitution whose names differ,
+           inserted predicted nodes (1 + #attrs), the name part (1) of a substitution whose names do not match,
            predicted attributes absent from the matched truth node, inserted predicted edges (1), edge
            substitutions whose predicate sets are disjoint (1: a wrong relation was asserted);
   GED_miss (truth content the prediction lost = coverage): deleted truth nodes (1 + #attrs), truth attributes
@@ -34,8 +35,14 @@ import networkx as nx
 from .scene_graph import SceneGraph, Synonyms
 
 
+def names_match(a: dict, b: dict) -> bool:
+    """Equal names, or names sharing a WordNet noun synset (node attr `synsets`, set by SceneGraph.to_networkx when
+    the synonym source is WordNet; graphs without it compare names only)."""
+    return a["name"] == b["name"] or bool(a.get("synsets", frozenset()) & b.get("synsets", frozenset()))
+
+
 def node_subst_cost(a: dict, b: dict) -> int:
-    return len(a["attributes"] ^ b["attributes"]) + (0 if a["name"] == b["name"] else 1)
+    return len(a["attributes"] ^ b["attributes"]) + (0 if names_match(a, b) else 1)
 
 
 def node_del_cost(a: dict) -> int:
@@ -104,7 +111,7 @@ def split_path(g1: nx.DiGraph, g2: nx.DiGraph, node_path, edge_path) -> tuple[in
             ops["attr_miss"] += len(g1.nodes[u]["attributes"])
         else:
             a, b = g1.nodes[u], g2.nodes[v]
-            rename = 0 if a["name"] == b["name"] else 1
+            rename = 0 if names_match(a, b) else 1
             extra = len(b["attributes"] - a["attributes"])
             lost = len(a["attributes"] - b["attributes"])
             hal += rename + extra
@@ -181,7 +188,7 @@ def _milp_path(g1: nx.DiGraph, g2: nx.DiGraph, timeout: float) -> tuple[list, li
     for i, a in enumerate(a1):
         for k, b in enumerate(b2):
             ged_c[i * n2 + k] = node_subst_cost(a, b) - node_del_cost(a) - node_ins_cost(b)
-            rename = 0 if a["name"] == b["name"] else 1
+            rename = 0 if names_match(a, b) else 1
             hal_c[i * n2 + k] = rename + len(b["attributes"] - a["attributes"]) - node_ins_cost(b)
     for p, (ei, fi) in enumerate(edge_pairs):
         wrong = edge_subst_cost(g1.edges[e1[ei]], g2.edges[e2[fi]])
@@ -292,12 +299,14 @@ def scene_graph_ged(
     synonyms: Synonyms | None = None,
     timeout: float = 30.0,
     solver: str = "milp",
-    instances: str = "merge",
+    instances: str = "keep",
 ) -> GEDResult:
-    """`instances="merge"` compares one node per object NAME on both sides (see SceneGraph.merged_by_name): the rule
-    parser's prediction has one node per name, so instance-level truth (COCO, Visual Genome) would otherwise count
-    every extra annotated instance as missed. `keep` compares the graphs as given."""
-    syn = synonyms or Synonyms.builtin()
+    """`keep` (default) compares the graphs node for node, as the anchor's `graph_edit_distance` does.
+    `instances="merge"` compares one node per object NAME on both sides (see SceneGraph.merged_by_name): the rule
+    parser's prediction has one node per name, so instance-level truth (COCO) would otherwise count every extra
+    annotated instance as missed. Without `synonyms`, object names go through `Synonyms.resolve("auto")` (WordNet
+    where installed)."""
+    syn = synonyms or Synonyms.resolve("auto")
     if instances not in ("merge", "keep"):
         raise ValueError(f"unknown instances mode {instances!r} (known: merge, keep)")
     if instances == "merge":

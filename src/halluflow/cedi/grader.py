@@ -12,11 +12,11 @@ import sys
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
-from ..io import dumps_json
+from ..io import dumps_json, write_text
 from ..progress import progress
 from .ged import scene_graph_ged
 from .parser import Vocabulary, delta_con, llm_parse, predicted_graph, turn_claims
-from .scene_graph import SceneGraph, Synonyms
+from .scene_graph import NAME_SOURCES, SceneGraph, Synonyms
 
 PER_TURN_SCHEMA = {
     "examiner": "str",
@@ -32,13 +32,15 @@ PER_TURN_SCHEMA = {
 }
 
 CLI_DESCRIPTION = (
-    "Graph edit distance between a truth and a predicted scene graph with CEDI's costs; prints JSON "
-    "{ged, ged_hal, ged_miss, exact, ...}. exact=false means the timeout hit and ged is an upper bound."
+    "Graph edit distance between a truth and a predicted scene graph with CEDI's costs, node for node as CEDI's "
+    "grader computes it; prints JSON {ged, ged_hal, ged_miss, exact, instances, synonyms, ...} (or writes it with "
+    "--out). exact=false means the timeout hit and ged is an upper bound."
 )
 CLI_EPILOG = """scene graph JSON: {"objects":[{"id","name","attributes"}],"relations":[{"subject","predicate","object"}]}
 examples:
   halluflow sg ged --truth truth_sg.json --pred pred_sg.json
-  halluflow sg ged --truth t.json --pred p.json --timeout 300 \\
+  halluflow sg ged --truth t.json --pred p.json --instances merge --out ged.json
+  halluflow sg ged --truth t.json --pred p.json --timeout 300 --synonyms visual_genome \\
       --object-synonyms ../shared/data/visual-genome-bottom-up-vocab/objects_vocab.txt"""
 
 
@@ -62,10 +64,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--instances",
-        choices=["merge", "keep"],
-        default="merge",
-        help="merge = one node per object name on both sides (instance counts are not scored); "
-        "keep = compare the graphs node for node",
+        choices=["keep", "merge"],
+        default="keep",
+        help="keep = compare the graphs node for node (default, the anchor's GED); merge = one node per object "
+        "name on both sides, so instance counts are not scored (for instance-level truth such as COCO's)",
+    )
+    parser.add_argument(
+        "--synonyms",
+        choices=list(NAME_SOURCES),
+        default="auto",
+        help="object-name match: wordnet = names sharing a WordNet noun synset cost 0 (CEDI's grader); "
+        "visual_genome = Visual Genome's synonym lists; none = equal names only; auto (default) = wordnet "
+        "where installed, else visual_genome where found, else none",
     )
     parser.add_argument(
         "--object-synonyms",
@@ -73,16 +83,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="vocabulary file, one class per line, comma-separated synonyms (first = canonical)",
     )
     parser.add_argument("--relation-synonyms", default=None, help="same format, for predicates")
+    parser.add_argument("--out", default=None, help="write the JSON here (atomically) instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:
-    syn = Synonyms.from_vocab_files(args.object_synonyms, args.relation_synonyms)
+    syn = Synonyms.resolve(args.synonyms, args.object_synonyms, args.relation_synonyms)
     truth = SceneGraph.from_json_file(args.truth)
     pred = SceneGraph.from_json_file(args.pred)
     result = scene_graph_ged(
         truth, pred, synonyms=syn, timeout=args.timeout, solver=args.solver, instances=args.instances
     )
-    sys.stdout.write(dumps_json(result.as_dict(with_timing=True)))
+    text = dumps_json({**result.as_dict(with_timing=True), "instances": args.instances, "synonyms": syn.name_source})
+    if args.out:
+        write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -157,7 +172,7 @@ def grade_transcripts(
     policy = settings.get("claim_policy", "any")
     timeout = float(settings.get("ged_timeout_s", 30))
     solver = settings.get("ged_solver", "milp")
-    instances = settings.get("ged_instances", "merge")
+    instances = settings.get("ged_instances", "keep")
     norm = settings.get("ged_normalizer")
     configured_parser = settings.get("parser", "rule")
     use_llm = configured_parser == "llm" and llm is not None
@@ -275,6 +290,8 @@ def grade_transcripts(
             "ged_timeout_s": timeout,
             "ged_solver": solver,
             "ged_instances": instances,
+            "ged_instances_rule": settings.get("ged_instances_rule", "configured"),
+            "name_synonyms": vocab.synonyms.name_source,
             "ged_normalizer": norm,
             "source": settings.get("source", "ode"),
             "switch": settings.get("switch", "random"),

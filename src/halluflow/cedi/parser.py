@@ -360,6 +360,15 @@ class TruthView:
     names: set[str]
     attrs: dict[str, set[str]]
     relations: dict[tuple[str, str], set[str]]
+    synonyms: Synonyms | None = None  # names sharing a WordNet synset with a truth name are that object (as in GED)
+
+    def resolve(self, name: str) -> str | None:
+        """The truth name a claimed name refers to: itself, or a truth name it is a synonym of; None if absent."""
+        if name in self.names:
+            return name
+        if self.synonyms is None:
+            return None
+        return next((n for n in sorted(self.names) if self.synonyms.names_match(n, name)), None)
 
     @classmethod
     def of(cls, graph: SceneGraph, synonyms: Synonyms) -> "TruthView":
@@ -371,23 +380,24 @@ class TruthView:
         rels: dict[tuple[str, str], set[str]] = {}
         for u, v, d in g.edges(data=True):
             rels.setdefault((g.nodes[u]["name"], g.nodes[v]["name"]), set()).update(d["predicates"])
-        return cls(names, attrs, rels)
+        return cls(names, attrs, rels, synonyms)
 
     def contradiction(self, el: str, vocab: Vocabulary) -> str | None:
         """Kind of hallucination an ASSERTED element is (object / attribute / relation), or None if consistent."""
         parts = split_el(el)
         if parts[0] == "object":
-            return None if parts[1] in self.names else "object"
+            return None if self.resolve(parts[1]) else "object"
         if parts[0] == "attribute":
-            name, a = parts[1], parts[2]
-            if name not in self.names:
+            claimed, a = parts[1], parts[2]
+            name = self.resolve(claimed)
+            if name is None:
                 return "object"
             # only attributes of that object's own vocabulary (ODE state/action alternatives) can contradict
-            return (
-                "attribute" if a not in self.attrs.get(name, set()) and a in vocab.attributes.get(name, set()) else None
-            )
-        s, p, o = parts[1:]
-        if s not in self.names or o not in self.names:
+            known = vocab.attributes.get(claimed, set()) | vocab.attributes.get(name, set())
+            return "attribute" if a not in self.attrs.get(name, set()) and a in known else None
+        s, p, o = parts[1], parts[2], parts[3]
+        s, o = self.resolve(s), self.resolve(o)
+        if s is None or o is None:
             return "object"
         truth = self.relations.get((s, o))
         if truth is None:

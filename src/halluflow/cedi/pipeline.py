@@ -21,7 +21,14 @@ from ..io import read_json, safe_join, sha256_file, stable_hash, write_json, wri
 from ..progress import get_logger
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
 from .parser import Vocabulary
-from .scene_graph import SceneGraph, Synonyms, coco_scene_graphs, ode_scene_graph, visual_genome_scene_graph
+from .scene_graph import (
+    NAME_SOURCES,
+    SceneGraph,
+    Synonyms,
+    coco_scene_graphs,
+    ode_scene_graph,
+    visual_genome_scene_graph,
+)
 
 log = get_logger(__name__)
 
@@ -69,8 +76,32 @@ def settings_of(config: Mapping[str, Any]) -> dict:
 
 
 def synonyms_of(settings: Mapping[str, Any]) -> Synonyms:
+    """`cedi.synonyms`: the object-name synonym source (`source`: auto = WordNet where installed, else Visual
+    Genome's lists) and optional Visual Genome-format files for objects and relations."""
     syn = settings.get("synonyms") or {}
-    return Synonyms.from_vocab_files(syn.get("objects"), syn.get("relations"))
+    source = syn.get("source", "auto")
+    if source not in NAME_SOURCES:
+        raise ConfigError(f"config key 'cedi.synonyms.source': {source!r} is not one of {', '.join(NAME_SOURCES)}")
+    return Synonyms.resolve(source, syn.get("objects"), syn.get("relations"))
+
+
+# Sources whose truth graphs annotate INSTANCES (one node per box / region, names repeat): the grader compares them
+# with one node per name on both sides (`ged_instances: auto`), as CEDI's grader keys its graphs by object name.
+INSTANCE_SOURCES = ("coco", "visual_genome")
+
+
+def ged_instances_of(settings: Mapping[str, Any]) -> tuple[str, str]:
+    """(keep | merge, why): `cedi.ged_instances` as given, or for `auto` by whether the source's truth repeats
+    instances."""
+    mode = settings.get("ged_instances", "auto")
+    if mode not in ("auto", "keep", "merge"):
+        raise ConfigError(f"config key 'cedi.ged_instances': {mode!r} is not one of auto, keep, merge")
+    if mode != "auto":
+        return mode, "configured"
+    source = settings.get("source", "ode")
+    if source in INSTANCE_SOURCES:
+        return "merge", f"auto: {source} truth repeats instances"
+    return "keep", f"auto: {source} truth has one node per object"
 
 
 def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool):
@@ -395,7 +426,10 @@ def grade_model(
             vocab.add(name)
     turns = read_table(transcripts, ["conversation_id", "image_id", "turn", "answer", "premise", "probe"]).to_dicts()
     llm = llm_of(config, s, s.get("parser", "rule") == "llm")
-    grades, per_turn, preds = grade_transcripts(turns, truths, vocab, s, llm=llm)
+    instances, why = ged_instances_of(s)
+    grades, per_turn, preds = grade_transcripts(
+        turns, truths, vocab, {**s, "ged_instances": instances, "ged_instances_rule": why}, llm=llm
+    )
     grades["model"] = model_info
     write_parquet(out_per_turn, pl.DataFrame(per_turn, schema=polars_schema(PER_TURN_SCHEMA), orient="row"))
     write_json(out_pred, preds)

@@ -58,12 +58,63 @@ def singular(word: str) -> str:
     return " ".join(parts)
 
 
+NAME_SOURCES = ("auto", "wordnet", "visual_genome", "none")
+
+
+def shared_visual_genome_objects() -> Path | None:
+    """Visual Genome's object vocabulary (synonyms comma-separated per line) in ../shared/data, if it is there."""
+    path = (
+        Path(__file__).resolve().parents[4] / "shared" / "data" / "visual-genome-bottom-up-vocab" / "objects_vocab.txt"
+    )
+    return path if path.is_file() else None
+
+
 @dataclass
 class Synonyms:
-    """Maps a surface form to its canonical name; one table for object names, one for predicates."""
+    """Maps a surface form to its canonical name; one table for object names, one for predicates. With a WordNet
+    `lexicon`, two object names also match when they share a noun synset (CEDI's grader); `name_source` records
+    which synonym source object names go through (wordnet | visual_genome | none)."""
 
     objects: dict[str, str] = field(default_factory=dict)
     predicates: dict[str, str] = field(default_factory=dict)
+    lexicon: Any = None  # halluflow.cedi.wordnet.NounSynsets
+    name_source: str = "none"
+
+    @classmethod
+    def resolve(
+        cls, source: str = "auto", objects: str | Path | None = None, relations: str | Path | None = None
+    ) -> "Synonyms":
+        """The synonym source for object names: `wordnet` (WordNet 3.0 noun synsets, CEDI's match), `visual_genome`
+        (Visual Genome's synonym lists: `objects`, else ../shared/data's copy), `none` (built-in tables and the given
+        files only) or `auto` = wordnet where installed, else visual_genome where found, else none."""
+        from . import wordnet
+
+        if source not in NAME_SOURCES:
+            raise InputError(f"synonym source {source!r} is not one of {', '.join(NAME_SOURCES)}")
+        folder = wordnet.find_wordnet() if source in ("auto", "wordnet") else None
+        if source == "wordnet" and folder is None:
+            tried = ", ".join(str(d) for d in wordnet.wordnet_dirs())
+            raise InputError(f"synonym source 'wordnet': no WordNet index.noun found (looked in {tried})")
+        vg = None
+        if folder is None and source in ("auto", "visual_genome"):
+            vg = objects or shared_visual_genome_objects()
+            if vg is None and source == "visual_genome":
+                raise InputError(
+                    "synonym source 'visual_genome': no objects vocabulary given and none in ../shared/data"
+                )
+        syn = cls.from_vocab_files(objects or vg, relations)
+        if folder is not None:
+            syn.lexicon, syn.name_source = wordnet.load(str(folder)), "wordnet"
+        elif vg is not None:
+            syn.name_source = "visual_genome"
+        return syn
+
+    def synsets(self, name: str) -> frozenset:
+        """WordNet noun synsets of a (canonical) object name; empty without a lexicon."""
+        return self.lexicon.synsets(name) if self.lexicon is not None else frozenset()
+
+    def names_match(self, a: str, b: str) -> bool:
+        return a == b or bool(self.synsets(a) & self.synsets(b))
 
     @classmethod
     def builtin(cls) -> "Synonyms":
@@ -211,7 +262,8 @@ class SceneGraph:
         return {syn.object_name(o.name) for o in self.objects}
 
     def to_networkx(self, synonyms: Synonyms | None = None) -> nx.DiGraph:
-        """Directed graph for GED: node attrs `name` and `attributes` (canonical), edge attr `predicates` (a set).
+        """Directed graph for GED: node attrs `name`, `attributes` (canonical) and `synsets` (WordNet noun synsets of
+        the name, empty without a lexicon), edge attr `predicates` (a set).
 
         Several relations between the same ordered pair become one edge with the union of their predicates, the
         form in which CEDI's edge cost ("0 if the predicate sets intersect") is defined.
@@ -219,10 +271,12 @@ class SceneGraph:
         syn = synonyms or Synonyms.builtin()
         g = nx.DiGraph()
         for o in self.objects:
+            name = syn.object_name(o.name)
             g.add_node(
                 o.id,
-                name=syn.object_name(o.name),
+                name=name,
                 attributes=frozenset(normalize(a) for a in o.attributes),
+                synsets=syn.synsets(name),  # the GED's name match: equal names or a shared WordNet synset
             )
         for r in self.relations:
             pred = syn.predicate(r.predicate)
