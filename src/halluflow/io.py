@@ -1,15 +1,23 @@
-"""Atomic file writing, hashing and small readers shared by every stage.
+"""The one write path, hashing and the input readers shared by every stage and command.
 
 Every output appears complete or not at all: we write to a temporary name in the same folder and
-`os.replace` it onto the final path (atomic on POSIX), so a kill -9 never leaves a partial file behind.
+`os.replace` it onto the final path (atomic on POSIX), so a kill -9 never leaves a partial file behind. Before that,
+the target is checked: a device node, FIFO or folder is never replaced by a regular file, a file the command reads
+is never overwritten, and a name taken from data never resolves outside the folder the command owns.
+
+Readers take files, pipes, FIFOs and /dev/stdin alike (a stream is read once, into memory), split JSON Lines on
+'\\n' only, and name the user's file in every error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -26,23 +34,186 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
+# ------------------------------------------------------------------------------------------------ the write path
+# What the running command reads (its input files and folders, set by the CLI) and the folder it owns. Every writer
+# goes through atomic_path, which refuses a target that is one of those inputs or lies outside the owned folder.
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("halluflow_io_scope", default=None)
+
+
+class _Scope:
+    def __init__(self, inputs: dict[str, str]):
+        self.input_files: dict[str, str] = {}  # realpath -> how the user named it
+        self.input_folders: dict[str, str] = {}
+        for shown, path in inputs.items():
+            real = os.path.realpath(path)
+            (self.input_folders if os.path.isdir(real) else self.input_files)[real] = shown
+        self.read: set[str] = set()  # realpaths read during the command (inside an input folder they are inputs too)
+        self.owned: list[Path] = []
+        self.streams: dict[str, bytes] = {}  # pipes and FIFOs read so far, by the name they were given
+
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success rename it onto `path`, on error remove it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+def command_scope(inputs: dict[str, str | os.PathLike]) -> Iterator[None]:
+    """Run a command with `inputs` ({shown name: path}, e.g. {"--labels": "l.json"}) protected from its writes."""
+    token = _SCOPE.set(_Scope({k: os.fspath(v) for k, v in inputs.items() if os.path.exists(v)}))
     try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+@contextlib.contextmanager
+def owned_folder(root: str | os.PathLike) -> Iterator[Path]:
+    """Inside this block every atomic write must resolve into `root` (names taken from data cannot escape it)."""
+    scope = _SCOPE.get()
+    token = None
+    if scope is None:
+        token = _SCOPE.set(scope := _Scope({}))
+    resolved = Path(os.path.realpath(root))
+    scope.owned.append(resolved)
+    try:
+        yield resolved
+    finally:
+        scope.owned.remove(resolved)
+        if token is not None:
+            _SCOPE.reset(token)
+
+
+def _note_read(path: str | os.PathLike) -> None:
+    scope = _SCOPE.get()
+    if scope is not None:
+        with contextlib.suppress(OSError, ValueError):
+            scope.read.add(os.path.realpath(path))
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_regular(path: str | os.PathLike) -> str | None:
+    """What `path` is when it exists and is not a regular file ("a folder", "a FIFO (named pipe)", ...), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None if not os.path.islink(path) else "a dangling symbolic link"
+    except (OSError, ValueError) as exc:
+        return f"not usable ({getattr(exc, 'strerror', None) or exc})"
+    return next((what for test, what in _KINDS if test(mode)), None)
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_target(path: str | os.PathLike, within: str | os.PathLike | None = None, folder: bool = False) -> Path:
+    """The real path a writer may replace, or InputError (one line naming `path`): it must be a regular file or a new
+    path (`folder`: or a folder), not an input of the running command, and inside the owned folder (and `within`)."""
+    shown = str(path)[:200]
+    kind = not_regular(path)
+    if kind and not (folder and kind == "a folder"):
+        raise InputError(f"{shown}: exists and is {kind}, not a regular file; refusing to write over it")
+    try:
+        real = Path(os.path.realpath(path))  # a symlink to a file: that file is replaced, the link stays a link
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{shown}: not a usable path ({getattr(exc, 'strerror', None) or exc})") from None
+    scope = _SCOPE.get()
+    if scope is not None:
+        key = str(real)
+        if key in scope.input_files:
+            raise InputError(
+                f"{shown}: is also the input {scope.input_files[key]} of this command; refusing to overwrite it"
+            )
+        if key in scope.read and real.exists():
+            folder_of = next((s for f, s in scope.input_folders.items() if _within(real, Path(f))), None)
+            if folder_of is not None:
+                raise InputError(
+                    f"{shown}: is an input read from {folder_of} by this command; refusing to overwrite it"
+                )
+    roots = [*(scope.owned if scope is not None else []), *([Path(os.path.realpath(within))] if within else [])]
+    for root in roots:
+        if not _within(real, root):
+            raise InputError(f"{shown}: resolves outside the folder {root} this command writes into; refused")
+    return real
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, within: str | os.PathLike | None = None) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success rename it onto `path`, on error remove it.
+
+    The target is checked first (check_target): a device, FIFO or folder is never replaced by a regular file, an
+    input of the command is never overwritten, a name from data never lands outside the owned folder. What is at
+    `path` stays untouched until the new file is complete. An OSError names `path`, never the temporary file."""
+    shown = Path(path)
+    path = check_target(path, within)
+    tmp_path = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         # mkstemp creates 0600; give the final file the permissions a plain open() would (release files are shared).
         os.chmod(tmp_path, 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
+    except BaseException as exc:
+        if tmp_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                tmp_path.unlink()
+        if isinstance(exc, OSError) and exc.filename in (None, str(tmp_path), str(path)):
+            # the user's file, not ".<name>.XXXX.part", in the one error line
+            raise OSError(exc.errno, exc.strerror or str(exc), str(shown)) from None
         raise
+
+
+def replace_folder(built: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Move the complete folder `built` onto `dest`; the old `dest` is set aside first and deleted only once the new
+    one is in place (a failure in between puts it back), so finished work is never lost to a half-done rebuild."""
+    built, dest = Path(built), Path(dest)
+    old = None
+    if dest.exists() or dest.is_symlink():
+        old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+        if old.exists():
+            shutil.rmtree(old)
+        os.rename(dest, old)
+    try:
+        os.rename(built, dest)
+    except BaseException:
+        if old is not None:
+            os.rename(old, dest)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike, within: str | os.PathLike | None = None) -> None:
+    """Hard-link `src` to `dst` (a copy across file systems), through the same checks as every write."""
+    with atomic_path(dst, within) as tmp:
+        tmp.unlink()
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+
+
+def safe_name(name: str, what: str) -> str:
+    """`name` when it is one plain file name (it becomes a folder or file name under an output); else InputError."""
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or name in (".", "..")
+        or any(c in name for c in "/\\\0")
+        or not name.isprintable()
+        or len(name.encode("utf-8", "surrogatepass")) > 255
+    ):
+        raise InputError(
+            f"{what} {ascii(name)[:80]}: not a plain file name (no '/', '\\', '..', NUL or control characters)"
+        )
+    return name
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -85,22 +256,87 @@ def write_parquet(path: str | os.PathLike, df) -> None:
         df.write_parquet(tmp, compression="zstd", statistics=False)
 
 
-def read_text(path: str | os.PathLike) -> str:
-    """A UTF-8 text file; InputError naming the file when it is missing, a folder, unreadable or not UTF-8."""
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of an input file, pipe, FIFO or /dev/stdin (read once, to the end); InputError naming the file when
+    it is missing, a folder or unreadable."""
     path = Path(path)
+    scope = _SCOPE.get()
+    stream = scope is not None and is_stream(path)
+    if stream and str(path) in scope.streams:  # a pipe gives its bytes once: a second reader gets the same ones
+        return scope.streams[str(path)]
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, expected a file") from None
     except (OSError, ValueError) as exc:  # permissions, a name too long, an embedded NUL byte
         raise InputError(f"{str(path)[:200]}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if stream:
+        scope.streams[str(path)] = data
+    _note_read(path)
+    return data
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """True for a pipe, FIFO, device or /dev/stdin: it can be read once only, so it is read into memory first."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def decode_utf8(data: bytes, path: str | os.PathLike) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}, line {line})") from None
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file; InputError naming the file when it is missing, a folder, unreadable or not UTF-8."""
+    return decode_utf8(read_bytes(path), path)
+
+
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None):
+    """A parquet table (a file, pipe or FIFO) as a polars DataFrame; InputError naming the file when it is missing
+    or not a readable parquet file (truncated, another format), so every CLI command and job log says which."""
+    import polars as pl
+
+    path = Path(path)
+    if is_stream(path):
+        from io import BytesIO
+
+        source = BytesIO(read_bytes(path))
+    elif not path.exists():
+        raise InputError(f"{path}: file not found")
+    elif path.is_dir():
+        raise InputError(f"{path}: is a folder, expected a parquet file")
+    else:
+        source = path
+    try:
+        table = pl.read_parquet(source, columns=columns)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: not a readable parquet file ({reason})") from None
+    _note_read(path)
+    return table
+
+
+def parquet_columns(path: str | os.PathLike) -> list[str]:
+    """The column names of a parquet file (InputError naming it when it is not one)."""
+    import polars as pl
+
+    path = Path(path)
+    if is_stream(path) or not path.is_file():
+        return read_parquet(path).columns
+    try:
+        return list(pl.read_parquet_schema(path))
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: not a readable parquet file ({reason})") from None
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -114,10 +350,13 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{path}: JSON nested too deeply") from None
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Read JSON Lines; a file that is one JSON array is accepted too (POPE's A-OKVQA/GQA label files)."""
+def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[dict]:
+    """Read JSON Lines; a file that is one JSON array is accepted too (POPE's A-OKVQA/GQA label files).
+    `text`: the file's content when the caller has read it already (a pipe can be read once only).
+    Lines end at '\\n' only: U+2028 or a form feed inside a JSON string is text, not a line break."""
     path = Path(path)
-    text = read_text(path)
+    if text is None:
+        text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -130,7 +369,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             raise InputError(f"{path}: expected a JSON array of objects")
         return data
     rows = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

@@ -2,7 +2,8 @@
 detection, the stand-in VLM build and the report files. Each `scripts/<rule>.py` is one keyword call into this
 module, so what a job does can be run and tested without Snakemake, and the Snakefile stays free of logic.
 
-Paths are strings from the rule's input/output; every table is written atomically (halluflow.io).
+Paths are strings from the rule's input/output; every table is read and written through halluflow.io (atomic
+writes; an unreadable table is one error line naming its file, in the job's log).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .io import write_parquet
+from .io import parquet_columns, read_parquet, write_parquet
 
 log = logging.getLogger("halluflow.jobs")
 
@@ -73,7 +74,7 @@ def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int
     from .ode.prompts import make_prompts as make
     from .ode.queries import detector_candidates
 
-    scene_table = pl.read_parquet(scenes)
+    scene_table = read_parquet(scenes)
     node_table, edge_table = read_graph(nodes, edges)
     extra = detector_candidates(scene_table, node_table, edge_table, prompts["detect_candidates"])
     table = make(
@@ -114,9 +115,9 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
 
     set_threads(threads)
     root = Path(images).parent.parent  # image paths are relative to results/<release>
-    image_table = pl.read_parquet(images)
+    image_table = read_parquet(images)
     labels = image_labels(
-        image_table, pl.read_parquet(scenes), pl.read_parquet(prompts), scenes_path=scenes, prompts_path=prompts
+        image_table, read_parquet(scenes), read_parquet(prompts), scenes_path=scenes, prompts_path=prompts
     )
     detector = create("detector", detector_kwargs(detection, model))
     log.info("detector: %s", detector.describe().as_dict())
@@ -135,7 +136,7 @@ def filter_images(
     kept, dropped = run_filter(
         image_table,
         detection_table,
-        pl.read_parquet(scenes),
+        read_parquet(scenes),
         keep_threshold=filter["keep_threshold"],
         exclusion_threshold=filter["exclusion_threshold"],
         balance=filter["balance"],
@@ -172,10 +173,10 @@ def retry_prompts(
 
     image_table, detection_table = read_rounds([images], [detections])
     table = retry(
-        pl.read_parquet(prompts),
+        read_parquet(prompts),
         image_table,
         detection_table,
-        pl.read_parquet(scenes),
+        read_parquet(scenes),
         attempt=int(attempt),
         seed=seed,
         keep_threshold=keep_threshold,
@@ -203,8 +204,8 @@ def make_queries(
 
     node_table, edge_table = read_graph(nodes, edges)
     table = make(
-        pl.read_parquet(accepted),
-        pl.read_parquet(scenes),
+        read_parquet(accepted),
+        read_parquet(scenes),
         node_table,
         edge_table,
         seed=seed,
@@ -214,14 +215,10 @@ def make_queries(
         count_negatives=queries["count_negatives"],
         counterfactual_per_image=queries["counterfactual_per_image"],
         counterfactual_attributes=queries["counterfactual_attributes"],
-        hallu_edges=pl.read_parquet(hallu),
+        hallu_edges=read_parquet(hallu),
         question_style=queries["question_style"],
     )
-    tables = [
-        pl.read_parquet(p, columns=["image_id", "generator"])
-        for p in images
-        if "generator" in pl.read_parquet_schema(p)
-    ]
+    tables = [read_parquet(p, columns=["image_id", "generator"]) for p in images if "generator" in parquet_columns(p)]
     if tables:
         generator = pl.concat(tables).unique("image_id", keep="last")
         table = table.join(generator, on="image_id", how="left", maintain_order="left")
@@ -273,12 +270,12 @@ def package_release(
     out = package(
         Path(manifest).parent,  # results/<release>/release
         root=Path(scenes).parents[1],  # results/<release>: image paths are relative to it
-        accepted=pl.read_parquet(accepted),
-        rejected=pl.read_parquet(rejected),
-        queries=pl.read_parquet(queries),
-        scenes=pl.read_parquet(scenes),
-        images=[pl.read_parquet(p) for p in images],
-        detections=[pl.read_parquet(p) for p in detections],
+        accepted=read_parquet(accepted),
+        rejected=read_parquet(rejected),
+        queries=read_parquet(queries),
+        scenes=read_parquet(scenes),
+        images=[read_parquet(p) for p in images],
+        detections=[read_parquet(p) for p in detections],
         config=dict(config),
         seed=seed,
         name=name,

@@ -232,9 +232,12 @@ def score_source(
         raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
     ok = answers.filter(pl.col("status") == "ok")
     if kind == "pope":
+        from .metrics.formats import pope_native_ids
+
+        native = pope_native_ids(source["path"])
         write_jsonl(
             out_answers,
-            ({"question_id": original_id(q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()),
+            ({"question_id": native.get(q, q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()),
         )
         labels = pope.load_labels(source["path"])
         labels = labels.filter(pl.col("question_id").is_in(ok["query_id"].to_list()))
@@ -273,5 +276,7 @@ def score_source(
 
 
 def original_id(query_id: str):
-    # POPE / AMBER ids are integers in their files; written back the same way so their scorers match them.
-    return int(query_id) if str(query_id).isdigit() else query_id
+    """An AMBER id back as the integer its files hold ("12" -> 12); anything else (" ²", "007") stays as given.
+    POPE ids are written back exactly as their label file gives them (metrics.formats.pope_native_ids)."""
+    text = str(query_id)
+    return int(text) if text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0")) else query_id

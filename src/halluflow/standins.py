@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError, MissingExtraError
-from .io import read_json, write_json
+from .errors import ConfigError, InputError, MissingExtraError
+from .io import read_json, replace_folder, write_json
 
 # Written last into every stand-in folder: backends read it to label their outputs `stand_in: true`.
 MARKER = "halluflow_standin.json"
@@ -70,6 +70,7 @@ def build_standin(kind: str, out_dir: str | os.PathLike, seed: int = 0, **cfg: A
     """Build the stand-in `kind` into `out_dir` (replaced atomically: the folder is complete or absent)."""
     builder = _resolve(kind)
     out_dir = Path(out_dir)
+    _check_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".part", dir=out_dir.parent))
     try:
@@ -85,14 +86,25 @@ def build_standin(kind: str, out_dir: str | os.PathLike, seed: int = 0, **cfg: A
                 raise
             raise error from exc
         write_json(tmp / MARKER, {"kind": kind, "seed": seed, "config": cfg, "stand_in": True, **facts})
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        replace_folder(tmp, out_dir)  # the old stand-in stays whole until the new one is complete
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(tmp)
         raise
     return out_dir
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """Only a stand-in folder (it carries MARKER) or an empty one is replaced: `out` may be a typo for a real folder."""
+    if not out_dir.exists() and not out_dir.is_symlink():
+        return
+    if not out_dir.is_dir() or out_dir.is_symlink():
+        raise InputError(f"{out_dir}: exists and is not a folder; give a new or stand-in folder to build into")
+    if not (out_dir / MARKER).is_file() and any(out_dir.iterdir()):
+        raise InputError(
+            f"{out_dir}: exists and is not a stand-in folder (no {MARKER}); refusing to replace it "
+            "(give a new folder, or remove this one yourself)"
+        )
 
 
 def standin_info(model: str | os.PathLike) -> dict | None:
@@ -169,7 +181,9 @@ and carries {MARKER}, so every output made with it is marked stand_in."""
 
 def configure(parser) -> None:
     parser.add_argument("kind", help="stand-in kind (see the list below)")
-    parser.add_argument("out", help="folder to create (replaced if it exists)")
+    parser.add_argument(
+        "out", help="folder to create (an existing stand-in folder or empty folder is replaced; any other is refused)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     parser.add_argument(
         "--arg",

@@ -10,11 +10,12 @@ the slow path re-reads the file line by line and names the offending record.
 from __future__ import annotations
 
 import json
+from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ..io import read_json, read_jsonl
+from ..io import decode_utf8, is_stream, read_bytes, read_json, read_jsonl
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
 YES, NO = "yes", "no"
 
 
-def _is_json_array(path: Path) -> bool:
+def _is_json_array(path: Path, data: bytes | None) -> bool:
+    if data is not None:
+        return data[:256].lstrip()[:1] == b"["
     try:
         with open(path, "rb") as fh:
             return fh.read(256).lstrip()[:1] == b"["
@@ -43,11 +46,13 @@ def read_records(
     import polars as pl
 
     path = Path(path)
-    if not _is_json_array(path):
-        fast = _fast_ids_and_fields(path, string_fields, id_field)
+    # A pipe, FIFO or /dev/stdin can be read once: it is read whole here, and the sniff and both readers use the bytes.
+    data = read_bytes(path) if is_stream(path) else None
+    if not _is_json_array(path, data):
+        fast = _fast_ids_and_fields(path, string_fields, id_field, data)
         if fast is not None:
             return fast if categorical else fast.with_columns(pl.col(string_fields).cast(pl.String))
-    rows = read_jsonl(path)
+    rows = read_jsonl(path, None if data is None else decode_utf8(data, path))
     if not rows:
         raise InputError(f"{path}: no records")
     cols: dict[str, list] = {id_field: []}
@@ -69,8 +74,8 @@ def read_records(
     return pl.DataFrame(cols, schema={id_field: pl.String, **{f: kind for f in string_fields}})
 
 
-def _first_record(path: Path) -> dict | None:
-    with open(path, "rb") as fh:
+def _first_record(path: Path, data: bytes | None) -> dict | None:
+    with open(path, "rb") if data is None else BytesIO(data) as fh:
         for line in fh:
             if line.strip():
                 try:
@@ -81,14 +86,16 @@ def _first_record(path: Path) -> dict | None:
     return None
 
 
-def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: str) -> "pl.DataFrame | None":
+def _fast_ids_and_fields(
+    path: Path, string_fields: tuple[str, ...], id_field: str, data: bytes | None = None
+) -> "pl.DataFrame | None":
     """polars' NDJSON reader with an explicit schema (other fields skipped); None sends the file to the slow path,
     which names the offending line. Text fields are read as categoricals: that reader refuses a number, boolean,
     list or object where a string belongs (read as pl.String it would stringify them), and model answers repeat a
     lot, so each distinct string is stored once."""
     import polars as pl
 
-    first = _first_record(path)
+    first = _first_record(path, data)
     if first is None:
         return None
     # The id is a number in some files and a string in others: the first record decides, and a record that
@@ -103,7 +110,10 @@ def _fast_ids_and_fields(path: Path, string_fields: tuple[str, ...], id_field: s
     absent = [f for f in string_fields if first.get(f) is None]
     for guess in ({f: pl.Null for f in absent}, {}) if absent else ({},):
         try:
-            df = pl.read_ndjson(path, schema=schema | {f: guess.get(f, pl.Categorical) for f in string_fields})
+            df = pl.read_ndjson(
+                path if data is None else BytesIO(data),
+                schema=schema | {f: guess.get(f, pl.Categorical) for f in string_fields},
+            )
         except (pl.exceptions.PolarsError, OSError, ValueError):
             continue
         if not df.height:
@@ -158,6 +168,13 @@ def read_pope_labels(
     return pl.DataFrame(
         {"question_id": ids, "image": df["image"].cast(pl.String), "text": df["text"].cast(pl.String), "truth": truth}
     )
+
+
+def pope_native_ids(path: str | Path) -> dict[str, int | str]:
+    """{question_id as halluflow keeps it (a string): the id exactly as the file gives it}: answers written for a
+    POPE file carry its own ids back, so "000" stays the string "000" and 7 the integer 7 (a scorer that compares
+    natively, POPE's own included, then finds every answer)."""
+    return {str(r.get("question_id")): r.get("question_id") for r in read_jsonl(path)}
 
 
 def read_pope_answers(path: str | Path, scoring: bool = False) -> "pl.DataFrame":

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, read_json, write_json
+from ..io import dumps_json, read_json, read_parquet, write_json
 
 CLI_DESCRIPTION = (
     "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
@@ -269,7 +269,7 @@ def compare_score_files(
     """Rule score_compare: every model's scores/<model>/answers.parquet -> compare/models.json."""
     tables = {}
     for p in map(Path, scores):
-        table = pl.read_parquet(p)
+        table = read_parquet(p)
         tables[_model_name(p, table)] = table
     result = compare_models(tables, n_resamples=resamples, seed=seed, alpha=1 - confidence)
     result["stand_in"] = any(bool(t["stand_in"].any()) for t in tables.values() if "stand_in" in t.columns)
@@ -283,19 +283,37 @@ def _model_name(path: Path, table: pl.DataFrame) -> str:
     return path.parent.name if path.name == "answers.parquet" else path.stem
 
 
+# Each resample draws one multinomial row per model pair: 10^6 rows take tens of MB, 10^11 would need terabytes.
+MAX_RESAMPLES = 1_000_000
+
+
+def resample_count(text: str | int) -> int:
+    """A whole number of resamples, written 5000 or 5e3, from 1 to MAX_RESAMPLES; else InputError."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError, OverflowError):
+        value = float("nan")
+    if not value.is_integer() or not 1 <= value <= MAX_RESAMPLES:
+        raise InputError(f"--resamples {text}: expected a whole number from 1 to {MAX_RESAMPLES}")
+    return int(value)
+
+
 def configure(parser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--scores", nargs="+", help="scores/<model>/answers.parquet tables (one per model)")
     src.add_argument("--metrics", nargs="+", help="metrics/<model>.json of one model from several releases")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    parser.add_argument(
+        "--resamples",
+        default="2000",
+        help=f"bootstrap resamples, 1..{MAX_RESAMPLES} (default 2000)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     parser.add_argument("--out", help="also write the JSON here")
 
 
 def run(args) -> int:
-    if args.resamples < 1:
-        raise InputError(f"--resamples {args.resamples}: expected a positive number")
+    resamples = resample_count(args.resamples)
     if not 0 < args.confidence < 1:
         raise InputError(f"--confidence {args.confidence}: expected a number between 0 and 1")
     alpha = 1 - args.confidence
@@ -308,15 +326,12 @@ def run(args) -> int:
     else:
         tables = {}
         for p in map(Path, args.scores):
-            try:
-                table = pl.read_parquet(p)
-            except (OSError, pl.exceptions.PolarsError) as exc:
-                raise InputError(f"--scores {p}: cannot read as parquet ({exc})") from None
+            table = read_parquet(p)
             name = _model_name(p, table)
             if name in tables:
                 raise InputError(f"--scores {p}: model {name!r} given twice")
             tables[name] = table
-        result = compare_models(tables, n_resamples=args.resamples, seed=args.seed, alpha=alpha)
+        result = compare_models(tables, n_resamples=resamples, seed=args.seed, alpha=alpha)
     if args.out:
         write_json(args.out, result)
     print(dumps_json(result))

@@ -11,18 +11,28 @@ folder itself (images as an `Image` feature, one row per query): `metadata.jsonl
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, read_json, safe_join, write_json, write_jsonl, write_text
+from ..io import (
+    dumps_json,
+    link_or_copy,
+    owned_folder,
+    read_json,
+    read_parquet,
+    safe_join,
+    safe_name,
+    write_json,
+    write_jsonl,
+    write_text,
+)
 
 FORMATS = ("llava", "sharegpt", "dpo", "lmms-eval")
 HUB_METADATA = "metadata.jsonl"
 HUB_CARD = "README.md"
+MANIFEST = "manifest.json"
 
 CLI_DESCRIPTION = (
     "Write a release as training data (llava, sharegpt, dpo) or as an lmms-eval task folder. "
@@ -97,8 +107,8 @@ def description(objects: list[str]) -> str:
 def _read_release(release_dir: Path) -> tuple[pl.DataFrame, dict]:
     if not (release_dir / "queries.parquet").is_file():
         raise InputError(f"{release_dir}: not a release folder (queries.parquet missing)")
-    manifest = read_json(release_dir / "manifest.json") if (release_dir / "manifest.json").is_file() else {}
-    queries = pl.read_parquet(release_dir / "queries.parquet")
+    manifest = read_json(release_dir / MANIFEST) if (release_dir / MANIFEST).is_file() else {}
+    queries = read_parquet(release_dir / "queries.parquet")
     missing = {"query_id", "image_id", "question", "truth", "task", "objects"} - set(queries.columns)
     if missing:
         raise InputError(f"{release_dir / 'queries.parquet'}: lacks column(s) {sorted(missing)}")
@@ -129,14 +139,10 @@ def _link_images(release_dir: Path, out: Path, image_ids: list[str]) -> None:
     for image_id in image_ids:
         rel = _image_path(image_id)
         src = safe_join(release_dir, rel)
-        dst = out / rel
+        dst = safe_join(out, rel)  # an image id from the table must not name a place outside --out
         if dst.exists():
             continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copyfile(src, dst)
+        link_or_copy(src, dst)
 
 
 def llava_records(release_dir: Path, queries: pl.DataFrame) -> list[dict]:
@@ -344,10 +350,26 @@ def export_release(
         raise InputError("--format dpo needs --answers (a model's scores/<model>/answers.parquet)")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
+    resolved = out.resolve()
+    if resolved == release_dir or release_dir in resolved.parents:
+        raise InputError(f"--out {out}: inside the release {release_dir}; an export must not change its source release")
+    if fmt == "lmms-eval":
+        # The task names a folder under --out: one plain name ("../../x" from --task or the manifest is refused).
+        if task is not None:
+            safe_name(task, "--task")
+        else:
+            release = manifest.get("release", release_dir.parent.name)
+            task = f"halluflow_{safe_name(str(release), f'{release_dir / MANIFEST}: release name')}".replace("-", "_")
     out.mkdir(parents=True, exist_ok=True)
+    with owned_folder(out):
+        return _write_export(release_dir, fmt, out, queries, manifest, answers, task)
+
+
+def _write_export(
+    release_dir: Path, fmt: str, out: Path, queries: pl.DataFrame, manifest: dict, answers, task: str | None
+) -> dict:
     files: list[str] = []
     if fmt == "lmms-eval":
-        task = task or f"halluflow_{manifest.get('release', release_dir.parent.name)}".replace("-", "_")
         folder = out / task
         write_text(folder / f"{task}.yaml", lmms_eval_yaml(task, release_dir))
         write_text(folder / "utils.py", LMMS_EVAL_UTILS)
@@ -360,11 +382,7 @@ def export_release(
         elif fmt == "sharegpt":
             records = sharegpt_records(release_dir, queries)
         else:
-            try:
-                table = pl.read_parquet(answers)
-            except (OSError, pl.exceptions.PolarsError) as exc:
-                raise InputError(f"--answers {answers}: cannot read as parquet ({exc})") from None
-            records = dpo_records(release_dir, queries, table)
+            records = dpo_records(release_dir, queries, read_parquet(answers))
         write_json(out / f"{fmt}.json", records)
         image_ids = sorted({Path(r["images"][0] if "images" in r else r["image"]).stem for r in records})
         _link_images(release_dir, out, image_ids)

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import ConfigError, InputError
-from ..io import safe_join
+from ..io import read_parquet, safe_join
 from ..progress import progress
 from .sampling import DISTRIBUTIONS, derived_rng
 
@@ -170,8 +170,8 @@ def read_rounds(image_paths, detection_paths) -> tuple[pl.DataFrame, pl.DataFram
     if len(image_paths) != len(detection_paths):
         raise InputError(f"{len(image_paths)} image tables but {len(detection_paths)} detection tables")
     for ip, dp in zip(image_paths, detection_paths):
-        img = with_attempt(pl.read_parquet(ip))
-        det = pl.read_parquet(dp)
+        img = with_attempt(read_parquet(ip))  # a corrupt table is one error line naming its file
+        det = read_parquet(dp)
         _require(det, ("image_id",), f"detection table {dp}")
         images.append(img)
         detections.append(

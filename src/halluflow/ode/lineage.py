@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, read_json, write_json, write_text
+from ..io import dumps_json, read_json, read_parquet, write_json, write_text
 
 MANIFEST = "manifest.json"
 MAX_ANCESTORS = 1000  # a cycle of parent links (a manifest naming itself) stops here with an error
@@ -44,7 +44,7 @@ def _scenes(release_dir: Path) -> pl.DataFrame:
     path = release_dir / "scenes.parquet"
     if not path.is_file():
         raise InputError(f"{release_dir}: not a release folder (scenes.parquet missing)")
-    df = pl.read_parquet(path)
+    df = read_parquet(path)
     missing = {"distribution", "object_a", "object_b"} - set(df.columns)
     if missing:
         raise InputError(f"{path}: lacks column(s) {sorted(missing)}")
@@ -90,7 +90,7 @@ def _edges(release_dir: Path) -> pl.DataFrame | None:
     path = release_dir.parent / "graph" / "edges.parquet"
     if not path.is_file():
         return None
-    df = pl.read_parquet(path)
+    df = read_parquet(path)
     return df.with_columns(_pair_expr("source", "target").alias("edge")).select("edge", "weight")
 
 
@@ -143,7 +143,7 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
     for name, folder in (("a", a_dir), ("b", b_dir)):
         path = folder / "queries.parquet"
         if path.is_file():
-            q = pl.read_parquet(path, columns=["query_type"])
+            q = read_parquet(path, columns=["query_type"])
             queries[name] = dict(sorted(q.group_by("query_type").len().iter_rows()))
     out["queries"] = queries
     for name, folder in (("a", a_dir), ("b", b_dir)):

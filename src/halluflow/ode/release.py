@@ -9,7 +9,6 @@ used and whether they were stand-ins. No timestamps or absolute paths: same inpu
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import re
 import shutil
 from pathlib import Path
@@ -18,8 +17,12 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import (
+    not_regular,
+    owned_folder,
     read_json,
+    replace_folder,
     safe_join,
+    safe_name,
     sha256_bytes,
     sha256_file,
     write_bytes,
@@ -233,64 +236,82 @@ def package_release(
         if not Path(path).is_file():
             raise InputError(f"graph source {path}: not found")
         sources[str(path)] = sha256_file(path)
+    safe_name(name, "release name")  # it becomes the default name of export folders and lmms-eval tasks
     release_dir = Path(release_dir)
     tmp = release_dir.with_name(f".{release_dir.name}.building")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
-        for df in images:
-            if "sha256" in df.columns:
-                sha_of.update(zip(df["path"] if "path" in df.columns else df["image_id"], df["sha256"]))
-        for image_id, path in progress(
-            accepted.select("image_id", "path").sort("image_id").iter_rows(),
-            desc="release images",
-            total=accepted.height,
-        ):
-            src = safe_join(root, path)
-            if not src.is_file():
-                raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
-            data = src.read_bytes()
-            if sha_of.get(path) and sha256_bytes(data) != sha_of[path]:
-                raise InputError(f"accepted image {image_id}: {path} does not match the sha256 in its image table")
-            write_bytes(tmp / "images" / f"{image_id}.png", data)
-        kept_scenes = scenes.filter(pl.col("scene_id").is_in(accepted["scene_id"].unique().to_list())).sort("scene_id")
-        queries = queries.sort(["image_id", "query_id"])
-        write_parquet(tmp / "scenes.parquet", kept_scenes)
-        write_parquet(tmp / "queries.parquet", queries)
-        write_jsonl(tmp / "queries.jsonl", queries.iter_rows(named=True))
-        models = models_used({"synthesizer": images, "detector": detections})
-        stand_ins = any(m["stand_in"] for m in models)
-        counts = _counts(accepted, queries, kept_scenes, rejected)
-        card = _datacard(name, counts, models, stand_ins, seed, config)
-        write_text(tmp / "DATACARD.md", card)
-        write_hub_files(tmp, name, queries, card)
-        files = {}
-        for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            rel = path.relative_to(tmp).as_posix()
-            files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-        manifest = {
-            "format": FORMAT,
-            "release": name,
-            "seed": seed,
-            "config": config,
-            "lineage": {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors},
-            "graph_sources": sources,
-            "packages": package_versions(),
-            "models": models,
-            "stand_ins_used": stand_ins,
-            "counts": counts,
-            "files": files,
-        }
+        with owned_folder(tmp):  # every file of the release lands inside the folder being built
+            manifest = _build(tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected)
+        manifest["lineage"] = {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors}
+        manifest["graph_sources"] = sources
         write_json(tmp / MANIFEST, manifest)
-        if release_dir.exists():
-            shutil.rmtree(release_dir)
-        os.replace(tmp, release_dir)
+        # The old release stays whole until the new one is complete (a failure anywhere above leaves it as it was).
+        replace_folder(tmp, release_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _build(
+    tmp: Path,
+    root: str | Path,
+    accepted: pl.DataFrame,
+    queries: pl.DataFrame,
+    scenes: pl.DataFrame,
+    images: list[pl.DataFrame],
+    detections: list[pl.DataFrame],
+    config: dict,
+    seed: int,
+    name: str,
+    rejected: pl.DataFrame | None,
+) -> dict:
+    """Every file of the release but manifest.json into `tmp`; returns the manifest without its lineage."""
+    sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
+    for df in images:
+        if "sha256" in df.columns:
+            sha_of.update(zip(df["path"] if "path" in df.columns else df["image_id"], df["sha256"]))
+    for image_id, path in progress(
+        accepted.select("image_id", "path").sort("image_id").iter_rows(),
+        desc="release images",
+        total=accepted.height,
+    ):
+        src = safe_join(root, path)
+        if not src.is_file():
+            raise InputError(f"accepted image {image_id}: file {path} not found under {root}")
+        data = src.read_bytes()
+        if sha_of.get(path) and sha256_bytes(data) != sha_of[path]:
+            raise InputError(f"accepted image {image_id}: {path} does not match the sha256 in its image table")
+        write_bytes(tmp / "images" / f"{image_id}.png", data)
+    kept_scenes = scenes.filter(pl.col("scene_id").is_in(accepted["scene_id"].unique().to_list())).sort("scene_id")
+    queries = queries.sort(["image_id", "query_id"])
+    write_parquet(tmp / "scenes.parquet", kept_scenes)
+    write_parquet(tmp / "queries.parquet", queries)
+    write_jsonl(tmp / "queries.jsonl", queries.iter_rows(named=True))
+    models = models_used({"synthesizer": images, "detector": detections})
+    stand_ins = any(m["stand_in"] for m in models)
+    counts = _counts(accepted, queries, kept_scenes, rejected)
+    card = _datacard(name, counts, models, stand_ins, seed, config)
+    write_text(tmp / "DATACARD.md", card)
+    write_hub_files(tmp, name, queries, card)
+    files = {}
+    for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        rel = path.relative_to(tmp).as_posix()
+        files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    return {
+        "format": FORMAT,
+        "release": name,
+        "seed": seed,
+        "config": config,
+        "packages": package_versions(),
+        "models": models,
+        "stand_ins_used": stand_ins,
+        "counts": counts,
+        "files": files,
+    }
 
 
 def verify_release(release_dir: str | Path) -> list[str]:
@@ -306,6 +327,12 @@ def verify_release(release_dir: str | Path) -> list[str]:
     if not isinstance(files, dict):
         return [f"{release_dir / MANIFEST}: no 'files' table"]
     problems = []
+    name = manifest.get("release")
+    if name is not None:
+        try:
+            safe_name(name, "release name")
+        except InputError as exc:  # exports name their folders after it: "../../x" would write outside --out
+            problems.append(f"{MANIFEST}: {exc}")
     for rel, meta in sorted(files.items()):
         shown = rel if rel.isprintable() and len(rel) <= 200 else ascii(rel)[:200] + ("..." if len(rel) > 200 else "")
         if "\0" in rel or len(rel) > 4096 or any(len(part) > 255 for part in rel.split("/")):
@@ -316,14 +343,21 @@ def verify_release(release_dir: str | Path) -> list[str]:
         except InputError:
             problems.append(f"{shown}: listed path escapes the release folder")
             continue
-        if not path.is_file():
+        kind = not_regular(path)
+        if kind:
+            problems.append(f"{shown}: is {kind}, not a regular file")
+        elif not path.is_file():
             problems.append(f"{shown}: missing")
         elif not isinstance(meta, dict) or sha256_file(path) != meta.get("sha256"):
             problems.append(f"{rel}: sha256 differs from manifest")
-    for path in sorted(p for p in release_dir.rglob("*") if p.is_file() or p.is_symlink()):
+    for path in sorted(release_dir.rglob("*")):
         rel = path.relative_to(release_dir).as_posix()
-        if rel != MANIFEST and rel not in files:
-            problems.append(f"{rel}: not listed in manifest")
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):  # a release holds files only: an empty folder is something unlisted
+                problems.append(f"{rel}/: empty folder, not listed in manifest")
+        elif rel != MANIFEST and rel not in files:
+            kind = not_regular(path)
+            problems.append(f"{rel}: not listed in manifest" + (f" ({kind})" if kind else ""))
     return problems
 
 
