@@ -504,24 +504,199 @@ def test_empty_rejected_gallery_ran_but_says_so(results, tmp_path):
     assert "no rejected images in this release" in text
 
 
-def test_radar_leaves_out_models_without_numbers_and_needs_three_axes():
+def _card(columns: dict[str, str], rows: dict[str, list]):
+    from halluflow.metrics.catalogue import CATALOGUE
+    from halluflow.report.collect import Scorecard
+
+    return Scorecard(pl.DataFrame(rows), {label: CATALOGUE[name] for label, name in columns.items()})
+
+
+def test_radar_draws_bounded_directed_metrics_flipped_outward_is_better():
     from matplotlib.figure import Figure
 
-    from halluflow.report.figures import radar
+    from halluflow.report.figures import RADAR_NOTE, radar
 
-    card = pl.DataFrame(
+    columns = {
+        "POPE F1": "pope.f1",
+        "CHAIR_s": "chair.chair_s",
+        "AMBER F1 (%)": "amber.overall.f1",
+        "CEDI GED": "cedi.ged",
+        "yes ratio": "pope.yes_ratio",
+    }
+    card = _card(
+        columns,
         {
             "model": ["a", "b", "pending"],
-            "f1": [0.5, 0.7, None],
-            "chair_s": [0.2, 0.1, None],
-            "rate": [0.3, 0.4, None],
-            "ged": [4.0, 2.0, None],
-        }
+            "POPE F1": [0.5, 0.7, None],
+            "CHAIR_s": [0.2, 0.1, None],
+            "AMBER F1 (%)": [66.7, 40.0, None],
+            "CEDI GED": [4.0, 2.0, None],
+            "yes ratio": [0.5, 0.6, None],
+        },
     )
     fig = radar(card)
     assert isinstance(fig, Figure)
-    # ged (not on a 0-1 scale) is not an axis; "pending" drew no polygon.
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["f1", "chair_s", "rate"]
-    assert sorted(line.get_label() for line in ax.get_lines()) == ["a", "b"]
-    assert "at least 3" in radar(card.select("model", "f1", "ged"))
+    # GED is unbounded and the yes ratio has no better direction: no axis. CHAIR_s (lower is better) is flipped.
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["POPE F1", "1 − CHAIR_s", "AMBER F1 (%)"]
+    assert RADAR_NOTE in ax.get_title()
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert sorted(lines) == ["a", "b"]  # "pending" drew no polygon
+    # radius = share of the catalogue range, flipped when lower is better: 0.5, 1 - 0.2, 66.7 / 100
+    assert list(lines["a"].get_ydata()) == pytest.approx([0.5, 0.8, 0.667, 0.5])
+    assert "at least 3" in radar(_card({"POPE F1": "pope.f1"}, {"model": ["a"], "POPE F1": [0.5]}))
+
+
+def test_radar_refuses_a_column_without_catalogue_entry():
+    from halluflow.report.collect import Scorecard
+    from halluflow.report.figures import radar
+
+    card = Scorecard(pl.DataFrame({"model": ["a"], "f1": [0.5]}), {})
+    with pytest.raises(InputError, match="'f1' has no metric catalogue entry"):
+        radar(card)
+
+
+# Every scorecard column and the catalogue entry it is read through (docs/metrics.md), written out by hand.
+SCORECARD_TRACE = {
+    "POPE accuracy": "pope.accuracy",
+    "POPE F1": "pope.f1",
+    "yes ratio": "pope.yes_ratio",
+    "AMBER F1 (%)": "amber.overall.f1",
+    "CHAIR_s (ODE)": "generative.chair_s",
+    "CHAIR_i (ODE)": "generative.chair_i",
+    "CHAIR_s": "chair.chair_s",
+    "CHAIR_i": "chair.chair_i",
+    "AMBER CHAIR (%)": "amber.generative.chair",
+    "hallucination rate": "hallucination_rate",
+    "CAOS_T (glove)": "caos.caos_t",
+    "CAOS_X (glove)": "caos.caos_x",
+    "CAOS_K (glove)": "caos.caos_k",
+    "CEDI hallucination rate": "cedi.hallucination_rate",
+    "CEDI GED": "cedi.ged",
+    "GHR standard": "samf.ghr_standard",
+    "GHR fuzzed": "samf.ghr_fuzzed",
+    "failed answers": "n_failed",
+    "unknown answers": "pope.n_unknown",
+    "SAMF failed answers": "samf.n_failed_standard",
+}
+
+
+def _by_hand(root: Path, model: str, name: str):
+    """The value at each entry's documented location, followed by hand in the JSON (not through the catalogue)."""
+    import json
+
+    def load(rel):
+        return json.loads((root / rel).read_text())
+
+    metrics, caos, cedi = load(f"metrics/{model}.json"), load(f"caos/{model}.json"), load(f"cedi/{model}/grades.json")
+    samf = next(r for r in load(f"fuzz/{model}/comparison.json")["rows"] if r["group"] == "overall")
+    where = {
+        "pope.accuracy": lambda: metrics["pope"]["accuracy"],
+        "pope.f1": lambda: metrics["pope"]["f1"],
+        "pope.yes_ratio": lambda: metrics["pope"]["yes_ratio"],
+        "amber.overall.f1": lambda: metrics["amber"]["overall"]["f1"],
+        "hallucination_rate": lambda: metrics["hallucination_rate"],
+        "caos.caos_t": lambda: caos["embedders"]["glove"]["caos_t"],
+        "caos.caos_x": lambda: caos["embedders"]["glove"]["caos_x"],
+        "caos.caos_k": lambda: caos["embedders"]["glove"]["caos_k"],
+        "cedi.hallucination_rate": lambda: cedi["hallucination_rate"],
+        "cedi.ged": lambda: cedi["ged"],
+        "samf.ghr_standard": lambda: samf["ghr_standard"],
+        "samf.ghr_fuzzed": lambda: samf["ghr_fuzzed"],
+        "n_failed": lambda: metrics["n_failed"],
+        "pope.n_unknown": lambda: metrics["pope"]["n_unknown"],
+        "samf.n_failed_standard": lambda: samf["n_failed_standard"],
+    }
+    return where[name]()
+
+
+def test_every_scorecard_and_radar_column_traces_to_its_catalogue_entry(results):
+    from halluflow.report.collect import SCORECARD, scorecard_table
+    from halluflow.report.figures import radar_axes
+
+    card = scorecard_table(Results(results))
+    # The card's columns are exactly the entries listed above (no generative captions and no COCO / AMBER-source
+    # CHAIR in this release, so those columns are absent: their locations exist in no model's file).
+    assert {label: e.name for label, e in card.columns.items()} == {
+        k: v for k, v in SCORECARD_TRACE.items() if "CHAIR" not in k
+    }
+    assert card.frame.columns[1:] == list(card.columns)
+    assert {name for name, _ in SCORECARD} == set(SCORECARD_TRACE.values())
+    for model in ("blind", "tiny-vlm"):
+        row = card.frame.filter(pl.col("model") == model).row(0, named=True)
+        for label, entry in card.columns.items():
+            expected = _by_hand(results, model, entry.name)
+            assert row[label] == (None if expected is None else pytest.approx(round(expected, 4))), (model, label)
+    # The radar's axes: the bounded columns with a direction, lower-is-better ones named as flipped.
+    assert radar_axes(card) == [
+        ("POPE accuracy", "POPE accuracy"),
+        ("POPE F1", "POPE F1"),
+        ("AMBER F1 (%)", "AMBER F1 (%)"),
+        ("hallucination rate", "1 − hallucination rate"),
+        ("CEDI hallucination rate", "1 − CEDI hallucination rate"),
+        ("GHR standard", "1 − GHR standard"),
+        ("GHR fuzzed", "1 − GHR fuzzed"),
+    ]
+    for column, _ in radar_axes(card):
+        entry = card.columns[column]
+        assert entry.bounded and entry.better in ("higher", "lower") and SCORECARD_TRACE[column] == entry.name
+
+
+def test_null_pope_f1_shows_na_not_ambers_f1(results, tmp_path):
+    """The blind model's metrics: pope.f1 null (it never said yes) while AMBER's sections carry f1 = 66.7. The
+    scorecard must show n/a for POPE F1, never AMBER's number, in the table, the TSV and the page."""
+    import json
+
+    path = results / "metrics/blind.json"
+    doc = json.loads(path.read_text())
+    doc["pope"]["f1"] = None
+    doc["pope"]["precision"] = None
+    doc["amber"]["overall"]["f1"] = 66.7
+    doc["amber"]["action"] = {"accuracy": 50.0, "precision": 50.0, "recall": 100.0, "f1": 66.7, "n": 2}
+    write_json(path, doc)
+    row = scorecard(Results(results)).filter(pl.col("model") == "blind").row(0, named=True)
+    assert row["POPE F1"] is None and row["AMBER F1 (%)"] == 66.7
+    out = tmp_path / "t"
+    write_table_files(results, {"scorecard": out / "scorecard.tsv"})
+    lines = [line.split("\t") for line in (out / "scorecard.tsv").read_text().splitlines()]
+    blind = dict(zip(lines[0], next(r for r in lines if r[0] == "blind")))
+    assert blind["POPE F1"] == "n/a" and float(blind["AMBER F1 (%)"]) == 66.7
+    text = build_summary(results, tmp_path / "s.html", ReportOptions(gallery_size=2, dpi=40)).read_text()
+    section = text[text.index('<section id="metrics"') : text.index('<section id="radar"')]
+    table = section[: section.index("</table>")]
+    head = re.findall(r"<th>([^<]*)</th>", table)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", re.search(r"<tr><td class=\"text\">blind</td>.*?</tr>", table)[0])
+    cells = dict(zip(head, cells))
+    assert cells["POPE F1"] == "n/a" and cells["AMBER F1 (%)"] == "66.7"
+    # The radar draws no POPE F1 axis (not shared by all models) and never AMBER's percent on a 0-1 axis.
+    from halluflow.report.collect import scorecard_table
+    from halluflow.report.figures import radar
+
+    labels = [t.get_text() for t in radar(scorecard_table(Results(results))).axes[0].get_xticklabels()]
+    assert "POPE F1" not in labels and "AMBER F1 (%)" in labels
+
+
+def test_a_number_outside_its_range_or_of_the_wrong_type_is_an_error(results):
+    import json
+
+    path = results / "metrics/blind.json"
+    doc = json.loads(path.read_text())
+    doc["pope"]["f1"] = 66.7  # a percent where POPE's fraction belongs
+    write_json(path, doc)
+    with pytest.raises(InputError, match=r"metrics/blind.json: pope.f1: 66.7 is outside the range \[0, 1\] of pope.f1"):
+        scorecard(Results(results))
+    doc["pope"]["f1"] = "0.5"
+    write_json(path, doc)
+    with pytest.raises(InputError, match=r"pope.f1: expected a number for pope.f1, got '0.5'"):
+        scorecard(Results(results))
+
+
+def test_metrics_table_lists_catalogue_entries_with_locations(results):
+    from halluflow.report.collect import metrics_long
+
+    full = metrics_long(Results(results))
+    row = full.filter(pl.col("metric") == "pope.f1").row(0, named=True)
+    assert row["label"] == "POPE F1" and row["better"] == "higher"
+    # no breakdown rows (by_distribution.<group>... has parameters) and no uncatalogued key
+    assert not any(m.startswith("by") for m in full["metric"].to_list())
+    assert "amber.overall.f1" in full["metric"].to_list()

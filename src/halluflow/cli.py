@@ -57,6 +57,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
     ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
     ("align", "human", "halluflow.align", "agreement of metrics with human labels (accuracy, F1, kappa, r, rho)"),
+    (
+        "docs",
+        "metrics",
+        "halluflow.metrics.catalogue",
+        "write docs/metrics.md from the metric catalogue (or --check it)",
+    ),
     ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
     ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
     ("fuzz", "convert", "halluflow.samf.convert", "turn ODE queries / POPE / AMBER items into UniHall instances"),

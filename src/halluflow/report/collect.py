@@ -2,18 +2,20 @@
 
 Follows docs/data-contracts.md. A loader returns None when its stage's files are absent (the section then says
 "not run"); a file that exists but cannot be read, or lacks a contract column, raises InputError naming it.
+Numbers of the JSON documents are read only through the metric catalogue (halluflow.metrics.catalogue).
 """
 
 from __future__ import annotations
 
 import json
-import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import polars as pl
 
 from ..errors import InputError
+from ..metrics.catalogue import CATALOGUE, Metric
 from ..progress import get_logger
 
 log = get_logger(__name__)
@@ -32,28 +34,6 @@ def _order_key(values: Iterable[str], order: list[str]) -> dict[str, int]:
     """Rank known names by the paper's order, unknown ones after them alphabetically (stable plots and tables)."""
     extra = sorted(v for v in set(values) if v not in order)
     return {name: i for i, name in enumerate(order + extra)}
-
-
-def flatten_numbers(obj: Any, prefix: str = "") -> dict[str, float]:
-    """Dotted keys → finite numbers of a nested metrics JSON (lists and strings skipped, bools are not numbers)."""
-    out: dict[str, float] = {}
-    if isinstance(obj, dict):
-        for key in sorted(obj, key=str):
-            sub = f"{prefix}.{key}" if prefix else str(key)
-            out.update(flatten_numbers(obj[key], sub))
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        if math.isfinite(float(obj)):
-            out[prefix] = float(obj)
-    return out
-
-
-def pick_metric(flat: dict[str, float], name: str) -> tuple[str, float] | None:
-    """The least nested key equal to `name` or ending in `.name`: the overall value before any breakdown."""
-    candidates = [k for k in flat if k == name or k.endswith("." + name)]
-    if not candidates:
-        return None
-    key = min(candidates, key=lambda k: (k.count("."), k))
-    return key, flat[key]
 
 
 def _any_stand_in(obj: Any) -> bool:
@@ -291,100 +271,118 @@ def hallucination_by_distribution(res: Results) -> pl.DataFrame | None:
     return _sort_design(out, extra=["model", "task"])
 
 
-# Scorecard: one row per model, columns = the headline number of each method (least nested key of that name).
-SCORECARD = [
-    ("metrics", "accuracy", "POPE accuracy"),
-    ("metrics", "f1", "POPE F1"),
-    ("metrics", "yes_ratio", "yes ratio"),
-    ("metrics", "chair_s", "CHAIR_s"),
-    ("metrics", "chair_i", "CHAIR_i"),
-    ("metrics", "hallucination_rate", "hallucination rate"),
-    ("caos", "caos_t", "CAOS_T"),
-    ("caos", "caos_x", "CAOS_X"),
-    ("caos", "caos_k", "CAOS_K"),
-    ("cedi", "hallucination_rate", "CEDI hallucination rate"),
-    ("cedi", "ged", "CEDI GED"),
-    ("fuzz", "ghr_standard", "GHR standard"),
-    ("fuzz", "ghr_fuzzed", "GHR fuzzed"),
-    # failed / empty answers are excluded from every number above; the counts say how many (docs/failed-answers.md)
-    ("metrics", "n_failed", "failed answers"),
-    ("metrics", "n_unknown", "unknown answers"),
-    ("fuzz", "n_failed_standard", "SAMF failed answers"),
+# Scorecard: one row per model, one column per catalogue entry (docs/metrics.md), with the report's label. Failed
+# and empty answers are excluded from every number; the count columns say how many (docs/failed-answers.md).
+SCORECARD: list[tuple[str, str]] = [
+    ("pope.accuracy", "POPE accuracy"),
+    ("pope.f1", "POPE F1"),
+    ("pope.yes_ratio", "yes ratio"),
+    ("amber.overall.f1", "AMBER F1 (%)"),
+    ("generative.chair_s", "CHAIR_s (ODE)"),
+    ("generative.chair_i", "CHAIR_i (ODE)"),
+    ("chair.chair_s", "CHAIR_s"),
+    ("chair.chair_i", "CHAIR_i"),
+    ("amber.generative.chair", "AMBER CHAIR (%)"),
+    ("hallucination_rate", "hallucination rate"),
+    ("caos.caos_t", "CAOS_T"),
+    ("caos.caos_x", "CAOS_X"),
+    ("caos.caos_k", "CAOS_K"),
+    ("cedi.hallucination_rate", "CEDI hallucination rate"),
+    ("cedi.ged", "CEDI GED"),
+    ("samf.ghr_standard", "GHR standard"),
+    ("samf.ghr_fuzzed", "GHR fuzzed"),
+    ("n_failed", "failed answers"),
+    ("pope.n_unknown", "unknown answers"),
+    ("samf.n_failed_standard", "SAMF failed answers"),
 ]
 
 
-def _caos_numbers(doc: dict | None) -> tuple[dict[str, float], str]:
-    """CAOS summaries hold one block per embedder (`embedders.<name>.caos_t`); take the first, named in the label."""
-    if not doc:
-        return {}, ""
-    embedders = doc.get("embedders")
-    if isinstance(embedders, dict) and embedders:
-        name = sorted(embedders)[0]
-        return flatten_numbers(embedders[name]), f" ({name})"
-    return flatten_numbers(doc), ""
+@dataclass(frozen=True)
+class Scorecard:
+    """The scorecard table and, for every column but `model`, the catalogue entry its numbers were read through."""
+
+    frame: pl.DataFrame
+    columns: dict[str, Metric]
 
 
-def _cedi_numbers(doc: dict | None) -> dict[str, float]:
-    """CEDI grades: headline numbers at the top level (the CEDI examiner with history); older layouts keep them
-    only in `summary.<examiner>/<history>`, where the CEDI examiner with history is preferred."""
-    if not doc:
-        return {}
-    top = flatten_numbers({k: v for k, v in doc.items() if k not in ("summary", "conversations", "settings")})
-    if "ged" in top or "hallucination_rate" in top:
-        return top
-    summary = doc.get("summary")
-    if isinstance(summary, dict) and summary:
-        preferred = [k for k in ("cedi/with", "cedi/without") if k in summary]
-        block = summary[preferred[0] if preferred else sorted(summary)[0]]
-        return flatten_numbers({k: v for k, v in block.items() if not k.startswith("by_")})
-    return top
+def _documents(res: Results, model: str) -> dict[str, tuple[Any, str]]:
+    """Each catalogue document of one model with the path named in errors."""
+    return {
+        "metrics": (res.metrics(model), f"{res.root}/metrics/{model}.json"),
+        "caos": (res.caos(model), f"{res.root}/caos/{model}.json"),
+        "cedi": (res.cedi_grades(model), f"{res.root}/cedi/{model}/grades.json"),
+        "samf": (res.json(f"fuzz/{model}/comparison.json"), f"{res.root}/fuzz/{model}/comparison.json"),
+    }
 
 
-def _fuzz_numbers(res: "Results", model: str) -> dict[str, float]:
-    """The comparison table's overall row on the held-out split (SAMF Table 11 layout), else the JSON's numbers."""
-    df = res.fuzz_comparison(model)
-    if df is not None and "group" in df.columns:
-        rows = df.filter(pl.col("group") == "overall")
-        if "split" in df.columns and rows.filter(pl.col("split") == "test").height:
-            rows = rows.filter(pl.col("split") == "test")
-        if rows.height:
-            return flatten_numbers(rows.row(0, named=True))
-    return flatten_numbers(res.json(f"fuzz/{model}/comparison.json") or {})
+def _caos_embedder(res: Results, models: list[str]) -> str | None:
+    """CAOS summaries hold one block per embedder: the card shows the alphabetically first one found, named in the
+    column label; a model without that embedder shows n/a (never another embedder's number)."""
+    names = sorted({e for m in models for e in ((res.caos(m) or {}).get("embedders") or {})})
+    return names[0] if names else None
 
 
-def scorecard(res: Results) -> pl.DataFrame | None:
-    """Headline numbers per model across every method that ran; columns absent for all models are dropped."""
-    rows = []
-    caos_suffix = ""
-    for model in res.models():
-        caos_flat, suffix = _caos_numbers(res.caos(model))
-        caos_suffix = caos_suffix or suffix
-        sources = {
-            "metrics": flatten_numbers(res.metrics(model) or {}),
-            "caos": caos_flat,
-            "cedi": _cedi_numbers(res.cedi_grades(model)),
-            "fuzz": _fuzz_numbers(res, model),
-        }
+def scorecard_table(res: Results) -> Scorecard | None:
+    """Headline numbers per model, each read through its catalogue entry. A value that is null or absent for a model
+    is None (shown as n/a); a column is left out only when no model's document has its location at all."""
+    models = res.models()
+    embedder = _caos_embedder(res, models)
+    params = {"caos": {"embedder": embedder} if embedder else None, "samf": {"group": "overall"}}
+    docs = {m: _documents(res, m) for m in models}
+    rows, present = [], set()
+    for model in models:
         row: dict[str, Any] = {"model": model}
-        for source, name, label in SCORECARD:
-            hit = pick_metric(sources[source], name)
-            row[label] = None if hit is None else round(hit[1], 4)
+        for name, label in SCORECARD:
+            entry = CATALOGUE[name]
+            doc, where = docs[model][entry.document]
+            kw = params.get(entry.document, {})
+            if doc is None or kw is None:
+                row[label] = None
+                continue
+            if CATALOGUE.present(doc, name, where, **kw):
+                present.add(label)
+            value = CATALOGUE.read(doc, name, where, **kw)
+            row[label] = None if value is None else round(value, 4)
         rows.append(row)
     if not rows:
         return None
-    df = pl.DataFrame(rows, schema={"model": pl.String, **{label: pl.Float64 for _, _, label in SCORECARD}})
-    df = df.rename({label: label + caos_suffix for source, _, label in SCORECARD if source == "caos"})
-    keep = ["model"] + [c for c in df.columns[1:] if df[c].null_count() < df.height]
-    return df.select(keep) if len(keep) > 1 else None
+    labels = [label for _, label in SCORECARD]
+    df = pl.DataFrame(rows, schema={"model": pl.String, **{label: pl.Float64 for label in labels}})
+    keep = [label for label in labels if label in present]
+    if not keep:
+        return None
+    renamed = {
+        label: f"{label} ({embedder})" for name, label in SCORECARD if CATALOGUE[name].document == "caos" and embedder
+    }
+    columns = {renamed.get(label, label): CATALOGUE[name] for name, label in SCORECARD if label in present}
+    return Scorecard(df.select("model", *keep).rename({k: v for k, v in renamed.items() if k in keep}), columns)
 
 
-def metrics_long(res: Results, max_depth: int = 2) -> pl.DataFrame | None:
-    """Every number of every metrics/<model>.json up to `max_depth` levels, as metric × model (the full table)."""
-    per_model = {m: flatten_numbers(res.metrics(m)) for m in res.models() if res.metrics(m) is not None}
+def scorecard(res: Results) -> pl.DataFrame | None:
+    """The scorecard as a table (TSV and HTML); see scorecard_table."""
+    card = scorecard_table(res)
+    return None if card is None else card.frame
+
+
+def metrics_long(res: Results) -> pl.DataFrame | None:
+    """Every catalogued number of every metrics/<model>.json (breakdowns aside), as metric × model, with the
+    catalogue name, location and direction beside it."""
+    per_model = {m: (res.metrics(m), f"{res.root}/metrics/{m}.json") for m in res.models()}
+    per_model = {m: d for m, d in per_model.items() if d[0] is not None}
     if not per_model:
         return None
-    keys = sorted({k for flat in per_model.values() for k in flat if k.count(".") < max_depth})
-    data = {"metric": keys}
-    for model, flat in per_model.items():
-        data[model] = [round(flat[k], 4) if k in flat else None for k in keys]
-    return pl.DataFrame(data, schema={"metric": pl.String, **{m: pl.Float64 for m in per_model}})
+    entries = [
+        e
+        for e in CATALOGUE.in_document("metrics")
+        if not e.parameters and any(CATALOGUE.present(doc, e.name, where) for doc, where in per_model.values())
+    ]
+    data: dict[str, list] = {
+        "metric": [e.name for e in entries],
+        "label": [e.label for e in entries],
+        "better": [e.better or "" for e in entries],
+    }
+    for model, (doc, where) in per_model.items():
+        values = [CATALOGUE.read(doc, e.name, where) for e in entries]
+        data[model] = [None if v is None else round(v, 4) for v in values]
+    schema = {"metric": pl.String, "label": pl.String, "better": pl.String, **{m: pl.Float64 for m in per_model}}
+    return pl.DataFrame(data, schema=schema)

@@ -19,8 +19,10 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from ..errors import InputError  # noqa: E402
 from ..io import safe_join  # noqa: E402
-from .collect import DISTRIBUTIONS, PAIR_KINDS, Results, _order_key  # noqa: E402
+from ..metrics.catalogue import CATALOGUE  # noqa: E402
+from .collect import DISTRIBUTIONS, PAIR_KINDS, Results, Scorecard, _order_key  # noqa: E402
 
 STAND_IN_NOTE = "STAND-IN MODELS (tiny random weights): these numbers are noise, not a measurement"
 # Colour-blind-safe palette (Okabe-Ito): models keep one colour across every figure.
@@ -218,11 +220,12 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
 
 
 # ---- uncertainty: headline metrics with bootstrap intervals ----------------------------------------------------
-INTERVAL_METRICS = (("accuracy", "POPE accuracy"), ("f1", "POPE F1"), ("hallucination_rate", "hallucination rate"))
+INTERVAL_METRICS = ("compare.accuracy", "compare.f1", "compare.hallucination_rate")
 
 
 def metric_intervals(doc: dict | None) -> Figure | str:
-    """Per model, each headline metric as a dot with its bootstrap interval (compare/models.json)."""
+    """Per model, each headline metric as a dot with its bootstrap interval (compare/models.json, read through the
+    metric catalogue)."""
     if not doc or not doc.get("models"):
         return "not run: no compare/models.json (the score_compare rule did not run)"
     models = sorted(doc["models"])
@@ -234,17 +237,18 @@ def metric_intervals(doc: dict | None) -> Figure | str:
         squeeze=False,
         sharey=True,
     )
-    for ax, (key, label) in zip(axes.flat, INTERVAL_METRICS):
+    for ax, name in zip(axes.flat, INTERVAL_METRICS):
+        entry = CATALOGUE[name]
         for i, model in enumerate(models):
-            m = (doc["models"][model] or {}).get(key) or {}
+            m = CATALOGUE.read(doc, name, "compare/models.json", model=model) or {}
             if m.get("value") is None:
                 ax.text(0.5, i, "n/a", ha="center", va="center", fontsize=8, color="#888888")
                 continue
             lo, hi = m.get("ci_low"), m.get("ci_high")
             err = [[m["value"] - lo], [hi - m["value"]]] if lo is not None and hi is not None else None
             ax.errorbar([m["value"]], [i], xerr=err, fmt="o", color=colours[model], capsize=4, ms=6)
-        ax.set_xlim(0, 1)
-        ax.set_title(label)
+        ax.set_xlim(entry.low, entry.high)
+        ax.set_title(f"{entry.label} ({entry.better} is better)" if entry.better else entry.label)
         ax.grid(axis="x", alpha=0.3)
     axes.flat[0].set_yticks(range(len(models)), models)
     axes.flat[0].set_ylim(-0.6, len(models) - 0.4)
@@ -255,34 +259,52 @@ def metric_intervals(doc: dict | None) -> Figure | str:
 
 
 # ---- CEDI-style radar --------------------------------------------------------------------------------------
-def radar(card: pl.DataFrame | None) -> Figure | str:
-    """Polygons per model over every headline metric that lies in [0, 1] for all models (rates, F1, cosines)."""
+RADAR_NOTE = "outward = better; lower-is-better metrics drawn as 1 − value; each axis spans the metric's range"
+
+
+def radar_axes(card: Scorecard) -> list[tuple[str, str]]:
+    """(column, axis label) of every scorecard column the radar can draw: its catalogue entry is bounded and has a
+    better direction (counts, CAOS cosines, GED and the yes ratio have none); lower-is-better ones are flipped."""
+    out = []
+    for column in card.frame.columns[1:]:
+        if column not in card.columns:
+            raise InputError(f"radar: scorecard column {column!r} has no metric catalogue entry")
+        entry = card.columns[column]
+        if entry.bounded and entry.better in ("higher", "lower"):
+            out.append((column, column if entry.better == "higher" else f"1 − {column}"))
+    return out
+
+
+def radar(card: Scorecard | None) -> Figure | str:
+    """Polygons per model over every bounded, directed headline metric shared by all models, each scaled to its
+    catalogue range and flipped when lower is better, so outward is better on every axis."""
     if card is None:
         return "not run: no per-model metrics yet (score / caos / cedi / samf)"
+    frame = card.frame
     # Models with no headline number yet (their scoring still running or off) are left out, not fatal.
-    card = card.filter(pl.any_horizontal(pl.col(card.columns[1:]).is_not_null()))
-    axes_names = [
-        c
-        for c in card.columns[1:]
-        if card.height and card[c].null_count() == 0 and card[c].min() >= 0.0 and card[c].max() <= 1.0
-    ]
-    if len(axes_names) < 3:
-        return f"a radar needs at least 3 metrics in [0, 1] shared by all models; found {len(axes_names)}"
-    models = card["model"].to_list()
+    frame = frame.filter(pl.any_horizontal(pl.col(frame.columns[1:]).is_not_null()))
+    axes = [(c, label) for c, label in radar_axes(card) if frame.height and frame[c].null_count() == 0]
+    if len(axes) < 3:
+        return f"a radar needs at least 3 bounded metrics with a direction shared by all models; found {len(axes)}"
+    models = frame["model"].to_list()
     colours = model_colours(models)
-    angles = [2 * math.pi * i / len(axes_names) for i in range(len(axes_names))]
+    angles = [2 * math.pi * i / len(axes) for i in range(len(axes))]
     fig = plt.figure(figsize=(6.4, 5.6))
     ax = fig.add_subplot(projection="polar")
-    for row in card.iter_rows(named=True):
-        values = [row[a] for a in axes_names]
+    for row in frame.iter_rows(named=True):
+        values = []
+        for column, _ in axes:
+            entry = card.columns[column]
+            share = (row[column] - entry.low) / (entry.high - entry.low)
+            values.append(share if entry.better == "higher" else 1.0 - share)
         ax.plot(
             angles + angles[:1], values + values[:1], color=colours[row["model"]], linewidth=1.8, label=row["model"]
         )
         ax.fill(angles + angles[:1], values + values[:1], color=colours[row["model"]], alpha=0.12)
-    ax.set_xticks(angles, axes_names, fontsize=8)
+    ax.set_xticks(angles, [label for _, label in axes], fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_yticks([0.25, 0.5, 0.75, 1.0], ["0.25", "0.5", "0.75", "1"], fontsize=7, color="#666666")
-    ax.set_title("Models across metrics (all on a 0–1 scale)", pad=18)
+    ax.set_title(f"Models across metrics\n({RADAR_NOTE})", pad=18, fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.05, 1.05), fontsize=8, frameon=False, title="model")
     return fig
 

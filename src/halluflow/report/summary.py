@@ -17,6 +17,7 @@ import polars as pl
 
 from .. import __version__
 from ..io import write_bytes, write_text
+from ..metrics.catalogue import CATALOGUE
 from ..progress import get_logger, progress
 from . import figures
 from .collect import (
@@ -26,6 +27,7 @@ from .collect import (
     metrics_long,
     rejection_reasons,
     scorecard,
+    scorecard_table,
 )
 
 log = get_logger(__name__)
@@ -73,7 +75,7 @@ def figure_builders(res: Results, opts: ReportOptions) -> dict[str, Callable[[],
     return {
         "gallery_accepted": lambda: figures.gallery(res, "accepted", opts.gallery_size, opts.max_boxes),
         "gallery_rejected": lambda: figures.gallery(res, "rejected", opts.gallery_size, opts.max_boxes),
-        "radar": lambda: figures.radar(scorecard(res)),
+        "radar": lambda: figures.radar(scorecard_table(res)),
         "rates": lambda: figures.rates_by_distribution(hallucination_by_distribution(res)),
         "intervals": lambda: figures.metric_intervals(res.json("compare/models.json")),
         "diagnosis": lambda: figures.diagnosis_panels(res, models),
@@ -111,7 +113,8 @@ def write_table_files(root: str | Path, outputs: dict[str, str | Path]) -> None:
         df = TABLES[name](res)
         if df is None:
             df = pl.DataFrame({"note": [f"not run: the stage behind the '{name}' table produced no output"]})
-        write_bytes(path, df.write_csv(separator="\t", float_precision=4).encode("utf-8"))
+        # a number that is undefined for a model (null) reads n/a, as on the HTML page
+        write_bytes(path, df.write_csv(separator="\t", float_precision=4, null_value="n/a").encode("utf-8"))
 
 
 # ---- HTML ---------------------------------------------------------------------------------------------------
@@ -163,7 +166,7 @@ def html_table(df: pl.DataFrame, percent: tuple[str, ...] = ()) -> str:
         cells = []
         for col, value in zip(df.columns, row):
             if value is None:
-                cells.append("<td>–</td>")
+                cells.append('<td class="na">n/a</td>')
             elif isinstance(value, float):
                 text = f"{100 * value:.1f}%" if col in percent else f"{value:.4g}"
                 cells.append(f"<td>{text}</td>")
@@ -271,8 +274,9 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 sid,
                 title,
                 "radar",
-                "Each axis is a headline metric on a 0–1 scale; for rates such as "
-                "CHAIR and hallucination rate lower is better, for accuracy and F1 higher is better.",
+                "Each axis is a bounded headline metric of the metric catalogue (docs/metrics.md), drawn as its "
+                f"share of the metric's range; {figures.RADAR_NOTE}. Counts, GED, CAOS cosines and the yes ratio "
+                "have no better direction and are not drawn.",
             )
         elif sid == "rates":
             rates = hallucination_by_distribution(res)
@@ -372,22 +376,27 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
 
 
 def comparison_table(doc: dict | None) -> pl.DataFrame | None:
-    """One row per model pair and metric: difference, interval and whether it is outside the noise."""
+    """One row per model pair and metric: difference, interval and whether it is outside the noise. Every metric is
+    looked up in the catalogue (compare.difference.<metric>); an unknown one is an error."""
     if not doc or not doc.get("comparisons"):
         return None
     rows = []
+    where = "compare/models.json"
     for pair in doc["comparisons"]:
         for metric, d in sorted(pair["metrics"].items()):
+            name = f"compare.difference.{metric}"
+            diff = CATALOGUE.read(doc, name, where, a=pair["a"], b=pair["b"])
+            value_entry = f"compare.{metric}"
             rows.append(
                 {
                     "a": pair["a"],
                     "b": pair["b"],
                     "metric": metric,
-                    "a_value": d["a"],
-                    "b_value": d["b"],
-                    "difference": d["difference"],
-                    "ci_low": d["ci_low"],
-                    "ci_high": d["ci_high"],
+                    "a_value": CATALOGUE.check(value_entry, d.get("a"), f"{where}: {pair['a']} {metric}"),
+                    "b_value": CATALOGUE.check(value_entry, d.get("b"), f"{where}: {pair['b']} {metric}"),
+                    "difference": diff,
+                    "ci_low": CATALOGUE.check(name, d.get("ci_low"), f"{where}: {metric} ci_low"),
+                    "ci_high": CATALOGUE.check(name, d.get("ci_high"), f"{where}: {metric} ci_high"),
                     "n_shared": d["n"],
                     "significant": "yes" if d["significant"] else "no (inside the noise)",
                 }
