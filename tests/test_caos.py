@@ -282,14 +282,15 @@ def test_score_release_answers_end_to_end(table, vocab):
     summary, objects, caps = score_release_answers(
         answers, queries, nodes, release_dir=None, extractor=ex, embedders={"t": table}, k=1, ks=[1, 2]
     )
-    assert summary["n_generative_queries"] == 3 and summary["n_answers_failed"] == 1
+    # q4 failed and q3's empty caption is a failed answer too (the shared rule), not a caption naming nothing
+    assert summary["n_generative_queries"] == 3 and summary["n_answers_failed"] == 2
     assert summary["frequent_top"] == ["dog", "car"]  # dog 9, then car/cat tie at 5 broken by name
     assert summary["stand_in"] is True
     assert objects["object"].to_list() == ["dog", "cat", "frisbee"]
     assert objects["hallucinated"].to_list() == [False, True, True]
     assert objects["t_caos_x"].to_list()[2] == pytest.approx(R2)
-    assert caps.sort("caption_id")["n_objects"].to_list() == [3, 0]  # the empty caption is a caption with 0 objects
-    assert summary["objects"]["recall"] == pytest.approx(1 / 3)
+    assert caps.sort("caption_id")["n_objects"].to_list() == [3]  # the empty caption is failed, not 0 objects
+    assert summary["objects"]["recall"] == pytest.approx(1 / 2)  # dog of {dog, car}; q3's cat is not scored
     assert objects.schema["t_caos_k2"] == pl.Float64
     with pytest.raises(InputError, match="answers table: missing column 'status'"):
         score_release_answers(
@@ -425,15 +426,14 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
         out_png=d["png"],
         out_distributions=d["distributions.parquet"],
     )
-    # events: e-query q2 on dog (answered yes = correct) + generative q1 on dog and car, q3 on cat
-    assert res["events"] == 4 and res["judged_from"] == "answers"
+    # events: e-query q2 on dog (answered yes = correct) + generative q1 on dog and car (q3's empty caption failed)
+    assert res["events"] == 3 and res["judged_from"] == "answers"
     tidy = pl.read_parquet(d["parquet"])
     rate = {(r["concept"], r["dimension"]): r["rate"] for r in tidy.to_dicts()}
     assert rate == {
         ("dog", "existence"): 0.0,
         ("dog", "generative"): 1.0,
         ("car", "generative"): 1.0,
-        ("cat", "generative"): 0.0,
     }
 
 
@@ -503,6 +503,6 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     assert (row["oracle_yes"], row["oracle_no"], row["oracle_tie"], row["hallucinated"]) == (0, 2, False, True)
     assert summary["objects"]["n_oracle_judged"] == 1 and summary["objects"]["n_oracle_ties"] == 0
     assert summary["oracle"] == {"members": ["oracle-0", "oracle-1"], "vote": "majority", "tie": "exclude"}
-    assert summary["extraction"]["llm_status"] == {"not_used": 1, "ok": 1, "unparsed": 0}  # the empty caption
+    assert summary["extraction"]["llm_status"] == {"not_used": 0, "ok": 1, "unparsed": 0}  # the empty one failed
     g = summary["embedders"]["glove"]
     assert g["n_hallucinated"] == 1 and g["caos_x"] == g["caos_t"]  # lighthouse's only predecessor is dog, the truth

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl, write_text
+from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed
 from ..metrics.parsers import parse_yes_no as shared_yes_no
 from ..progress import get_logger, progress
 from .extract import (
@@ -494,7 +495,8 @@ def score_release_answers(
     per-caption DataFrame).
 
     answers: answers/<model>/*.parquet concatenated; queries: release/queries.parquet; nodes: graph/nodes.parquet.
-    Failed answers are counted and skipped; empty captions count as captions with no objects.
+    Failed answers (the shared rule, parsers.failed_mask: a failed request or a blank caption) are counted and
+    skipped.
     """
     import polars as pl
 
@@ -506,7 +508,7 @@ def score_release_answers(
             raise InputError(f"queries table: missing column {col!r} (have {queries.columns})")
     gen = queries.filter(pl.col("query_type") == "generative")
     joined = gen.join(answers, on="query_id", how="inner").sort("query_id")
-    ok = joined.filter(pl.col("status") == "ok")
+    ok = joined.filter(~failed_mask(joined["answer"], joined["status"]))
     recs = ok.to_dicts()
     log.info("CAOS: %d generative answers (%d failed skipped)", len(recs), joined.height - ok.height)
     extractions = extractor.extract_many([r["answer"] or "" for r in recs])
@@ -757,6 +759,7 @@ CLI_EPILOG = """examples:
 --objects lines: {"image_id", "objects": [ordered]} (pre-extracted) or {"image_id", "caption"} (extracted with
 the vocabulary matcher: COCO 80 + CHAIR synonyms + the truth and frequent objects). --truth lines:
 {"image_id", "objects": [...]} or {"image_id", "truth": [...]}. --frequent: one object per line, most frequent first.
+An --objects line may carry "status" (ok / failed): a failed line or a blank caption is left out, counted as n_failed.
 Without an oracle every object is judged against the truth: hallucinated = extracted objects not in the truth."""
 
 
@@ -788,6 +791,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="captions: leave out objects said to be absent ('no dog') [skip] or read them (CHAIR)",
     )
     parser.add_argument("--no-per-object", action="store_true", help="leave the per_object rows out of the JSON")
+    add_max_failed_argument(parser)
     parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
 
 
@@ -833,9 +837,14 @@ def run(args: argparse.Namespace) -> int:
     )
     extractor = ObjectExtractor(vocab, negation=args.negation)
     captions = []
+    n_failed = 0
     for iid, row in objects.items():
         if iid not in truth_lists:
             raise InputError(f"{args.truth}: no truth for image_id {iid!r} (listed in {args.objects})")
+        # the shared failed-answer rule: a "status" other than ok, or a blank caption (given objects have none)
+        if is_failed(row.get("caption") if "objects" not in row else "objects given", row.get("status")):
+            n_failed += 1
+            continue
         if "objects" in row:
             if not isinstance(row["objects"], list):
                 raise InputError(f"{args.objects}: image_id {iid!r}: 'objects' must be a list")
@@ -844,8 +853,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             objs = extractor.extract(str(row["caption"] or "")).objects
         captions.append(judge_caption(iid, iid, objs, truth_lists[iid], vocab))
+    check_failed(n_failed, len(objects), args.max_failed_fraction, f"score caos {args.objects}")
     summary, rows = score(captions, [vocab.normalise(f) for f in frequent], {args.embedder: embedder}, k=args.k)
     result = dict(summary["embedders"][args.embedder])
+    result["n_failed"] = n_failed
     result.update(objects=summary["objects"], sequential=summary["sequential"], embedder=embedder.describe().as_dict())
     if not args.no_per_object:
         prefix = f"{args.embedder}_"
