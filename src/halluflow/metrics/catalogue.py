@@ -422,6 +422,16 @@ def _metrics_entries() -> list[Metric]:
                 unit=unit,
             )
         )
+    out.append(
+        _count(
+            "chair.n_failed",
+            "CHAIR failed captions",
+            "metrics",
+            "chair.n_failed",
+            "captions that failed or came back empty (left out)",
+            CHAIR_REF,
+        )
+    )
     for section in _AMBER_SECTIONS:
         for key, (label, definition) in _AMBER_DISC.items():
             out.append(
@@ -775,7 +785,7 @@ def _cedi_block(prefix: str, path: str, scope: str) -> list[Metric]:
             None,
             "lower",
             CEDI_FAILED,
-            unit="count",
+            unit="flips",
         ),
         Metric(
             f"{prefix}hallucination_rate",
@@ -1056,6 +1066,41 @@ def _compare_entries() -> list[Metric]:
                 FAILED_EXCLUDED,
             )
         )
+    pair = "comparisons[a={a},b={b}].metrics.{metric}."
+    for key, (label, definition, low) in {
+        "a": ("value of a", "the metric of model a on the shared queries", 0),
+        "b": ("value of b", "the metric of model b on the shared queries", 0),
+        "ci_low": ("difference low", "lower end of the paired bootstrap interval of a − b", -1),
+        "ci_high": ("difference high", "upper end of the paired bootstrap interval of a − b", -1),
+        "p_value": ("p value", "two-sided bootstrap p value of a − b = 0", 0),
+    }.items():
+        out.append(
+            Metric(
+                f"compare.pair.{key}", label, "compare", pair + key, definition, BOOT_REF, low, 1, None, FAILED_EXCLUDED
+            )
+        )
+    out.append(
+        _count("compare.pair.n", "shared queries", "compare", pair + "n", "queries both models answered", BOOT_REF)
+    )
+    out.append(
+        _count(
+            "compare.n_resamples", "resamples", "compare", "models.{model}.n_resamples", "bootstrap resamples", BOOT_REF
+        )
+    )
+    out.append(
+        Metric(
+            "compare.confidence",
+            "confidence",
+            "compare",
+            "models.{model}.confidence",
+            "interval level",
+            BOOT_REF,
+            0,
+            1,
+            None,
+            FAILED_EXCLUDED,
+        )
+    )
     out.append(
         _count(
             "compare.n_failed",
