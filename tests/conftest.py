@@ -29,6 +29,7 @@ WORKER_GROUPS = {
     "test_configs.py": "default_run",
     "test_served.py": "served",
     "test_slurm.py": "slurm",
+    "test_wheel.py": "wheel",  # the installed wheel (built once)
 }
 
 

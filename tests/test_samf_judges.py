@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from halluflow.backends.base import VLM, BackendInfo
-from halluflow.config import REPO_ROOT, load_config
+from halluflow.config import load_config
 from halluflow.errors import InputError
 from halluflow.samf import convert
 from halluflow.samf import pipeline as P
@@ -22,6 +23,7 @@ from halluflow.samf import workflow as W
 from halluflow.samf.metrics import GHRScorer, LexicalSimilarity
 from halluflow.samf.taxonomy import risk_level
 
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout: its config.yaml
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -14,9 +15,11 @@ from PIL import Image
 
 from halluflow import registry
 from halluflow.backends.base import VLM, BackendInfo
-from halluflow.config import REPO_ROOT, load_config
+from halluflow.config import load_config
 from halluflow.errors import ConfigError
 from halluflow.samf import workflow as W
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout: its config.yaml
 
 
 class SycophantVLM(VLM):

@@ -17,9 +17,10 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from .errors import ConfigError
+from .resources import schema_path, workflow_input
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = Path(os.environ.get("HALLUFLOW_SCHEMA", REPO_ROOT / "schemas" / "config.schema.yaml"))
+SCHEMA_PATH = Path(os.environ.get("HALLUFLOW_SCHEMA") or schema_path())
+SEED_TABLES = ("nodes.tsv", "edges.tsv")  # what rule build_graph reads of a seed folder
 
 
 def _extend_with_defaults(validator_class):
@@ -227,11 +228,11 @@ def section(config: dict, dotted: str) -> Any:
 def graph_source_files(config: dict) -> list[str]:
     """Annotation files rule build_graph reads, so editing one reruns the graph (and everything after it)."""
     graph = config["ode"]["graph"]
-    files = [graph["environments"] or "resources/vocab/environments.txt"]
+    files = [graph["environments"] or workflow_input("vocab/environments.txt")]
     for source in [graph["source"], *graph["extra_sources"]]:
         if source["format"] == "seed":
-            seed_dir = source["path"] or "resources/graph_seed"
-            files += [f"{seed_dir}/nodes.tsv", f"{seed_dir}/edges.tsv"]
+            seed_dir = source["path"]  # null: the shipped seed
+            files += [f"{seed_dir}/{n}" if seed_dir else workflow_input(f"graph_seed/{n}") for n in SEED_TABLES]
         else:
             files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
     return files

@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 from ..errors import InputError
 from ..io import read_text
+from ..resources import resource_path
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -203,22 +204,14 @@ class Vocabulary:
 
 
 OPEN = "open"  # vocabulary source of out-of-domain objects
-RESOURCES = Path(__file__).resolve().parents[3] / "resources" / "caos"
-COCO_FREQUENCY = RESOURCES / "coco_train2014_frequency.tsv"
-OPEN_VOCABULARY = RESOURCES / "open_objects.tsv"
+COCO_FREQUENCY = resource_path("caos/coco_train2014_frequency.tsv")
+OPEN_VOCABULARY = resource_path("caos/open_objects.tsv")
+COCO_SYNONYMS = resource_path("caos/coco_synonyms.tsv")
 
 
-def default_chair_synonyms() -> Path | None:
-    """CHAIR's synonym table: the derived table we ship (same on every machine, so results do not depend on what
-    sits beside the clone), else ../shared/data's copy."""
-    repo = Path(__file__).resolve().parents[3]
-    for candidate in (
-        repo / "resources" / "caos" / "coco_synonyms.tsv",
-        repo.parent / "shared" / "data" / "chair-lisaanne-hallucination" / "chair_synonym_to_category.tsv",
-    ):
-        if candidate.exists():
-            return candidate
-    return None
+def default_chair_synonyms() -> Path:
+    """CHAIR's synonym table: the derived table halluflow ships (the same on every machine and install)."""
+    return COCO_SYNONYMS
 
 
 def read_synonym_table(path: str | Path) -> list[tuple[str, str]]:

@@ -15,8 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import InputError
+from ..resources import resource_path
 
-ATTRIBUTE_WORDS = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "attribute_words.tsv"
+ATTRIBUTE_WORDS = resource_path("vocab/attribute_words.tsv")
 KINDS = ("state", "action", "number", "none")
 NUMBER_WORDS = (
     "zero",

@@ -19,8 +19,9 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import ConfigError, InputError
+from ..resources import resource_path
 
-COCO_SUPERCATEGORIES = Path(__file__).resolve().parents[3] / "resources" / "vocab" / "coco_supercategories.tsv"
+COCO_SUPERCATEGORIES = resource_path("vocab/coco_supercategories.tsv")
 KEYS = {"concepts", "categories", "category_table", "neighbourhood_of", "hops", "keep_environments"}
 
 

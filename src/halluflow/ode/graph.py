@@ -22,13 +22,13 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import atomic_path, read_json, read_text, write_parquet, write_text
+from ..resources import resource_path
 
 if TYPE_CHECKING:
     import networkx as nx
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_ENVIRONMENTS = REPO_ROOT / "resources" / "vocab" / "environments.txt"
-DEFAULT_SEED_DIR = REPO_ROOT / "resources" / "graph_seed"
+DEFAULT_ENVIRONMENTS = resource_path("vocab/environments.txt")
+DEFAULT_SEED_DIR = resource_path("graph_seed")
 
 FORMATS = ("amber", "coco", "visual_genome", "table", "seed")
 
