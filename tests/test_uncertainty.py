@@ -117,3 +117,56 @@ def test_compare_models_all_failed_gives_no_number():
     df = _scores(["yes", "no"], [None, None], status=["failed", "failed"])
     out = compare_models({"x": df}, n_resamples=50)["models"]["x"]
     assert out["accuracy"]["value"] is None and out["n_failed"] == 2
+
+
+def _release(tmp_path, name, model, chair_s, f1=0.8):
+    path = tmp_path / name / "metrics" / f"{model}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"model": model, "pope": {"f1": f1}, "generative": {"chair_s": chair_s}}))
+    return str(path)
+
+
+def test_bounded_metrics_over_releases_stay_inside_their_range():
+    # Two releases, CHAIR_s 0.3 and 0.9: mean 0.6, s = 0.4243, t(0.975, 1) = 12.706 -> the plain interval is
+    # 0.6 ± 3.81 = [-3.21, 4.41], outside [0, 1]. On the logit scale: logits -0.8473 and 2.1972, mean 0.6750,
+    # s = 2.1528, half width 12.706 * 2.1528 / sqrt(2) = 19.342 -> expit(-18.667) .. expit(20.017).
+    plain = across_releases([0.3, 0.9])
+    assert plain["ci_low"] == pytest.approx(-3.2119, abs=1e-3) and plain["ci_high"] == pytest.approx(4.4119, abs=1e-3)
+    out = across_releases([0.3, 0.9], low=0, high=1)
+    assert out["mean"] == pytest.approx(0.6)
+    assert out["ci_low"] == pytest.approx(1 / (1 + np.exp(18.667)), rel=1e-3)
+    assert out["ci_high"] == pytest.approx(1 / (1 + np.exp(-20.017)), abs=1e-9)
+    assert 0 <= out["ci_low"] < 0.3 and 0.9 < out["ci_high"] <= 1
+    # A percent metric keeps inside [0, 100]; identical releases give a zero-width interval at their value.
+    pct = across_releases([0.0, 4.0, 2.0], low=0, high=100)
+    assert 0 <= pct["ci_low"] <= pct["ci_high"] <= 100
+    same = across_releases([0.25, 0.25, 0.25], low=0, high=1)
+    assert same["ci_low"] == same["ci_high"] == 0.25
+
+
+def test_cli_compare_metrics_pools_one_model_once(tmp_path, capsys):
+    a = _release(tmp_path, "rel-s1", "m", 0.3)
+    b = _release(tmp_path, "rel-s2", "m", 0.9, f1=0.7)
+    assert main(["score", "compare", "--metrics", a, b, "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["model"] == "m" and set(result["metrics"]) == {"pope.f1", "generative.chair_s"}
+    chair = result["metrics"]["generative.chair_s"]
+    assert chair["mean"] == pytest.approx(0.6) and 0 <= chair["ci_low"] and chair["ci_high"] <= 1
+    assert chair["interval"].startswith("student-t on the logit")
+    capsys.readouterr()
+    # the same file twice, a copy of one release, and two models: refused, one line each
+    other = _release(tmp_path, "rel-s3", "other", 0.5)
+    copy = tmp_path / "copy.json"
+    copy.write_text(open(a).read())
+    for argv, message in (
+        ([a, a], "the same file as"),
+        ([a, str(copy)], "identical to"),
+        ([a, other], "the files score different models (m in"),
+    ):
+        assert main(["score", "compare", "--metrics", *argv]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    # a value outside its catalogue range names the file
+    bad = _release(tmp_path, "rel-s4", "m", 30.0)
+    assert main(["score", "compare", "--metrics", a, bad]) == 1
+    assert "generative.chair_s: 30 is outside the range [0, 1]" in capsys.readouterr().err

@@ -10,7 +10,9 @@ single number per model hides how much of a difference between two models is sam
 - `paired_difference`: the paired bootstrap of Koehn (2004) / Efron & Tibshirani on the queries both models
   answered: joint outcome categories are resampled together, so the difference's interval accounts for the
   correlation between the models. "significant" = the 95% interval excludes 0.
-- `across_releases`: mean and Student-t 95% interval of one metric over N releases (seeds).
+- `across_releases`: mean and Student-t 95% interval of one metric over N releases (seeds); for a bounded metric
+  (a rate, an F1) the interval is taken on the logit scale, so it never leaves the metric's range. The files must
+  score one model, each release once; their numbers are read through the metric catalogue (docs/metrics.md).
 
 Failed and unread answers are excluded before any of this (they are not outcomes); their counts travel along.
 """
@@ -31,7 +33,8 @@ CLI_DESCRIPTION = (
     "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
     "comparisons between models on the queries they share, from the score stage's "
     "scores/<model>/answers.parquet tables; or (--metrics) the mean and 95% interval of metrics over "
-    "repeated releases. A difference is 'significant' when its interval excludes 0."
+    "repeated releases of one model (bounded metrics: a logit-scale interval inside their range). A difference "
+    "is 'significant' when its interval excludes 0."
 )
 CLI_EPILOG = """examples:
   halluflow score compare --scores results/ode-demo/scores/*/answers.parquet
@@ -197,45 +200,112 @@ def paired_difference(
     return out
 
 
-def across_releases(values: list[float], alpha: float = 0.05) -> dict:
-    """Mean and Student-t interval of one metric over releases (None-s, i.e. undefined values, are dropped)."""
+# Bounded metrics are pulled this far (a share of their range) inside their bounds before the logit: a release at
+# exactly 0 or 1 would otherwise have an infinite logit.
+LOGIT_EPS = 1e-3
+
+
+def across_releases(
+    values: list[float], alpha: float = 0.05, low: float | None = None, high: float | None = None
+) -> dict:
+    """Mean and Student-t interval of one metric over releases (None-s, i.e. undefined values, are dropped).
+
+    With both bounds given (a rate, an F1, a percent) the interval is a Student-t interval of the logit of the
+    value's share of its range, mapped back, so it stays inside the range however few releases there are (with two
+    releases t = 12.7: a plain interval of CHAIR_s 0.3 and 0.9 would reach from -3.5 to 4.7)."""
     from scipy import stats
 
     x = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    bounded = low is not None and high is not None
+    method = "student-t on the logit of the share of the range" if bounded else "student-t"
     if x.size == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None, "n_releases": 0}
+        return {"mean": None, "ci_low": None, "ci_high": None, "n_releases": 0, "interval": method}
     mean = float(x.mean())
     if x.size == 1:
-        return {"mean": mean, "ci_low": None, "ci_high": None, "std": None, "n_releases": 1}
-    sem = x.std(ddof=1) / math.sqrt(x.size)
-    half = float(stats.t.ppf(1 - alpha / 2, x.size - 1) * sem)
+        return {"mean": mean, "ci_low": None, "ci_high": None, "std": None, "n_releases": 1, "interval": method}
+    t = float(stats.t.ppf(1 - alpha / 2, x.size - 1))
+    if bounded:
+        share = np.clip((x - low) / (high - low), LOGIT_EPS, 1 - LOGIT_EPS)
+        z = np.log(share / (1 - share))
+        half = t * z.std(ddof=1) / math.sqrt(x.size)
+        lo, hi = (low + (high - low) / (1 + math.exp(-v)) for v in (z.mean() - half, z.mean() + half))
+        if half == 0:  # every release gave the same value
+            lo = hi = mean
+    else:
+        half = t * x.std(ddof=1) / math.sqrt(x.size)
+        lo, hi = mean - half, mean + half
     return {
         "mean": mean,
-        "ci_low": mean - half,
-        "ci_high": mean + half,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
         "std": float(x.std(ddof=1)),
         "n_releases": int(x.size),
+        "interval": method,
     }
 
 
-HEADLINE = (
-    ("pope", "accuracy"),
-    ("pope", "f1"),
-    ("pope", "precision"),
-    ("pope", "recall"),
-    (None, "hallucination_rate"),
-    ("generative", "chair_s"),
-    ("generative", "chair_i"),
+# The headline numbers pooled over releases, by metric catalogue name (docs/metrics.md); those absent from every
+# file are left out.
+RELEASE_METRICS = (
+    "pope.accuracy",
+    "pope.f1",
+    "pope.precision",
+    "pope.recall",
+    "hallucination_rate",
+    "generative.chair_s",
+    "generative.chair_i",
+    "chair.chair_s",
+    "chair.chair_i",
+    "amber.overall.f1",
+    "amber.generative.chair",
 )
 
 
-def repeated_releases(metrics: list[dict], alpha: float = 0.05) -> dict:
-    """Headline metrics of one model over several releases' metrics/<model>.json files."""
+def repeated_releases(metrics: list[dict], alpha: float = 0.05, sources: list[str] | None = None) -> dict:
+    """Headline metrics of one model over several releases' metrics/<model>.json files, read through the metric
+    catalogue (an out-of-range value is an error naming its file)."""
+    from .catalogue import CATALOGUE
+
+    sources = sources or [f"release {i + 1}" for i in range(len(metrics))]
     out = {}
-    for block, key in HEADLINE:
-        vals = [((m.get(block) or {}) if block else m).get(key) for m in metrics]
-        out[f"{block}.{key}" if block else key] = across_releases(vals, alpha)
+    for name in RELEASE_METRICS:
+        if not any(CATALOGUE.present(doc, name, where) for doc, where in zip(metrics, sources)):
+            continue
+        entry = CATALOGUE[name]
+        values = [CATALOGUE.read(doc, name, where) for doc, where in zip(metrics, sources)]
+        bounds = (entry.low, entry.high) if entry.bounded else (None, None)
+        out[name] = across_releases(values, alpha, *bounds)
     return out
+
+
+def load_releases(paths: list[str]) -> list[dict]:
+    """The metrics files of `score compare --metrics`: one model, each release once (one line on any other input)."""
+    import hashlib
+
+    docs, seen, digests, models = [], {}, {}, {}
+    for p in paths:
+        path = Path(p)
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"--metrics {p}: the same file as {seen[key]} (each release once)")
+        seen[key] = p
+        if path.is_file():
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest in digests:
+                raise InputError(f"--metrics {p}: identical to {digests[digest]} (the same release given twice)")
+            digests[digest] = p
+        doc = read_json(p)
+        if not isinstance(doc, dict) or not doc.get("model"):
+            raise InputError(f"--metrics {p}: no 'model' key (not a metrics/<model>.json file)")
+        models.setdefault(str(doc["model"]), p)
+        docs.append(doc)
+    if len(models) > 1:
+        raise InputError(
+            "--metrics: the files score different models ("
+            + "; ".join(f"{m} in {p}" for m, p in models.items())
+            + "): pool the releases of one model"
+        )
+    return docs
 
 
 def compare_models(
@@ -318,10 +388,12 @@ def run(args) -> int:
         raise InputError(f"--confidence {args.confidence}: expected a number between 0 and 1")
     alpha = 1 - args.confidence
     if args.metrics:
+        docs = load_releases(args.metrics)
         result = {
             "confidence": args.confidence,
+            "model": docs[0]["model"],
             "releases": args.metrics,
-            "metrics": repeated_releases([read_json(p) for p in args.metrics], alpha),
+            "metrics": repeated_releases(docs, alpha, sources=list(args.metrics)),
         }
     else:
         tables = {}
