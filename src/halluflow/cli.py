@@ -71,7 +71,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "standin",
         "build",
         "halluflow.standins",
-        "build a tiny random stand-in model (FLUX, OWLv2, Grounding DINO, YOLO) offline",
+        "build a tiny random stand-in model offline, one of: {standin_kinds}",
     ),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
 ]
@@ -117,6 +117,16 @@ def fraction(text: str) -> float:
     return value
 
 
+def _help(text: str) -> str:
+    """A command's one-line help. The stand-in kinds are read from the builder table (halluflow.standins), so the
+    list cannot drift from what `standin build` builds; the import happens only when a help text is shown."""
+    if "{standin_kinds}" in text:
+        from .standins import builder_kinds
+
+        text = text.replace("{standin_kinds}", ", ".join(builder_kinds()))
+    return text
+
+
 def _build_top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="halluflow",
@@ -128,7 +138,7 @@ def _build_top_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
     by_group: dict[str, list[tuple[str, str, str]]] = {}
     for group, name, module, help_text in COMMANDS:
-        by_group.setdefault(group, []).append((name, module, help_text))
+        by_group.setdefault(group, []).append((name, module, _help(help_text)))
     for group, commands in by_group.items():
         summary = "; ".join(f"{n}: {h}" for n, _, h in commands)
         # argparse %-formats help strings: a literal '%' ("95% intervals") must be doubled or --help crashes
@@ -139,7 +149,6 @@ def _build_top_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
 # argparse dests that name what a command writes. Every other argument that names an existing file or folder is an
 # input of the command: the write path (halluflow.io.atomic_path) refuses to overwrite it.
 OUTPUT_DESTS = frozenset({"out", "cache", "seed_out", "per_caption", "markdown"})
@@ -166,8 +175,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
             check_target(value, folder=True)
 
 
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    top = _build_top_parser()
     # A group with one command may be called without its command name: `halluflow align --human ...`.
     single = {g: [c for c in COMMANDS if c[0] == g] for g in {c[0] for c in COMMANDS}}
     if argv and len(single.get(argv[0], [])) == 1 and argv[1:2] != [single[argv[0]][0][1]]:
@@ -180,6 +189,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             None,
         )
     if match is None:
+        top = _build_top_parser()  # only for help and errors: a command's own run never builds it
         if not argv:
             top.print_help()
             return 0
@@ -190,7 +200,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
         prog=f"halluflow {group} {name}",
-        description=getattr(module, "CLI_DESCRIPTION", help_text),
+        description=getattr(module, "CLI_DESCRIPTION", None) or _help(help_text),
         epilog=getattr(module, "CLI_EPILOG", None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
