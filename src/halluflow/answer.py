@@ -493,6 +493,7 @@ def run(args) -> int:
             )
         else:
             id_key = "question_id" if args.source == "pope" else "query_id"
+            native = pope_native_ids(args.questions) if args.source == "pope" else {}
             write_jsonl(
                 out,
                 (
@@ -506,7 +507,6 @@ def run(args) -> int:
                 ),
             )
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
-            native = pope_native_ids(args.questions) if args.source == "pope" else {}
     check_failed(
         stats["failed"],
         stats["queries"],
