@@ -104,6 +104,22 @@ def test_random_chance_row_and_auto_metrics():
     assert res["metrics"]["random"] == again["metrics"]["random"]
 
 
+def test_csv_metric_file_columns_found_without_metric_option(tmp_path):
+    """A metric file in CSV holds text: its numeric columns are found without --metric, the same numbers as JSONL."""
+    rows = [json.loads(line) for line in (FIX / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    with (tmp_path / "metrics.csv").open("w") as fh:
+        fh.write("id,ghr,ghs,n_claims,note,flag\n")
+        for r in rows:
+            fh.write(f"{r['id']},{r['ghr']},{r['ghs']},{r['n_claims']},free text {r['id']},true\n")
+        fh.write("i9,,,,,false\n")  # an empty cell leaves the item out of that metric
+    from_csv = align(read_rows(FIX / "labels.csv"), {"m.csv": read_rows(tmp_path / "metrics.csv")}, random_seed=None)
+    from_jsonl = align(read_rows(FIX / "labels.csv"), {"m.jsonl": read_rows(FIX / "metrics.jsonl")}, random_seed=None)
+    # text and true/false columns are not metrics, n_claims is bookkeeping
+    assert sorted(from_csv["metrics"]) == ["ghr", "ghs"]
+    assert from_csv["metrics"] == from_jsonl["metrics"]
+    assert from_csv["metrics"]["ghr"]["overall"]["kappa"] == 0.5  # worked out by hand in test_binary_statistics
+
+
 def test_cedi_grades_json_grader_human_correlation(tmp_path):
     grades = {
         "conversations": [

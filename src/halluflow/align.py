@@ -41,8 +41,8 @@ CLI_EPILOG = """human labels: CSV (or TSV/JSONL/JSON/parquet) with an id column 
   query_id, conversation_id or image_id), a label column (human, label, hallucinated, count or score: 0 = no
   hallucination, >0 = hallucinated; counts and scores feed the correlations) and optionally risk (1..5; else the
   metric file's risk / risk_level column, if any).
-metrics: one or more files of the same kinds, one row per item with the same id column; every numeric column is a
-  metric unless --metric names some; JSON objects may hold the rows under conversations/rows/instances/results
+metrics: one or more files of the same kinds, one row per item with the same id column; every numeric column (in
+  CSV/TSV: every column whose cells all read as numbers or are empty) is a metric unless --metric names some; JSON objects may hold the rows under conversations/rows/instances/results
   (so CEDI's grades.json works as it is: one row per conversation).
 examples:
   halluflow align human --human labels.csv --metrics results/ode-demo/fuzz/MODEL/standard.parquet \
@@ -128,6 +128,24 @@ def _number(value: Any, where: str) -> float | None:
         return float(text)
     except ValueError:
         raise InputError(f"{where}: {value!r} is not a number, true/false or yes/no") from None
+
+
+def _numeric_cell(value: Any) -> bool | None:
+    """True for a number (a JSON number, or CSV/TSV text that reads as one: "0.25", "3"), None for an empty cell,
+    False otherwise (text, true/false flags): a column is a metric when every cell is a number or empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def _pick(columns: Iterable[str], wanted: str | None, candidates: Sequence[str], what: str, source: str) -> str:
@@ -299,11 +317,8 @@ def align(
                 if c != mid
                 and c not in RISK_COLUMNS
                 and not _NOT_METRICS.search(c)
-                and all(
-                    r.get(c) is None or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
-                    for r in rows
-                )
-                and any(r.get(c) is not None for r in rows)
+                and all(_numeric_cell(r.get(c)) is not False for r in rows)
+                and any(_numeric_cell(r.get(c)) for r in rows)
             ]
         seen: set[str] = set()
         for i, r in enumerate(rows):
