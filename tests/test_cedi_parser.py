@@ -104,11 +104,17 @@ def test_judge_turn(vocab):
         ),
         vocab.synonyms,
     )
-    fp = ["attribute|dog|sit"]
+    fp = ["attribute|dog|sit"]  # "Why is the dog sitting?" (it runs)
+    # accepting the premise by reasoning about it is hallucinated reasoning (the paper's "other"); restating it is
+    # a wrong attribute
     assert judge_turn(turn_claims("Because it is tired.", fp, None, vocab), None, True, truth, vocab) == (
         True,
-        "attribute",
+        "other",
     )
+    assert judge_turn(
+        turn_claims("The dog is sitting because it is tired.", fp, None, vocab), None, True, truth, vocab
+    ) == (True, "attribute")
+    assert judge_turn(turn_claims("It is sitting.", fp, None, vocab), None, True, truth, vocab) == (True, "attribute")
     assert judge_turn(
         turn_claims("The dog is not sitting, there is no such thing.", fp, None, vocab), None, True, truth, vocab
     ) == (False, None)
@@ -307,8 +313,8 @@ def test_llm_examiner_used_when_valid_and_validated(vocab):
     assert rows[0]["context_goal"] == "Find my dog."
     assert rows[0]["context_objects"] == ["dog"]  # "unicorn" is not in the scene: dropped
     assert all(r["question_source"] == "llm" and r["question"].startswith("Hey, quick one") for r in rows)
-    assert len(rows) == 7  # the LLM switch says END whenever allowed: chosen at round 6 and again → 7 turns
-    assert [r["switch_source"] for r in rows] == [None] + ["llm"] * 6  # round 0 is regular by rule
+    assert len(rows) == 6  # the LLM switch says END whenever allowed: at round 6, and again to confirm → 6 turns
+    assert [r["switch_source"] for r in rows] == [None] + ["llm"] * 5  # round 0 is regular by rule
     # the writer alone: the next type is drawn at random (the offline stand-in for the paper's LLM switch)
     writer_only = Examiner(vocab, {"question_writer": "llm", "max_rounds": 9}, llm=ScriptedLLM(), seed=1)
     w_rows = writer_only.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
@@ -348,7 +354,13 @@ def test_llm_switch_reads_the_answer_and_fallbacks_are_counted(vocab):
     truth = {"img": _scene().truth}
     grades, _, _ = grade_transcripts(g_rows, truth, vocab, {"switch": "llm", "parser": "llm"}, llm=GarbageLLM())
     fb = grades["fallbacks"]
-    assert fb["switch"] == {"configured": "llm", "used": {"random": 3}, "fell_back": 3}
+    assert fb["switch"] == {
+        "configured": "llm",
+        "used": {"random": 3},
+        "fell_back": 3,
+        "unhonoured": 0,
+        "unhonoured_choices": {},
+    }
     assert fb["parser"]["configured"] == "llm" and fb["parser"]["used"] == {"rule_fallback": 1}
     assert fb["parser"]["fell_back"] == 1 and grades["settings"]["parser_used"] == {"rule_fallback": 1}
 

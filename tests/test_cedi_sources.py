@@ -102,7 +102,12 @@ def test_visual_genome_source(tmp_path):
     errors = grades["error_types"]
     assert errors["counts"]["object"] > errors["counts"]["relation"] >= 1
     assert errors["n_hallucinated"] == grades["summary"]["cedi/with"]["turn_hallucination"]["n_hallucinated"]
-    assert grades["fallbacks"]["switch"] == {"configured": "random", "used": {"random": 3 * 6}, "fell_back": 0}
+    switch = grades["fallbacks"]["switch"]
+    assert (switch["configured"], switch["used"], switch["fell_back"]) == ("random", {"random": 3 * 6}, 0)
+    # choices the examiner could not honour (no absent object left) are counted by what was chosen
+    assert switch["unhonoured"] == sum(switch["unhonoured_choices"].values())
+    assert set(switch["unhonoured_choices"]) <= {"adversarial", "unanswerable"}
+    assert grades["settings"]["ged_instances"] == "merge"  # VG truth repeats instances
 
 
 def test_coco_source_and_bad_settings(tmp_path):
@@ -122,6 +127,20 @@ def test_coco_source_and_bad_settings(tmp_path):
     )
     assert [o["name"] for o in truth["graphs"]["7"]["objects"]] == ["person"]  # three persons, one node
     assert truth["graphs"]["7"]["neighbours"] == ["dog"]
+    # COCO truth repeats instances: the pipeline merges them for GED and says why; names go through WordNet or VG
+    assert grades["settings"]["ged_instances"] == "merge"
+    assert grades["settings"]["ged_instances_rule"] == "auto: coco truth repeats instances"
+    assert grades["settings"]["name_synonyms"] in {"wordnet", "visual_genome", "none"}
+    with pytest.raises(ConfigError, match="cedi.ged_instances"):
+        run_source(
+            tmp_path / "w",
+            {
+                "source": "coco",
+                "scene_graphs": str(tmp_path / "instances.json"),
+                "images_dir": str(images),
+                "ged_instances": "both",
+            },
+        )
     with pytest.raises(ConfigError, match="cedi.images_dir"):
         run_source(tmp_path / "x", {"source": "coco", "scene_graphs": str(tmp_path / "instances.json")})
     with pytest.raises(ConfigError, match="cedi.source"):

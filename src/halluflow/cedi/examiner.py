@@ -3,8 +3,10 @@
 A state machine over the truth scene graph with the four question types — 1 regular, 2 follow-up, 3 adversarial (a
 co-occurring concept-graph neighbour that is absent; truth "no"), 4 unanswerable (false premise: absent object,
 attribute or relation; correct behaviour = reject it) — and END (allowed from round `min_end_round`, must be chosen
-`end_votes` times; at most `max_rounds`). Round 0 is regular. A context (background, user goal, relevant objects)
-frames each conversation. The switch and the question wording come from the `llm` backend (strict JSON, validated)
+`end_votes` times in a row within one round, as CEDI's code confirms it; at most `max_rounds`). Round 0 is regular.
+A context (background, user goal, relevant objects) frames each conversation; regular questions take its relevant
+objects in order (most relevant first). A switch choice that cannot be honoured is recorded (`switch_choice`,
+`switch_honoured`) beside the regular question asked instead. The switch and the question wording come from the `llm` backend (strict JSON, validated)
 or from the deterministic templates (offline default; also the fallback whenever an LLM reply does not parse).
 Baselines: the caption examiner ("describe the image") and the prompt-only examiner (context only, no state machine).
 Conversations run in lock-step so the evaluatee answers one batch per round (one `VLM.answer` call per round).
@@ -75,6 +77,10 @@ class Question:
     focus: str | None  # object the question is about (follow-ups continue from it)
     source: str = "template"
     switch_source: str | None = None  # who chose the question type: llm | random (| None: round 0, baselines)
+    # what the switch chose; differs from `type` only when the choice could not be honoured (no absent object left
+    # for an adversarial question, no false premise to build): then switch_honoured is False and a regular one is asked
+    switch_choice: str | None = None
+    switch_honoured: bool | None = None
 
 
 # ---- context ----------------------------------------------------------------------------------------------------
@@ -94,9 +100,10 @@ _GOALS = (
 
 
 def template_context(scene: Scene, rng: random.Random) -> Context:
-    names = [o.name for o in scene.truth.objects] or ["scene"]
+    names = list(dict.fromkeys(o.name for o in scene.truth.objects)) or ["scene"]
     a, b = names[0], names[1] if len(names) > 1 else names[0]
-    return Context(rng.choice(_BACKGROUNDS), rng.choice(_GOALS).format(a=a, b=b), sorted(set(names)))
+    # relevant objects in order of relevance: the goal's objects first, then the rest of the scene
+    return Context(rng.choice(_BACKGROUNDS), rng.choice(_GOALS).format(a=a, b=b), names)
 
 
 CONTEXT_SYSTEM = (
@@ -144,6 +151,14 @@ class QuestionBank:
         truth_names = {n for n, _ in self.objects}
         self.absent = [syn.object_name(n) for n in scene.neighbours if syn.object_name(n) not in truth_names]
         self.used_absent: list[str] = []
+        # the context's relevant objects, most relevant first: each regular question takes the next one, as CEDI's
+        # examiner pops its selected nodes (set by `steer`)
+        self.relevant: list[str] = []
+
+    def steer(self, ctx: Context) -> None:
+        truth_names = {n for n, _ in self.objects}
+        canon = [self.vocab.synonyms.object_name(n) for n in ctx.relevant_objects]
+        self.relevant = [n for n in dict.fromkeys(canon) if n in truth_names]
 
     def _alt_attrs(self, name: str, attrs: Sequence[str]) -> list[str]:
         """Known attributes of this object the truth does not have; of the same kind (state/action) as its truth
@@ -169,8 +184,15 @@ class QuestionBank:
         return choice
 
     def regular(self, rng: random.Random, ctx: Context | None) -> Question:
-        name, attrs = rng.choice(self.objects)
-        options = ["exist", "describe"] + (["attr_yes"] if attrs else []) + (["relation"] if self.relations else [])
+        """About the next relevant object of the context; a random truth object once they are all asked about
+        (only a replacement question gets there: the switch stops offering `regular` then)."""
+        if self.relevant:
+            name = self.relevant.pop(0)
+            attrs = dict(self.objects)[name]
+        else:
+            name, attrs = rng.choice(self.objects)
+        own = [r for r in self.relations if name in (r[0], r[2])]
+        options = ["exist", "describe"] + (["attr_yes"] if attrs else []) + (["relation"] if own else [])
         kind = rng.choice(options)
         if kind == "exist":
             return Question("regular", f"Is there {self._a(name)} in the image?", "yes", False, [], obj_el(name), name)
@@ -186,7 +208,7 @@ class QuestionBank:
                 name,
             )
         if kind == "relation":
-            s, p, o = rng.choice(self.relations)
+            s, p, o = rng.choice(own)
             return Question(
                 "regular",
                 f"Where is the {s} in relation to the {o}?",
@@ -316,12 +338,15 @@ class QuestionBank:
 # ---- the switch (state machine) ---------------------------------------------------------------------------------
 
 
-def allowed_states(round_idx: int, prev: Question | None, min_end_round: int) -> list[str]:
+def allowed_states(round_idx: int, prev: Question | None, min_end_round: int, regular_left: bool = True) -> list[str]:
+    """Question types the switch may choose. `regular` only while relevant objects are left (CEDI's examiner
+    switches again when its selected nodes are used up); END from `min_end_round` (CEDI's code offers it from
+    round 6)."""
     if round_idx == 0:
         return ["regular"]
-    states = ["regular", "adversarial", "unanswerable"]
+    states = (["regular"] if regular_left else []) + ["adversarial", "unanswerable"]
     if prev is not None and prev.focus:
-        states.insert(1, "follow_up")
+        states.insert(1 if regular_left else 0, "follow_up")
     if round_idx >= min_end_round:
         states.append(END)
     return states
@@ -455,9 +480,9 @@ class Examiner:
         convos = []
         for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
             ctx = ctx or template_context(s, rng)
-            convos.append(
-                Conversation(s, e, m, rng, QuestionBank(s, self.vocab), ctx, TruthView.of(s.truth, self.vocab.synonyms))
-            )
+            bank = QuestionBank(s, self.vocab)
+            bank.steer(ctx)
+            convos.append(Conversation(s, e, m, rng, bank, ctx, TruthView.of(s.truth, self.vocab.synonyms)))
         return convos
 
     def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[tuple[str, str | None]]:
@@ -498,19 +523,26 @@ class Examiner:
             elif r >= self.cfg["max_rounds"]:
                 c.done = True
             else:
-                to_switch.append((c, allowed_states(r, c.pending, self.cfg["min_end_round"])))
-        again: list[tuple[Conversation, list[str]]] = []
-        chosen: list[tuple[Conversation, tuple[str, str]]] = []
-        for (c, states), pick in zip(to_switch, self._switch(to_switch)):
-            if pick[0] == END:
-                c.end_votes += 1
-                if c.end_votes >= self.cfg["end_votes"]:
-                    c.done = True
-                else:  # END must be chosen again in a LATER round: this round asks one more question
-                    again.append((c, [s for s in states if s != END]))
-            else:
-                chosen.append((c, pick))
-        chosen += list(zip([c for c, _ in again], self._switch(again)))
+                states = allowed_states(r, c.pending, self.cfg["min_end_round"], bool(c.bank.relevant))
+                to_switch.append((c, states))
+        chosen: list[tuple[Conversation, tuple[str, str | None]]] = []
+        # END is confirmed in the SAME round, as in CEDI's code: the switch is asked again and must say END again
+        # (end_votes times in a row); any other choice is asked instead. A conversation can so end after
+        # min_end_round turns.
+        pending = to_switch
+        while pending:
+            again = []
+            for (c, states), pick in zip(pending, self._switch(pending)):
+                if pick[0] == END:
+                    c.end_votes += 1
+                    if c.end_votes >= self.cfg["end_votes"]:
+                        c.done = True
+                    else:
+                        again.append((c, states))
+                else:
+                    c.end_votes = 0
+                    chosen.append((c, pick))
+            pending = again
         for c, (state, source) in chosen:
             q = self._make(c, state, c.pending)
             q.switch_source = source
@@ -524,18 +556,20 @@ class Examiner:
 
     def _make(self, c: Conversation, state: str, prev: Question | None) -> Question:
         bank = c.bank
-        if state == "regular":
+        q = None
+        if state == "follow_up" and prev is not None:
+            q = bank.follow_up(c.rng, prev)
+        elif state == "adversarial":
+            q = bank.adversarial(c.rng)
+        elif state == "unanswerable":
+            q = bank.unanswerable(c.rng)
+        honoured = q is not None or state == "regular"
+        if q is None:  # regular, or a choice that cannot be honoured (e.g. no absent object left): a regular question
             q = bank.regular(c.rng, c.context)
             if len(c.turns) == 0:  # round 0 carries the context, as the paper's examiner opens with the user's goal
                 q.text = f"{c.context.background} {c.context.user_goal} {q.text}"
-            return q
-        if state == "follow_up" and prev is not None:
-            return bank.follow_up(c.rng, prev)
-        if state == "adversarial":
-            return bank.adversarial(c.rng) or bank.regular(c.rng, c.context)
-        if state == "unanswerable":
-            return bank.unanswerable(c.rng) or bank.regular(c.rng, c.context)
-        return bank.regular(c.rng, c.context)
+        q.switch_choice, q.switch_honoured = state, honoured
+        return q
 
     def run(
         self,
@@ -598,6 +632,8 @@ class Examiner:
                 "question": q.text,
                 "question_source": q.source,
                 "switch_source": q.switch_source,
+                "switch_choice": q.switch_choice if q.switch_source else None,
+                "switch_honoured": q.switch_honoured if q.switch_source else None,
                 "answer": answer,
                 "answer_label": tc.label,
                 "truth": q.truth,

@@ -15,7 +15,16 @@ from typing import Any, Mapping, Sequence
 from ..io import dumps_json, write_text
 from ..progress import progress
 from .ged import scene_graph_ged
-from .parser import Vocabulary, delta_con, llm_parse, predicted_graph, turn_claims
+from .parser import (
+    Vocabulary,
+    delta_con,
+    expected_answer,
+    judge_messages,
+    llm_parse,
+    parse_judgement,
+    predicted_graph,
+    turn_claims,
+)
 from .scene_graph import NAME_SOURCES, SceneGraph, Synonyms
 
 PER_TURN_SCHEMA = {
@@ -105,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 # The paper's error analysis ("What the errors look like"): hallucinated object / wrong attribute / wrong relation /
-# others (e.g. hallucinated reasoning). A hallucinated turn whose claims name no scene-graph element is "other".
+# others (e.g. hallucinated reasoning: the rule judge's accepted false premise that the answer only reasons about,
+# or the LLM judge's own "other").
 ERROR_TYPES = ("object", "attribute", "relation", "other")
 
 
@@ -152,6 +162,73 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 6) if values else None
 
 
+def _judged_by(configured: str, counts: Mapping[str, int], unit: str) -> dict:
+    """Which judge produced a number: `judge` = llm | rule | mixed, with the count of `unit`s per judge."""
+    used = {k: v for k, v in sorted(counts.items()) if v}
+    kinds = {"llm" if k == "llm" else "rule" for k in used if k != "none"}
+    judge = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else configured)
+    return {"judge": judge, "configured": configured, "used": used, "unit": unit}
+
+
+def _judges_of(rows: Sequence[Mapping[str, Any]], turns: Sequence[Mapping[str, Any]], configured: str) -> dict:
+    graph = _judged_by(configured, _sources(rows, "parser"), "conversation")
+    per_turn = _judged_by(configured, _sources(turns, "judge"), "turn")
+    return {
+        **{k: graph for k in ("ged", "ged_hal", "ged_miss")},
+        **{k: per_turn for k in ("sg_delta_con", "hallucination_rate", "error_types")},
+    }
+
+
+def _turn_claims(t: Mapping[str, Any], vocab: Vocabulary):
+    return turn_claims(t["answer"] or "", list(t["premise"] or []), t["probe"], vocab)
+
+
+def _rule_claims(t: Mapping[str, Any], vocab: Vocabulary) -> list:
+    return _turn_claims(t, vocab).claims
+
+
+def judge_turns(
+    convos: Mapping[str, Sequence[Mapping[str, Any]]],
+    truths: Mapping[str, SceneGraph],
+    vocab: Vocabulary,
+    llm=None,
+) -> dict[str, list[tuple[dict, list]]]:
+    """Per conversation, each turn with its judgement (`hallucinated`, `hallucination_kind`, `judge`) and claims.
+
+    Rule (no `llm`): the examiner's rule judgement recorded in the transcript and the rule parser's claims. LLM: one
+    judge request per answered turn (truth graph, the examiner's correct answer, question, answer; one chat_batch
+    for all), validated by `parse_judgement`; a reply that does not follow the format falls back to the rule
+    judgement (`judge: rule_fallback`). An empty answer is never sent to a judge (`judge: none`, not judged)."""
+    out: dict[str, list[tuple[dict, list]]] = {}
+    asks: list[tuple[str, int, list[dict]]] = []
+    for cid, ts in convos.items():
+        rows = []
+        for t in ts:
+            tc = _turn_claims(t, vocab)
+            row = {**t, "judge": "rule"}
+            if tc.label == "empty":
+                row.update(hallucinated=None, hallucination_kind=None, judge="none")
+            elif llm is not None:
+                expected = expected_answer(t.get("truth"), bool(t.get("false_premise")))
+                asks.append(
+                    (cid, len(rows), judge_messages(truths[str(t["image_id"])], t["question"], t["answer"], expected))
+                )
+                row["judge"] = "rule_fallback"  # until a valid reply replaces it
+            rows.append((row, tc.claims))
+        out[cid] = rows
+    if asks:
+        replies = list(llm.chat_batch([m for _, _, m in asks]))
+        replies += [""] * (len(asks) - len(replies))
+        for (cid, i, _), reply in zip(asks, replies):
+            got = parse_judgement(reply, vocab.synonyms, ERROR_TYPES)
+            if got is not None:
+                row, _ = out[cid][i]
+                hal, kind, claims = got
+                row.update(hallucinated=hal, hallucination_kind=kind, judge="llm")
+                out[cid][i] = (row, claims)
+    return out
+
+
 def grade_transcripts(
     turns: Sequence[Mapping[str, Any]],
     truths: Mapping[str, SceneGraph],
@@ -179,19 +256,24 @@ def grade_transcripts(
     convos: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for t in turns:
         convos[str(t["conversation_id"])].append(t)
+    for cid, ts in convos.items():
+        ts.sort(key=lambda t: int(t["turn"]))
+        if str(ts[0]["image_id"]) not in truths:
+            raise InputError(f"conversation {cid!r}: no truth graph for image {ts[0]['image_id']!r}")
+    judged = judge_turns(convos, truths, vocab, llm if use_llm else None)
+    turns = [row for cid in sorted(judged) for row, _ in judged[cid]]
     rows, preds = [], {}
     for cid in progress(sorted(convos), desc="cedi grade"):
-        ts = sorted(convos[cid], key=lambda t: int(t["turn"]))
+        ts = [row for row, _ in judged[cid]]
+        claims = [c for _, c in judged[cid]]
         image_id = str(ts[0]["image_id"])
-        if image_id not in truths:
-            raise InputError(f"conversation {cid!r}: no truth graph for image {image_id!r}")
-        claims = [turn_claims(t["answer"] or "", list(t["premise"] or []), t["probe"], vocab).claims for t in ts]
         pred, parser_used = None, "rule"
         if use_llm:
             pred = llm_parse(llm, [(t["question"], t["answer"] or "") for t in ts])
             parser_used = "llm" if pred is not None else "rule_fallback"
         if pred is None:
-            pred = predicted_graph(claims, policy)
+            # the rule parser's graph (its claims, not the LLM judge's), so `parser` says truthfully who built it
+            pred = predicted_graph([_rule_claims(t, vocab) for t in ts] if use_llm else claims, policy)
         ged = scene_graph_ged(
             truths[image_id], pred, synonyms=vocab.synonyms, timeout=timeout, solver=solver, instances=instances
         )
@@ -236,6 +318,7 @@ def grade_transcripts(
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
             "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
             "error_types": error_types(sel),
+            "judged_by": _judges_of(rs, sel, configured_parser),
         }
         if norm:
             for k in ("ged", "ged_hal", "ged_miss"):
@@ -273,12 +356,24 @@ def grade_transcripts(
             "used": _sources(cedi_turns, "question_source"),
         },
         "switch": {"configured": settings.get("switch", "random"), "used": _sources(cedi_turns, "switch_source")},
+        "turn_judge": {"configured": configured_parser, "used": _sources(turns, "judge")},
     }
     for key in ("question_writer", "switch"):
         used = fallbacks[key]["used"]
         fallbacks[key]["fell_back"] = (
             sum(v for k, v in used.items() if k != "llm") if fallbacks[key]["configured"] == "llm" else 0
         )
+    judges = fallbacks["turn_judge"]["used"]
+    fallbacks["turn_judge"]["fell_back"] = (
+        sum(v for k, v in judges.items() if k not in ("llm", "none")) if configured_parser == "llm" else 0
+    )
+    # a switch choice the examiner could not honour (e.g. adversarial with no absent object left): asked as a
+    # regular question, counted here by what was chosen
+    unhonoured = [t for t in cedi_turns if t.get("switch_honoured") is False]
+    fallbacks["switch"]["unhonoured"] = len(unhonoured)
+    fallbacks["switch"]["unhonoured_choices"] = _sources(unhonoured, "switch_choice")
+    judged_by = dict(headline.get("judged_by", {}))
+    judged_by["error_types"] = _judged_by(configured_parser, _sources(cedi_turns, "judge"), "turn")
     grades = {
         # headline numbers = the CEDI examiner with history (the paper's main setting), top level for scorecards
         "headline": headline_key,
@@ -297,6 +392,8 @@ def grade_transcripts(
             "switch": settings.get("switch", "random"),
             "question_writer": settings.get("question_writer", "template"),
         },
+        # which judge produced each headline number (ged*: the scene-graph parser; the rest: the per-turn judge)
+        "judged_by": judged_by,
         "fallbacks": fallbacks,
         "error_types": error_types(cedi_turns),
         "stand_in": stand_in,

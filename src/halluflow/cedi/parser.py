@@ -322,10 +322,19 @@ def extract(text: str, vocab: Vocabulary) -> list[tuple[str, bool]]:
 # ---- per-turn claims and judgements ----------------------------------------------------------------------------------
 
 
+# An answer that justifies ("because it is tired", "it is likely ..."): with an accepted false premise that it never
+# restates, the hallucination is the reasoning itself - the paper's error type "other" (e.g. hallucinated reasoning).
+_REASONING = re.compile(
+    r"\b(because|since|due to|so that|in order to|(this|that) is why|the reason|likely|probably|must be)\b"
+)
+
+
 @dataclass
 class TurnClaims:
     label: str
     claims: list[tuple[str, bool]]  # (element, polarity), premise/probe first, then mentions
+    restates_premise: bool = False  # the answer itself asserts an element of the question's premise
+    reasons: bool = False  # the answer gives a justification (_REASONING)
 
 
 def turn_claims(answer: str, premise: Sequence[str], probe: str | None, vocab: Vocabulary) -> TurnClaims:
@@ -350,7 +359,9 @@ def turn_claims(answer: str, premise: Sequence[str], probe: str | None, vocab: V
     claims += mentions
     # implied objects: asserting "the dog is brown" asserts the dog
     claims += [(o, True) for el, pos in list(claims) if pos for o in implied(el)]
-    return TurnClaims(label, claims)
+    restates = bool({el for el, pos in mentions if pos} & set(premise))
+    reasons = bool(_REASONING.search((answer or "").lower()))
+    return TurnClaims(label, claims, restates, reasons)
 
 
 @dataclass
@@ -415,10 +426,14 @@ def judge_turn(
     if tc.label == "refuse":
         return False, None  # asserts nothing: correct on a false premise, lost coverage (not hallucination) elsewhere
     if false_premise:
-        # correct behaviour = reject the premise (or refuse); answering as if it held is the hallucination
-        accepted = tc.label not in {"reject", "no"}
-        kind = split_el(tc.claims[0][0])[0] if accepted and tc.claims else None
-        return accepted, kind
+        # correct behaviour = reject the premise (or refuse); answering as if it held is the hallucination: of the
+        # premise's kind when the answer restates it ("the cat on the desk is black"), "other" when it only reasons
+        # about it ("Because it is tired." to "Why is the dog sitting?": hallucinated reasoning)
+        if tc.label in {"reject", "no"}:
+            return False, None
+        if tc.reasons and not tc.restates_premise or not tc.claims:
+            return True, "other"
+        return True, split_el(tc.claims[0][0])[0]
     for el, pos in tc.claims:
         if pos:
             kind = truth.contradiction(el, vocab)
@@ -498,6 +513,85 @@ def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
         return None
 
 
+LLM_JUDGE_SYSTEM = (
+    "You grade one turn of a conversation between a user and an assistant about one image. You get the image's true "
+    "scene graph, what the correct answer is when known, the user's question and the assistant's answer. The answer "
+    "hallucinates when it states or accepts (also a false premise of the question) an object, attribute or relation "
+    "the scene graph does not support, or reasons about something the image cannot show. Reply with JSON only: "
+    '{"hallucinated": true, "type": "object", "claims": [{"object": "cat", "present": true}, '
+    '{"object": "dog", "attribute": "brown", "present": true}, '
+    '{"subject": "dog", "predicate": "on", "object": "sofa", "present": false}]} '
+    "with hallucinated true or false (null only when the answer says nothing that can be judged), type one of "
+    "object, attribute, relation, other (e.g. hallucinated reasoning) when hallucinated and null otherwise, and "
+    "claims = every scene-graph element the answer asserts (present true) or denies (present false)."
+)
+
+
+def graph_text(graph: SceneGraph) -> str:
+    """A scene graph as the judge reads it: `dog (brown); park; dog in park`."""
+    by_id = {o.id: o.name for o in graph.objects}
+    parts = [f"{o.name} ({', '.join(o.attributes)})" if o.attributes else o.name for o in graph.objects]
+    parts += [f"{by_id[r.subject]} {r.predicate} {by_id[r.object]}" for r in graph.relations]
+    return "; ".join(parts) or "(nothing)"
+
+
+def judge_messages(truth: SceneGraph, question: str, answer: str, expected: str | None) -> list[dict]:
+    user = f"Scene graph: {graph_text(truth)}\n"
+    if expected:
+        user += f"Correct answer: {expected}\n"
+    return [
+        {"role": "system", "content": LLM_JUDGE_SYSTEM},
+        {"role": "user", "content": f"{user}Question: {question}\nAnswer: {answer}"},
+    ]
+
+
+def expected_answer(truth: str | None, false_premise: bool) -> str | None:
+    """What the examiner knows the correct answer is (CEDI's examiner keeps a ground-truth answer per question)."""
+    if false_premise:
+        return "the question's premise is false; a correct answer rejects it or declines to answer"
+    return truth if truth in {"yes", "no"} else None
+
+
+def parse_judgement(
+    reply: str, synonyms: Synonyms, kinds: Sequence[str]
+) -> tuple[bool | None, str | None, list[tuple[str, bool]]] | None:
+    """(hallucinated, kind, claims) from an LLM judge reply; None when it does not follow the format (the caller
+    falls back to the rule judgement and counts it)."""
+    data = parse_json_reply(reply)
+    if not isinstance(data, dict) or "hallucinated" not in data:
+        return None
+    hal, kind, raw = data["hallucinated"], data.get("type"), data.get("claims", [])
+    if hal is not None and not isinstance(hal, bool):
+        return None
+    if hal:
+        if kind not in kinds:
+            return None
+    elif kind not in (None, "", "none"):
+        return None
+    if not isinstance(raw, list):
+        return None
+    claims: list[tuple[str, bool]] = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("present"), bool):
+            return None
+        words = {k: item.get(k) for k in ("subject", "predicate", "object", "attribute")}
+        given = {k: v for k, v in words.items() if v is not None}
+        if not all(isinstance(v, str) and normalize(v) for v in given.values()):
+            return None
+        if set(given) == {"subject", "predicate", "object"}:
+            s_, p_, o_ = synonyms.object_name(given["subject"]), synonyms.predicate(given["predicate"]), given["object"]
+            el = rel_el(s_, p_, synonyms.object_name(o_))
+        elif set(given) == {"object", "attribute"}:
+            el = attr_el(synonyms.object_name(given["object"]), normalize(given["attribute"]))
+        elif set(given) == {"object"}:
+            el = obj_el(synonyms.object_name(given["object"]))
+        else:
+            return None
+        claims.append((el, item["present"]))
+    claims += [(o, True) for el, pos in list(claims) if pos for o in implied(el)]
+    return hal, (kind if hal else None), claims
+
+
 def parse_json_reply(reply: str) -> Any:
     """First JSON object in an LLM reply (models wrap JSON in prose or ``` fences); None if there is none."""
     if not isinstance(reply, str):
@@ -523,6 +617,9 @@ __all__ = [
     "predicted_graph",
     "delta_con",
     "llm_parse",
+    "judge_messages",
+    "expected_answer",
+    "parse_judgement",
     "parse_json_reply",
     "obj_el",
     "attr_el",

@@ -48,6 +48,8 @@ TRANSCRIPT_SCHEMA = {
     "question": "str",
     "question_source": "str",
     "switch_source": "str",
+    "switch_choice": "str",
+    "switch_honoured": "bool",
     "answer": "str",
     "answer_label": "str",
     "truth": "str",
