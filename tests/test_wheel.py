@@ -157,10 +157,10 @@ def test_halluflow_is_imported_from_the_wheel(wheel_venv):
     inside = lambda p: Path(p).resolve().is_relative_to(site)  # noqa: E731
     assert inside(got["file"]) and inside(got["schema"]) and inside(got["frequency"]), got
     assert Path(got["typed"]).is_file() and inside(got["typed"])  # PEP 561 marker shipped
-    # The checkout is not on the path, and no entry but the fresh venv's site-packages holds a halluflow package.
+    # The checkout is not on the path: no entry is the repository or its src/, nor holds the checkout's package.
     entries = [Path(p).resolve() for p in got["path"] if p]
     assert REPO not in entries and REPO / "src" not in entries
-    assert [p for p in entries if (p / "halluflow").exists()] == [site]
+    assert not [p for p in entries if (p / "halluflow").resolve() == REPO / "src" / "halluflow"]
     # The shipped seed graph (315 nodes, resources/README.md) and the workflow's default graph inputs, read from
     # the installed package when the working directory is not a checkout.
     assert got["nodes"] == 315
@@ -239,3 +239,34 @@ def test_workflow_names_a_shipped_file_by_its_local_copy_only_when_it_is_the_sam
     assert graph_source_files(config) == [*local[:2], shipped[2]]
     config["ode"]["graph"]["source"]["path"] = "my_seed"  # a path the user writes stays theirs
     assert graph_source_files(config)[1:] == ["my_seed/nodes.tsv", "my_seed/edges.tsv"]
+
+
+@pytest.mark.parametrize(
+    "found, message",
+    [
+        (ModuleNotFoundError("No module named 'halluflow._resources'"), r"not installed; reinstall halluflow"),
+        ("zip", r"is not a folder on disk .*install halluflow unzipped"),
+    ],
+)
+def test_missing_package_data_is_one_line(tmp_path, monkeypatch, found, message):
+    """An editable install older than the mapped folders (its finder does not know them), or a zipped install: one
+    line saying what to do, instead of a path into nowhere."""
+    import zipfile
+
+    from halluflow import resources
+    from halluflow.errors import HalluflowError
+
+    def files(package):
+        if isinstance(found, Exception):
+            raise found
+        with zipfile.ZipFile(tmp_path / "halluflow.zip", "w") as z:
+            z.writestr("halluflow/_resources/vocab/environments.txt", "sky\n")
+        return zipfile.Path(tmp_path / "halluflow.zip", "halluflow/_resources/")
+
+    monkeypatch.setattr(resources, "files", files)
+    resources._root.cache_clear()
+    try:
+        with pytest.raises(HalluflowError, match=message):
+            resources.resource_path("vocab/environments.txt")
+    finally:
+        resources._root.cache_clear()  # later calls see the real package again
