@@ -456,6 +456,8 @@ def run(args) -> int:
     from .sources import load_source
 
     spec = _cli_spec(args)
+    # The name is a folder of the request cache: "../../x" would put the cache outside it.
+    safe_name(str(spec["name"]), "--name" if args.name else "model name")
     if args.source == "ode":
         from .ode.release import verify_release
 
@@ -469,8 +471,6 @@ def run(args) -> int:
     out = Path(args.out)
     cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
     lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
-    # The name is a folder of the request cache: "../../x" would put the cache outside it.
-    safe_name(str(spec["name"]), "--name" if args.name else "model name")
     if args.max_new_tokens:
         lengths["discriminative"] = args.max_new_tokens
     if args.max_new_tokens_generative:
