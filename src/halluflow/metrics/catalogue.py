@@ -497,6 +497,7 @@ def _metrics_entries() -> list[Metric]:
 def _caos_entries() -> list[Metric]:
     e = "embedders.{embedder}."
     cos = dict(low=-1, high=1, better=None, failed=CAOS_FAILED, unit="cosine")
+    ratio = dict(low=None, high=None, better=None, failed=CAOS_FAILED, unit="ratio")
     out = [
         Metric(
             "caos.caos_t",
@@ -550,25 +551,9 @@ def _caos_entries() -> list[Metric]:
             e + "caos_t_over_x",
             "CAOS_T / CAOS_X (null when CAOS_X is 0 or undefined)",
             CAOS_REF,
-            None,
-            None,
-            None,
-            CAOS_FAILED,
-            unit="ratio",
+            **ratio,
         ),
-        Metric(
-            "caos.caos_x_over_k",
-            "CAOS_X/K",
-            "caos",
-            e + "caos_x_over_k",
-            "CAOS_X / CAOS_K",
-            CAOS_REF,
-            None,
-            None,
-            None,
-            CAOS_FAILED,
-            unit="ratio",
-        ),
+        Metric("caos.caos_x_over_k", "CAOS_X/K", "caos", e + "caos_x_over_k", "CAOS_X / CAOS_K", CAOS_REF, **ratio),
         _count("caos.k", "k", "caos", e + "k", "number of frequent objects behind CAOS_K", CAOS_REF),
         _count(
             "caos.n_hallucinated",
