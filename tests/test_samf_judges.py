@@ -128,6 +128,15 @@ def test_minilm_similarity_and_a_vlm_judge_that_sees_the_image_end_to_end(tmp_pa
     )
     # One SHR and one GHS call per answer, plus GHR's judge branch for free-form answers that reach it.
     assert info["judge"] == "vlm" and info["judge_calls"] >= 2 * len(answered) and info["judge_failures"] >= fallbacks
+    # The record next to the numbers names each model: the stand-in judge (its marker), MiniLM, the OWLv2 oracle.
+    models = info["models"]
+    judge = models["judge"]["model"]
+    assert (judge["name"], judge["backend"], judge["model"]) == ("tiny-judge", "transformers", str(stand_ins["vlm"]))
+    assert judge["stand_in"] is True and judge["loaded"] is True and models["ghr_judge"] == models["judge"]
+    assert models["similarity"]["model"]["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert models["similarity"]["model"]["revision"] and models["similarity"]["model"]["loaded"] is True
+    assert models["detector"]["model"] == str(stand_ins["owl"]) and models["detector"]["stand_in"] is True
+    assert models["verifier"] is None  # samf.verifier: rule
     # The failed request scores nothing.
     assert rows["110004"]["failed"] and rows["110004"]["ghr"] is None and rows["110004"]["ghs"] is None
     overall = P.compare(df, df).row(0, named=True)

@@ -223,6 +223,26 @@ def test_cli_score_ghr(tmp_path, capsys):
     assert "instance 999999, which is not in the instance file" in capsys.readouterr().err
 
 
+def test_cli_score_ghr_writes_out_and_names_its_similarity_model(tmp_path, capsys):
+    """`score ghr --out` writes the printed JSON (the README: every scorer has --out); the JSON names Sim_NLP's
+    model. Yes/no items never ask Sim_NLP: MiniLM is named from --similarity, not loaded to say so."""
+    (tmp_path / "u.json").write_text(json.dumps([yon("110001", "Yes", 5), yon("110002", "No", 1)]))
+    answers = [{"instance_id": "110001", "answer": "No."}, {"instance_id": "110002", "answer": "No"}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a) for a in answers))
+    base = ["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl")]
+    assert main([*base, "--out", str(tmp_path / "g.json")]) == 0
+    printed = capsys.readouterr().out
+    assert (tmp_path / "g.json").read_text() == printed
+    out = json.loads(printed)
+    assert out["ghr"] == 0.5 and out["similarity"] == "minilm"
+    similarity = out["judges"]["models"]["similarity"]
+    assert similarity["kind"] == "embedder"
+    assert (similarity["model"]["backend"], similarity["model"]["loaded"]) == ("minilm", False)
+    assert out["judges"]["models"]["judge"] is None and out["judges"]["models"]["verifier"] is None  # rule paths
+    assert main([*base, "--similarity", "trigram"]) == 0
+    assert json.loads(capsys.readouterr().out)["judges"]["models"]["similarity"] == {"kind": "trigram", "model": None}
+
+
 def test_llm_verifier_for_bhr_and_its_fallback():
     llm = ScriptedLLM(["The claim is CONTRADICTED by the reference answers.", "I don't know."])
     suite = M.MetricSuite(metrics=("ghr", "bhr"), verifier=M.LLMVerifier(llm))

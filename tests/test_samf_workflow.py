@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 from halluflow import registry
-from halluflow.backends.base import VLM, BackendInfo
+from halluflow.backends.base import LLM, VLM, BackendInfo
 from halluflow.config import load_config
-from halluflow.errors import ConfigError
+from halluflow.errors import ConfigError, InputError
 from halluflow.samf import workflow as W
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout: its config.yaml
@@ -198,3 +198,98 @@ def test_judge_backends_come_from_the_config_and_bad_names_are_refused():
     config["samf"]["judge_model"] = "gpt-judge"
     with pytest.raises(ConfigError, match="config key 'samf.judge_model': 'gpt-judge' is not a model in models"):
         check_semantics(config)
+
+
+class VerdictLLM(LLM):
+    """A verifier backend defined here: every claim is ENTAILED, so BHR is 0 wherever it is asked."""
+
+    calls = 0
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+    def describe(self):
+        return BackendInfo("llm", "verdict", "verdict-judge", revision="r1", stand_in=True)
+
+    def chat(self, messages):
+        VerdictLLM.calls += 1
+        return "ENTAILED"
+
+
+registry.LLMS.register("samf-test-verdict", "test_samf_workflow:VerdictLLM")
+
+
+def test_bhr_reward_is_judged_by_the_configured_verifier(setup):
+    """reward_metric: bhr with samf.verifier: llm trains on the LLM's verdicts (before: the rule verifier, whatever
+    samf.verifier said). The rule verifier sees the sycophant's wrong yes/no answers under the learnt policy (BHR > 0);
+    the LLM verifier entails every claim, so its reward is 0."""
+    samf, root = setup
+    o = root / "bhr"
+    W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
+    args = (o / "instances.json", o / "split.parquet", SPEC, "existence_YON", None, root, None, 3)
+    W.run_train(dict(samf, reward_metric="bhr"), *args, o / "rule.json")
+    rule = json.loads((o / "rule.json").read_text())
+    assert rule["full_reward"] > 0.0 and rule["judges"]["models"]["verifier"] is None
+    VerdictLLM.calls = 0
+    judged = dict(samf, reward_metric="bhr", verifier="llm")
+    W.run_train(judged, *args, o / "llm.json", judges={"llm": {"backend": "samf-test-verdict"}})
+    trained = json.loads((o / "llm.json").read_text())
+    assert VerdictLLM.calls > 0 and trained["full_reward"] == 0.0
+    assert trained["reward_metric"] == "bhr" and trained["judges"]["verifier"] == "llm"
+    verifier = trained["judges"]["models"]["verifier"]
+    assert verifier["asked"] == VerdictLLM.calls
+    assert {k: verifier["model"][k] for k in ("backend", "model", "revision", "stand_in")} == {
+        "backend": "verdict",
+        "model": "verdict-judge",
+        "revision": "r1",
+        "stand_in": True,
+    }
+
+
+def test_every_summary_names_its_judges(setup):
+    """comparison.json, the standard / fuzzed / dynamic tables (parquet metadata), policies.json and each training
+    record say which judge, verifier, Sim_NLP and detector produced them: kind, backend, model id, revision and
+    stand_in, and `loaded: false` for a configured backend no call needed (named from its config spec)."""
+    samf, root = setup
+    samf = dict(samf, verifier="llm", reward_metric="bhr", similarity={"backend": "minilm", "revision": "v9"})
+    judges = {"llm": {"backend": "samf-test-verdict", "model": "verdict-judge"}}
+    o = root / "rec"
+    W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
+    common = (o / "instances.json", o / "split.parquet")
+    W.run_standard(samf, *common, SPEC, None, root, None, o / "standard.parquet", judges=judges)
+    groups = W.groups_for(samf)
+    for g in groups:
+        W.run_train(samf, *common, SPEC, g, None, root, None, 3, o / "train" / f"{g}.json", judges=judges)
+    outs = [o / "policies.json", o / "fuzzed.parquet", o / "fuzzed_instances.json", o / "dynamic.parquet"]
+    trained = [o / "train" / f"{g}.json" for g in groups]
+    W.run_fuzzed(samf, *common, trained, SPEC, None, root, None, 3, o, *outs, judges=judges)
+    W.run_compare(
+        o / "standard.parquet", o / "fuzzed.parquet", "syco", o / "c.parquet", o / "c.json", o / "dynamic.parquet"
+    )
+    summary = json.loads((o / "c.json").read_text())
+    assert set(summary["judges"]) == {"standard", "dynamic", "fuzzed"}
+    for setting, record in summary["judges"].items():
+        assert record == W.read_judges(o / f"{setting}.parquet"), setting
+        models = record["models"]
+        assert models["judge"] is None and models["ghr_judge"] is None  # samf.judge: rule
+        assert models["verifier"]["model"]["backend"] == "verdict" and models["verifier"]["model"]["loaded"]
+        assert models["verifier"]["asked"] > 0  # YON items: one claim per answer, each verified
+        # YON items never ask Sim_NLP, so MiniLM was never loaded: named from samf.similarity, not loaded to say so.
+        assert models["similarity"] == {
+            "kind": "embedder",
+            "model": {
+                "role": "embedder",
+                "backend": "minilm",
+                "model": None,
+                "revision": "v9",
+                "stand_in": False,
+                "loaded": False,
+            },
+        }
+    assert W.read_judges(o / "c.parquet") == summary["judges"]
+    assert json.loads((o / "policies.json").read_text())["judges"] == summary["judges"]["fuzzed"]
+    assert all(json.loads(p.read_text())["judges"]["verifier"] == "llm" for p in trained)
+    # A table that records no judges is refused at compare time, in one line naming it.
+    pl.read_parquet(o / "standard.parquet").write_parquet(o / "bare.parquet")
+    with pytest.raises(InputError, match=r"bare.parquet: records no judges"):
+        W.run_compare(o / "bare.parquet", o / "fuzzed.parquet", "syco", o / "d.parquet", o / "d.json")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -63,20 +63,55 @@ def parse_verdict(reply: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- judges
+def _is_factory(backend, method: str) -> bool:
+    return callable(backend) and not hasattr(backend, method)
+
+
 def _built(backend, method: str):
     """`backend`, or what a zero-argument factory returns: judges, detectors and embedders load on first use, so
     a configured one that no job asks (a training job never scores SHR/GHS) costs nothing."""
-    return backend() if callable(backend) and not hasattr(backend, method) else backend
+    return backend() if _is_factory(backend, method) else backend
+
+
+def backend_record(backend, method: str, spec: Mapping | None = None, role: str = "") -> dict:
+    """Which model a judge, verifier, Sim_NLP embedder or detector oracle is: backend, model id, revision and
+    stand_in, recorded next to the numbers it produced.
+
+    A built backend describes itself; one never built (no job asked it) is named from its config spec, without
+    loading it (`loaded: false`). The spec's `stand_in` flag, or a stand-in marker in the model folder, marks it too."""
+    from ..standins import standin_info
+
+    spec = dict(spec or {})
+    args = dict(spec.get("args") or {})
+    loaded = backend is not None and not _is_factory(backend, method)
+    if loaded:
+        info = backend.describe().as_dict()
+    else:
+        info = {
+            "role": role,
+            "backend": spec.get("backend"),
+            "model": args.get("model", spec.get("model")),
+            "revision": args.get("revision", spec.get("revision")),
+            "stand_in": False,
+        }
+    model = info.get("model")
+    marked = isinstance(model, str) and bool(model) and standin_info(model) is not None
+    info["stand_in"] = bool(info.get("stand_in") or spec.get("stand_in") or marked)
+    if spec.get("name"):
+        info["name"] = spec["name"]
+    return {**info, "loaded": loaded}
 
 
 class Judge:
     """Asks a judge backend one prompt and parses the reply; counts calls and failures for the summary."""
 
     kind = ""
+    method = ""  # the backend method this judge calls (tells a built backend from its factory)
 
-    def __init__(self) -> None:
+    def __init__(self, spec: Mapping | None = None) -> None:
         self.asked = 0
         self.failed = 0
+        self.spec = spec  # the config spec the backend comes from: names it in summaries before it is loaded
 
     def _reply(self, prompt: str, image_path: str | None) -> str | None:
         raise NotImplementedError
@@ -97,15 +132,26 @@ class Judge:
     def stats(self) -> dict:
         return {"kind": self.kind, "asked": self.asked, "failed": self.failed}
 
+    def _backend(self):
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """stats() and the judge's model (backend_record): what a summary file records about this judge."""
+        return {**self.stats(), "model": backend_record(self._backend(), self.method, self.spec, self.kind)}
+
 
 class TextJudge(Judge):
     """The judge as a text `llm` backend: it reads the question, answers and response, never the image."""
 
     kind = "llm"
+    method = "chat"
 
-    def __init__(self, llm) -> None:
-        super().__init__()
+    def __init__(self, llm, spec: Mapping | None = None) -> None:
+        super().__init__(spec)
         self._llm = llm
+
+    def _backend(self):
+        return self._llm
 
     @property
     def llm(self):
@@ -121,11 +167,15 @@ class VisualJudge(Judge):
     response against the pixels (GHS(y | I, G, N), eq. 30), not only against the annotated answers."""
 
     kind = "vlm"
+    method = "answer"
 
-    def __init__(self, vlm, max_new_tokens: int = 96) -> None:
-        super().__init__()
+    def __init__(self, vlm, max_new_tokens: int = 96, spec: Mapping | None = None) -> None:
+        super().__init__(spec)
         self._vlm, self.max_new_tokens = vlm, int(max_new_tokens)
         self._digests: dict[str, str] = {}
+
+    def _backend(self):
+        return self._vlm
 
     @property
     def vlm(self):
@@ -179,9 +229,13 @@ class EmbedderSimilarity:
 
     name = "embedder"
 
-    def __init__(self, embedder):
+    def __init__(self, embedder, spec: Mapping | None = None):
         self._embedder = embedder
+        self.spec = spec
         self._vectors: dict[str, np.ndarray] = {}
+
+    def describe(self) -> dict:
+        return {"kind": self.name, "model": backend_record(self._embedder, "embed", self.spec, "embedder")}
 
     @property
     def embedder(self):
@@ -209,8 +263,9 @@ class DetectorOracle:
     detector is asked for candidate object names; a name found at >= threshold is a visual fact, one not found
     is evidence of absence that contradicts a claim stating it. One detector call per (image, label set)."""
 
-    def __init__(self, detector, threshold: float = 0.3, max_labels: int = 16):
+    def __init__(self, detector, threshold: float = 0.3, max_labels: int = 16, spec: Mapping | None = None):
         self._detector, self.threshold, self.max_labels = detector, float(threshold), int(max_labels)
+        self.spec = spec
         self._cache: dict[tuple[str, tuple[str, ...]], dict] = {}
         self.calls = 0
         self.failed = 0
@@ -252,5 +307,6 @@ class DetectorOracle:
         return self._cache[key]
 
     def describe(self) -> dict:
-        info = self.detector.describe()
-        return {**info.as_dict(), "threshold": self.threshold, "calls": self.calls, "failed": self.failed}
+        """The detector's model (not loaded just to be named) with the oracle's settings and counts."""
+        info = backend_record(self._detector, "detect", self.spec, "detector")
+        return {**info, "threshold": self.threshold, "calls": self.calls, "failed": self.failed}

@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io import dumps_json, read_jsonl
+from ..io import read_jsonl
 from ..metrics.parsers import add_max_failed_argument, check_failed, is_failed
 from ..metrics.parsers import parse_yes_no as shared_yes_no
 from .judges import EmbedderSimilarity, as_judge, parse_score, parse_true_false, parse_verdict  # noqa: F401 (re-exported)
@@ -86,6 +86,9 @@ class LexicalSimilarity:
     """Cosine of character 3-gram counts: a deterministic, model-free Sim_NLP for the offline default."""
 
     name = "lexical"
+
+    def describe(self) -> dict:
+        return {"kind": "trigram", "model": None}  # model-free: nothing to name
 
     @staticmethod
     def _grams(text: str) -> dict[str, int]:
@@ -428,7 +431,7 @@ def similarity_from_config(spec) -> Similarity:
     if isinstance(spec, dict) and "backend" in spec:
         from .. import registry
 
-        return EmbedderSimilarity(lambda: registry.create("embedder", spec))
+        return EmbedderSimilarity(lambda: registry.create("embedder", spec), spec)
     if hasattr(spec, "embed"):
         return EmbedderSimilarity(spec)
     raise ConfigError(
@@ -496,18 +499,44 @@ class MetricSuite:
 
     def describe(self) -> dict:
         """What judged this run (recorded next to the numbers)."""
-        judges = {
-            id(j): j
-            for j in (self.judge, getattr(self.scorer.judge, "judge", None), getattr(self.verifier, "judge", None))
-            if j is not None
-        }
+        judges = self._judges()
         return {
             "similarity": getattr(self.scorer.similarity, "name", type(self.scorer.similarity).__name__),
             "ghr_judge": getattr(self.scorer.judge, "name", "rule"),
             "verifier": getattr(self.verifier, "name", "rule"),
             "judge": self.judge.kind if self.judge is not None else "rule",
-            "judge_calls": sum(j.asked for j in judges.values()),
-            "judge_failures": sum(j.failed for j in judges.values()),
+            "judge_calls": sum(j.asked for j in judges),
+            "judge_failures": sum(j.failed for j in judges),
+            "models": self.models(),
+        }
+
+    def _judges(self) -> list:
+        found = (self.judge, getattr(self.scorer.judge, "judge", None), getattr(self.verifier, "judge", None))
+        return list({id(j): j for j in found if j is not None}.values())
+
+    def reset_counts(self) -> None:
+        """Zero the judges' and the detector's call counts: the next describe() counts one setting's calls only."""
+        for j in self._judges():
+            j.asked = j.failed = 0
+        if self.detector is not None:
+            self.detector.calls = self.detector.failed = 0
+
+    def models(self) -> dict:
+        """The model behind each role (backend, model id, revision, stand_in; None for a rule path): the judge of
+        SHR/GHS, GHR's judge branch, BHR's verifier, Sim_NLP and the detector oracle. One judge may fill several
+        roles; its asked/failed counts are all its calls."""
+
+        def of(judge) -> dict | None:
+            return judge.describe() if judge is not None else None
+
+        similarity = self.scorer.similarity
+        return {
+            "judge": of(self.judge),
+            "ghr_judge": of(getattr(self.scorer.judge, "judge", None)),
+            "verifier": of(getattr(self.verifier, "judge", None)),
+            "similarity": similarity.describe()
+            if hasattr(similarity, "describe")
+            else {"kind": "custom", "model": None},
             "detector": self.detector.describe() if self.detector is not None else None,
         }
 
@@ -595,7 +624,10 @@ CLI_DESCRIPTION = (
 )
 CLI_EPILOG = """examples:
   halluflow score ghr --instances unihall.json --answers answers.jsonl
-  halluflow score ghr --instances unihall.json --answers answers.jsonl --metrics ghr,bhr --tau3 0.6"""
+  halluflow score ghr --instances unihall.json --answers answers.jsonl --metrics ghr,bhr --tau3 0.6
+  halluflow score ghr --instances unihall.json --answers answers.jsonl --similarity trigram --out ghr.json
+
+The JSON names the models that scored it under "judges" (Sim_NLP's embedder: backend, model id, revision)."""
 
 
 def configure(parser) -> None:
@@ -615,6 +647,7 @@ def configure(parser) -> None:
     )
     parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
     add_max_failed_argument(parser)
+    parser.add_argument("--out", help="also write the JSON to this file")
 
 
 def run(args) -> int:
@@ -626,8 +659,12 @@ def run(args) -> int:
         metrics.insert(0, "ghr")
     instances = load_instances(args.instances)
     answers = read_answers(args.answers, {i["instance_id"] for i in instances})
-    check_failed(
-        sum(a is None for a in answers.values()), len(answers), args.max_failed_fraction, f"score ghr {args.answers}"
+    check_failed(  # an instance with no answer line counts against the limit too (it was not scored)
+        sum(a is None for a in answers.values()),
+        len(instances),
+        args.max_failed_fraction,
+        f"score ghr {args.answers}",
+        n_missing=len(instances) - len(answers),
     )
     similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
     scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
@@ -637,7 +674,11 @@ def run(args) -> int:
     out["n_missing"] = len(instances) - len(rows)
     out["thresholds"] = {"tau1": args.tau1, "tau2": args.tau2, "tau3": args.tau3}
     out["similarity"] = args.similarity
+    # What scored these numbers (Sim_NLP named with its model; the rule judge and verifier need no model).
+    out["judges"] = MetricSuite(scorer, tuple(metrics)).describe()
     if args.per_item:
         out["items"] = rows
-    print(dumps_json(out), end="")
+    from ..metrics.pope import emit
+
+    emit(out, args.out)
     return 0

@@ -67,7 +67,8 @@ class PolicyEvaluator:
     """R(pi, D) = mean hallucination score of the model on D mutated by pi (eq. 19).
 
     Mutation seeds derive from (seed, instance, policy), so the same policy on the same instance is the same input;
-    results are memoised per (policy, instance) because re-asking a deterministic model teaches the bandit nothing."""
+    results are memoised per (policy, instance) because re-asking a deterministic model teaches the bandit nothing.
+    With metric `bhr` the claims are judged by `verifier` (samf.verifier; the rule verifier when None)."""
 
     def __init__(
         self,
@@ -78,11 +79,13 @@ class PolicyEvaluator:
         scorer: GHRScorer | None = None,
         metric: str = "ghr",
         distractors: Sequence[Image.Image] = (),
+        verifier=None,
     ):
         if metric not in REWARD_METRICS:
             raise InputError(f"reward metric {metric!r}; known: {', '.join(REWARD_METRICS)}")
         self.vlm, self.images_root, self.work_dir = vlm, Path(images_root), Path(work_dir)
         self.seed, self.scorer, self.metric = seed, scorer or GHRScorer(), metric
+        self.verifier = verifier
         self.distractors = list(distractors)
         self.cache: dict[tuple[str, str], dict] = {}
         self._capacity: int | None = None
@@ -96,8 +99,9 @@ class PolicyEvaluator:
     def _score(self, instance: dict, answer: str | None) -> tuple[float | None, int | None, str]:
         if answer is None:
             return None, None, "failed"
-        h, stage = self.scorer.score(instance, answer, original_image(instance, self.images_root))
-        value = float(h) if self.metric == "ghr" else bhr(instance, answer)[0]
+        image = original_image(instance, self.images_root)
+        h, stage = self.scorer.score(instance, answer, image)
+        value = float(h) if self.metric == "ghr" else bhr(instance, answer, self.verifier, image)[0]
         return value, h, stage
 
     def items(self, policy: Policy, batch: Sequence[dict]) -> list[dict]:
@@ -301,15 +305,17 @@ def train_group(
     seed: int,
     scorer: GHRScorer | None = None,
     metric: str = "ghr",
+    verifier=None,
 ) -> TrainResult:
-    """Train one (s, q) group's policy on its pilot (train) instances (C.4.3 / C.5)."""
+    """Train one (s, q) group's policy on its pilot (train) instances (C.4.3 / C.5); the reward is `metric`, scored
+    by `scorer` (GHR) or `verifier` (BHR's claims)."""
     train = [i for i in instances if group_of(i) == group and split.get(i["instance_id"]) == "train"]
     if not train:
         raise InputError(
             f"group {group}: no training instances (groups present: {', '.join(sorted({group_of(i) for i in instances}))})"
         )
     evaluator = PolicyEvaluator(
-        vlm, images_root, work_dir, seed, scorer, metric, load_distractors(instances, images_root)
+        vlm, images_root, work_dir, seed, scorer, metric, load_distractors(instances, images_root), verifier
     )
     return make_controller(controller_cfg, seed).train(group, train, evaluator)
 

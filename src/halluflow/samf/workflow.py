@@ -9,13 +9,14 @@ images; samf_compare -> comparison.parquet + .json (standard / dynamic / fuzzed 
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
-from ..io import read_json, safe_join, write_json, write_parquet
+from ..io import atomic_path, dumps_json, read_json, safe_join, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
 from .schema import group_of, load_instances, write_instances
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from .metrics import MetricSuite
 
 log = get_logger(__name__)
+
+# Key of the parquet metadata entry that names the judges, verifier, Sim_NLP and detector behind a results table.
+JUDGES_KEY = "halluflow.samf.judges"
 
 
 # ---------------------------------------------------------------------------------------------- instances
@@ -150,20 +154,29 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
                 f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured"
             )
         if key == "llm":
-            built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec))
+            built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec), spec=spec)
         else:
             from ..answer import ModelUnderTest
 
             # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
             model = ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache or "resources/models")
-            built[key] = VisualJudge(lambda model=model: model.backend, samf.get("judge_max_new_tokens", 96))
+            # Named from the resolved entry (a stand-in's folder included) until the judge is first asked.
+            resolved = {"name": model.name, "backend": model.backend_name, "args": model.args}
+            built[key] = VisualJudge(
+                lambda model=model: model.backend,
+                samf.get("judge_max_new_tokens", 96),
+                spec={**resolved, "stand_in": model.spec_stand_in},
+            )
     detector = samf.get("detector") or {}
     if detector.get("enabled"):
         if not judges.get("detector"):
             raise ConfigError("config key 'detection': samf.detector.enabled needs a detector backend")
         spec = judges["detector"]
         built["detector"] = DetectorOracle(
-            lambda: registry.create("detector", spec), detector.get("threshold", 0.3), detector.get("max_labels", 16)
+            lambda: registry.create("detector", spec),
+            detector.get("threshold", 0.3),
+            detector.get("max_labels", 16),
+            spec=spec,
         )
     return built
 
@@ -199,6 +212,23 @@ def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_
     return MetricSuite(scorer, tuple(samf["metrics"]), judge, verifier, built.get("detector"))
 
 
+def write_table(path, df: pl.DataFrame, judges: dict | None) -> None:
+    """A results table with the record of what judged it (MetricSuite.describe) in its parquet metadata; None: the
+    setting was not run. Same bytes-reproducible settings as io.write_parquet."""
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp, compression="zstd", statistics=False, metadata={JUDGES_KEY: dumps_json(judges)})
+
+
+def read_judges(path) -> dict | None:
+    """The judges record of a table written by write_table; a table without one is refused (one line)."""
+    import polars as pl
+
+    meta = pl.read_parquet_metadata(path)
+    if JUDGES_KEY not in meta:
+        raise InputError(f"{path}: records no judges ({JUDGES_KEY}); rerun the samf step that wrote it")
+    return json.loads(meta[JUDGES_KEY])
+
+
 def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> None:
     import polars as pl
 
@@ -230,7 +260,7 @@ def run_standard(
     df = standard_eval(
         load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite
     )
-    write_parquet(out, df)
+    write_table(out, df, suite.describe())
     _log_table("standard", spec["name"], df, suite)
 
 
@@ -249,6 +279,7 @@ def run_train(
     vlm = Evaluatee(
         spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
     )
+    suite = make_suite(samf, judges, models_cache, graph_dir)
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
         result = train_group(
@@ -260,12 +291,21 @@ def run_train(
             work,
             samf["controller"],
             seed,
-            make_suite(samf, judges, models_cache, graph_dir).scorer,
+            suite.scorer,
             samf["reward_metric"],
+            suite.verifier,  # BHR rewards: the configured verifier judges the claims
         )
     info = vlm.describe()
     write_json(
-        out, {**result.as_dict(), "model": spec["name"], "stand_in": bool(info.stand_in), "backend": info.as_dict()}
+        out,
+        {
+            **result.as_dict(),
+            "model": spec["name"],
+            "stand_in": bool(info.stand_in),
+            "backend": info.as_dict(),
+            "reward_metric": samf["reward_metric"],
+            "judges": suite.describe(),
+        },
     )
     log.info(
         "samf train %s/%s: %s (R_full %.3f, %d evaluations)",
@@ -318,21 +358,35 @@ def run_fuzzed(
         spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
     )
     stand_in = bool(vlm.describe().stand_in)
-    write_json(out_policies, {**controller.as_dict(), "model": spec["name"], "stand_in": stand_in, "training": records})
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
     suite = make_suite(samf, judges, models_cache, graph_dir)
     items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
     df, mutated = fuzzed_eval(items, split, controller, vlm, spec["name"], root, out_dir, seed, suite=suite)
-    write_parquet(out_fuzzed, df)
+    fuzzed_judges = suite.describe()
+    write_table(out_fuzzed, df, fuzzed_judges)
     write_instances(out_instances, mutated)
+    _log_table("fuzzed", spec["name"], df, suite)
+    dynamic_judges = None  # the setting was not run: compare reports null dynamic columns and no judges
+    dynamic = empty_table()
     if samf["dynamic"]:
+        # The same judges (loaded once) score the dynamic setting; its record counts its own calls only.
+        suite.reset_counts()
         dynamic, _ = dynamic_eval(
             items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite
         )
-    else:
-        dynamic = empty_table()  # the setting was not run: compare reports null dynamic columns
-    write_parquet(out_dynamic, dynamic)
-    _log_table("fuzzed", spec["name"], df, suite)
+        dynamic_judges = suite.describe()
+        _log_table("dynamic", spec["name"], dynamic, suite)
+    write_table(out_dynamic, dynamic, dynamic_judges)
+    write_json(
+        out_policies,
+        {
+            **controller.as_dict(),
+            "model": spec["name"],
+            "stand_in": stand_in,
+            "training": records,
+            "judges": fuzzed_judges,
+        },
+    )
 
 
 def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
@@ -342,6 +396,14 @@ def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, d
 
     std, fz = pl.read_parquet(standard_path), pl.read_parquet(fuzzed_path)
     table = compare(std, fz, dynamic=pl.read_parquet(dynamic_path) if dynamic_path else None)
-    write_parquet(out_parquet, table)
+    # Which judge, verifier, Sim_NLP and detector produced each setting's numbers, from the tables themselves.
+    judges = {
+        "standard": read_judges(standard_path),
+        "dynamic": read_judges(dynamic_path) if dynamic_path else None,
+        "fuzzed": read_judges(fuzzed_path),
+    }
+    write_table(out_parquet, table, judges)
     stand_in = bool(std["stand_in"].any() or fz["stand_in"].any())
-    write_json(out_json, {"model": model, "stand_in": stand_in, "split": "test", "rows": table.to_dicts()})
+    write_json(
+        out_json, {"model": model, "stand_in": stand_in, "split": "test", "judges": judges, "rows": table.to_dicts()}
+    )
