@@ -62,8 +62,9 @@ rule package_release:
         parent=PARENT_MANIFEST,
     output:
         # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
-        # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole.
-        manifest=f"{OUT}/release/manifest.json",
+        # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole, once the
+        # new one is complete; update(): Snakemake keeps (and on failure restores) the old manifest meanwhile.
+        manifest=update(f"{OUT}/release/manifest.json"),
     log:
         f"{LOGS}/package_release.log",
     benchmark:

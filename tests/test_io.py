@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 
 import polars as pl
 import pytest
@@ -96,3 +99,104 @@ def test_safe_join_refuses_unusable_names_in_one_line(tmp_path, relative):
         assert "\n" not in str(exc) and len(str(exc)) < 400
     else:  # a long name is a valid path string; only opening it fails, and that is the caller's one-line error
         assert path.parent == tmp_path.resolve()
+
+
+def test_check_target_accepts_files_and_new_paths_only(tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert io.check_target(tmp_path / "file") == (tmp_path / "file").resolve()
+    assert io.check_target(tmp_path / "new" / "file") == (tmp_path / "new" / "file").resolve()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for name, kind in (("fifo", "a FIFO"), ("dir", "a folder"), ("dangling", "a dangling symbolic link")):
+        with pytest.raises(InputError, match=f"exists and is {kind}"):
+            io.write_text(tmp_path / name, "y")
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode) and (tmp_path / "dangling").is_symlink()
+    assert io.check_target(tmp_path / "dir", folder=True) == (tmp_path / "dir").resolve()
+
+
+def test_a_symlinked_target_keeps_its_link(tmp_path):
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    io.write_text(tmp_path / "link.json", "new")
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == "new"
+
+
+def test_inputs_of_the_command_are_never_overwritten(tmp_path):
+    (tmp_path / "labels.json").write_text("labels")
+    folder = tmp_path / "annotations"
+    folder.mkdir()
+    (folder / "a.json").write_text("{}")
+    with io.command_scope({"--labels": tmp_path / "labels.json", "--annotations": folder}):
+        with pytest.raises(InputError, match="is also the input --labels of this command"):
+            io.write_text(tmp_path / "labels.json", "over")
+        io.read_json(folder / "a.json")  # read from an input folder: protected as well
+        with pytest.raises(InputError, match="read from --annotations"):
+            io.write_json(folder / "a.json", {"over": 1})
+        io.write_text(folder / "new.json", "a new file beside the inputs is fine")
+    assert (tmp_path / "labels.json").read_text() == "labels" and (folder / "a.json").read_text() == "{}"
+
+
+def test_owned_folder_refuses_names_that_escape_it(tmp_path):
+    with io.owned_folder(tmp_path / "out"):
+        io.write_text(tmp_path / "out" / "task" / "x.yaml", "inside")
+        for name in ("../x.yaml", "task/../../x.yaml"):
+            with pytest.raises(InputError, match="resolves outside the folder"):
+                io.write_text(tmp_path / "out" / name, "outside")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with pytest.raises(InputError, match="resolves outside"):
+        io.link_or_copy(tmp_path / "out/task/x.yaml", tmp_path / "y", within=tmp_path / "out")
+    assert not (tmp_path / "y").exists()
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".", "", " ", "a\\b", "a\0b", "tab\there", "x" * 256])
+def test_safe_name_refuses_anything_but_one_plain_name(name):
+    with pytest.raises(InputError, match="not a plain file name"):
+        io.safe_name(name, "--task")
+
+
+def test_replace_folder_keeps_the_old_one_until_the_new_one_is_in(tmp_path, monkeypatch):
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "old.txt").write_text("finished")
+    (tmp_path / "built").mkdir()
+    (tmp_path / "built" / "new.txt").write_text("new")
+    real_rename = os.rename
+
+    def failing(src, dst):
+        if str(src).endswith("built"):
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing)
+    with pytest.raises(OSError):
+        io.replace_folder(tmp_path / "built", tmp_path / "dest")
+    assert (tmp_path / "dest" / "old.txt").read_text() == "finished"
+    monkeypatch.setattr(os, "rename", real_rename)
+    io.replace_folder(tmp_path / "built", tmp_path / "dest")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest"] and (tmp_path / "dest" / "new.txt").exists()
+
+
+def test_read_jsonl_splits_on_newline_only(tmp_path):
+    path = tmp_path / "a.jsonl"
+    rows = [{"a": "one\u2028two"}, {"a": "form\x0cfeed\x1cand\x1d\x1e\x85"}, {"a": "line\rreturn"}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert io.read_jsonl(path) == rows
+
+
+def test_readers_take_fifos_and_name_corrupt_parquet(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b'{"a": 1}\n{"a": 2}\n'), daemon=True)
+    writer.start()
+    with io.command_scope({}):
+        assert io.read_jsonl(fifo) == [{"a": 1}, {"a": 2}]
+        assert io.read_jsonl(fifo) == [{"a": 1}, {"a": 2}]  # a second reader of the same pipe gets the same bytes
+    writer.join(10)
+    bad = tmp_path / "t.parquet"
+    bad.write_bytes(b"PAR1 half a table")
+    with pytest.raises(InputError, match=f"{bad}: not a readable parquet file"):
+        io.read_parquet(bad)
+    with pytest.raises(InputError, match=f"{bad}: not a readable parquet file"):
+        io.parquet_columns(bad)
+    with pytest.raises(InputError, match="file not found"):
+        io.read_parquet(tmp_path / "missing.parquet")

@@ -180,3 +180,27 @@ def test_rejections_of_regeneration_rounds_are_counted_per_attempt():
     assert rejection_kind("object_b 'cat' max score 0.1 < keep threshold 0.65; image file x missing") == (
         "object_b below keep threshold + image file missing"
     )
+
+
+def test_a_failed_repackaging_leaves_the_old_release_whole(stage):
+    """Finished work is never deleted before its replacement is complete: the old release (manifest.json included)
+    survives a packaging that fails half-way, and a successful one leaves no set-aside copy behind."""
+    tmp, kwargs = stage
+    rel = tmp / "r" / "release"
+    package_release(rel, **kwargs)
+    before = {p.relative_to(rel).as_posix(): p.read_bytes() for p in rel.rglob("*") if p.is_file()}
+    (tmp / "results/images/000/a-i00.png").write_bytes(_png((0, 255, 0)))  # fails at the image check
+    with pytest.raises(InputError, match="does not match the sha256"):
+        package_release(rel, **kwargs)
+    assert {p.relative_to(rel).as_posix(): p.read_bytes() for p in rel.rglob("*") if p.is_file()} == before
+    assert verify_release(rel) == [] and sorted(p.name for p in (tmp / "r").iterdir()) == ["release"]
+    (tmp / "results/images/000/a-i00.png").write_bytes(_png((255, 0, 0)))
+    package_release(rel, **kwargs)
+    assert verify_release(rel) == [] and sorted(p.name for p in (tmp / "r").iterdir()) == ["release"]
+
+
+def test_a_release_name_with_a_path_is_refused_before_anything_is_written(stage):
+    tmp, kwargs = stage
+    with pytest.raises(InputError, match="release name '../x': not a plain file name"):
+        package_release(tmp / "r" / "release", **{**kwargs, "name": "../x"})
+    assert not (tmp / "r").exists()
