@@ -352,14 +352,17 @@ def test_cli_score_caos(tmp_path, capsys):
 
 
 def test_metrics_side_by_side_reads_the_scoring_json():
+    # ODE metrics without the query-type breakdown: the overall F1, its scope said; CHAIR from the generative block.
     metrics = {
-        "pope": {"overall": {"f1": 0.8, "accuracy": 0.7}, "random": {"f1": 0.1}},
-        "generative": {"chair": {"chair_s": 0.5, "chair_i": 0.25}},
+        "pope": {"f1": 0.8, "accuracy": 0.7},
+        "by_distribution": {"random": {"pope": {"f1": 0.1}}},
+        "generative": {"chair_s": 0.5, "chair_i": 0.25},
         "n": 3,
     }
     side = metrics_side_by_side(metrics, "metrics/m.json")
     assert (side["pope_f1"], side["chair_s"], side["chair_i"]) == (0.8, 0.5, 0.25)
-    assert side["paths"]["pope_f1"] == "pope.overall.f1"
+    assert side["paths"] == {"pope_f1": "pope.f1", "chair_s": "generative.chair_s", "chair_i": "generative.chair_i"}
+    assert side["scope"]["pope_f1"] == "every yes/no question (the metrics have no by_query_type breakdown)"
     empty = metrics_side_by_side(None)
     assert empty["pope_f1"] is None and empty["source"] is None
 
@@ -502,7 +505,13 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     assert row["extractor"] == "vocab+llm" and row["in_domain"] is False and row["judged_by"] == "oracle"
     assert (row["oracle_yes"], row["oracle_no"], row["oracle_tie"], row["hallucinated"]) == (0, 2, False, True)
     assert summary["objects"]["n_oracle_judged"] == 1 and summary["objects"]["n_oracle_ties"] == 0
-    assert summary["oracle"] == {"members": ["oracle-0", "oracle-1"], "vote": "majority", "tie": "exclude"}
+    # Each member is named with its backend, model id, revision and stand_in, not only by name.
+    assert (summary["oracle"]["vote"], summary["oracle"]["tie"]) == ("majority", "exclude")
+    assert [(m["name"], m["role"], m["backend"]) for m in summary["oracle"]["members"]] == [
+        ("oracle-0", "vlm", "prior"),
+        ("oracle-1", "vlm", "prior"),
+    ]
+    assert all({"model", "revision", "stand_in"} <= set(m) for m in summary["oracle"]["members"])
     assert summary["extraction"]["llm_status"] == {"not_used": 0, "ok": 1, "unparsed": 0}  # the empty one failed
     g = summary["embedders"]["glove"]
     assert g["n_hallucinated"] == 1 and g["caos_x"] == g["caos_t"]  # lighthouse's only predecessor is dog, the truth

@@ -21,6 +21,7 @@ from halluflow.caos.extract import (
 )
 from halluflow.caos.scores import judge_caption, metrics_side_by_side, ood_warning, score_release_answers
 from halluflow.cli import main
+from halluflow.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +162,50 @@ def test_pope_f1_is_read_from_existence_questions():
     out = metrics_side_by_side(metrics, "m.json")
     assert out["pope_f1"] == 0.9 and out["paths"]["pope_f1"] == "by_query_type.existence.pope.f1"
     assert out["chair_s"] == 0.3
+
+
+def _scored(rows):
+    base = {"failed": False, "stand_in": False, "attribute_kind": None, "n_mentions": 0, "n_hallucinated": 0}
+    base.update(n_truth=0, n_truth_covered=0)
+    cols = ("distribution", "query_type", "truth", "parsed")
+    return pl.DataFrame(
+        [{**base, **dict(zip(cols, r)), "correct": r[2] == r[3], "hallucinated": r[2] != r[3]} for r in rows]
+    )
+
+
+def test_pope_f1_pools_every_existence_question_not_one_slice():
+    """The failing example: the real ODE metrics JSON holds existence F1 for all existence questions
+    (by_query_type.existence) and per distribution (by_distribution_query_type.fictional/existence, ...). Ranking
+    paths by the words they name tied the two, and the alphabet picked the fictional slice (F1 1.0). POPE-F1 is
+    over all 8 existence answers: TP 3, FP 1, FN 1 -> 2*3 / (2*3 + 1 + 1) = 0.75."""
+    from halluflow.ode.scoring import ode_metrics
+
+    rows = [("fictional", "existence", t, t) for t in ("yes", "yes", "no", "no")]  # all right
+    rows += [("standard", "existence", t, p) for t, p in (("yes", "no"), ("yes", "yes"), ("no", "yes"), ("no", "no"))]
+    rows += [("standard", "attribute", "yes", "no"), ("standard", "attribute", "no", "yes")]  # not existence
+    metrics = ode_metrics(_scored(rows), "m", breakdowns=("distribution", "query_type"))
+    assert metrics["by_distribution_query_type"]["fictional/existence"]["pope"]["f1"] == 1.0  # the old pick
+    assert metrics["pope"]["f1"] == pytest.approx(0.6)  # every yes/no question: not POPE-F1 either
+    out = metrics_side_by_side(metrics, "metrics/m.json")
+    assert out["pope_f1"] == 0.75 and out["paths"]["pope_f1"] == "by_query_type.existence.pope.f1"
+    assert out["scope"]["pope_f1"] == "every existence question (all distributions)"
+
+
+def test_pope_f1_scope_is_said_and_never_borrowed_from_other_questions():
+    # An ODE release without existence questions has no POPE-F1: null, never the attribute F1.
+    no_existence = {"pope": {"f1": 0.4}, "by_query_type": {"attribute": {"pope": {"f1": 0.4}}}}
+    out = metrics_side_by_side(no_existence, "m.json")
+    assert out["pope_f1"] is None and "pope_f1" not in out["paths"]
+    assert out["scope"]["pope_f1"] == "no existence questions in these metrics"
+    # A POPE source's F1 is over existence questions only; the scope says so.
+    pope = metrics_side_by_side({"source": "pope", "pope": {"f1": 0.8}}, "m.json")
+    assert (pope["pope_f1"], pope["paths"]["pope_f1"]) == (0.8, "pope.f1")
+    assert pope["scope"]["pope_f1"] == "every POPE question (all ask about existence)"
+    # A COCO source's CHAIR block; a value that is not a number is one line naming the file and the path.
+    coco = metrics_side_by_side({"source": "coco", "chair": {"chair_s": 0.5, "chair_i": 0.25}}, "m.json")
+    assert (coco["chair_s"], coco["chair_i"], coco["paths"]["chair_i"]) == (0.5, 0.25, "chair.chair_i")
+    with pytest.raises(InputError, match=r"^m.json: by_query_type.existence.pope.f1: expected a number"):
+        metrics_side_by_side({"by_query_type": {"existence": {"pope": {"f1": "high"}}}}, "m.json")
 
 
 def test_shipped_resources_rederive_byte_exact(tmp_path):

@@ -605,38 +605,59 @@ def _backend_spec(spec: Mapping) -> dict:
     return {**spec, **args}
 
 
-def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> dict:
-    """POPE-F1 / CHAIR_s / CHAIR_i from the scoring stage's metrics JSON (not recomputed here).
+# Where the scoring stage's metrics JSON holds the numbers CAOS shows beside its own (docs/data-contracts.md):
+# exact locations, never "the least nested key named f1" (that picked one distribution's existence slice).
+EXISTENCE_F1 = ("by_query_type", "existence", "pope", "f1")  # ODE: every existence question, all distributions
+ALL_YES_NO_F1 = ("pope", "f1")  # ODE: every yes/no question; a POPE source: every question (all are existence)
+CHAIR_BLOCKS = ("generative", "chair")  # ODE's generative block; a COCO source's CHAIR block
 
-    POPE-F1 is F1 over existence questions (POPE asks only about object existence): a path naming `existence` and
-    `pope` wins; other F1s (over every yes/no type) are used only when no existence F1 exists, and the path says so.
-    CHAIR: the shortest path naming chair / generative. The dotted path used is recorded next to each number.
-    """
-    out: dict = {"source": source, "pope_f1": None, "chair_s": None, "chair_i": None, "paths": {}}
+
+def _at(node, steps: Sequence[str]):
+    for step in steps:
+        if not isinstance(node, Mapping) or step not in node:
+            return None
+        node = node[step]
+    return node
+
+
+def _number(value, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where}: expected a number, got {json.dumps(value)[:60]}")
+    return _r(float(value))
+
+
+def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> dict:
+    """POPE-F1 / CHAIR_s / CHAIR_i from the scoring stage's metrics JSON (not recomputed here), each with the dotted
+    path it was read from (`paths`) and, for POPE-F1, the questions it covers (`scope`).
+
+    POPE-F1 is F1 over existence questions (POPE asks only about object existence): for an ODE release the F1 over
+    ALL its existence questions (`by_query_type.existence`, every distribution pooled); null when the release has
+    none. Only metrics without the query-type breakdown (scoring.breakdowns leaves it out) or from a POPE source fall
+    back to the overall `pope.f1`, and the scope says which questions that is. CHAIR: ODE's `generative` block or a
+    COCO source's `chair` block."""
+    out: dict = {"source": source, "pope_f1": None, "chair_s": None, "chair_i": None, "paths": {}, "scope": {}}
     if not metrics:
         return out
-    flat: list[tuple[str, object]] = []
-
-    def walk(node, prefix):
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                walk(v, f"{prefix}.{k}" if prefix else str(k))
-        elif isinstance(node, (int, float)) and not isinstance(node, bool):
-            flat.append((prefix, node))
-
-    walk(metrics, "")
-    wanted = {
-        "pope_f1": ("f1", ("existence", "pope")),
-        "chair_s": ("chair_s", ("chair", "generative")),
-        "chair_i": ("chair_i", ("chair", "generative")),
-    }
-    for name, (key, prefer) in wanted.items():
-        hits = [(p, v) for p, v in flat if p.split(".")[-1].lower() == key]
-        if not hits:
-            continue
-        # Rank by how many preferred words the path names (all first), then by length.
-        hits.sort(key=lambda pv: (-sum(w in pv[0].lower() for w in prefer), pv[0].count("."), pv[0]))
-        out[name], out["paths"][name] = _r(float(hits[0][1])), hits[0][0]
+    where = source or "metrics"
+    if isinstance(metrics.get("by_query_type"), Mapping):
+        path, scope = EXISTENCE_F1, "every existence question (all distributions)"
+        if "existence" not in metrics["by_query_type"]:
+            path, scope = None, "no existence questions in these metrics"
+    elif metrics.get("source") == "pope":
+        path, scope = ALL_YES_NO_F1, "every POPE question (all ask about existence)"
+    else:
+        path, scope = ALL_YES_NO_F1, "every yes/no question (the metrics have no by_query_type breakdown)"
+    if path is not None and _at(metrics, path[:-1]) is not None:
+        dotted = ".".join(path)
+        out["pope_f1"], out["paths"]["pope_f1"] = _number(_at(metrics, path), f"{where}: {dotted}"), dotted
+    out["scope"]["pope_f1"] = scope
+    block = next((b for b in CHAIR_BLOCKS if isinstance(metrics.get(b), Mapping)), None)
+    if block is not None:
+        for key in ("chair_s", "chair_i"):
+            dotted = f"{block}.{key}"
+            out[key], out["paths"][key] = _number(metrics[block].get(key), f"{where}: {dotted}"), dotted
     return out
 
 
@@ -701,7 +722,7 @@ def run_workflow(
                 "config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)"
             )
         llm = registry.create("llm", _backend_spec(spec))
-    oracle = None
+    oracle, oracle_models = None, []
     if oracle_members:
         from ..answer import ModelUnderTest
 
@@ -715,6 +736,7 @@ def run_workflow(
                 models_cache=models_cache,
             )
             members.append((mut.name, mut.backend))
+            oracle_models.append(mut)
         o = cfg["oracle"]
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
@@ -738,7 +760,14 @@ def run_workflow(
         embedder_info={n: e.describe().as_dict() for n, e in embedders.items()},
         extractor=cfg["extractor"],
         llm=llm.describe().as_dict() if llm is not None else None,
-        oracle={"members": [n for n, _ in oracle.members], "vote": oracle.rule, "tie": oracle.tie} if oracle else None,
+        # Each member's backend, model id, revision and stand_in (the spec's flag included): who judged what.
+        oracle={
+            "members": [{"name": m.name, **m.describe().as_dict()} for m in oracle_models],
+            "vote": oracle.rule,
+            "tie": oracle.tie,
+        }
+        if oracle
+        else None,
         vocabulary_size=len(vocab),
         frequent_source=str(cfg.get("frequent", "coco")),
     )
