@@ -61,3 +61,35 @@ def test_help_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_every_scorer_takes_out():
+    """The README: every scorer writes its JSON with --out (score ghr and sg ged had none)."""
+    import argparse
+
+    scorers = [c for c in cli.COMMANDS if c[0] == "score" or c[:2] == ("sg", "ged")]
+    assert {name for _, name, _, _ in scorers} >= {"pope", "chair", "amber", "caos", "compare", "ghr", "ged"}
+    for group, name, module, _ in scorers:
+        parser = argparse.ArgumentParser()
+        importlib.import_module(module).configure(parser)
+        assert "--out" in parser._option_string_actions, f"{group} {name} has no --out"
+
+
+def test_standin_help_lists_every_kind_of_the_builder_table(capsys):
+    """`halluflow --help` and `halluflow standin --help` list the kinds from the builder table itself: a kind
+    registered later shows up too (the old one-line help named 4 of the kinds it builds)."""
+    from halluflow import standins
+
+    assert len(standins.builder_kinds()) >= 9
+    standins.register_builder("zz_help_kind", lambda out, seed, **cfg: None)
+    try:
+        kinds = standins.builder_kinds()
+        assert cli.main([]) == 0
+        top = " ".join(capsys.readouterr().out.split())  # argparse wraps the help column
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["standin", "--help"])
+        assert exit_info.value.code == 0
+        own = capsys.readouterr().out
+    finally:
+        standins._BUILDERS.pop("zz_help_kind")
+    assert ", ".join(kinds) in top and f"kinds: {', '.join(kinds)}" in own

@@ -168,7 +168,7 @@ for _kind, _fn in [
 CLI_DESCRIPTION = (
     "Build a tiny random stand-in model offline (the same builders the workflow's build_standin_* rules use)."
 )
-CLI_EPILOG = f"""kinds: {", ".join(builder_kinds())}
+_EPILOG = """kinds: {kinds}
 examples:
   halluflow standin build flux resources/models/tiny-flux
   halluflow standin build owlv2 /tmp/tiny-owl --seed 1 --arg image_size=96 --arg patch_size=16
@@ -176,7 +176,14 @@ examples:
   halluflow standin build llava_next /tmp/tiny-llava-next --arg image_size=64
 The folder loads with the real classes (DiffusionPipeline / AutoModelForZeroShotObjectDetection / ultralytics.YOLO /
 AutoModelForImageTextToText)
-and carries {MARKER}, so every output made with it is marked stand_in."""
+and carries {marker}, so every output made with it is marked stand_in."""
+
+
+def __getattr__(name: str):
+    # CLI_EPILOG is computed when read (PEP 562), so it lists every kind registered by then, never a stale copy.
+    if name == "CLI_EPILOG":
+        return _EPILOG.format(kinds=", ".join(builder_kinds()), marker=MARKER)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def configure(parser) -> None:
