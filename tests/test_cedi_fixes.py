@@ -217,3 +217,175 @@ def test_without_wordnet_visual_genome_lists_are_used_and_recorded(monkeypatch):
     assert syn.name_source == "visual_genome"
     assert scene_graph_ged(*two("television", "tv"), synonyms=syn).ged_hal == 0  # a VG synonym line
     assert scene_graph_ged(*two("sofa", "couch"), synonyms=syn).ged_hal == 1  # two VG classes
+
+
+# ---- examiner: relevant objects, END, switch choices that cannot be honoured --------------------------------------
+
+import json  # noqa: E402
+
+from halluflow.backends.base import LLM, BackendInfo  # noqa: E402
+from halluflow.cedi.examiner import Context, Examiner, QuestionBank, Scene  # noqa: E402
+
+
+def living_room() -> Scene:
+    truth = SceneGraph.from_dict(
+        {
+            "objects": [
+                {"id": "s", "name": "sofa", "attributes": ["grey"]},
+                {"id": "l", "name": "lamp", "attributes": []},
+                {"id": "r", "name": "rug", "attributes": ["red"]},
+                {"id": "d", "name": "dog", "attributes": ["brown"]},
+            ],
+            "relations": [{"subject": "d", "predicate": "on", "object": "s"}],
+        }
+    )
+    return Scene("room", None, None, truth, neighbours=[])  # nothing absent to ask about
+
+
+class SayDog:
+    def describe(self):
+        return BackendInfo("vlm", "dog", "dog", stand_in=True)
+
+    def answer(self, requests):
+        return ["I see a dog." for _ in requests]
+
+
+class ExaminerLLM(LLM):
+    """Context with relevant objects ['dog']; the switch always wants an adversarial question; no rewrites."""
+
+    def describe(self):
+        return BackendInfo("llm", "examiner", "examiner", stand_in=True)
+
+    def chat(self, messages):
+        system, user = messages[0]["content"], messages[-1]["content"]
+        if "setting of a conversation" in system:
+            return json.dumps({"background": "I walk dogs.", "user_goal": "Find my dog.", "relevant_objects": ["dog"]})
+        if "Choose the next question type" in system:
+            allowed = user.rsplit("Allowed: ", 1)[1].split(", ")
+            return json.dumps({"next": "adversarial" if "adversarial" in allowed else allowed[0]})
+        return "no"
+
+
+def elements_named(row) -> set[str]:
+    els = list(row["premise"] or []) + ([row["probe"]] if row["probe"] else [])
+    truth = row["truth"] if row["truth"] and "|" in row["truth"] else None
+    return {part for el in els + ([truth] if truth else []) for part in el.split("|")[1:]}
+
+
+def test_relevant_objects_steer_the_regular_questions():
+    bank = QuestionBank(living_room(), Vocabulary())
+    bank.steer(Context("b", "g", ["rug", "dog", "unicorn"]))
+    import random
+
+    rng = random.Random(0)
+    assert [bank.regular(rng, None).focus for _ in range(2)] == ["rug", "dog"]  # most relevant first
+    assert bank.relevant == []
+    ex = Examiner(
+        Vocabulary(), {"question_writer": "llm", "switch": "random", "max_rounds": 8}, llm=ExaminerLLM(), seed=3
+    )
+    rows = ex.run([living_room()], SayDog(), "m", ["cedi"], ["with"])
+    assert rows[0]["context_objects"] == ["dog"] and rows[0]["question_type"] == "regular"
+    assert "dog" in elements_named(rows[0])  # context ['dog'] -> the first question is about the dog
+    asked = [r for r in rows if r["question_type"] == "regular" and r["switch_honoured"] is not False]
+    assert asked and all("dog" in elements_named(r) for r in asked)  # regular questions stay on the relevant objects
+
+
+def test_a_switch_choice_that_cannot_be_honoured_is_recorded_and_counted():
+    from halluflow.cedi.grader import grade_transcripts
+
+    scene = living_room()
+    ex = Examiner(Vocabulary(), {"switch": "llm", "max_rounds": 5, "min_end_round": 5}, llm=ExaminerLLM(), seed=0)
+    rows = ex.run([scene], SayDog(), "m", ["cedi"], ["with"])
+    later = rows[1:]
+    assert len(later) == 4
+    for r in later:  # the LLM chose adversarial; no absent object is left, so a regular question was asked
+        assert (r["switch_source"], r["switch_choice"], r["switch_honoured"]) == ("llm", "adversarial", False)
+        assert r["question_type"] == "regular"
+    assert (rows[0]["switch_choice"], rows[0]["switch_honoured"]) == (None, None)  # round 0: nobody chose
+    grades, _, _ = grade_transcripts(rows, {"room": scene.truth}, Vocabulary(), {"switch": "llm"})
+    switch = grades["fallbacks"]["switch"]
+    assert switch["used"] == {"llm": 4} and switch["unhonoured"] == 4
+    assert switch["unhonoured_choices"] == {"adversarial": 4}
+
+
+# ---- which judge produced each number; the LLM's per-turn judgement under parser: llm ----------------------------
+
+
+class JudgeLLM(LLM):
+    """Judges every turn as hallucinated reasoning ("other"), alternating whether the dog is there (a ΔCon flip the
+    rule parser never sees in "Yes, I see a dog on the sofa."); parses every transcript into a graph with a dog."""
+
+    def __init__(self):
+        self.judged: list[str] = []
+
+    def describe(self):
+        return BackendInfo("llm", "judge", "judge", stand_in=True)
+
+    def chat(self, messages):
+        system, user = messages[0]["content"], messages[-1]["content"]
+        if "grade one turn" in system:
+            self.judged.append(user.rsplit("Answer: ", 1)[1])
+            present = len(self.judged) % 2 == 1
+            return json.dumps(
+                {"hallucinated": True, "type": "other", "claims": [{"object": "dog", "present": present}]}
+            )
+        return json.dumps({"objects": [{"id": "o1", "name": "dog", "attributes": []}], "relations": []})
+
+
+class GarbageJudge(JudgeLLM):
+    def chat(self, messages):
+        return "{not json"
+
+
+def examined(answers) -> tuple[list[dict], dict]:
+    scene = living_room()
+
+    class Scripted(SayDog):
+        def answer(self, requests):
+            return [answers(i) for i, _ in enumerate(requests)]
+
+    rows = Examiner(room_vocab(), {"max_rounds": 6}, seed=1).run([scene], Scripted(), "m", ["cedi"], ["with"])
+    return rows, {"room": scene.truth}
+
+
+def room_vocab() -> Vocabulary:
+    v = Vocabulary()
+    v.add_graph(living_room().truth)
+    return v
+
+
+def test_parser_llm_judges_every_turn_and_the_grades_say_so():
+    from halluflow.cedi.grader import grade_transcripts
+
+    rows, truth = examined(lambda i: "Yes, I see a dog on the sofa.")
+    rule, _, _ = grade_transcripts(rows, truth, room_vocab(), {"parser": "rule"})
+    assert rule["hallucination_rate"] < 1.0 and rule["error_types"]["counts"]["other"] == 0
+    for key in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate", "error_types"):
+        assert rule["judged_by"][key]["judge"] == "rule"
+    llm = JudgeLLM()
+    graded, _, _ = grade_transcripts(rows, truth, room_vocab(), {"parser": "llm"}, llm=llm)
+    assert len(llm.judged) == len(rows)  # one judgement per answered turn
+    assert graded["hallucination_rate"] == 1.0  # the LLM's verdicts, not the rule parser's
+    assert graded["error_types"]["counts"] == {"object": 0, "attribute": 0, "relation": 0, "other": len(rows)}
+    assert graded["sg_delta_con"] == 1.0  # the LLM's claims: the dog denied, then asserted
+    for key in ("ged", "ged_hal", "ged_miss", "sg_delta_con", "hallucination_rate", "error_types"):
+        assert graded["judged_by"][key]["judge"] == "llm", key
+    assert graded["judged_by"]["hallucination_rate"]["used"] == {"llm": len(rows)}
+    assert graded["summary"]["cedi/with"]["judged_by"]["hallucination_rate"]["judge"] == "llm"
+    assert graded["fallbacks"]["turn_judge"] == {"configured": "llm", "used": {"llm": len(rows)}, "fell_back": 0}
+    # a judge whose replies do not parse: every number is the rule judge's, and the grades say so
+    bad, _, _ = grade_transcripts(rows, truth, room_vocab(), {"parser": "llm"}, llm=GarbageJudge())
+    assert bad["hallucination_rate"] == rule["hallucination_rate"]
+    assert bad["judged_by"]["hallucination_rate"]["judge"] == "rule"
+    assert bad["fallbacks"]["turn_judge"]["fell_back"] == len(rows)
+
+
+def test_an_empty_answer_is_never_sent_to_the_judge():
+    from halluflow.cedi.grader import grade_transcripts
+
+    rows, truth = examined(lambda i: "")
+    llm = JudgeLLM()
+    graded, _, _ = grade_transcripts(rows, truth, room_vocab(), {"parser": "llm"}, llm=llm)
+    assert llm.judged == [] and graded["hallucination_rate"] is None
+    assert graded["fallbacks"]["turn_judge"]["used"] == {"none": len(rows)}
+    assert graded["fallbacks"]["turn_judge"]["fell_back"] == 0
