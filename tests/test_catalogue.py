@@ -30,7 +30,9 @@ def _leaves(doc, document: str, prefix: str = ""):
     elif isinstance(doc, list) and prefix.split(".")[-1] in ROW_KEYS:
         for row in doc:
             sel = ",".join(f"{k}={row[k]}" for k in ROW_KEYS[prefix.split(".")[-1]])
-            yield from _leaves({k: v for k, v in row.items()}, document, f"{prefix}[{sel}]")
+            # the keys that name the row are its name, not a reported number
+            named = ROW_KEYS[prefix.split(".")[-1]]
+            yield from _leaves({k: v for k, v in row.items() if k not in named}, document, f"{prefix}[{sel}]")
     elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
         yield prefix, doc
 
@@ -162,3 +164,24 @@ def test_docs_metrics_md_is_generated_from_the_catalogue(tmp_path, capsys):
     assert "out of date with the metric catalogue" in capsys.readouterr().err
     assert main(["docs", "metrics", "--out", str(tmp_path / "new.md")]) == 0
     assert (tmp_path / "new.md").read_text(encoding="utf-8") == markdown()
+
+
+def test_every_number_of_the_caos_summary_is_catalogued():
+    from halluflow import registry
+    from halluflow.caos.extract import ExtractedObject, build_vocabulary
+    from halluflow.caos.scores import judge_caption, metrics_side_by_side, score
+
+    vectors = {"dog": [1, 0, 0], "cat": [0, 1, 0], "car": [0, 0, 1], "frisbee": [1, 1, 0]}
+    embedder = registry.create("embedder", {"backend": "table", "vectors": vectors})
+    vocab = build_vocabulary(extra_terms=sorted(vectors), synonyms=False)
+
+    def caption(cid, names, truth):
+        objects = [ExtractedObject(n, n, i, "given", n in vocab) for i, n in enumerate(names)]
+        return judge_caption(cid, cid, objects, truth, vocab)
+
+    caps = [caption("a", ["dog", "cat", "frisbee"], ["dog"]), caption("b", ["car"], ["car", "dog"])]
+    summary, _ = score(caps, ["car", "dog", "cat"], {"t": embedder}, k=2)
+    summary["metrics"] = metrics_side_by_side({"pope": {"f1": 0.5}, "generative": {"chair_s": 0.25}})
+    summary.update(n_generative_queries=2, n_answers_failed=0, n_answers_missing=0)
+    assert _assert_catalogued(summary, "caos") > 40
+    assert CATALOGUE.read(summary, "caos.caos_t", embedder="t") == summary["embedders"]["t"]["caos_t"]
