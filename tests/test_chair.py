@@ -477,3 +477,21 @@ def test_shipped_resources_are_package_data():
     pkg = DATA_DIR.parents[1]
     for f in DATA_DIR.iterdir():
         assert any(fnmatch.fnmatch(str(f.relative_to(pkg)), g) for g in globs), f
+
+
+@pytest.mark.parametrize("key", ["text", "answer", "response"])
+def test_captions_under_another_key_are_named_not_read_as_failed(tmp_path, capsys, key):
+    """Captions under a key CHAIR does not read were every answer "failed" (past --max-failed-fraction); now one
+    line names the key it expects, and CAOS's reader says the same for its --objects file."""
+    (tmp_path / "c.jsonl").write_text(
+        "".join(json.dumps({"image_id": i, key: "A dog on a sofa."}) + "\n" for i in ("1", "2"))
+    )
+    (tmp_path / "t.jsonl").write_text('{"image_id": "1", "objects": ["dog"]}\n{"image_id": "2", "objects": ["cat"]}\n')
+    truth = str(tmp_path / "t.jsonl")
+    assert main(["score", "chair", "--captions", str(tmp_path / "c.jsonl"), "--truth", truth]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"halluflow: error: {tmp_path / 'c.jsonl'}: records have no 'caption' (expected {{image_id, caption}})"
+    ]
+    assert main(["score", "caos", "--objects", str(tmp_path / "c.jsonl"), "--truth", truth]) == 1
+    assert "(image_id '1') needs one of ['objects', 'caption']" in capsys.readouterr().err

@@ -248,6 +248,9 @@ def load_captions(path) -> pl.DataFrame:
     ids = df["image_id"]
     if ids.is_null().any():
         raise InputError(f"{path}: record {int(ids.is_null().arg_max()) + 1} has no 'image_id'")
+    if df["caption"].is_null().all() and df["status"].is_null().all():
+        # Captions under another key ("text", "answer") would otherwise read as every answer failed.
+        raise InputError(f"{path}: records have no 'caption' (expected {{image_id, caption}})")
     return pl.DataFrame(
         {"image_id": ids.cast(pl.String), "caption": df["caption"], "failed": failed_mask(df["caption"], df["status"])}
     )
