@@ -259,7 +259,14 @@ def test_good_responses_read_as_given(tmp_path):
     resp = tmp_path / "responses.json"
     resp.write_text(json.dumps([{"id": 3, "response": "No"}, {"id": 1, "response": None}, {"id": 2, "response": ""}]))
     got = load_responses(resp, 8)
-    assert got.rows() == [(3, "No"), (1, None), (2, "")] and got.schema == {"id": pl.Int64, "response": pl.String}
+    # every record gets a status (default ok: AMBER's own files have none)
+    assert got.rows() == [(3, "No", "ok"), (1, None, "ok"), (2, "", "ok")]
+    assert got.schema == {"id": pl.Int64, "response": pl.String, "status": pl.String}
+    resp.write_text(json.dumps([{"id": 3, "response": "No", "status": "failed"}, {"id": 1, "response": "Yes"}]))
+    assert load_responses(resp, 8)["status"].to_list() == ["failed", "ok"]
+    resp.write_text(json.dumps([{"id": 3, "response": "No", "status": "done"}]))
+    with pytest.raises(InputError, match=r'item 0 \(id 3\) has status "done" \(expected ok or failed\)'):
+        load_responses(resp, 8)
 
 
 def _plural(word, rnd):

@@ -67,8 +67,24 @@ def _message(error) -> str:
     return f"config key {_key_path(error)!r}: {error.message}"
 
 
+def _nan_key(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The key path of the first NaN in the config: YAML's .nan passes every minimum/maximum of the schema (every
+    comparison with NaN is false), so a limit set to it would silently switch off."""
+    if isinstance(node, float) and node != node:
+        return path
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found = _nan_key(value, (*path, str(key)))
+        if found is not None:
+            return found
+    return None
+
+
 def validate_config(config: dict, schema: dict | None = None) -> dict:
     """Validate in place (filling defaults) and return `config`; raise ConfigError naming the key."""
+    nan = _nan_key(config)
+    if nan is not None:
+        raise ConfigError(f"config key {'.'.join(nan)!r}: .nan is not a number (give a value in the key's range)")
     schema = schema if schema is not None else load_schema()
     validator = _DefaultFillingValidator(schema)
     errors = sorted(

@@ -219,8 +219,11 @@ def score_source(
 ) -> dict:
     """Rule score on a POPE / AMBER / COCO source: write the model's answers in the benchmark's answer format (POPE
     JSONL {question_id, answer}; AMBER JSON [{id, response}]; COCO captions JSONL {image_id, caption}) and score that
-    file with the code behind `halluflow score pope|amber|chair`, so the workflow's numbers are the CLI's numbers. Failed answers are left out and counted: a failed
-    request never becomes a "no"."""
+    file with the code behind `halluflow score pope|amber|chair`, so the workflow's numbers are the CLI's numbers.
+    Every answer row is written; one whose request failed carries `"status": "failed"`, so the scorer (and the CLI
+    on that file) leaves it out by the shared failed-answer rule and counts it: a failed request never becomes a
+    "no". `n_failed` (top level and in the scores) counts every answer that rule left out; `n_requests_failed`
+    the part of them whose request failed."""
     import polars as pl
 
     from .io import write_json, write_jsonl
@@ -230,31 +233,38 @@ def score_source(
     wrong = answers.filter(pl.col("model") != model)
     if wrong.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
-    ok = answers.filter(pl.col("status") == "ok")
+    rows = answers.select("query_id", "answer", "status").rows()
+
+    def records(id_key: str, text_key: str, cast=str) -> list[dict]:
+        # the benchmark's own record; a failed request keeps its (partial or empty) text and says it failed
+        return [
+            {id_key: cast(q), text_key: a} if status == "ok" else {id_key: cast(q), text_key: a, "status": "failed"}
+            for q, a, status in rows
+        ]
+
     if kind == "pope":
         from .metrics.formats import pope_native_ids
 
         native = pope_native_ids(source["path"])
-        write_jsonl(
-            out_answers,
-            ({"question_id": native.get(q, q), "answer": a} for q, a in ok.select("query_id", "answer").iter_rows()),
-        )
+        write_jsonl(out_answers, records("question_id", "answer", lambda q: native.get(q, q)))
         labels = pope.load_labels(source["path"])
-        labels = labels.filter(pl.col("question_id").is_in(ok["query_id"].to_list()))
+        labels = labels.filter(pl.col("question_id").is_in(answers["query_id"].to_list()))
         joined = pope.align(pope.load_answers(out_answers), labels)
         scores = pope.pope_metrics(
-            joined["answer"], joined["truth"], parser=scoring["parser"], positive=scoring["positive"]
+            joined["answer"],
+            joined["truth"],
+            parser=scoring["parser"],
+            positive=scoring["positive"],
+            status=joined["status"],
         )
     elif kind == "amber":
-        write_json(out_answers, [{"id": int(q), "response": a} for q, a in ok.select("query_id", "answer").iter_rows()])
+        write_json(out_answers, records("id", "response", int))
         data = amber.load_amber(Path(source["annotations"]).parent)
         scores = amber.amber_scores(amber.load_responses(out_answers, data.n), data)
     elif kind == "coco":
         from .metrics import chair
 
-        write_jsonl(
-            out_answers, ({"image_id": q, "caption": a} for q, a in ok.select("query_id", "answer").iter_rows())
-        )
+        write_jsonl(out_answers, records("image_id", "caption"))
         synonyms = chair.shipped_synonyms()
         queries, _ = source_queries(source)
         truth = {
@@ -267,7 +277,8 @@ def score_source(
         "model": model,
         "source": kind,
         "n_answers": answers.height,
-        "n_failed": answers.height - ok.height,
+        "n_failed": scores["n_failed"],
+        "n_requests_failed": int((answers["status"] != "ok").sum()),
         "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
         "chair" if kind == "coco" else kind: scores,
     }

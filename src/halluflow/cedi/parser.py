@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
-from ..metrics.parsers import parse_yes_no
+from ..metrics.parsers import is_failed, parse_yes_no
 from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize
 
 # ---- elements: "object|dog", "attribute|dog|brown", "relation|dog|next to|cat" (strings: they live in parquet) ----
@@ -107,9 +107,9 @@ def answer_label(text: str, yes_no: bool) -> str:
     yes/no parser: `affirm` for yes/no questions (opening word, a negation in the first sentence, an affirmation),
     `opener` (opening word only) for open ones. `turn_claims` further turns an `other` answer that says nothing
     parseable into `unparseable`."""
-    t = (text or "").strip().lower().replace("\u2019", "'")
-    if not t:
+    if is_failed(text):  # the shared failed-answer rule (blank: whitespace, control or format characters only)
         return "empty"
+    t = text.strip().lower().replace("\u2019", "'")
     if _REJECT.search(t):
         return "reject"
     if _REFUSE.search(t):

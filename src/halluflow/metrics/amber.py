@@ -43,7 +43,8 @@ CLI_EPILOG = """examples:
   halluflow score amber --responses r.json --annotations DIR --dimension d --out amber.json
   halluflow score amber --responses r.json --annotations DIR --dimension g --similarity glove
   halluflow score amber --responses r.json --annotations DIR --nouns rules   # same numbers on every machine
-responses: JSON array [{"id": <1-based AMBER id>, "response": "..."}]; DIR holds annotations.json, relation.json,
+responses: JSON array [{"id": <1-based AMBER id>, "response": "..."}] (optional "status": ok / failed; a failed or
+empty response is left out and counted as n_failed); DIR holds annotations.json, relation.json,
 safe_words.txt (and metrics.txt, whose initial counters are used when present).
 dimensions: all (a), g = generative, d = all discriminative, de = existence, da = attribute, dr = relation."""
 
@@ -542,10 +543,12 @@ def amber_scores(
     matcher = matcher or ExactMatcher()
     wanted = DIMENSIONS[dimension]
     # Failed / empty responses are no answers (docs/failed-answers.md): left out of every section, counted.
-    failed = failed_mask(responses["response"])
+    failed = failed_mask(responses["response"], responses["status"] if "status" in responses.columns else None)
     n_failed = int(failed.sum())
     if n_failed:
         responses = responses.filter(~failed)
+    if "status" in responses.columns:  # read; the rows below are AMBER's (id, response)
+        responses = responses.drop("status")
     out: dict = {}
     gen_rows: list[dict] = []
     # Python work and polars work (which releases the GIL) side by side: the noun step (mostly polars) runs while the

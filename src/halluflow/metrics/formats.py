@@ -272,9 +272,10 @@ def read_amber_queries(path: str | Path) -> list[dict]:
 
 
 def read_amber_responses(path: str | Path, n_annotations: int | None) -> "pl.DataFrame":
-    """AMBER responses [{id, response}] → DataFrame[id, response]; an empty response is kept (a failed answer,
-    excluded and counted by the scorer), a non-string one refused. Ids must lie in 1..n_annotations (from 1 up
-    when n_annotations is None: the caller checks the upper end)."""
+    """AMBER responses [{id, response}] → DataFrame[id, response, status]; an empty response is kept (a failed
+    answer, excluded and counted by the scorer), a non-string one refused. An optional "status" (ok / failed, as
+    halluflow's answer stage writes it; default ok) marks a request that failed. Ids must lie in 1..n_annotations
+    (from 1 up when n_annotations is None: the caller checks the upper end)."""
     import polars as pl
 
     path = Path(path)
@@ -283,16 +284,21 @@ def read_amber_responses(path: str | Path, n_annotations: int | None) -> "pl.Dat
         raise InputError(f"{path}: no responses (an empty array)")
     if not set(map(type, data)) - {dict}:  # the loop's checks column by column: 0.03 s less per 100k responses
         ids, texts = [r.get("id") for r in data], [r.get("response") for r in data]
+        statuses = [r.get("status", "ok") for r in data]
         # type(True) is bool: refused
-        if not set(map(type, ids)) - {int} and not set(map(type, texts)) - {str, type(None)}:
+        typed = not set(map(type, ids)) - {int} and not set(map(type, texts)) - {str, type(None)}
+        if typed and not set(statuses) - {"ok", "failed"}:
             try:
-                df = pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+                df = pl.DataFrame(
+                    {"id": ids, "response": texts, "status": statuses},
+                    schema={"id": pl.Int64, "response": pl.String, "status": pl.String},
+                )
             except TypeError:  # an id beyond Int64: the loop names it
                 df = None
             if df is not None and 1 <= df["id"].min() and (n_annotations is None or df["id"].max() <= n_annotations):
                 if df["id"].n_unique() == df.height:
                     return df
-    ids, texts, seen = [], [], set()  # something is wrong: the loop names the first bad record
+    ids, texts, statuses, seen = [], [], [], set()  # something is wrong: the loop names the first bad record
     for i, r in enumerate(data):
         rid = r.get("id") if isinstance(r, dict) else None
         if not isinstance(rid, int) or isinstance(rid, bool) or not isinstance(r.get("response"), (str, type(None))):
@@ -303,7 +309,16 @@ def read_amber_responses(path: str | Path, n_annotations: int | None) -> "pl.Dat
             )
         if rid in seen:
             raise InputError(f"{path}: id {rid} appears more than once (item {i})")
+        status = r.get("status", "ok")
+        if status not in ("ok", "failed"):
+            raise InputError(
+                f"{path}: item {i} (id {rid}) has status {json.dumps(status)[:40]} (expected ok or failed)"
+            )
         seen.add(rid)
         ids.append(rid)
         texts.append(r.get("response"))
-    return pl.DataFrame({"id": ids, "response": texts}, schema={"id": pl.Int64, "response": pl.String})
+        statuses.append(status)
+    return pl.DataFrame(
+        {"id": ids, "response": texts, "status": statuses},
+        schema={"id": pl.Int64, "response": pl.String, "status": pl.String},
+    )

@@ -120,15 +120,19 @@ def check_failed(
     limit: float | None,
     what: str,
     advice: str = "no scores printed; rerun the failed answers or raise the limit",
+    n_missing: int = 0,
 ) -> None:
-    """Refuse (TooManyFailedError, one line) when more than `limit` of `n_total` answers failed."""
+    """Refuse (TooManyFailedError, one line) when more than `limit` of `n_total` answers failed (or, `n_missing` of
+    them, were never given: an item of the input with no answer record at all)."""
     if limit is None or n_total == 0:
         return
-    if not 0.0 <= limit <= 1.0:
+    if not 0.0 <= limit <= 1.0:  # also refuses NaN, which every comparison would let through
         raise InputError(f"--max-failed-fraction {limit}: expected a number between 0 and 1")
-    if n_failed / n_total > limit:
+    bad = n_failed + n_missing
+    if bad / n_total > limit:
+        missing = f" and {n_missing} are missing" if n_missing else ""
         raise TooManyFailedError(
-            f"{what}: {n_failed} of {n_total} answers failed or are empty ({n_failed / n_total:.0%} > "
+            f"{what}: {n_failed} of {n_total} answers failed or are empty{missing} ({bad / n_total:.0%} > "
             f"--max-failed-fraction {limit:g}); {advice}"
         )
 

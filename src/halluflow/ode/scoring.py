@@ -6,7 +6,8 @@ synonym table, the one CAOS uses); the truth is the scene's objects plus those t
 (`generative_truth: detected`, default) or the scene's objects alone (`scene`).
 
 Outputs: a tidy table with one row per answer (scores/<model>/answers.parquet) and a metrics JSON per model.
-A failed request or an empty answer (`failed`) is never scored: left out of every metric, counted as n_failed.
+A failed answer (`failed`, the shared rule of metrics.parsers: a failed request, or under halluflow's own parsers a
+blank answer) is never scored: left out of every metric, counted as n_failed in every block it would belong to.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..metrics.chair import tokenize
-from ..metrics.parsers import failed_mask, parse_answers
+from ..metrics.parsers import failed_mask, parse_answers, parser_mode
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 from ..metrics.singular import singularize_cached
 
@@ -147,7 +148,7 @@ def score_answers(
         )
         .sort("query_id")
     )
-    df = df.with_columns(failed_mask(df["answer"], df["status"]).alias("failed"))
+    df = df.with_columns(failed_mask(df["answer"], df["status"], parser=parser).alias("failed"))
     df = df.with_columns(pl.when(~pl.col("failed")).then(pl.col("answer")).otherwise(None).alias("_answer"))
     is_disc = pl.col("query_type") != GENERATIVE
     parsed = parse_answers(df["_answer"], parser)
@@ -229,12 +230,13 @@ def score_answers(
 
 
 def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
-    disc = df.filter((pl.col("query_type") != GENERATIVE) & ~pl.col("failed"))
+    asked = df.filter(pl.col("query_type") != GENERATIVE)
+    disc = asked.filter(~pl.col("failed"))
     if disc.height == 0:
         return None
-    return metrics_from_counts(
-        confusion_counts(disc["parsed"], disc["truth"], positive), aggregation_for(parser), positive
-    )
+    counts = confusion_counts(disc["parsed"], disc["truth"], positive)
+    counts["n_failed"] = asked.height - disc.height  # the failed yes/no answers this block left out
+    return metrics_from_counts(counts, aggregation_for(parser), positive)
 
 
 def _generative_block(df: pl.DataFrame) -> dict | None:
@@ -339,6 +341,7 @@ def ode_metrics(
     out = {
         "model": model,
         "parser": parser,
+        "parser_mode": parser_mode(parser),
         "positive": positive,
         "stand_in": bool(scored["stand_in"].any()) if scored.height else False,
         "n_answers": scored.height,
