@@ -22,7 +22,7 @@ from halluflow.caos.scores import (
     metrics_side_by_side,
     object_rows,
     object_statistics,
-    parse_yes_no,
+    oracle_yes_no,
     run_workflow,
     score,
     score_release_answers,
@@ -183,8 +183,8 @@ def test_truth_is_canonicalised_through_synonyms():
         ("Yes and no", "yes"),
     ],
 )
-def test_parse_yes_no(text, expected):
-    assert parse_yes_no(text) == expected
+def test_oracle_yes_no(text, expected):
+    assert oracle_yes_no(text) == expected
 
 
 def test_vote_rules_and_ties():

@@ -59,8 +59,8 @@ def test_yes_no_items_by_regex():
     assert s.score(yon(truth="Yes"), "Yes.") == (0, "yon_match")
     assert s.score(yon(truth="No"), "yes") == (1, "yon_negative")
     assert s.score(yon(truth="No"), "I cannot tell.") == (0, "yon_unparsed")  # matches neither side
-    assert M.parse_yes_no("Well... NO, it's a cat") == "no"
-    assert M.parse_yes_no("Nobody knows") is None  # whole words only
+    assert M.ghr_yes_no("Well... NO, it's a cat") == "no"
+    assert M.ghr_yes_no("Nobody knows") is None  # whole words only
 
 
 def test_ghr_cascade_branches_in_order():

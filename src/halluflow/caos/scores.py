@@ -45,8 +45,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl, write_text
-from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed
-from ..metrics.parsers import parse_yes_no as shared_yes_no
+from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
 from ..progress import get_logger, progress
 from .extract import (
     COCO_FREQUENCY,
@@ -112,10 +111,9 @@ def _r(x: float | None) -> float | None:
 # ---- the oracle ---------------------------------------------------------------------------------------------------
 
 
-def parse_yes_no(text: str | None) -> str | None:
-    """ "yes" / "no" / None from an oracle member's free answer: the shared parser's `lenient` variant (the first
-    word when it is yes/no, else the only one of the two present); a failed or empty answer abstains."""
-    return shared_yes_no(text, "lenient")
+# "yes" / "no" / None from an oracle member's free answer: the shared module's `lenient` variant (the first word
+# when it is yes/no, else the only one of the two present); a failed or empty answer abstains.
+oracle_yes_no = reader("lenient")
 
 
 @dataclass
@@ -186,7 +184,7 @@ class Oracle:
             if len(texts) != len(requests):
                 raise InputError(f"oracle member {name!r} returned {len(texts)} answers for {len(requests)} questions")
             for row, text in zip(parsed, texts):
-                row.append(parse_yes_no(text))
+                row.append(oracle_yes_no(text))
         return [vote(p, self.rule, self.tie) for p in parsed]
 
 
@@ -914,7 +912,7 @@ def run(args: argparse.Namespace) -> int:
 __all__ = [
     "cosine_matrix",
     "max_cosine",
-    "parse_yes_no",
+    "oracle_yes_no",
     "vote",
     "Oracle",
     "OracleVerdict",

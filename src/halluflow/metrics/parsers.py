@@ -306,6 +306,19 @@ def parse_yes_no(text: Any, parser: str = "pope") -> str | None:
     return fn(text)
 
 
+def reader(variant: str) -> Callable[[Any], str | None]:
+    """The named variant as a one-argument function (a failed answer → None), for a caller that always reads one
+    way: `oracle_yes_no = reader("lenient")` in CAOS, `ghr_yes_no = reader("unihall")` in SAMF."""
+    _known(variant)
+
+    def read(text: Any) -> str | None:
+        return parse_yes_no(text, variant)
+
+    read.__name__ = read.__qualname__ = f"{variant}_reader"
+    read.__doc__ = f"parse_yes_no(text, {variant!r}): the shared module's {variant!r} variant."
+    return read
+
+
 # ---------------------------------------------------------------- vectorised (polars) forms of the same rules
 # POPE's word test as one regex on single-space boundaries; ^/$ in polars' (Rust) regex match only at the ends of
 # the string, as split(' ') does.

@@ -16,8 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import read_jsonl
-from ..metrics.parsers import add_max_failed_argument, check_failed, is_failed
-from ..metrics.parsers import parse_yes_no as shared_yes_no
+from ..metrics.parsers import add_max_failed_argument, check_failed, is_failed, reader
 from .judges import EmbedderSimilarity, as_judge, parse_score, parse_true_false, parse_verdict  # noqa: F401 (re-exported)
 from .schema import group_of, load_instances, negative_answers, truth_answers
 
@@ -59,10 +58,9 @@ def token_f1(a: str, b: str) -> float:
     return 2 * p * r / (p + r)
 
 
-def parse_yes_no(text: str) -> str | None:
-    """The first standalone yes/no word of the response (regex match, eq. 22's binary branch): the shared
-    parser's `unihall` variant."""
-    return shared_yes_no(text, "unihall")
+# The first standalone yes/no word of the response (regex match, eq. 22's binary branch): the shared module's
+# `unihall` variant.
+ghr_yes_no = reader("unihall")
 
 
 def contains_phrase(text: str, phrase: str) -> bool:
@@ -163,7 +161,7 @@ class GHRScorer:
     def score(self, instance: dict, response: str, image_path: str | None = None) -> tuple[int, str]:
         truths, negatives = truth_answers(instance), negative_answers(instance)
         if instance["seed_data"]["type"] == "YON":
-            said = parse_yes_no(response)
+            said = ghr_yes_no(response)
             if said is None:
                 return 0, "yon_unparsed"  # matches neither side: not a hallucination (design.md)
             return (1, "yon_negative") if any(said == n.strip().lower() for n in negatives) else (0, "yon_match")
@@ -266,7 +264,7 @@ class RuleVerifier:
     ) -> tuple[str, str]:
         span = claim.span
         if qtype == "YON" and claim.frame == "yes_no":
-            said = parse_yes_no(span)
+            said = ghr_yes_no(span)
             truth = evidence["A"][0].strip().lower()
             return ("Entailed" if said == truth else "Contradicted"), "rule"
         negs = [n for n in evidence["N"] if n.strip().lower() not in ("yes", "no")]
