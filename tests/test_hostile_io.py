@@ -350,3 +350,17 @@ def test_u2028_inside_an_answer_is_not_a_line_break(pope, tmp_path, capsys):
     answers.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     assert main(["score", "pope", "--answers", str(answers), "--labels", str(labels)]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == len(LABELS)
+
+
+def test_align_reads_process_substitution_like_files():
+    """No suffix to go by: the format comes from the content (CSV, JSON Lines), and the numbers are the same."""
+    fixtures = Path(__file__).parent / "fixtures" / "align"
+    files = run_shell("halluflow align human --human labels.csv --metrics metrics.jsonl", fixtures)
+    piped = run_shell("halluflow align human --human <(cat labels.csv) --metrics <(cat metrics.jsonl)", fixtures)
+    assert files.returncode == piped.returncode == 0, piped.stderr.decode()
+    as_files, as_pipes = json.loads(files.stdout), json.loads(piped.stdout)
+    assert as_pipes["human"]["n"] == 8
+    # the same agreement numbers; only the file names differ (/dev/fd/N instead of labels.csv, metrics.jsonl)
+    for result in (as_files, as_pipes):
+        result["human"].pop("source")
+    assert [as_files["human"], *as_files["metrics"].values()] == [as_pipes["human"], *as_pipes["metrics"].values()]

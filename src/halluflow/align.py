@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import random
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InputError
-from .io import dumps_json, write_json
+from .io import dumps_json, read_bytes, write_json
 
 ID_COLUMNS = ("id", "instance_id", "question_id", "query_id", "conversation_id", "image_id")
 HUMAN_COLUMNS = ("human", "label", "hallucinated", "hallucination", "count", "score")
@@ -65,24 +66,51 @@ def _flatten(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _sniff(data: bytes, suffix: str) -> str:
+    """The format of a file without a known suffix, from its first bytes: parquet, JSON, JSON Lines or CSV/TSV."""
+    head = data[:4096].lstrip()
+    if data[:4] == b"PAR1":
+        return ".parquet"
+    if head[:1] == b"[":
+        return ".json"
+    if head[:1] == b"{":
+        try:
+            json.loads(data)
+            return ".json"
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return ".jsonl"
+    if head and b"\x00" not in head:
+        first = head.split(b"\n", 1)[0]
+        return ".tsv" if b"\t" in first else ".csv"
+    return suffix or "(none)"
+
+
+def _parquet_rows(path: Path, data: bytes) -> list[dict[str, Any]]:
+    import polars as pl
+
+    try:
+        return pl.read_parquet(io.BytesIO(data)).to_dicts()
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable parquet file ({str(exc).strip().splitlines()[0][:160]})") from None
+
+
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a CSV/TSV, JSONL, JSON (array, or object holding one) or parquet file; nested objects are flattened
     to dotted names (turn_hallucination.rate)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
+    data = read_bytes(path)  # a file, pipe, FIFO or /dev/stdin, read once
     suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".csv", ".tsv", ".jsonl", ".json"):
+        suffix = _sniff(data, suffix)  # `--human <(cat labels.csv)` has no suffix to go by
     try:
         if suffix == ".parquet":
-            import polars as pl
-
-            rows = pl.read_parquet(path).to_dicts()
+            rows = _parquet_rows(path, data)
         elif suffix in (".csv", ".tsv"):
-            with path.open(newline="", encoding="utf-8") as fh:
-                rows = list(csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ","))
+            text = data.decode("utf-8")
+            rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if suffix == ".tsv" else ","))
         elif suffix == ".jsonl":
             rows = []
-            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for i, line in enumerate(data.decode("utf-8").split("\n"), 1):  # not splitlines: U+2028 is text
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
@@ -90,7 +118,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
                         raise InputError(f"{path}: line {i} is not valid JSON ({exc.msg})") from None
         elif suffix == ".json":
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(data.decode("utf-8"))
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
             if isinstance(data, Mapping):
