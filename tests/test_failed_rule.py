@@ -254,3 +254,34 @@ def test_cedi_labels_a_blank_answer_empty():
     for text in BLANK + [None]:
         assert answer_label(text, True) == answer_label(text, False) == "empty", repr(text)
     assert answer_label("Yes, it is.", True) == "yes" and answer_label("\x1cyes", True) == "yes"
+
+
+def test_exports_and_compare_apply_the_rule():
+    from pathlib import Path
+
+    from halluflow.metrics.uncertainty import model_intervals
+    from halluflow.ode.export import dpo_records
+
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3"],
+            "image_id": ["i1"] * 3,
+            "question": ["Is there a dog?"] * 3,
+            "truth": ["no"] * 3,
+            "task": ["discriminative"] * 3,
+            "objects": [["cat"]] * 3,
+        }
+    )
+    # "\u200b" survives str.strip(): it used to make a preference pair with an invisible "rejected" answer
+    answers = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3"],
+            "answer": ["Yes", "\u200b", "Yes"],
+            "status": ["ok", "ok", "failed"],
+            "parsed": ["yes"] * 3,
+        }
+    )
+    assert [r["id"] for r in dpo_records(Path("."), queries, answers)] == ["q1"]
+    table = answers.with_columns(model=pl.lit("m"), truth=pl.lit("no"), hallucinated=pl.lit(True))
+    out = model_intervals(table, n_resamples=20)
+    assert (out["n_failed"], out["accuracy"]["n"]) == (2, 1)

@@ -28,6 +28,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import dumps_json, read_json, read_parquet, write_json
+from .parsers import failed_mask
 
 CLI_DESCRIPTION = (
     "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
@@ -112,7 +113,13 @@ def _judged(scores: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     if "failed" in scores.columns:  # the scoring stage's flag: a failed request or an empty answer
         ok = scores.filter(~pl.col("failed").fill_null(True))
     else:
-        ok = scores.filter(pl.col("status") == "ok") if "status" in scores.columns else scores
+        # no flag (a table from elsewhere): the shared failed-answer rule on what it records (a table without
+        # answer texts can only be judged by its status)
+        status = scores["status"] if "status" in scores.columns else None
+        text = (
+            scores["answer"] if "answer" in scores.columns else pl.repeat("(not recorded)", scores.height, eager=True)
+        )
+        ok = scores.filter(~failed_mask(text, status))
     yes_no = ok.filter(pl.col("truth").is_in(["yes", "no"]))
     read = yes_no.filter(pl.col("parsed").is_in(["yes", "no"]))
     halluc = ok.filter(pl.col("hallucinated").is_not_null()) if "hallucinated" in ok.columns else ok.clear()

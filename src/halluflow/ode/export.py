@@ -28,6 +28,7 @@ from ..io import (
     write_jsonl,
     write_text,
 )
+from ..metrics.parsers import failed_mask
 
 FORMATS = ("llava", "sharegpt", "dpo", "lmms-eval")
 HUB_METADATA = "metadata.jsonl"
@@ -182,13 +183,11 @@ def dpo_records(release_dir: Path, queries: pl.DataFrame, answers: pl.DataFrame)
         if c in answers.columns
     ]
     joined = queries.join(answers.select(cols), on="query_id", how="inner", suffix="_model")
-    if "status" in joined.columns:
-        joined = joined.filter(pl.col("status") == "ok")
+    # the shared failed-answer rule: a failed request or a blank answer makes no pair
+    joined = joined.filter(~failed_mask(joined["answer"], joined["status"] if "status" in joined.columns else None))
     records = []
     for row in joined.sort("query_id").iter_rows(named=True):
-        text = (row.get("answer") or "").strip()
-        if not text:
-            continue
+        text = row["answer"].strip()
         if row["truth"] in ("yes", "no"):
             if row.get("parsed") not in ("yes", "no") or row["parsed"] == row["truth"]:
                 continue
