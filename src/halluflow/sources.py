@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .errors import ConfigError, InputError
-from .io import safe_join
+from .io import read_parquet, safe_join
 
 SOURCE_KINDS = ("ode", "pope", "amber", "coco")
 COCO_PROMPT = "Describe this image."
@@ -144,12 +144,11 @@ def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limi
 
 
 def ode_queries(release_dir: str | os.PathLike):
-    import polars as pl
 
     path = Path(release_dir) / "queries.parquet"
     if not path.exists():
         raise InputError(f"{path}: release queries not found (run the ODE stages first)")
-    table = pl.read_parquet(path)
+    table = read_parquet(path)
     missing = [c for c in ("query_id", "image", "question", "task") if c not in table.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
@@ -229,7 +228,7 @@ def score_source(
     from .io import write_json, write_jsonl
     from .metrics import amber, pope
 
-    answers = pl.concat([pl.read_parquet(p) for p in answer_paths], how="diagonal_relaxed").sort("query_id")
+    answers = pl.concat([read_parquet(p) for p in answer_paths], how="diagonal_relaxed").sort("query_id")
     wrong = answers.filter(pl.col("model") != model)
     if wrong.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")

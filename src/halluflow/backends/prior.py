@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import InputError
+from ..io import read_parquet
 from .base import VLM, BackendInfo, VLMRequest
 
 _COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
@@ -42,7 +43,6 @@ class LanguagePriorVLM(VLM):
     def __init__(
         self, graph: str | None = None, queries: str | None = None, threshold: float = 0.1, neighbours: int = 3
     ):
-        import polars as pl
 
         if graph is None:
             raise InputError(
@@ -52,8 +52,8 @@ class LanguagePriorVLM(VLM):
         for name in ("nodes.parquet", "edges.parquet"):
             if not (folder / name).exists():
                 raise InputError(f"vlm backend 'prior': {folder / name} not found (run rule build_graph first)")
-        nodes = pl.read_parquet(folder / "nodes.parquet")
-        edges = pl.read_parquet(folder / "edges.parquet")
+        nodes = read_parquet(folder / "nodes.parquet")
+        edges = read_parquet(folder / "edges.parquet")
         self.graph_dir = str(folder)
         self.threshold = float(threshold)
         self.neighbours = int(neighbours)
@@ -70,7 +70,7 @@ class LanguagePriorVLM(VLM):
         self._names = sorted(self.frequency, key=lambda n: (-len(n), n))
         self.context: dict[str, dict] = {}
         if queries is not None:
-            self.bind_queries(pl.read_parquet(queries))
+            self.bind_queries(read_parquet(queries))
 
     def bind_queries(self, table) -> None:
         """Give the prior each query's scene objects (query_id → query_type, target, objects)."""

@@ -44,7 +44,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io import dumps_json, read_jsonl, write_text
+from ..io import dumps_json, read_jsonl, read_parquet, write_text
 from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
 from ..progress import get_logger, progress
 from .extract import (
@@ -685,7 +685,7 @@ def run_workflow(
     from .. import registry
     from ..io import read_json, write_json, write_parquet
 
-    answers_df = pl.concat([pl.read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
+    answers_df = pl.concat([read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
     if answers_df is None:
         raise InputError(f"model {model!r}: no answer shards")
     if source is not None and source.get("kind") == "coco":
@@ -704,8 +704,8 @@ def run_workflow(
         queries_path = Path(release_dir) / "queries.parquet"
         if not queries_path.exists():
             raise InputError(f"{queries_path}: release queries not found")
-        queries, image_root = pl.read_parquet(queries_path), Path(release_dir)
-        nodes_df = pl.read_parquet(nodes)
+        queries, image_root = read_parquet(queries_path), Path(release_dir)
+        nodes_df = read_parquet(nodes)
         vocab = build_vocabulary(
             graph_terms=sorted(nodes_df["node"].to_list()),
             synonyms=bool(cfg["synonyms"]),

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from .. import registry
 from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
-from ..io import read_json, safe_join, sha256_file, stable_hash, write_json, write_parquet
+from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
 from ..progress import get_logger
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
 from .parser import Vocabulary
@@ -116,12 +116,11 @@ def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool)
 
 
 def read_table(path: str | Path, columns: Sequence[str]):
-    import polars as pl
 
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
-    df = pl.read_parquet(path)
+    df = read_parquet(path)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, open_rgb, sha256_file, write_json, write_parquet
+from ..io import dumps_json, open_rgb, parquet_columns, read_parquet, sha256_file, write_json, write_parquet
 from ..progress import get_logger, progress
 
 DEFAULT_THRESHOLD = 0.95
@@ -99,8 +99,8 @@ def _release_images(release_dir: Path) -> pl.DataFrame:
     queries = release_dir / "queries.parquet"
     if not queries.is_file():
         raise InputError(f"{release_dir}: not a release folder (queries.parquet missing)")
-    cols = [c for c in ("image_id", "distribution", "pair_kind") if c in pl.read_parquet_schema(queries)]
-    table = pl.read_parquet(queries, columns=cols).unique("image_id").sort("image_id")
+    cols = [c for c in ("image_id", "distribution", "pair_kind") if c in parquet_columns(queries)]
+    table = read_parquet(queries, columns=cols).unique("image_id").sort("image_id")
     if "distribution" not in table.columns:
         table = table.with_columns(pl.lit("release").alias("distribution"))
     return table.with_columns(pl.format("images/{}.png", pl.col("image_id")).alias("path"))

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io import atomic_path, write_parquet
+from ..io import atomic_path, read_parquet, write_parquet
 from ..metrics.parsers import parse_yes_no
 from ..progress import get_logger
 
@@ -280,17 +280,17 @@ def run_workflow(
 
     if not answers:
         raise InputError(f"model {model!r}: no answer shards")
-    answers_df = pl.concat([pl.read_parquet(p) for p in answers], how="diagonal_relaxed")
+    answers_df = pl.concat([read_parquet(p) for p in answers], how="diagonal_relaxed")
     queries_path = Path(release_dir) / "queries.parquet"
     if not queries_path.exists():
         raise InputError(f"{queries_path}: release queries not found")
-    captions_df = pl.read_parquet(captions)
+    captions_df = read_parquet(captions)
     stand_in = bool(answers_df["stand_in"].any()) if "stand_in" in answers_df.columns and answers_df.height else False
     return run_diagnosis(
-        pl.read_parquet(queries_path),
+        read_parquet(queries_path),
         answers_df,
         captions_df,
-        scores=pl.read_parquet(scores[0]) if scores else None,
+        scores=read_parquet(scores[0]) if scores else None,
         model=model,
         stand_in=stand_in,
         out_parquet=out_parquet,

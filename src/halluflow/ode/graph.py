@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ..errors import InputError
-from ..io import atomic_path, read_json, read_text, write_parquet, write_text
+from ..io import atomic_path, read_json, read_parquet, read_text, write_parquet, write_text
 from ..resources import resource_path
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def read_table(
         raise InputError(f"{path}: file not found")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        df = pl.read_parquet(path)
+        df = read_parquet(path)
     elif suffix in (".csv", ".tsv", ".txt"):
         df = pl.read_csv(path, separator="\t" if suffix != ".csv" else ",", infer_schema=False)
     else:
@@ -326,7 +326,7 @@ def read_graph(nodes_path: str | Path, edges_path: str | Path) -> tuple[pl.DataF
     for p in (nodes_path, edges_path):
         if not Path(p).exists():
             raise InputError(f"{p}: graph table not found (run build_graph first)")
-    nodes, edges = pl.read_parquet(nodes_path), pl.read_parquet(edges_path)
+    nodes, edges = read_parquet(nodes_path), read_parquet(edges_path)
     for df, schema, p in ((nodes, NODE_SCHEMA, nodes_path), (edges, EDGE_SCHEMA, edges_path)):
         missing = [c for c in schema if c not in df.columns]
         if missing:

@@ -18,7 +18,7 @@ import polars as pl
 
 from ..backends.base import ImagePrompt, Synthesizer
 from ..errors import BackendError, ConfigError, InputError
-from ..io import read_jsonl, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
+from ..io import read_jsonl, read_parquet, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
 from ..progress import get_logger, progress
 from ..standins import tiny_clip_tokenizer, tiny_t5_tokenizer
 
@@ -138,7 +138,7 @@ def read_prompts(path: str | os.PathLike, shard: str | None = None) -> pl.DataFr
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: file not found")
-    df = pl.read_parquet(path)
+    df = read_parquet(path)
     missing = [c for c in PROMPT_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
-from ..io import atomic_path, dumps_json, read_json, safe_join, write_json, write_parquet
+from ..io import atomic_path, dumps_json, read_json, read_parquet, safe_join, write_json, write_parquet
 from ..progress import get_logger
 from . import convert
 from .schema import group_of, load_instances, write_instances
@@ -43,9 +43,8 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         queries = Path(release_dir) / "queries.parquet"
         if not queries.exists():
             raise InputError(f"{queries}: the release has no queries table")
-        import polars as pl
 
-        rows = pl.read_parquet(queries).to_dicts()
+        rows = read_parquet(queries).to_dicts()
         return convert.from_ode_queries(
             rows, release, samf["query_types"], risk_setting(samf), samf["max_instances"], seed
         )
@@ -97,9 +96,8 @@ def write_split(path, instances: list[dict], split: dict[str, str]) -> None:
 
 
 def read_split(path) -> dict[str, str]:
-    import polars as pl
 
-    return dict(pl.read_parquet(path).select("instance_id", "split").iter_rows())
+    return dict(read_parquet(path).select("instance_id", "split").iter_rows())
 
 
 def check_image_paths(items: list[dict], root: Path, source) -> None:
@@ -390,12 +388,11 @@ def run_fuzzed(
 
 
 def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
-    import polars as pl
 
     from .pipeline import compare
 
-    std, fz = pl.read_parquet(standard_path), pl.read_parquet(fuzzed_path)
-    table = compare(std, fz, dynamic=pl.read_parquet(dynamic_path) if dynamic_path else None)
+    std, fz = read_parquet(standard_path), read_parquet(fuzzed_path)
+    table = compare(std, fz, dynamic=read_parquet(dynamic_path) if dynamic_path else None)
     # Which judge, verifier, Sim_NLP and detector produced each setting's numbers, from the tables themselves.
     judges = {
         "standard": read_judges(standard_path),
