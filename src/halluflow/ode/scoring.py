@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import polars as pl
 
 from ..errors import InputError
+from ..io import read_parquet
 from ..metrics.chair import tokenize
 from ..metrics.parsers import failed_mask, parse_answers, parser_mode
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
@@ -362,7 +363,7 @@ def ode_metrics(
 def read_answer_shards(paths: Sequence[str]) -> pl.DataFrame:
     frames = []
     for p in paths:
-        df = pl.read_parquet(p)
+        df = read_parquet(p)
         _require(df, ANSWER_COLUMNS, f"answers shard {p}")
         cols = list(ANSWER_COLUMNS) + (["stand_in"] if "stand_in" in df.columns else [])
         frames.append(
@@ -385,8 +386,8 @@ def run_score(
     """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON."""
     from ..io import write_json, write_parquet
 
-    queries = pl.read_parquet(queries_path)
-    nodes = pl.read_parquet(nodes_path)
+    queries = read_parquet(queries_path)
+    nodes = read_parquet(nodes_path)
     _require(nodes, ("node",), f"graph nodes {nodes_path}")
     # concept vocabulary = graph nodes, plus any truth object of the release (fictional objects included)
     vocabulary = sorted(
