@@ -364,3 +364,24 @@ def test_align_reads_process_substitution_like_files():
     for result in (as_files, as_pipes):
         result["human"].pop("source")
     assert [as_files["human"], *as_files["metrics"].values()] == [as_pipes["human"], *as_pipes["metrics"].values()]
+
+
+def test_standin_rebuild_replaces_a_stand_in_only_once_the_new_one_is_complete(tmp_path, capsys, monkeypatch):
+    from halluflow import standins
+
+    def build(out, seed=0, fail=False):
+        (Path(out) / "weights.bin").write_bytes(bytes([seed]) * 8)
+        if fail:
+            raise standins.ConfigError("the builder gave up half-way")
+
+    monkeypatch.setitem(standins._BUILDERS, "hostile-io-test", build)
+    model = tmp_path / "tiny"
+    assert main(["standin", "build", "hostile-io-test", str(model), "--seed", "1"]) == 0
+    before = snapshot(tmp_path)
+    code = main(["standin", "build", "hostile-io-test", str(model), "--seed", "2", "--arg", "fail=true"])
+    refused(code, capsys.readouterr().err, "gave up half-way")
+    assert snapshot(tmp_path) == before  # the old stand-in whole, no half-built folder beside it
+    assert main(["standin", "build", "hostile-io-test", str(model), "--seed", "2"]) == 0
+    assert (model / "weights.bin").read_bytes() == bytes([2]) * 8 and sorted(p.name for p in tmp_path.iterdir()) == [
+        "tiny"
+    ]
