@@ -38,6 +38,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "halluflow.ode.contamination",
         "Fréchet distance and near-duplicates of a release vs real images",
     ),
+    (
+        "release",
+        "audit",
+        "halluflow.ode.audit",
+        "re-judge every yes/no item (second detector, VLM oracle); annotation page; label-error rates",
+    ),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),

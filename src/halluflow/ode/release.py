@@ -17,6 +17,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import (
+    link_or_copy,
     not_regular,
     owned_folder,
     read_json,
@@ -84,7 +85,9 @@ def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
     ]
 
 
-def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int, config: dict) -> str:
+def _datacard(
+    name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int, config: dict, lineage_card=()
+) -> str:
     lines = [f"# Data card: {name}", ""]
     filt = (config.get("ode") or {}).get("filter") or {}
     filter_lines = []
@@ -143,8 +146,8 @@ def _datacard(name: str, counts: dict, models: list[dict], stand_ins: bool, seed
     lines += ["", "| query type | yes | no | open |", "|---|---|---|---|"]
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
+    lines += ["", *lineage_card]
     lines += [
-        "",
         "## Files",
         "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
         "`metadata.jsonl` + `README.md` make the folder load with `datasets.load_dataset(<dir>)`;",
@@ -222,15 +225,21 @@ def package_release(
     rejected: pl.DataFrame | None = None,
     parent: str | None = None,
     graph_sources: list[str] = (),
+    graph: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> dict:
     """Write the release folder (built beside it, then renamed into place) and return the manifest.
 
-    `parent`: the parent release folder (ODE lineage): the manifest records the chain of ancestors it names.
-    `graph_sources`: annotation files the concept graph was built from; their sha256 go into the manifest.
+    `parent`: the parent release folder (ODE lineage): the manifest records the chain of ancestors it names, with
+    their concept pairs. `graph_sources`: annotation files the concept graph was built from; their sha256 go into the
+    manifest. `graph` (nodes, edges): the concept graph, for the DATACARD's Standard drift from its top band.
     """
     from .lineage import lineage as read_lineage
+    from .lineage import lineage_record
 
     ancestors = read_lineage(parent) if parent else []
+    lineage, ids, lineage_card = lineage_record(
+        name=name, seed=seed, config=config, scenes=scenes, queries=queries, ancestors=ancestors, graph=graph
+    )
     sources = {}
     for path in graph_sources:
         if not Path(path).is_file():
@@ -244,8 +253,11 @@ def package_release(
     tmp.mkdir(parents=True)
     try:
         with owned_folder(tmp):  # every file of the release lands inside the folder being built
-            manifest = _build(tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected)
-        manifest["lineage"] = {"parent": ancestors[0]["release"] if ancestors else None, "ancestors": ancestors}
+            manifest = _build(
+                tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected, lineage_card
+            )
+        manifest["lineage"] = lineage
+        manifest["ids"] = ids
         manifest["graph_sources"] = sources
         write_json(tmp / MANIFEST, manifest)
         # The old release stays whole until the new one is complete (a failure anywhere above leaves it as it was).
@@ -268,6 +280,7 @@ def _build(
     seed: int,
     name: str,
     rejected: pl.DataFrame | None,
+    lineage_card: list[str] = (),
 ) -> dict:
     """Every file of the release but manifest.json into `tmp`; returns the manifest without its lineage."""
     sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
@@ -294,7 +307,7 @@ def _build(
     models = models_used({"synthesizer": images, "detector": detections})
     stand_ins = any(m["stand_in"] for m in models)
     counts = _counts(accepted, queries, kept_scenes, rejected)
-    card = _datacard(name, counts, models, stand_ins, seed, config)
+    card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card)
     write_text(tmp / "DATACARD.md", card)
     write_hub_files(tmp, name, queries, card)
     files = {}
@@ -312,6 +325,46 @@ def _build(
         "counts": counts,
         "files": files,
     }
+
+
+def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys: dict) -> dict:
+    """Rewrite listed text files of a finished release and set top-level manifest keys, re-hashing what changed.
+
+    Only a release that verifies is updated, only files its manifest lists may be rewritten, and the keys that
+    describe the build itself (files, format, release, seed, config, counts, lineage) are never replaced. Like
+    `package_release`, the new folder is built beside the old one (unchanged files hard-linked) and swapped in whole,
+    so a failure anywhere leaves the release exactly as it was and `release verify` passes afterwards."""
+    release_dir = Path(release_dir)
+    problems = verify_release(release_dir)
+    if problems:
+        raise InputError(f"{release_dir}: does not verify ({problems[0]}); refusing to update it")
+    manifest = read_json(release_dir / MANIFEST)
+    unlisted = sorted(set(texts) - set(manifest["files"]))
+    if unlisted:
+        raise InputError(f"{release_dir}: {unlisted[0]} is not a file of this release; only listed files are updated")
+    protected = sorted(set(manifest_keys) & {"files", "format", "release", "seed", "config", "counts", "lineage"})
+    if protected:
+        raise InputError(f"{release_dir / MANIFEST}: key {protected[0]!r} describes the build and is not updated")
+    tmp = release_dir.with_name(f".{release_dir.name}.updating")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        with owned_folder(tmp):
+            files = {}
+            for rel in sorted(manifest["files"]):
+                if rel in texts:
+                    write_text(tmp / rel, texts[rel])
+                else:
+                    link_or_copy(release_dir / rel, tmp / rel)
+                files[rel] = {"sha256": sha256_file(tmp / rel), "bytes": (tmp / rel).stat().st_size}
+            manifest = {**manifest, **manifest_keys, "files": files}
+            write_json(tmp / MANIFEST, manifest)
+        replace_folder(tmp, release_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
 
 
 def verify_release(release_dir: str | Path) -> list[str]:

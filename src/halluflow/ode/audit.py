@@ -1,0 +1,961 @@
+"""Label audit of an ODE release: `halluflow release audit REL`.
+
+A release states the truth of every yes/no item by construction (the prompt asked for the pair, the filter
+detector saw it, a "no" object scored below the exclusion threshold). The audit measures how often that is wrong,
+as RePOPE (Neuhaus and Hein) did for POPE and LiveXiv (Shabtay et al.) did for its automatic labels:
+
+- automatic: independent verifiers re-judge every item. A second open-vocabulary detector (not the one that
+  filtered the images) scores every object an existence-type item names; the VLM-oracle ensemble of CAOS (Zhou et
+  al.) answers every yes/no item's own question and votes with CAOS's rule. Each disagreement with the stated truth
+  is flagged per item and counted per query type x distribution. Offline the verifiers are random stand-ins: their
+  disagreements are noise and every output says so;
+- human: a stratified sample (strata = query type x distribution) sized for a stated precision is written as one
+  self-contained HTML page; the CSV its annotator saves comes back through `--labels` as a label-error rate with
+  Wilson intervals per query type and overall, written into the release's DATACARD and manifest.
+
+Sample size per query type (normal approximation, finite-population corrected): n0 = z^2 p (1 - p) / e^2 and
+n = ceil(n0 / (1 + (n0 - 1) / N)), N = the query type's yes/no items, e = the margin, p = the expected error
+rate (0.5: the worst case), z = the normal quantile of the confidence. Within a query type the sample is allocated
+to the distributions in proportion to their size (largest remainders, at least one item per non-empty stratum).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+import tempfile
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+import polars as pl
+
+from ..errors import ConfigError, InputError
+from ..io import (
+    dumps_json,
+    owned_folder,
+    read_json,
+    read_parquet,
+    read_text,
+    sha256_bytes,
+    sha256_file,
+    write_json,
+    write_parquet,
+    write_text,
+)
+from ..progress import get_logger
+
+log = get_logger(__name__)
+
+AUDIT_JSON = "audit.json"
+ITEMS = "verifiers.parquet"
+SAMPLE = "sample.parquet"
+PAGE = "annotate.html"
+LABELS_JSON = "labels.json"
+# Query types whose item names one object the image either shows or not: the detector can judge them. Attribute and
+# count items are judged by the oracle only (a box says nothing about "red"; box counts of a random detector less).
+DETECTOR_TYPES = ("existence", "counterfactual")
+# Backends that never look at the pixels (a text-only LM, the co-occurrence prior) cannot verify what an image shows;
+# they are left out of the default oracle (naming one with --oracle still uses it).
+NO_PIXELS = ("blind", "prior")
+LABELS = ("yes", "no", "unsure")
+CSV_COLUMNS = ("query_id", "image_id", "query_type", "distribution", "question", "truth", "label")
+SECTION = "## Label audit"
+
+CLI_DESCRIPTION = (
+    "Audit the stated truth of every yes/no item of a release. Without --labels: a second detector and the CAOS "
+    "VLM-oracle ensemble re-judge every item (disagreements flagged per item and counted per query type x "
+    "distribution), and a stratified sample sized for --margin at --confidence is written as one self-contained "
+    "HTML page (annotate.html) whose 'save CSV' button downloads the annotator's labels. With --labels: the "
+    "label-error rate of that CSV, with Wilson intervals per query type and overall, is written into the "
+    "release's DATACARD.md and manifest.json (re-hashed: `release verify` still passes)."
+)
+CLI_EPILOG = """examples:
+  halluflow release audit results/ode-demo/release                 # -> results/ode-demo/audit/
+  halluflow release audit results/ode-demo/release --labels ~/Downloads/labels-ode-demo.csv
+  halluflow release audit REL --detector IDEA-Research/grounding-dino-base --oracle qwen2-vl --margin 0.03"""
+
+
+# ---- statistics ---------------------------------------------------------------------------------------------------
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of `confidence` (0.95 -> 1.959964)."""
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError(f"audit confidence must be between 0 and 1 (exclusive), got {confidence}")
+    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+
+
+def sample_size(population: int, margin: float = 0.025, confidence: float = 0.95, expected: float = 0.5) -> int:
+    """Items to label so a rate over `population` items has half-width `margin` at `confidence` (module docstring)."""
+    if population <= 0:
+        return 0
+    if not 0.0 < margin < 1.0:
+        raise ConfigError(f"audit margin must be between 0 and 1 (exclusive), got {margin}")
+    if not 0.0 < expected < 1.0:
+        raise ConfigError(f"audit expected error rate must be between 0 and 1 (exclusive), got {expected}")
+    n0 = z_value(confidence) ** 2 * expected * (1.0 - expected) / margin**2
+    return min(population, math.ceil(n0 / (1.0 + (n0 - 1.0) / population)))
+
+
+def allocate(sizes: dict, n: int) -> dict:
+    """Split `n` over strata in proportion to their sizes: largest remainders (ties by stratum order), at least one
+    item for every non-empty stratum, never more than a stratum holds."""
+    total = sum(sizes.values())
+    keys = sorted(k for k, v in sizes.items() if v > 0)
+    if n <= 0 or total == 0:
+        return {k: 0 for k in sizes}
+    n = min(n, total)
+    share = {k: n * sizes[k] / total for k in keys}
+    out = {k: min(sizes[k], max(1, math.floor(share[k]))) for k in keys}
+    # Hand out what rounding left (or take back what the minimum of one added) by the size of the remainder.
+    while sum(out.values()) < n:
+        k = max((k for k in keys if out[k] < sizes[k]), key=lambda k: (share[k] - out[k], -keys.index(k)))
+        out[k] += 1
+    while sum(out.values()) > n:
+        k = min((k for k in keys if out[k] > 1), key=lambda k: (share[k] - out[k], keys.index(k)))
+        out[k] -= 1
+    return {k: out.get(k, 0) for k in sizes}
+
+
+def wilson(rate: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion `rate` observed on `n` (possibly effective, non-integer) trials."""
+    if n <= 0:
+        return (0.0, 1.0)
+    if math.isinf(n):
+        return (rate, rate)
+    z2 = z_value(confidence) ** 2
+    centre = (rate + z2 / (2 * n)) / (1 + z2 / n)
+    half = math.sqrt(z2) / (1 + z2 / n) * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def wilson_interval(errors: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of `errors` out of `n`."""
+    return wilson(errors / n if n else 0.0, n, confidence)
+
+
+def stratified_rate(strata: list[dict], confidence: float = 0.95) -> dict:
+    """Error rate over strata {population, labelled, errors}: each stratum weighted by its share of the items
+    (N_h / N over the strata with labels), so an unequal allocation across strata does not bias it; the Wilson
+    interval uses Kish's effective sample size p (1 - p) / Var(p), Var with the finite-population correction."""
+    covered = [s for s in strata if s["labelled"] > 0]
+    population = sum(s["population"] for s in covered)
+    labelled = sum(s["labelled"] for s in covered)
+    errors = sum(s["errors"] for s in covered)
+    out = {
+        "labelled": labelled,
+        "errors": errors,
+        "population": sum(s["population"] for s in strata),
+        "strata_without_labels": len(strata) - len(covered),
+    }
+    if not covered:
+        return {**out, "error_rate": None, "interval": None, "effective_n": None}
+    rate = sum(s["population"] / population * s["errors"] / s["labelled"] for s in covered)
+    var = sum(
+        (s["population"] / population) ** 2
+        * (s["errors"] / s["labelled"])
+        * (1 - s["errors"] / s["labelled"])
+        / s["labelled"]
+        * (1 - s["labelled"] / s["population"])
+        for s in covered
+    )
+    if var > 0:
+        n_eff = rate * (1 - rate) / var
+    else:  # every stratum all-right (or all-wrong) or fully labelled: the self-weighting effective size
+        n_eff = math.inf if labelled >= population else labelled / (1 - labelled / population)
+    low, high = wilson(rate, n_eff, confidence)
+    return {
+        **out,
+        "error_rate": round(rate, 6),
+        "interval": [round(low, 6), round(high, 6)],
+        "effective_n": None if math.isinf(n_eff) else round(n_eff, 3),
+    }
+
+
+# ---- reading a release --------------------------------------------------------------------------------------------
+
+
+def read_release(release_dir: Path) -> tuple[dict, pl.DataFrame]:
+    """(manifest, yes/no items) of a release that verifies; one error line otherwise."""
+    from .release import MANIFEST, verify_release
+
+    problems = verify_release(release_dir)
+    if problems:
+        raise InputError(f"{release_dir}: does not verify ({problems[0]}); audit a release `release verify` accepts")
+    manifest = read_json(release_dir / MANIFEST)
+    queries = read_parquet(release_dir / "queries.parquet")
+    needed = {"query_id", "image_id", "image", "distribution", "query_type", "question", "truth", "target"}
+    missing = sorted(needed - set(queries.columns))
+    if missing:
+        raise InputError(f"{release_dir / 'queries.parquet'}: lacks column(s) {missing}")
+    items = queries.filter(pl.col("truth").is_in(["yes", "no"])).sort("query_id")
+    if items.height == 0:
+        raise InputError(f"{release_dir / 'queries.parquet'}: no yes/no items to audit")
+    return manifest, items
+
+
+def default_out(release_dir: Path) -> Path:
+    """results/<release>/audit beside results/<release>/release (else <folder>-audit beside it)."""
+    return release_dir.parent / ("audit" if release_dir.name == "release" else f"{release_dir.name}-audit")
+
+
+def _check_out(release_dir: Path, out_dir: Path) -> None:
+    real_out, real_rel = out_dir.resolve(), release_dir.resolve()
+    if real_out == real_rel or real_rel in real_out.parents:
+        raise InputError(f"{out_dir}: inside the release {release_dir}; its files would be unlisted there")
+
+
+# ---- verifiers ----------------------------------------------------------------------------------------------------
+
+
+def detector_verdicts(
+    release_dir: Path, items: pl.DataFrame, detector, threshold: float, batch_size: int = 8
+) -> pl.DataFrame:
+    """query_id, detector_score (max over boxes of the item's object) and detector_says for existence-type items."""
+    from .detection import detect_shard
+
+    judged = items.filter(pl.col("query_type").is_in(DETECTOR_TYPES) & pl.col("attribute_kind").is_null())
+    schema = {"query_id": pl.String, "detector_score": pl.Float64, "detector_says": pl.String}
+    if judged.height == 0:
+        return pl.DataFrame(schema=schema)
+    labels = {
+        image_id: sorted(set(group["target"].to_list()))
+        for (image_id,), group in judged.group_by(["image_id"], maintain_order=True)
+    }
+    images = judged.select("image_id", pl.col("image").alias("path")).unique("image_id").sort("image_id")
+    boxes = detect_shard(images, labels, release_dir, detector, batch_size)
+    best = boxes.group_by("image_id", "label").agg(pl.col("score").max().alias("detector_score"))
+    return (
+        judged.select("query_id", "image_id", "target")
+        .join(best, left_on=["image_id", "target"], right_on=["image_id", "label"], how="left")
+        .with_columns(pl.col("detector_score").fill_null(0.0))
+        .with_columns(
+            pl.when(pl.col("detector_score") >= threshold)
+            .then(pl.lit("yes"))
+            .otherwise(pl.lit("no"))
+            .alias("detector_says")
+        )
+        .select(list(schema))
+        .cast(schema)
+    )
+
+
+def oracle_verdicts(
+    release_dir: Path, items: pl.DataFrame, members, rule: str, tie: str, suffix: str, max_new_tokens: int = 6
+) -> pl.DataFrame:
+    """query_id, oracle_yes/no/abstain and oracle_says: every member answers each item's own question (one batch per
+    member, so a model loads once), parsed and combined by CAOS's oracle parser and vote (a tie under
+    `tie: exclude` and a failed answer decide nothing)."""
+    from ..backends.base import VLMRequest
+    from ..caos.scores import oracle_yes_no, vote
+
+    requests = [
+        VLMRequest(
+            request_id=r["query_id"],
+            prompt=r["question"] + suffix,
+            image_path=str(release_dir / r["image"]),
+            task="discriminative",
+            max_new_tokens=max_new_tokens,
+        )
+        for r in items.select("query_id", "question", "image").iter_rows(named=True)
+    ]
+    parsed: list[list[str | None]] = [[] for _ in requests]
+    for mut in members:
+        results = mut.run(requests)
+        if len(results) != len(requests):
+            raise InputError(f"oracle member {mut.name!r} returned {len(results)} answers for {len(requests)}")
+        for row, result in zip(parsed, results):
+            row.append(oracle_yes_no(result.text) if result.ok else None)
+    verdicts = [vote(p, rule, tie) for p in parsed]
+    return pl.DataFrame(
+        {
+            "query_id": items["query_id"],
+            "oracle_yes": [v.yes for v in verdicts],
+            "oracle_no": [v.no for v in verdicts],
+            "oracle_abstain": [v.abstain for v in verdicts],
+            "oracle_says": [None if v.present is None else ("yes" if v.present else "no") for v in verdicts],
+        },
+        schema={
+            "query_id": pl.String,
+            "oracle_yes": pl.Int64,
+            "oracle_no": pl.Int64,
+            "oracle_abstain": pl.Int64,
+            "oracle_says": pl.String,
+        },
+    )
+
+
+def flag_items(items: pl.DataFrame, detector: pl.DataFrame | None, oracle: pl.DataFrame | None) -> pl.DataFrame:
+    """One row per yes/no item with each verifier's verdict and whether it disagrees with the stated truth."""
+    cols = ["query_id", "image_id", "query_type", "attribute_kind", "distribution", "question", "target", "truth"]
+    table = items.select([c for c in cols if c in items.columns])
+    for part, says in ((detector, "detector_says"), (oracle, "oracle_says")):
+        if part is not None:
+            table = table.join(part, on="query_id", how="left")
+        else:
+            table = table.with_columns(pl.lit(None, dtype=pl.String).alias(says))
+    table = table.with_columns(
+        (pl.col("detector_says").is_not_null() & (pl.col("detector_says") != pl.col("truth"))).alias(
+            "detector_disagrees"
+        ),
+        (pl.col("oracle_says").is_not_null() & (pl.col("oracle_says") != pl.col("truth"))).alias("oracle_disagrees"),
+    )
+    return table.with_columns((pl.col("detector_disagrees") | pl.col("oracle_disagrees")).alias("flagged")).sort(
+        "query_id"
+    )
+
+
+def verifier_counts(table: pl.DataFrame) -> list[dict]:
+    """Per query type x distribution: items, items each verifier judged, its disagreements, items flagged."""
+    rows = (
+        table.group_by("query_type", "distribution")
+        .agg(
+            pl.len().alias("items"),
+            pl.col("detector_says").is_not_null().sum().alias("detector_judged"),
+            pl.col("detector_disagrees").sum().alias("detector_disagrees"),
+            pl.col("oracle_says").is_not_null().sum().alias("oracle_judged"),
+            pl.col("oracle_disagrees").sum().alias("oracle_disagrees"),
+            pl.col("flagged").sum().alias("flagged"),
+        )
+        .sort("query_type", "distribution")
+    )
+    return [{k: (int(v) if isinstance(v, (int, np.integer)) else v) for k, v in r.items()} for r in rows.to_dicts()]
+
+
+# ---- the stratified sample ----------------------------------------------------------------------------------------
+
+
+def draw_sample(
+    items: pl.DataFrame, margin: float, confidence: float, expected: float, seed: int
+) -> tuple[pl.DataFrame, list[dict]]:
+    """The sampled items (query type x distribution strata, module docstring) and the design of each stratum."""
+    rng = np.random.default_rng(seed)
+    design, picked = [], []
+    for (qtype,), kind in sorted(items.group_by(["query_type"]), key=lambda g: g[0]):
+        sizes = {d: n for d, n in kind.group_by("distribution").len().iter_rows()}
+        n_kind = sample_size(kind.height, margin, confidence, expected)
+        for dist, n in sorted(allocate(sizes, n_kind).items()):
+            stratum = kind.filter(pl.col("distribution") == dist).sort("query_id")
+            order = rng.permutation(stratum.height)[:n]
+            picked.append(stratum[sorted(order.tolist())])
+            design.append({"query_type": qtype, "distribution": dist, "population": stratum.height, "sampled": n})
+    sample = pl.concat(picked).sort("query_type", "distribution", "query_id")
+    return sample, design
+
+
+# ---- the annotation page ------------------------------------------------------------------------------------------
+
+
+def _data_uri(path: Path, max_side: int) -> str:
+    """An image as a data URI: the PNG as it is when small enough, else a JPEG thumbnail (keeps the page small)."""
+    from PIL import Image
+
+    data = path.read_bytes()
+    with Image.open(io.BytesIO(data)) as im:
+        if max(im.size) <= max_side:
+            return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        im = im.convert("RGB")
+        im.thumbnail((max_side, max_side))
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+PAGE_STYLE = """
+body{font-family:system-ui,sans-serif;margin:0;background:#f4f4f6;color:#1d1d22}
+header{background:#22232b;color:#fff;padding:12px 20px}
+header h1{font-size:20px;margin:0 0 4px}
+header p{margin:0;font-size:13px;color:#c9cad3}
+.warn{background:#b3261e;color:#fff;padding:8px 20px;font-weight:600}
+main{display:flex;gap:24px;padding:20px;align-items:flex-start}
+#img{width:480px;max-width:45vw;height:auto;border:1px solid #bbb;background:#fff}
+.card{background:#fff;border-radius:8px;padding:16px 20px;box-shadow:0 1px 3px #0002;min-width:380px}
+#question{font-size:24px;margin:8px 0 12px}
+#stated{font-size:15px;color:#555}
+.buttons button{font-size:18px;padding:10px 18px;margin:12px 8px 0 0;border-radius:6px;border:1px solid #888;cursor:pointer}
+button.chosen{outline:3px solid #1a73e8}
+#yes{background:#dff3e3}#no{background:#f8dede}#unsure{background:#eee}
+.meta{font-size:12px;color:#666;margin-top:10px}
+nav{margin-top:16px;font-size:14px}
+kbd{border:1px solid #aaa;border-radius:3px;padding:0 4px;background:#fafafa}
+#save{background:#1a73e8;color:#fff;border:none;font-size:16px;padding:10px 16px;border-radius:6px;margin-top:16px}
+"""
+
+# One page, no network: the items and their images are inlined, labels live in the page (and in localStorage, so a
+# reload keeps them), and "save CSV" hands the annotator a file through a Blob link. `?selftest` drives the page
+# through its own key handler (arrows, then y/n/u by a fixed pattern) and writes the CSV text into the DOM, so a
+# headless browser's --dump-dom can read what "save CSV" would have saved.
+PAGE_SCRIPT = r"""
+const data = JSON.parse(document.getElementById('audit-data').textContent);
+const items = data.items;
+const selftest = new URLSearchParams(location.search).has('selftest');
+const store = 'halluflow-audit:' + data.sample_id;
+let labels = {};
+if (!selftest) { try { labels = JSON.parse(localStorage.getItem(store) || '{}'); } catch (e) { labels = {}; } }
+let at = 0;
+const $ = (id) => document.getElementById(id);
+function show() {
+  const it = items[at];
+  $('img').src = data.images[it.image_id];
+  $('question').textContent = it.question;
+  $('stated').textContent = 'The release states: ' + it.truth.toUpperCase();
+  $('meta').textContent = it.query_type + ' / ' + it.distribution + ' / ' + it.query_id;
+  $('pos').textContent = (at + 1) + ' / ' + items.length;
+  $('done').textContent = Object.keys(labels).length + ' labelled';
+  for (const v of ['yes', 'no', 'unsure']) $(v).classList.toggle('chosen', labels[it.query_id] === v);
+}
+function persist() { if (!selftest) { try { localStorage.setItem(store, JSON.stringify(labels)); } catch (e) {} } }
+function label(v) {
+  labels[items[at].query_id] = v;
+  persist();
+  if (at < items.length - 1) at += 1;
+  show();
+}
+function move(step) { at = Math.min(items.length - 1, Math.max(0, at + step)); show(); }
+function field(value) {
+  const s = value === null || value === undefined ? '' : String(value);
+  return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+}
+function csvText() {
+  const lines = [data.columns.join(',')];
+  for (const it of items) {
+    const row = data.columns.map((c) => (c === 'label' ? labels[it.query_id] || '' : it[c]));
+    lines.push(row.map(field).join(','));
+  }
+  return lines.join('\r\n') + '\r\n';
+}
+function saveCsv() {
+  const blob = new Blob([csvText()], {type: 'text/csv;charset=utf-8'});
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = data.csv_name;
+  document.body.appendChild(a);
+  a.click();
+  setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+}
+const keys = {y: () => label('yes'), n: () => label('no'), u: () => label('unsure'),
+              ArrowRight: () => move(1), ArrowLeft: () => move(-1)};
+document.addEventListener('keydown', (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const act = keys[e.key.length === 1 ? e.key.toLowerCase() : e.key];
+  if (act) { e.preventDefault(); act(); }
+});
+for (const v of ['yes', 'no', 'unsure']) $(v).addEventListener('click', () => label(v));
+$('prev').addEventListener('click', () => move(-1));
+$('next').addEventListener('click', () => move(1));
+$('save').addEventListener('click', saveCsv);
+show();
+if (selftest) {
+  const press = (key) => document.dispatchEvent(new KeyboardEvent('keydown', {key: key}));
+  press('ArrowRight');
+  const forward = at === Math.min(1, items.length - 1);
+  press('ArrowLeft');
+  const back = at === 0;
+  // item i: the stated truth, except i % 10 == 3 (the opposite) and i % 10 == 7 (unsure)
+  items.forEach((it, i) => press(i % 10 === 3 ? (it.truth === 'yes' ? 'n' : 'y') : i % 10 === 7 ? 'u' : it.truth[0]));
+  const out = document.createElement('pre');
+  out.id = 'selftest-csv';
+  out.dataset.navigation = forward && back ? 'ok' : 'broken';
+  out.textContent = csvText();
+  document.body.appendChild(out);
+}
+"""
+
+
+def annotation_page(
+    sample: pl.DataFrame, release_dir: Path, name: str, sample_id: str, stand_ins: bool, max_side: int = 512
+) -> str:
+    """The self-contained annotation page of `sample` (images inlined once each, no external resource)."""
+    images = {
+        image_id: _data_uri(release_dir / image, max_side)
+        for image_id, image in sample.select("image_id", "image").unique("image_id").sort("image_id").iter_rows()
+    }
+    data = {
+        "release": name,
+        "sample_id": sample_id,
+        "csv_name": f"labels-{name}.csv",
+        "columns": list(CSV_COLUMNS),
+        "items": sample.select([c for c in CSV_COLUMNS if c != "label"]).to_dicts(),
+        "images": images,
+    }
+    payload = json.dumps(data, ensure_ascii=True, sort_keys=True).replace("</", "<\\/")
+    warn = (
+        '<div class="warn">STAND-IN release: its images were made by randomly initialised models and are noise. '
+        "Label what you see; expect most stated truths to look wrong.</div>"
+        if stand_ins
+        else ""
+    )
+    title = html.escape(f"Label audit: {name}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
+<style>{PAGE_STYLE}</style></head>
+<body>
+<header><h1>{title}</h1>
+<p>{len(data["items"])} sampled yes/no items. Answer each question by what the image shows (not by what the release states):
+<kbd>y</kbd> yes, <kbd>n</kbd> no, <kbd>u</kbd> unsure, <kbd>&larr;</kbd>/<kbd>&rarr;</kbd> move.
+Then <b>save CSV</b> and run <code>halluflow release audit RELEASE --labels {html.escape(data["csv_name"])}</code>.</p></header>
+{warn}
+<main><img id="img" alt="item image">
+<div class="card"><div id="question"></div><div id="stated"></div>
+<div class="buttons"><button id="yes">Yes (y)</button><button id="no">No (n)</button><button id="unsure">Unsure (u)</button></div>
+<div class="meta" id="meta"></div>
+<nav><button id="prev">&larr; previous</button> <span id="pos"></span> <button id="next">next &rarr;</button> &middot; <span id="done"></span></nav>
+<button id="save">save CSV</button></div></main>
+<script type="application/json" id="audit-data">{payload}</script>
+<script>{PAGE_SCRIPT}</script>
+</body></html>
+"""
+
+
+# ---- labels -------------------------------------------------------------------------------------------------------
+
+
+def read_labels(path: str | Path, sample: pl.DataFrame) -> dict[str, str]:
+    """{query_id: yes/no/unsure} from the page's CSV; every row must be a sampled item with its stated truth."""
+    text = read_text(path).lstrip("\ufeff")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = {"query_id", "label"} - set(reader.fieldnames or [])
+    if missing:
+        raise InputError(f"{path}: lacks column(s) {sorted(missing)} (the CSV the annotation page saves has them)")
+    truth = dict(sample.select("query_id", "truth").iter_rows())
+    labels: dict[str, str] = {}
+    for line, row in enumerate(reader, start=2):
+        qid, value = (row.get("query_id") or "").strip(), (row.get("label") or "").strip().lower()
+        if qid not in truth:
+            raise InputError(f"{path} line {line}: query_id {qid!r} is not in this audit's sample")
+        if qid in labels:
+            raise InputError(f"{path} line {line}: query_id {qid!r} appears twice")
+        if row.get("truth") not in (None, "", truth[qid]):
+            raise InputError(
+                f"{path} line {line}: truth {row['truth']!r} of {qid!r} is not the release's {truth[qid]!r} "
+                "(labels of another release or sample?)"
+            )
+        if value == "":
+            continue  # not labelled yet
+        if value not in LABELS:
+            raise InputError(f"{path} line {line}: label {value!r} is not one of {', '.join(LABELS)}")
+        labels[qid] = value
+    return labels
+
+
+def label_rates(sample: pl.DataFrame, design: list[dict], labels: dict[str, str], confidence: float) -> dict:
+    """Label-error rates (label yes/no differs from the stated truth; unsure and unlabelled left out) per stratum,
+    per query type and overall, population-weighted, with Wilson intervals (stratified_rate)."""
+    frame = sample.select("query_id", "query_type", "distribution", "truth").with_columns(
+        pl.col("query_id").replace_strict(labels, default=None, return_dtype=pl.String).alias("label")
+    )
+    strata = []
+    for d in design:
+        rows = frame.filter((pl.col("query_type") == d["query_type"]) & (pl.col("distribution") == d["distribution"]))
+        decided = rows.filter(pl.col("label").is_in(["yes", "no"]))
+        strata.append(
+            {
+                **d,
+                "labelled": decided.height,
+                "unsure": rows.filter(pl.col("label") == "unsure").height,
+                "errors": decided.filter(pl.col("label") != pl.col("truth")).height,
+            }
+        )
+    by_type = {}
+    for qtype in sorted({s["query_type"] for s in strata}):
+        group = [s for s in strata if s["query_type"] == qtype]
+        by_type[qtype] = {**stratified_rate(group, confidence), "unsure": sum(s["unsure"] for s in group)}
+    return {
+        "confidence": confidence,
+        "labelled": sum(s["labelled"] for s in strata),
+        "unsure": sum(s["unsure"] for s in strata),
+        "sampled": sample.height,
+        "overall": {**stratified_rate(strata, confidence), "unsure": sum(s["unsure"] for s in strata)},
+        "by_query_type": by_type,
+        "strata": strata,
+    }
+
+
+# ---- the audit ----------------------------------------------------------------------------------------------------
+
+
+def audit_release(
+    release_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    detector=None,
+    detector_threshold: float | None = None,
+    oracle_members=(),
+    oracle_rule: str = "majority",
+    oracle_tie: str = "exclude",
+    yes_no_suffix: str = " Answer yes or no.",
+    margin: float = 0.025,
+    confidence: float = 0.95,
+    expected: float = 0.5,
+    seed: int | None = None,
+    max_side: int = 512,
+    batch_size: int = 8,
+) -> dict:
+    """Run the verifiers over every yes/no item, draw the sample, write the page; returns audit.json's content.
+
+    `detector`: a detector backend (None: not run); `oracle_members`: ModelUnderTest-like objects with .name,
+    .run(requests) and .describe() (empty: no oracle). Writes only inside `out_dir`."""
+    release_dir, out_dir = Path(release_dir), Path(out_dir)
+    _check_out(release_dir, out_dir)
+    manifest, items = read_release(release_dir)
+    name = manifest.get("release") or release_dir.name
+    if detector is None and not oracle_members:
+        raise ConfigError("release audit: no verifier (a detector or at least one oracle member is needed)")
+    verifiers: dict = {}
+    det = ora = None
+    if detector is not None:
+        if detector_threshold is None:
+            detector_threshold = (
+                ((manifest.get("config") or {}).get("ode") or {}).get("filter", {}).get("exclusion_threshold")
+            )
+        if detector_threshold is None:
+            raise ConfigError("release audit: the manifest records no ode.filter.exclusion_threshold; pass one")
+        det = detector_verdicts(release_dir, items, detector, float(detector_threshold), batch_size)
+        verifiers["detector"] = {
+            **detector.describe().as_dict(),
+            "threshold": float(detector_threshold),
+            "judges": list(DETECTOR_TYPES),
+        }
+    if oracle_members:
+        ora = oracle_verdicts(release_dir, items, oracle_members, oracle_rule, oracle_tie, yes_no_suffix)
+        verifiers["oracle"] = {
+            "members": [{"name": m.name, **m.describe().as_dict()} for m in oracle_members],
+            "vote": oracle_rule,
+            "tie": oracle_tie,
+            "judges": "every yes/no item, asked its own question",
+        }
+    table = flag_items(items, det, ora)
+    stand_in_verifiers = any(
+        v.get("stand_in")
+        for v in [verifiers.get("detector") or {}] + (verifiers.get("oracle") or {}).get("members", [])
+    )
+    seed = int(manifest.get("seed", 0) if seed is None else seed)
+    sample, design = draw_sample(items, margin, confidence, expected, seed)
+    queries_sha = manifest["files"]["queries.parquet"]["sha256"]
+    sample_id = sha256_bytes(dumps_json({"queries": queries_sha, "sample": sample["query_id"].to_list()}).encode())[:16]
+    summary = {
+        "format": "halluflow-audit/1",
+        "release": name,
+        "queries_sha256": queries_sha,
+        "items": table.height,
+        "verifiers": verifiers,
+        "stand_in_verifiers": stand_in_verifiers,
+        "release_stand_ins": bool(manifest.get("stand_ins_used")),
+        "warning": (
+            "the verifiers are randomly initialised STAND-IN models: their verdicts and disagreements are noise"
+            if stand_in_verifiers
+            else None
+        ),
+        "totals": {
+            "detector_judged": int(table["detector_says"].is_not_null().sum()),
+            "detector_disagrees": int(table["detector_disagrees"].sum()),
+            "oracle_judged": int(table["oracle_says"].is_not_null().sum()),
+            "oracle_disagrees": int(table["oracle_disagrees"].sum()),
+            # asked but undecided: every member abstained (no yes/no in its answer, or a failed one) or a tie
+            "oracle_undecided": int(table["oracle_says"].is_null().sum()) if oracle_members else 0,
+            "flagged": int(table["flagged"].sum()),
+        },
+        "by_query_type_distribution": verifier_counts(table),
+        "sample": {
+            "id": sample_id,
+            "size": sample.height,
+            "margin": margin,
+            "confidence": confidence,
+            "expected_rate": expected,
+            "seed": seed,
+            "formula": "n0 = z^2 p (1 - p) / e^2; n = ceil(n0 / (1 + (n0 - 1) / N)) per query type, "
+            "allocated to distributions in proportion to size",
+            "strata": design,
+        },
+    }
+    with owned_folder(out_dir):
+        write_parquet(out_dir / ITEMS, table)
+        write_parquet(out_dir / SAMPLE, sample)
+        page = annotation_page(sample, release_dir, name, sample_id, bool(manifest.get("stand_ins_used")), max_side)
+        write_text(out_dir / PAGE, page)
+        write_json(out_dir / AUDIT_JSON, summary)
+    return summary
+
+
+def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str | Path) -> dict:
+    """Score the annotator's CSV against the audit's sample and record the result in the release (DATACARD.md, its
+    hub card README.md and manifest.json, re-hashed by the release module) and in `out_dir`/labels.json."""
+    from .export import HUB_CARD, hub_card
+    from .release import update_release
+
+    release_dir, out_dir = Path(release_dir), Path(out_dir)
+    _check_out(release_dir, out_dir)
+    if not (out_dir / AUDIT_JSON).is_file() or not (out_dir / SAMPLE).is_file():
+        raise InputError(f"{out_dir}: no audit to label; run `halluflow release audit {release_dir}` first")
+    summary = read_json(out_dir / AUDIT_JSON)
+    manifest, _items = read_release(release_dir)
+    if manifest["files"]["queries.parquet"]["sha256"] != summary.get("queries_sha256"):
+        raise InputError(f"{out_dir / AUDIT_JSON}: made for other queries than {release_dir}'s; rerun the audit")
+    sample = read_parquet(out_dir / SAMPLE)
+    labels = read_labels(labels_path, sample)
+    if not labels:
+        raise InputError(f"{labels_path}: no item is labelled yes, no or unsure")
+    rates = label_rates(sample, summary["sample"]["strata"], labels, summary["sample"]["confidence"])
+    result = {
+        "labels_file": Path(labels_path).name,
+        "labels_sha256": sha256_file(labels_path),
+        "sample_id": summary["sample"]["id"],
+        **rates,
+    }
+    record = {
+        "verifiers": summary["verifiers"],
+        "stand_in_verifiers": summary["stand_in_verifiers"],
+        "totals": summary["totals"],
+        "by_query_type_distribution": summary["by_query_type_distribution"],
+        "sample": {k: v for k, v in summary["sample"].items() if k != "strata"},
+        "labels": result,
+    }
+    card = with_audit_section(read_text(release_dir / "DATACARD.md"), datacard_section(record))
+    texts = {"DATACARD.md": card}
+    if HUB_CARD in manifest["files"]:
+        texts[HUB_CARD] = hub_card(manifest.get("release") or release_dir.name, card)
+    with owned_folder(out_dir):
+        write_json(out_dir / LABELS_JSON, result)
+    update_release(release_dir, texts, {"audit": record})
+    return record
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def datacard_section(record: dict) -> str:
+    """The DATACARD's "Label audit" section: the human label-error rates, then the automatic verifiers' counts."""
+    lab, sample = record["labels"], record["sample"]
+    conf = f"{100 * lab['confidence']:g}%"
+    lines = [
+        SECTION,
+        "",
+        f"Human labels (`{lab['labels_file']}`, sha256 {lab['labels_sha256'][:12]}...): {lab['labelled']} of "
+        f"{lab['sampled']} sampled yes/no items answered yes or no, {lab['unsure']} unsure (left out). The sample "
+        f"is stratified by query type x distribution and sized for +/-{100 * sample['margin']:g} points at "
+        f"{100 * sample['confidence']:g}% per query type ({sample['formula']}; p = {sample['expected_rate']}). "
+        "An error is a label that differs from the stated truth; rates weight each stratum by its share of the items.",
+        "",
+        f"| query type | labelled | errors | label-error rate | {conf} Wilson interval |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
+        interval = "-" if r["interval"] is None else f"[{_pct(r['interval'][0])}, {_pct(r['interval'][1])}]"
+        lines.append(f"| {name} | {r['labelled']} | {r['errors']} | {_pct(r['error_rate'])} | {interval} |")
+    ver = record["verifiers"]
+    lines += ["", "Automatic verifiers (every yes/no item; `halluflow release audit` writes the per-item flags):"]
+    if record["stand_in_verifiers"]:
+        lines.append("**The verifiers were randomly initialised STAND-IN models: their disagreements are noise.**")
+    if "detector" in ver:
+        d = ver["detector"]
+        lines.append(
+            f"- second detector {d.get('model')} ({d.get('backend')}{', STAND-IN' if d.get('stand_in') else ''}), "
+            f"object present at score >= {d['threshold']}: existence and counterfactual-object items"
+        )
+    if "oracle" in ver:
+        members = ", ".join(
+            f"{m['name']}{' (STAND-IN)' if m.get('stand_in') else ''}" for m in ver["oracle"]["members"]
+        )
+        lines.append(f"- VLM oracle (CAOS ensemble, {ver['oracle']['vote']} vote): {members}; every yes/no item")
+    lines += [
+        "",
+        "| query type | distribution | items | detector disagrees | oracle disagrees | flagged |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in record["by_query_type_distribution"]:
+        lines.append(
+            f"| {r['query_type']} | {r['distribution']} | {r['items']} | {r['detector_disagrees']} of "
+            f"{r['detector_judged']} | {r['oracle_disagrees']} of {r['oracle_judged']} | {r['flagged']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def with_audit_section(card: str, section: str) -> str:
+    """The data card with its "Label audit" section replaced (or appended): a new label file replaces the old one."""
+    start = card.find("\n" + SECTION + "\n")
+    if start < 0:
+        return card.rstrip("\n") + "\n\n" + section
+    end = card.find("\n## ", start + len(SECTION) + 2)
+    rest = card[end + 1 :] if end >= 0 else ""
+    return card[: start + 1] + section + ("\n" + rest if rest else "")
+
+
+# ---- building the verifiers ---------------------------------------------------------------------------------------
+
+
+def oracle_specs(config: dict, names: list[str] | None = None) -> list[dict]:
+    """The oracle's model specs: `names` from `models:`; else caos.oracle.members; else every `models:` entry whose
+    backend looks at the image (not blind, not prior). `names == ["none"]`: no oracle."""
+    from ..models import oracle_members
+
+    by_name = {m["name"]: m for m in config.get("models") or []}
+    if names:
+        if names == ["none"]:
+            return []
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ConfigError(f"--oracle {unknown[0]!r}: not a `models:` entry ({', '.join(sorted(by_name))})")
+        return [dict(by_name[n]) for n in names]
+    members = oracle_members(config) if (config.get("caos") or {}).get("oracle") else []
+    return members or [dict(m) for m in config.get("models") or [] if m.get("backend") not in NO_PIXELS]
+
+
+def standin_detector(manifest: dict, folder: Path):
+    """A tiny random OWLv2 with other weights than the release's stand-in (its seed + 1): independent noise."""
+    from ..registry import create
+    from ..standins import build_standin
+
+    seed = int((((manifest.get("config") or {}).get("detection") or {}).get("stand_in") or {}).get("seed", 0)) + 1
+    model = build_standin("owlv2", folder, seed=seed)
+    detector = create("detector", {"backend": "transformers", "model": str(model), "device": "cpu"})
+    # It lives in a temporary folder: name it by what it is, so the audit (and the manifest) hold no temp path.
+    detector.model_id = f"tiny-owlv2 stand-in (seed {seed})"
+    return detector
+
+
+def run_workflow(
+    release_dir: str | Path,
+    out_dir: str | Path,
+    config: dict,
+    *,
+    detector: str | None = None,
+    detector_backend: str = "transformers",
+    detector_threshold: float | None = None,
+    oracle: list[str] | None = None,
+    models_cache: str = "resources/models",
+    **options,
+) -> dict:
+    """`release audit` and rule release_audit: build the verifiers (module docstring) and run `audit_release`.
+
+    `detector`: hub id or folder, "none", or None for a stand-in (refused for a release made with real models);
+    `oracle`: names from `models:` (["none"]: no oracle; None: oracle_specs' default); `options` go to
+    audit_release (margin, confidence, expected, seed, max_side)."""
+    from ..answer import ModelUnderTest
+    from ..registry import create
+
+    release_dir = Path(release_dir)
+    manifest, _ = read_release(release_dir)
+    queries = read_parquet(release_dir / "queries.parquet")
+    members = [
+        ModelUnderTest(s, graph_dir=str(release_dir.parent / "graph"), queries=queries, models_cache=models_cache)
+        for s in oracle_specs(config, oracle)
+    ]
+    vote_rule = ((config.get("caos") or {}).get("oracle") or {}).get("vote", "majority")
+    with tempfile.TemporaryDirectory(prefix="halluflow-audit-") as tmp:
+        if detector is None:
+            if not manifest.get("stand_ins_used"):
+                raise ConfigError(
+                    "--detector: the release was made with real models; name an independent real detector "
+                    "(e.g. IDEA-Research/grounding-dino-base) or 'none'"
+                )
+            det = standin_detector(manifest, Path(tmp) / "tiny-owlv2-audit")
+        else:
+            det = None if detector == "none" else create("detector", {"backend": detector_backend, "model": detector})
+        return audit_release(
+            release_dir,
+            out_dir,
+            detector=det,
+            detector_threshold=detector_threshold,
+            oracle_members=members,
+            oracle_rule=vote_rule,
+            oracle_tie="exclude",  # a tie (a member answering neither yes nor no) decides nothing
+            yes_no_suffix=(config.get("answer") or {}).get("yes_no_suffix", " Answer yes or no."),
+            **options,
+        )
+
+
+def configure(parser) -> None:
+    from ..cli import fraction, positive_int
+
+    parser.add_argument("release", help="release folder (holds manifest.json)")
+    parser.add_argument("--out", help="audit folder (default: results/<release>/audit beside the release folder)")
+    parser.add_argument(
+        "--labels", help="the CSV the annotation page saved: report its label-error rates and record them"
+    )
+    parser.add_argument(
+        "--config", default="config.yaml", help="workflow config naming the oracle's models (default config.yaml)"
+    )
+    parser.add_argument(
+        "--detector",
+        help="second detector: hub id or folder (default: a tiny random OWLv2 stand-in, allowed only when the "
+        "release's own detector was a stand-in); 'none' skips it",
+    )
+    parser.add_argument("--detector-backend", default="transformers", help="detector backend (default transformers)")
+    parser.add_argument(
+        "--detector-threshold", type=fraction, help="score for 'present' (default: the release's exclusion threshold)"
+    )
+    parser.add_argument(
+        "--oracle",
+        action="append",
+        help="oracle member from the config's models: (repeat; default: caos.oracle.members, else every model that "
+        "looks at images); 'none' skips the oracle",
+    )
+    parser.add_argument("--margin", type=fraction, default=0.025, help="half-width of the rate (default 0.025)")
+    parser.add_argument("--confidence", type=fraction, default=0.95, help="confidence level (default 0.95)")
+    parser.add_argument("--expected-rate", type=fraction, default=0.5, help="expected error rate p (default 0.5)")
+    parser.add_argument("--seed", type=int, help="sample seed (default: the release's seed)")
+    parser.add_argument("--max-side", type=positive_int, default=512, help="largest image side in the page (px)")
+
+
+def run(args) -> int:
+    release_dir = Path(args.release)
+    out_dir = Path(args.out) if args.out else default_out(release_dir)
+    if args.labels:
+        record = apply_labels(release_dir, out_dir, args.labels)
+        lab = record["labels"]
+        print(f"label audit of {release_dir}: {lab['labelled']} labelled, {lab['unsure']} unsure")
+        for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
+            interval = r["interval"] or [None, None]
+            print(
+                f"  {name}: {r['errors']}/{r['labelled']} errors, rate {_pct(r['error_rate'])} "
+                f"[{_pct(interval[0])}, {_pct(interval[1])}]"
+            )
+        print(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
+        return 0
+    from ..config import load_config
+
+    config = load_config(args.config) if args.oracle != ["none"] else {}
+    summary = run_workflow(
+        release_dir,
+        out_dir,
+        config,
+        detector=args.detector,
+        detector_backend=args.detector_backend,
+        detector_threshold=args.detector_threshold,
+        oracle=args.oracle,
+        margin=args.margin,
+        confidence=args.confidence,
+        expected=args.expected_rate,
+        seed=args.seed,
+        max_side=args.max_side,
+    )
+    print_summary(summary, out_dir)
+    return 0
+
+
+def print_summary(summary: dict, out_dir: Path) -> None:
+    t = summary["totals"]
+    if summary["warning"]:
+        print(f"WARNING: {summary['warning']}")
+    print(
+        f"audit of {summary['release']}: {summary['items']} yes/no items; detector disagrees on "
+        f"{t['detector_disagrees']} of {t['detector_judged']}, oracle on {t['oracle_disagrees']} of "
+        f"{t['oracle_judged']} ({t['oracle_undecided']} undecided); {t['flagged']} flagged"
+    )
+    for r in summary["by_query_type_distribution"]:
+        print(
+            f"  {r['query_type']:<15} {r['distribution']:<10} items {r['items']:>4}  detector {r['detector_disagrees']}"
+            f"/{r['detector_judged']}  oracle {r['oracle_disagrees']}/{r['oracle_judged']}  flagged {r['flagged']}"
+        )
+    s = summary["sample"]
+    print(
+        f"sample: {s['size']} items for +/-{100 * s['margin']:g} points at {100 * s['confidence']:g}% per query type "
+        f"-> {out_dir / PAGE}"
+    )
