@@ -59,7 +59,8 @@ def test_templates_and_tags():
     assert df.height == 6
     first = df.row(0, named=True)
     assert first["prompt"] == "a black dog and an egg, (Photography)"
-    assert df.filter(pl.col("scene_id") == "s-ev")["prompt"][0] == "a run person in a blue sky, (Photography)"
+    # sky is a mass noun (the noun lexicon): no article, as in "Is there sky in the picture?"
+    assert df.filter(pl.col("scene_id") == "s-ev")["prompt"][0] == "a run person in blue sky, (Photography)"
     # anchor bug: tags grew image after image; here every image of a scene has the same prompt
     assert df.filter(pl.col("scene_id") == "s-ee")["prompt"].n_unique() == 1
     assert df["negative_prompt"].unique().to_list() == ["(deformed)"]

@@ -29,6 +29,7 @@ from ..io import (
     write_text,
 )
 from ..metrics.parsers import failed_mask
+from .nouns import list_phrase
 
 FORMATS = ("llava", "sharegpt", "dpo", "lmms-eval")
 HUB_METADATA = "metadata.jsonl"
@@ -98,11 +99,8 @@ def _yes_no(truth: str) -> str:
 def description(objects: list[str]) -> str:
     """A description that names exactly the verified objects of the scene (nothing else is known to be there)."""
     objects = [o for o in objects if o]
-    if not objects:
-        return ""
-    if len(objects) == 1:
-        return f"The image shows a {objects[0]}."
-    return f"The image shows {', '.join(f'a {o}' for o in objects[:-1])} and a {objects[-1]}."
+    # the question templates' noun lexicon words it: "a drawing and an egg", "a dog and grass"
+    return f"The image shows {list_phrase(objects)}." if objects else ""
 
 
 def _read_release(release_dir: Path) -> tuple[pl.DataFrame, dict]:

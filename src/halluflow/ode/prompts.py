@@ -1,6 +1,7 @@
 """Text-to-image prompts of ODE (ODE, Tu et al. CVPR 2025, §3.3 "image generation"; original: the ODE repository's prompt composer).
 
-"{a} and {b}" (entity+entity) or "{a} in {env}" (entity+environment), each part "a {state} {action} {object}",
+"{a} and {b}" (entity+entity) or "{a} in {env}" (entity+environment), each part "a {state} {action} {object}"
+with the article the noun lexicon gives the object (halluflow.ode.nouns: "a urinal", "an old dog", "green grass"),
 plus positive style tags and a negative prompt. Each image gets its own seed derived from the master seed and
 its image id. Unlike the anchor, style tags never accumulate across the images of a scene.
 """
@@ -13,6 +14,7 @@ import polars as pl
 
 from ..errors import ConfigError
 from ..io import stable_hash
+from .nouns import indefinite_article, noun
 
 DEFAULT_TEMPLATES = {
     "entity_entity": "{a} and {b}",
@@ -47,7 +49,11 @@ def _fill(template: str, key: str, **values) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_ARTICLE = re.compile(r"\b([Aa])n? (?=(\S+))")
+
+
 def describe(obj: str, attribute: str | None, kind: str | None, part_template: str) -> str:
+    """One part of a prompt: "a swimming dog", "an old umbrella", "a urinal", "green grass", "black sunglasses"."""
     text = _fill(
         part_template,
         "part",
@@ -55,8 +61,18 @@ def describe(obj: str, attribute: str | None, kind: str | None, part_template: s
         state=attribute if kind == "state" else "",
         action=attribute if kind == "action" else "",
     )
-    # The template's article follows the first word that actually got filled in ("an egg", "an old dog").
-    return re.sub(r"\b([Aa]) (?=[aeiouAEIOU])", r"\1n ", text)
+    if not noun(obj).countable:
+        # a mass noun or a plural takes no article: the template's last one before the object goes
+        at = text.rfind(obj)
+        before = [m for m in _ARTICLE.finditer(text) if m.end() <= at] if at >= 0 else []
+        if before:
+            text = text[: before[-1].start()] + text[before[-1].end() :]
+    # every article agrees with the sound of the word right after it ("an egg", "an old dog", "a unicorn", "an hour")
+    return _ARTICLE.sub(lambda m: _cased(indefinite_article(m.group(2)), m.group(1)) + " ", text)
+
+
+def _cased(article: str, original: str) -> str:
+    return article.capitalize() if original.isupper() else article
 
 
 def make_prompts(

@@ -17,12 +17,12 @@ from json.encoder import encode_basestring_ascii as json_string  # json.dumps of
 import numpy as np
 import polars as pl
 
-from ..caos.extract import plural_forms
 from ..errors import ConfigError, InputError
 from ..io import canonical_json
 from ..progress import get_logger, progress
 from .attributes import NUMBER_WORDS, clean_word, node_attribute_forms, read_attribute_words
 from .graph import neighbours
+from .nouns import askable_nodes, noun, read_lexicon
 
 log = get_logger(__name__)
 
@@ -30,9 +30,17 @@ STRATEGIES = ("graph_neighbour", "random", "popular", "adversarial", "hallucinat
 
 QUESTION_STYLES = ("grammatical", "ode_code")
 EXISTENCE = "Is there {article} {object} in the picture?"
-# One template per kind: states are adjectives ("Is the car red?"), actions gerunds ("Is the dog swimming?"),
-# counts agree in number ("Is there one dog?", "Are there two dogs?").
-ATTRIBUTE = {"state": "Is the {object} {attribute}?", "action": "Is the {object} {attribute}?"}
+# Existence per noun kind (halluflow.ode.nouns): a count noun takes its article by sound ("a urinal", "an umbrella"),
+# a mass noun none ("Is there grass …?"), a plural agrees ("Are there jeans …?").
+EXISTENCE_BY_KIND = {
+    "count": EXISTENCE,
+    "mass": "Is there {object} in the picture?",
+    "plural": "Are there {object} in the picture?",
+}
+# One template per kind: states are adjectives ("Is the car red?"), actions gerunds ("Is the dog swimming?"), the
+# verb agrees with a plural ("Are the jeans blue?"); counts agree in number ("Is there one dog?", "Are there two
+# dogs?") and are asked about count nouns only.
+ATTRIBUTE = {"state": "{be} the {object} {attribute}?", "action": "{be} the {object} {attribute}?"}
 COUNT_ONE = "Is there one {object}?"
 COUNT_MANY = "Are there {number} {plural}?"
 # ODE's code asks "Is the {obj} {attr} in the picture?" with AMBER's mined words as they are, and actions read
@@ -103,11 +111,17 @@ class NegativeSampler:
     """
 
     def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, hallu_edges: pl.DataFrame | None = None):
-        self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
+        # ODE's virtual nodes (tire, drain, hot) and names that are no noun are never the object of a question
+        asked = askable_nodes(nodes)
+        ends = pl.col("source").is_in(asked) & pl.col("target").is_in(asked)
+        self.adj = neighbours(edges.filter((pl.col("source") != pl.col("target")) & ends))
         self.hallu: dict[str, list[tuple[str, int]]] = {}
+        graph = set(nodes["node"])
         for s, t, w in hallu_edges.iter_rows() if hallu_edges is not None else []:
-            self.hallu.setdefault(s, []).append((t, int(w)))
-        self.nodes = sorted(nodes["node"].to_list())
+            # G_H may name objects the co-occurrence graph lacks: the lexicon alone decides about those
+            if s in asked and (t in asked or (t not in graph and noun(t).askable)):
+                self.hallu.setdefault(s, []).append((t, int(w)))
+        self.nodes = sorted(asked)
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
         self._orders: dict[tuple, list[str]] = {}
@@ -171,31 +185,47 @@ class NegativeSampler:
         return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
 
 
-def plural_noun(phrase: str) -> str:
-    """Plural of a phrase's last word with English irregulars ("two people", "three sheep", "two benches")."""
-    head, _, last = phrase.rpartition(" ")
-    forms = plural_forms(last)
-    return f"{head} {forms[0] if forms else last}".strip()
+def existence_question(obj: str, lexicon: dict | None = None) -> str:
+    """The grammatical existence question about an object, by its noun kind: "Is there a urinal in the picture?",
+    "Is there grass in the picture?", "Are there jeans in the picture?"."""
+    entry = noun(obj, lexicon)
+    return EXISTENCE_BY_KIND.get(entry.kind, EXISTENCE).format(article=entry.article or article(obj), object=obj)
 
 
 def _object_table(objects: set[str], node_rows: dict, style: str) -> pl.DataFrame:
-    """Per distinct object (a few hundred, not one per image): its existence question, plural and node type."""
+    """Per distinct object (a few hundred, not one per image): its existence question, plural (null for a noun
+    that is never counted), the verb it takes ("Is" / "Are") and its node type."""
     names = sorted(o for o in objects if o is not None)
-    to_plural = plural if style == "ode_code" else plural_noun
+    if style == "ode_code":
+        existence = [EXISTENCE.format(article=article(o), object=o) for o in names]
+        plurals, verbs = [plural(o) for o in names], ["Is"] * len(names)
+    else:
+        lexicon = read_lexicon()
+        entries = [noun(o, lexicon) for o in names]
+        existence = [existence_question(o, lexicon) for o in names]
+        plurals = [e.plural if e.countable else None for e in entries]
+        verbs = ["Are" if e.kind == "plural" else "Is" for e in entries]
     return pl.DataFrame(
         {
             "object": names,
-            "existence": [EXISTENCE.format(article=article(o), object=o) for o in names],
-            "plural": [to_plural(o) for o in names],
+            "existence": existence,
+            "plural": plurals,
+            "be": verbs,
             "node_type": [node_rows.get(o, {}).get("type") for o in names],
         },
-        schema={"object": pl.String, "existence": pl.String, "plural": pl.String, "node_type": pl.String},
+        schema={
+            "object": pl.String,
+            "existence": pl.String,
+            "plural": pl.String,
+            "be": pl.String,
+            "node_type": pl.String,
+        },
     )
 
 
 def _fill(template: str, **values: pl.Expr) -> pl.Expr:
     """A str.format-style template as a polars expression; placeholders take expressions."""
-    parts = re.split(r"\{(\w+)\}", template)
+    parts = re.split(r"\{(\w+)\}", template)  # placeholders a template lacks are not used ("be" in ODE's wording)
     return pl.concat_str([pl.lit(p) if i % 2 == 0 else values[p] for i, p in enumerate(parts) if p != ""])
 
 
@@ -215,6 +245,7 @@ def _scene_rows(
             pl.col("object").alias(f"object_{side}"),
             pl.col("existence").alias(f"ex_{side}"),
             pl.col("plural").alias(f"pl_{side}"),
+            pl.col("be").alias(f"be_{side}"),
             pl.col("node_type").alias(f"type_{side}"),
         )
 
@@ -255,11 +286,13 @@ def _scene_rows(
         kind, contrast = pl.col(f"attribute_{side}_kind"), pl.col(f"attribute_{side}_contrast")
         asked = attr.is_not_null() & (attr != "") & kind.is_in(["state", "action"])
 
-        def attribute_question(word, kind=kind, o=o):
+        be = pl.col(f"be_{side}")
+
+        def attribute_question(word, kind=kind, o=o, be=be):
             return (
                 pl.when(kind == "state")
-                .then(_fill(templates["state"], object=o, attribute=word))
-                .otherwise(_fill(templates["action"], object=o, attribute=word))
+                .then(_fill(templates["state"], object=o, attribute=word, be=be))
+                .otherwise(_fill(templates["action"], object=o, attribute=word, be=be))
             )
 
         blocks.append(
@@ -337,7 +370,12 @@ def _count_rows(
                 how="left",
             )
             .join(objects.select("object", "plural", "node_type"), on="object", how="left")
-            .filter((pl.col("node_type") == "entity") & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1))
+            # count nouns only: no "Are there two rices?"; a mass noun or a plural has no plural to count with
+            .filter(
+                (pl.col("node_type") == "entity")
+                & pl.col("plural").is_not_null()
+                & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1)
+            )
         )
         asked = pl.concat(
             [
@@ -530,6 +568,11 @@ def make_queries(
         return obj, kind, foreign[(obj, kind)]
 
     truth_of = list(zip(objects_a, objects_b))
+    lexicon = read_lexicon() if grammatical else {}
+
+    def verb_of(obj):
+        return "Are" if grammatical and noun(obj, lexicon).kind == "plural" else "Is"
+
     attribute_pools = (
         [(attribute_pool(si, 0), attribute_pool(si, 1)) for si in range(len(truth_of))]
         if counterfactual_attributes
@@ -563,7 +606,7 @@ def make_queries(
                 if words:
                     word = words[int(rng.integers(len(words)))]
                     cfa_img.append(idx), cfa_pos.append(side), cfa_kind.append(kind), cfa_target.append(obj)
-                    cfa_question.append(templates[kind].format(object=obj, attribute=word))
+                    cfa_question.append(templates[kind].format(object=obj, attribute=word, be=verb_of(obj)))
 
     objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows, question_style)
     existence = objects.select("object", "existence")
@@ -685,8 +728,11 @@ def question_problem(
     truth: str | None,
     target: str | None,
     table: dict | None = None,
+    lexicon: dict | None = None,
 ) -> str | None:
-    """Why a question is not one of the grammatical templates (docs/ode.md), or None when it is."""
+    """Why a question is not one of the grammatical templates (docs/ode.md), or None when it is. The noun
+    lexicon (halluflow.ode.nouns) says which article, verb and plural the target takes, and whether it may be
+    asked about or counted at all."""
     table = read_attribute_words() if table is None else table
     if query_type == "generative":
         return None if question else "empty prompt"
@@ -694,20 +740,25 @@ def question_problem(
         return f"truth {truth!r} is not yes/no"
     if not target or re.search(r"\d|\s\s", question):
         return "no target, a digit or a double space"
+    entry = noun(target, read_lexicon() if lexicon is None else lexicon)
+    if not entry.askable:
+        return f"{target!r} is {'a virtual node of ODE' if entry.virtual else 'no noun'}: never asked about"
     if query_type in ("existence", "counterfactual") and attribute_kind is None:
-        want = EXISTENCE.format(article=article(target), object=target)
+        want = existence_question(target, lexicon)
         return None if question == want else f"not the existence template {want!r}"
     if query_type in ("attribute", "counterfactual") and attribute_kind in ATTRIBUTE:
-        head = f"Is the {target} "
+        head = f"{'Are' if entry.kind == 'plural' else 'Is'} the {target} "
         word = question[len(head) : -1] if question.startswith(head) and question.endswith("?") else ""
         if not word or " " in word:
-            return f"not the {attribute_kind} template 'Is the {target} <{attribute_kind}>?'"
+            return f"not the {attribute_kind} template '{head}<{attribute_kind}>?'"
         return _attribute_word_problem(word, attribute_kind, table)
     if query_type == "count":
+        if not entry.countable:
+            return f"count question on {target!r}, a {entry.kind} noun (never counted)"
         if question == COUNT_ONE.format(object=target):
             return None
         many = re.fullmatch(r"Are there (\w+) (.+)\?", question)
-        if many and many.group(1) in NUMBER_WORDS[2:] and many.group(2) == plural_noun(target):
+        if many and many.group(1) in NUMBER_WORDS[2:] and many.group(2) == entry.plural:
             return None
         return "not a count template ('Is there one <object>?' / 'Are there <number> <objects>?')"
     return f"unknown query type {query_type!r} / attribute kind {attribute_kind!r}"
@@ -716,11 +767,13 @@ def question_problem(
 def invalid_questions(queries: pl.DataFrame) -> pl.DataFrame:
     """The queries whose question breaks the grammatical templates, with a `problem` column; also every
     (image, counted object) that has not exactly one "yes" count. Empty for a valid release."""
-    table = read_attribute_words()
+    table, lexicon = read_attribute_words(), read_lexicon()
     keys = ["query_type", "attribute_kind", "question", "truth", "target"]
     distinct = queries.select(keys).unique()
     problems = distinct.with_columns(
-        pl.Series("problem", [question_problem(*r, table=table) for r in distinct.rows()], dtype=pl.String)
+        pl.Series(
+            "problem", [question_problem(*r, table=table, lexicon=lexicon) for r in distinct.rows()], dtype=pl.String
+        )
     )
     bad = queries.join(problems.filter(pl.col("problem").is_not_null()), on=keys, how="inner", nulls_equal=True).select(
         "query_id", "image_id", *keys, "problem"

@@ -6,7 +6,7 @@ so a new seed would leave them unchanged); Long-tail = lowest non-zero edges; Ra
 co-occurring pairs the other lists did not take (ODE's uniform node pairs are mostly never-seen pairs, i.e.
 Fictional by another name); Fictional = pairs with zero co-occurrence; each as entity+entity and entity+environment
 lists. Unlike ODE's code, Random never leaks entity+entity pairs into the entity+environment list and Fictional
-entity+environment is not capped.
+entity+environment is not capped. ODE's virtual nodes (tire, drain, hot) are never drawn.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import polars as pl
 from ..errors import ConfigError
 from ..io import stable_hash
 from .attributes import clean_pair
+from .nouns import askable_nodes
 
 DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
 PAIR_KINDS = ("entity_entity", "entity_environment")
@@ -183,8 +184,11 @@ def sample_scenes(
     if variants < 1:
         raise ConfigError("config key 'ode.sampling.variants': must be at least 1")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
-    entities = sorted(n for n, r in node_rows.items() if r["type"] == "entity")
-    environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment")
+    # ODE's virtual nodes (tire, drain, hot: typed so by the graph or the noun lexicon) and names that are no noun
+    # are never drawn: a prompt would ask for "a hot" and a question about it
+    asked = askable_nodes(nodes)
+    entities = sorted(n for n, r in node_rows.items() if r["type"] == "entity" and n in asked)
+    environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment" and n in asked)
     weights = {frozenset((s, t)): int(w) for s, t, w in edges.iter_rows() if s != t}
     rows = []
     taken: set[frozenset] = set()  # Standard and Long-tail pairs, which Random leaves to them
