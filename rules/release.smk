@@ -46,6 +46,7 @@ rule make_queries:
     params:
         queries=config["ode"]["queries"],
         seed=config["seed"],
+        release=RELEASE,  # with the seed, the release identity in every query id
     script:
         "../scripts/ode_make_queries.py"
 
@@ -60,6 +61,8 @@ rule package_release:
         detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
         graph_sources=graph_source_files(config),
         parent=PARENT_MANIFEST,
+        nodes=rules.build_graph.output.nodes,  # the DATACARD's Standard drift from the graph's top band
+        edges=rules.build_graph.output.edges,
     output:
         # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
         # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole, once the

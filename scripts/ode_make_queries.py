@@ -15,4 +15,5 @@ jobs.make_queries(
     seed=snakemake.params.seed,
     out=snakemake.output.queries,
     images=list(snakemake.input.images),
+    release=snakemake.params.release,
 )

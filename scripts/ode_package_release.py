@@ -18,4 +18,6 @@ jobs.package_release(
     name=snakemake.params.name,
     parent=snakemake.params.parent,
     graph_sources=list(snakemake.input.graph_sources),
+    nodes=snakemake.input.nodes,
+    edges=snakemake.input.edges,
 )

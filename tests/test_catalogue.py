@@ -103,11 +103,12 @@ def test_every_number_of_pope_chair_samf_and_compare_outputs_is_catalogued():
     table = samf_compare(evals([0.0, 1.0]), evals([1.0, 1.0]))
     assert _assert_catalogued({"rows": table.to_dicts()}, "samf") > 40
     rng = np.random.default_rng(0)
+    truth = rng.choice(["yes", "no"], 40).tolist()  # both models answer the same queries (score compare pairs them)
     scores = {
         m: pl.DataFrame(
             {
                 "query_id": [f"q{i}" for i in range(40)],
-                "truth": rng.choice(["yes", "no"], 40).tolist(),
+                "truth": truth,
                 "parsed": rng.choice(["yes", "no"], 40).tolist(),
                 "hallucinated": rng.random(40) < 0.3,
             }

@@ -63,7 +63,7 @@ def test_ancestor_pairs_follow_the_chain(tmp_path):
     b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
     assert [e["release"] for e in lineage(b)] == ["b", "a"]
     assert ancestor_pairs(b) == {pair_key("dog", "frisbee"), pair_key("sofa", "cat")}
-    with pytest.raises(InputError, match="release.parent"):
+    with pytest.raises(InputError, match="config key 'ode.lineage.parent'"):
         lineage(tmp_path / "nowhere")
 
 
@@ -153,3 +153,134 @@ def release_pairs_of(rel):
     from halluflow.ode.lineage import release_pairs
 
     return release_pairs(rel)
+
+
+def test_lineage_holds_when_ancestor_folders_move_or_vanish(tmp_path):
+    """The failing example: the grandparent's folder moved, and the exclusion set shrank to the parent's pairs
+    without a word. The manifest now carries every ancestor's pair list, so only the parent's folder is read."""
+    a = _release(tmp_path, "a", [("standard", "dog", "frisbee"), ("random", "car", "road")])
+    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    c = _release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
+    full = {"dog|frisbee", "car|road", "cat|sofa", "bus|stop"}
+    assert ancestor_pairs(c) == full
+    entry = lineage(c)[2]
+    assert entry["release"] == "a" and entry["pairs"] == ["car|road", "dog|frisbee"] and entry["n_pairs"] == 2
+    (tmp_path / "a").rename(tmp_path / "moved-a")
+    assert ancestor_pairs(c) == full  # was {"cat|sofa", "bus|stop"} when ancestors were read from disk
+    import shutil
+
+    shutil.rmtree(tmp_path / "moved-a")
+    assert ancestor_pairs(c) == full
+
+
+def test_an_old_manifest_without_pair_lists_reads_the_folder_or_says_it_is_gone(tmp_path):
+    a = _release(tmp_path, "a", [("standard", "dog", "frisbee")])
+    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    # a manifest written before the pair lists: ancestors with n_pairs only
+    manifest = json.loads((b / "manifest.json").read_text())
+    for e in manifest["lineage"]["ancestors"]:
+        del e["pairs"]
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    c = _release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
+    assert ancestor_pairs(c) == {"dog|frisbee", "cat|sofa", "bus|stop"}
+    # the child's manifest carries the pairs read from the old ancestor's folder: later moves no longer matter
+    assert json.loads((c / "manifest.json").read_text())["lineage"]["ancestors"][1]["pairs"] == ["dog|frisbee"]
+    (tmp_path / "a").rename(tmp_path / "moved-a")
+    with pytest.raises(InputError) as err:
+        lineage(b)
+    message = str(err.value)
+    assert "config key 'ode.lineage.parent'" in message and "ancestor 'a' is not at" in message
+    assert "\n" not in message
+    # an edited list that disagrees with its count is refused, not trusted
+    m = json.loads((c / "manifest.json").read_text())
+    m["lineage"]["ancestors"][0]["pairs"] = []
+    (c / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(InputError, match="ancestor 'b' lists 0 pairs but n_pairs 1"):
+        lineage(c)
+
+
+def _band_by_hand(edges, nodes, kind, n, band=4.0):
+    """The graph's top band written out without the library: heaviest pairs of the kind, ceil(band * n) of them."""
+    import math
+
+    types = dict(zip(nodes["node"], nodes["type"]))
+    want = {"entity_entity": ["entity", "entity"], "entity_environment": ["entity", "environment"]}[kind]
+    weights = {}
+    for s, t, w in edges.select("source", "target", "weight").iter_rows():
+        if s != t and w > 0 and sorted([types[s], types[t]]) == want:
+            weights["|".join(sorted([s, t]))] = max(weights.get("|".join(sorted([s, t])), 0), w)
+    ranked = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ranked[: max(n, math.ceil(band * n))], weights
+
+
+def test_datacard_states_how_far_standard_drifted_over_generations(tmp_path):
+    """Eight generations of exclude_ancestor_pairs on the shipped graph: Standard's median co-occurrence falls
+    while the graph's top band stays, and each DATACARD says both numbers (they were never reported)."""
+    import statistics
+
+    import yaml
+    from conftest import REPO
+
+    from halluflow import jobs
+    from halluflow.config import validate_config
+    from halluflow.ode.graph import read_seed
+    from halluflow.ode.release import package_release
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate_config(config)
+    nodes, edges = read_seed(REPO / "resources" / "graph_seed")
+    nodes.write_parquet(tmp_path / "nodes.parquet")
+    edges.write_parquet(tmp_path / "edges.parquet")
+    empty = pl.DataFrame(schema={"image_id": pl.String, "scene_id": pl.String, "path": pl.String})
+    queries = pl.DataFrame(schema={"query_id": pl.String, "image_id": pl.String, "query_type": pl.String})
+    parent, medians, used = None, [], []
+    for g in range(9):
+        scenes_path = tmp_path / f"g{g}" / "scenes.parquet"
+        jobs.sample_scenes(
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / "edges.parquet"),
+            config["ode"]["sampling"],
+            seed=42,
+            out=str(scenes_path),
+            lineage={"parent": parent, "exclude_ancestor_pairs": True},
+        )
+        scenes = pl.read_parquet(scenes_path)
+        rel = tmp_path / f"g{g}" / "release"
+        manifest = package_release(
+            rel,
+            root=tmp_path / f"g{g}",
+            accepted=empty.with_columns(pl.lit("standard").alias("distribution"), pl.lit("x").alias("pair_kind")),
+            queries=queries,
+            scenes=scenes,
+            images=[],
+            detections=[],
+            config={"ode": config["ode"]},
+            seed=42,
+            name=f"g{g}",
+            parent=str(parent) if parent else None,
+            graph=(nodes, edges),
+        )
+        scenes.write_parquet(rel / "scenes.parquet")  # every sampled pair counts for the next generation
+        drift = {d["pair_kind"]: d for d in manifest["lineage"]["standard_drift"]}["entity_entity"]
+        # the same numbers by hand
+        std = scenes.filter((pl.col("distribution") == "standard") & (pl.col("pair_kind") == "entity_entity"))
+        mine = {"|".join(sorted(p)) for p in std.select("object_a", "object_b").iter_rows()}
+        band, weights = _band_by_hand(edges, nodes, "entity_entity", len(mine))
+        assert drift["n_pairs"] == len(mine) and drift["band_size"] == len(band)
+        assert drift["median_weight"] == statistics.median(weights[p] for p in mine)
+        assert drift["band_median_weight"] == statistics.median(w for _, w in band)
+        before = set()
+        for a in manifest["lineage"]["ancestors"]:
+            before |= set(a["pairs"])
+        assert drift["band_used_by_ancestors"] == sum(p in before for p, _ in band)
+        card = (rel / "DATACARD.md").read_text()
+        assert (
+            f"Standard entity-entity: {len(mine)} pairs, median co-occurrence {drift['median_weight']:g}" in card
+            and f"against {drift['band_median_weight']:g} in the graph's top band of {len(band)} pairs" in card
+        ), card
+        medians.append(drift["median_weight"])
+        used.append(drift["band_used_by_ancestors"])
+        parent = rel
+    assert used[0] == 0 and used[-1] > used[1] > 0
+    assert medians[-1] < medians[0] / 2  # 41 -> 15 on the shipped graph with the default sizes
+    assert f"Parent g7 (chain g7 → g6 → g5 → g4 → g3 → g2 → g1 → g0); {len(before)} concept pairs" in card

@@ -28,9 +28,11 @@ def _scores(truth, parsed, model="m", hallucinated=None, status=None):
     )
 
 
-def _random_scores(n, accuracy, seed, model="m"):
+def _random_scores(n, accuracy, seed, model="m", truth_seed=None):
+    """n answers at the given accuracy; `truth_seed` draws the truths apart from the answers, so two models can
+    answer the same queries (as every model of one release does)."""
     rng = np.random.default_rng(seed)
-    truth = rng.choice(["yes", "no"], n).tolist()
+    truth = (rng if truth_seed is None else np.random.default_rng(truth_seed)).choice(["yes", "no"], n).tolist()
     right = rng.random(n) < accuracy
     parsed = [t if r else ("no" if t == "yes" else "yes") for t, r in zip(truth, right)]
     return _scores(truth, parsed, model=model)
@@ -103,7 +105,7 @@ def test_cli_compare_writes_models_and_pairs(tmp_path, capsys):
     for name, acc, seed in (("m1", 0.9, 1), ("m2", 0.6, 2)):
         (tmp_path / name).mkdir()
         path = tmp_path / name / "answers.parquet"
-        _random_scores(200, acc, seed, model=name).write_parquet(path)
+        _random_scores(200, acc, seed, model=name, truth_seed=0).write_parquet(path)
         paths.append(str(path))
     assert main(["score", "compare", "--scores", *paths, "--resamples", "300", "--out", str(tmp_path / "c.json")]) == 0
     result = json.loads((tmp_path / "c.json").read_text())

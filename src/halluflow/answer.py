@@ -67,6 +67,7 @@ ANSWER_SCHEMA = {
     "request_hash": "String",
     "stand_in": "Boolean",
     "latency_s": "Float64",
+    "image_sha256": "String",  # the file the model was shown (null: no image): score compare pairs on it
     "truncated": "Boolean",
     "original_chars": "Int64",
     "generation": "String",
@@ -317,6 +318,7 @@ def answer_shard(
         "cache_hits": hits,
         "new": new,
         "failed": failed,
+                "image_sha256": request.image_sha256,
         "truncated": sum(r["truncated"] for r in table_rows),
         "empty": sum(r["answer"] == "" for r in table_rows),
     }

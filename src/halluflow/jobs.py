@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .errors import InputError
 from .io import parquet_columns, read_parquet, write_parquet
 
 log = logging.getLogger("halluflow.jobs")
@@ -196,15 +197,32 @@ def make_queries(
     seed: int,
     out: str,
     images: list[str] = (),
+    release: str | None = None,
 ) -> None:
     """Rule make_queries: accepted images + scenes + graph -> the release's questions (with each image's
-    generator, read from the image tables)."""
+    generator, read from the image tables). With the image tables given, every accepted image's sha256 (and the
+    release name) goes into its query ids: a query of another release or another image never shares an id."""
     from .ode.graph import read_graph
     from .ode.queries import make_queries as make
 
     node_table, edge_table = read_graph(nodes, edges)
+    accepted_table = read_parquet(accepted)
+    if images:
+        # by path: a regenerated image keeps its id, each attempt has its own file and hash
+        hashes = pl.concat(
+            [read_parquet(p, columns=["path", "sha256"]) for p in images], how="vertical_relaxed"
+        ).unique("path", keep="last")
+        accepted_table = accepted_table.drop("sha256", strict=False).join(
+            hashes, on="path", how="left", maintain_order="left"
+        )
+        unhashed = accepted_table.filter(pl.col("sha256").is_null())
+        if unhashed.height:
+            raise InputError(
+                f"{accepted}: accepted image {unhashed['image_id'][0]} ({unhashed['path'][0]}) is in no image table "
+                f"with a sha256 ({unhashed.height} such images)"
+            )
     table = make(
-        read_parquet(accepted),
+        accepted_table,
         read_parquet(scenes),
         node_table,
         edge_table,
@@ -217,6 +235,7 @@ def make_queries(
         counterfactual_attributes=queries["counterfactual_attributes"],
         hallu_edges=read_parquet(hallu),
         question_style=queries["question_style"],
+        release=release,
     )
     tables = [read_parquet(p, columns=["image_id", "generator"]) for p in images if "generator" in parquet_columns(p)]
     if tables:
@@ -262,9 +281,13 @@ def package_release(
     name: str,
     parent: str | None = None,
     graph_sources: list[str] = (),
+    nodes: str | None = None,
+    edges: str | None = None,
 ) -> dict:
     """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last);
-    `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from."""
+    `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from,
+    `nodes`/`edges` the concept graph (the DATACARD's Standard drift from its top band)."""
+    from .ode.graph import read_graph
     from .ode.release import package_release as package
 
     out = package(
@@ -281,6 +304,7 @@ def package_release(
         name=name,
         parent=parent,
         graph_sources=list(graph_sources),
+        graph=read_graph(nodes, edges) if nodes and edges else None,
     )
     log.info("release %s: %d files, stand-ins used: %s", name, len(out["files"]), out["stand_ins_used"])
     return out

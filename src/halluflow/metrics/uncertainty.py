@@ -148,12 +148,51 @@ def model_intervals(scores: pl.DataFrame, *, n_resamples: int = 2000, seed: int 
     return {**pope, **rate, **excluded, "n_resamples": n_resamples, "confidence": 1 - alpha}
 
 
+def check_pairable(a: pl.DataFrame, b: pl.DataFrame, name_a: str = "a", name_b: str = "b") -> None:
+    """InputError (one line) unless the two score tables answer the same queries: the same query ids, and for each
+    id the same truth and, where both tables record it, the same image sha256. Answers to different releases (or to
+    a release whose images changed between two answer runs) are not paired answers, whatever their ids say."""
+    for name, df in ((name_a, a), (name_b, b)):
+        dup = df["query_id"].is_duplicated()
+        if dup.any():
+            raise InputError(f"score compare: {name} answers query {df.filter(dup)['query_id'][0]!r} more than once")
+    ids_a, ids_b = set(a["query_id"].to_list()), set(b["query_id"].to_list())
+    if ids_a != ids_b:
+        only_a, only_b = sorted(ids_a - ids_b), sorted(ids_b - ids_a)
+        example = f"{only_a[0]!r} only in {name_a}" if only_a else f"{only_b[0]!r} only in {name_b}"
+        raise InputError(
+            f"score compare: {name_a} and {name_b} answered different queries ({len(only_a)} of {len(ids_a)} ids of "
+            f"{name_a} and {len(only_b)} of {len(ids_b)} of {name_b} unmatched, e.g. {example}): answers of different "
+            "releases are not paired"
+        )
+    cols = ["query_id", "truth"] + ["image_sha256"] * ("image_sha256" in a.columns and "image_sha256" in b.columns)
+    both = a.select(cols).join(b.select(cols), on="query_id", suffix="_b")
+    for col, what in (("truth", "truth"), ("image_sha256", "image sha256")):
+        if col not in cols:
+            continue
+        differ = both.filter(pl.col(col).cast(pl.String).ne_missing(pl.col(f"{col}_b").cast(pl.String)))
+        if differ.height:
+            first = differ.row(0, named=True)
+            raise InputError(
+                f"score compare: query {first['query_id']!r} has {what} {first[col]!r} in {name_a} but "
+                f"{first[col + '_b']!r} in {name_b} ({differ.height} such queries): not the same query, not paired"
+            )
+
+
 def paired_difference(
-    a: pl.DataFrame, b: pl.DataFrame, *, n_resamples: int = 2000, seed: int = 0, alpha: float = 0.05
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    names: tuple[str, str] = ("a", "b"),
 ) -> dict:
-    """Paired bootstrap of metric(a) - metric(b) over the queries both models answered (and could be read)."""
+    """Paired bootstrap of metric(a) - metric(b) over the queries both models answered (and could be read); the
+    tables must answer the same queries (`check_pairable`, `names` label them in its message)."""
     read_a, hall_a, _ = _judged(a)
     read_b, hall_b, _ = _judged(b)
+    check_pairable(a, b, *names)
     rng_seed = seed
     out: dict = {}
     both = read_a.select("query_id", "truth", "parsed").join(
@@ -328,7 +367,9 @@ def compare_models(
                 {
                     "a": a,
                     "b": b,
-                    "metrics": paired_difference(tables[a], tables[b], n_resamples=n_resamples, seed=seed, alpha=alpha),
+                    "metrics": paired_difference(
+                        tables[a], tables[b], n_resamples=n_resamples, seed=seed, alpha=alpha, names=(a, b)
+                    ),
                 }
             )
     return {

@@ -89,18 +89,47 @@ def plural(word: str) -> str:
     return f"{head} {last}".strip()
 
 
-def query_id(image_id: str, question: str) -> str:
-    """16 hex digits of sha256(image id, question): stable across runs, shards and releases."""
-    return hashlib.sha256(f"{image_id}\x1f{question}".encode()).hexdigest()[:16]
+def release_identity(name: str, seed: int) -> str:
+    """What makes two releases different in their query ids: the release name and the master seed."""
+    return f"{name}/seed={int(seed)}"
 
 
-def query_ids(image_ids: pl.Series, questions: pl.Series) -> pl.Series:
-    """`query_id` of each (image id, question) pair, as a column: one sha256 call per query is the only per-row
-    Python left (the hex digits are made for all of them at once)."""
+def query_id(image_id: str, question: str, image_sha256: str = "", release: str = "") -> str:
+    """16 hex digits of sha256(release identity, image id, image sha256, question): content-addressed, so a query
+    of another release, or of the same release with another image, never shares an id (the image id alone is a
+    position, `standard-ee-00000-v0-i00`, which every release reuses). Empty hash / identity: hand-made tables."""
+    key = "\x1f".join((release, image_id, image_sha256, question))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def query_ids(
+    image_ids: pl.Series, questions: pl.Series, image_sha256: pl.Series | None = None, release: str = ""
+) -> pl.Series:
+    """`query_id` of each row, as a column: one sha256 call per query is the only per-row Python left (the hex
+    digits are made for all of them at once)."""
     sha = hashlib.sha256
-    keys = pl.select(pl.concat_str(image_ids, pl.lit("\x1f"), questions)).to_series().cast(pl.Binary).to_list()
+    images = pl.lit("") if image_sha256 is None else image_sha256.fill_null("")
+    parts = [pl.lit(release), image_ids, images, questions]
+    keys = pl.select(pl.concat_str(parts, separator="\x1f")).to_series().cast(pl.Binary).to_list()
     digests = b"".join([sha(k).digest()[:8] for k in keys])
     return pl.Series("query_id", np.frombuffer(digests.hex().encode(), dtype="S16")).cast(pl.String)
+
+
+def check_query_ids(queries: pl.DataFrame, release: str, seed: int) -> bool:
+    """True when the table's ids are content-addressed for this release (it has `image_sha256` and every id is
+    `query_id` of its row); False for a table without image hashes; InputError naming the first id made for
+    another release, seed or image (a queries table packaged under the wrong release)."""
+    if "image_sha256" not in queries.columns or queries.height == 0:
+        return False
+    identity = release_identity(release, seed)
+    expected = query_ids(queries["image_id"], queries["question"], queries["image_sha256"], identity)
+    wrong = queries.filter(queries["query_id"] != expected)
+    if wrong.height:
+        raise InputError(
+            f"queries table: query_id {wrong['query_id'][0]!r} is not the id of its row for release {release!r} "
+            f"seed {seed} ({wrong.height} of {queries.height} ids): made for another release, seed or image"
+        )
+    return True
 
 
 class NegativeSampler:
@@ -442,8 +471,12 @@ def make_queries(
     counterfactual_attributes: bool = True,
     hallu_edges: pl.DataFrame | None = None,
     question_style: str = "grammatical",
+    release: str | None = None,
 ) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image.
+
+    Query ids are content-addressed (`query_id`): `release` (the release name; with `seed` its identity) and the
+    accepted table's `sha256` column (each image's file hash, then also written as `image_sha256`) go into them.
 
     question_style `grammatical` (default): one template per kind, count truths from the detector's box counts
     (`count_a`, `count_b` of the accepted table), "no" objects never a synonym of an object in the image, and
@@ -476,9 +509,11 @@ def make_queries(
     counts = [c for c in ("count_a", "count_b") if c in acc.columns]
     if grammatical and len(counts) < 2:
         log.warning("accepted table has no detector box counts (count_a, count_b): no count questions")
+    hashed = "sha256" in acc.columns
     acc = acc.select(
         "image_id",
         "scene_id",
+        *(["sha256"] if hashed else []),
         (pl.col("detected") if "detected" in acc.columns else pl.lit(None, pl.List(pl.String))).alias("detected"),
         *[
             (pl.col(c) if c in acc.columns else pl.lit(None, pl.Int64)).cast(pl.Int64).alias(c)
@@ -682,7 +717,12 @@ def make_queries(
     return (
         pl.DataFrame(
             {
-                "query_id": query_ids(image_id, rows["question"]),
+                "query_id": query_ids(
+                    image_id,
+                    rows["question"],
+                    acc["sha256"].gather(img) if hashed else None,
+                    "" if release is None else release_identity(release, seed),
+                ),
                 "image_id": image_id,
                 "image": ("images/" + acc["image_id"] + ".png").gather(img),
                 "scene_id": scene_cols["scene_id"],
@@ -701,9 +741,11 @@ def make_queries(
                 "objects": scene_cols.select(pl.concat_list("object_a", "object_b")).to_series(),
                 "strategy": rows["strategy"],
                 "detected": acc["detected"].fill_null([]).gather(img),
+                # the image each id was made from: answers and `score compare` check it against the file they read
+                **({"image_sha256": acc["sha256"].gather(img)} if hashed else {}),
             }
         )
-        .cast(QUERY_SCHEMA)
+        .cast({**QUERY_SCHEMA, **({"image_sha256": pl.String} if hashed else {})})
         .rechunk()
     )
 

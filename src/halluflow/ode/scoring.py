@@ -139,8 +139,10 @@ def score_answers(
         if generative_truth == "detected" and "detected" in queries.columns
         else pl.lit(None, pl.List(pl.String))
     ).alias("_detected")
+    # the image each answer was given (answer stage): `score compare` refuses to pair answers to different images
+    seen = pl.col("image_sha256") if "image_sha256" in answers.columns else pl.lit(None, pl.String)
     df = (
-        answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"))
+        answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"), seen.alias("image_sha256"))
         .join(
             queries.select(*QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed),
             on="query_id",
@@ -226,6 +228,7 @@ def score_answers(
         "n_truth_covered",
         "objects",
         "stand_in",
+        "image_sha256",
         *[c for c in OPTIONAL_BREAKDOWNS if c in df.columns],
     )
 
@@ -365,7 +368,7 @@ def read_answer_shards(paths: Sequence[str]) -> pl.DataFrame:
     for p in paths:
         df = read_parquet(p)
         _require(df, ANSWER_COLUMNS, f"answers shard {p}")
-        cols = list(ANSWER_COLUMNS) + (["stand_in"] if "stand_in" in df.columns else [])
+        cols = list(ANSWER_COLUMNS) + [c for c in ("stand_in", "image_sha256") if c in df.columns]
         frames.append(
             df.select(cols).with_columns(pl.col("query_id").cast(pl.String), pl.col("answer").cast(pl.String))
         )
