@@ -190,6 +190,24 @@ def replace_folder(built: str | os.PathLike, dest: str | os.PathLike) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def building_folder(dest: str | os.PathLike, stage: str = "building") -> Iterator[Path]:
+    """A fresh hidden folder beside `dest` (".<name>.<stage>") to build into, every write kept inside it; on success
+    it replaces `dest` whole (replace_folder), on any error it is removed and `dest` stays exactly as it was."""
+    dest = Path(dest)
+    tmp = dest.with_name(f".{dest.name}.{stage}")
+    if tmp.exists():  # left by a build that was killed
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        with owned_folder(tmp):
+            yield tmp
+        replace_folder(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike, within: str | os.PathLike | None = None) -> None:
     """Hard-link `src` to `dst` (a copy across file systems), through the same checks as every write."""
     with atomic_path(dst, within) as tmp:

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-import shutil
 from pathlib import Path
 
 import polars as pl
 
 from ..errors import InputError
 from ..io import (
+    building_folder,
     link_or_copy,
     not_regular,
-    owned_folder,
     read_json,
-    replace_folder,
     safe_join,
     safe_name,
     sha256_bytes,
@@ -246,25 +244,15 @@ def package_release(
             raise InputError(f"graph source {path}: not found")
         sources[str(path)] = sha256_file(path)
     safe_name(name, "release name")  # it becomes the default name of export folders and lmms-eval tasks
-    release_dir = Path(release_dir)
-    tmp = release_dir.with_name(f".{release_dir.name}.building")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        with owned_folder(tmp):  # every file of the release lands inside the folder being built
-            manifest = _build(
-                tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected, lineage_card
-            )
+    # The old release stays whole until the new one is complete (a failure anywhere leaves it as it was).
+    with building_folder(release_dir) as tmp:
+        manifest = _build(
+            tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected, lineage_card
+        )
         manifest["lineage"] = lineage
         manifest["ids"] = ids
         manifest["graph_sources"] = sources
         write_json(tmp / MANIFEST, manifest)
-        # The old release stays whole until the new one is complete (a failure anywhere above leaves it as it was).
-        replace_folder(tmp, release_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 
@@ -345,25 +333,16 @@ def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys
     protected = sorted(set(manifest_keys) & {"files", "format", "release", "seed", "config", "counts", "lineage"})
     if protected:
         raise InputError(f"{release_dir / MANIFEST}: key {protected[0]!r} describes the build and is not updated")
-    tmp = release_dir.with_name(f".{release_dir.name}.updating")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        with owned_folder(tmp):
-            files = {}
-            for rel in sorted(manifest["files"]):
-                if rel in texts:
-                    write_text(tmp / rel, texts[rel])
-                else:
-                    link_or_copy(release_dir / rel, tmp / rel)
-                files[rel] = {"sha256": sha256_file(tmp / rel), "bytes": (tmp / rel).stat().st_size}
-            manifest = {**manifest, **manifest_keys, "files": files}
-            write_json(tmp / MANIFEST, manifest)
-        replace_folder(tmp, release_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with building_folder(release_dir, "updating") as tmp:
+        files = {}
+        for rel in sorted(manifest["files"]):
+            if rel in texts:
+                write_text(tmp / rel, texts[rel])
+            else:
+                link_or_copy(release_dir / rel, tmp / rel)
+            files[rel] = {"sha256": sha256_file(tmp / rel), "bytes": (tmp / rel).stat().st_size}
+        manifest = {**manifest, **manifest_keys, "files": files}
+        write_json(tmp / MANIFEST, manifest)
     return manifest
 
 
