@@ -221,7 +221,8 @@ def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     cli = _cli(
         "score", "caos", "--objects", str(captions), "--truth", str(truth), "--embedder", "glove", "--no-per-object"
     )
-    assert {k: v for k, v in cli.items() if k not in ("objects", "sequential", "embedder")} == glove
+    assert {k: v for k, v in cli.items() if k not in ("objects", "sequential", "embedder", "n_failed")} == glove
+    assert cli["n_failed"] == caos["n_answers_failed"] == 0  # one failed-answer count, named per document
     assert cli["objects"] == caos["objects"] and cli["sequential"] == caos["sequential"]
     assert _cli("score", "chair", "--captions", str(captions), "--truth", str(truth)) == metrics["chair"]
 
