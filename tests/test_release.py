@@ -204,3 +204,205 @@ def test_a_release_name_with_a_path_is_refused_before_anything_is_written(stage)
     with pytest.raises(InputError, match="release name '../x': not a plain file name"):
         package_release(tmp / "r" / "release", **{**kwargs, "name": "../x"})
     assert not (tmp / "r").exists()
+
+
+def _parent_and_child(tmp_path):
+    """A parent and a child release built with the workflow's job functions on the shipped graph: the child names
+    the parent. Every image of the child has the same positional id as one of the parent's and, as a stand-in that
+    ignores its prompt would make, the very same bytes: only the release identity can tell their queries apart."""
+    import yaml
+    from conftest import REPO
+
+    from halluflow import jobs
+    from halluflow.config import validate_config
+    from halluflow.ode.graph import hallu_graph, read_seed
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate_config(config)
+    nodes, edges = read_seed(REPO / "resources" / "graph_seed")
+    nodes.write_parquet(tmp_path / "nodes.parquet")
+    edges.write_parquet(tmp_path / "edges.parquet")
+    hallu_graph({"format": "seed"}).write_parquet(tmp_path / "hallu.parquet")
+    out, parent = {}, None
+    for name in ("rel-a", "rel-b"):
+        root = tmp_path / name
+        jobs.sample_scenes(
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / "edges.parquet"),
+            config["ode"]["sampling"],
+            seed=42,
+            out=str(root / "scenes" / "scenes.parquet"),
+            lineage={"parent": parent, "exclude_ancestor_pairs": True},
+        )
+        scenes = pl.read_parquet(root / "scenes" / "scenes.parquet")
+        ids = [f"{s}-i00" for s in scenes["scene_id"]]
+        paths = [f"images/000/{i}.png" for i in ids]
+        for k, path in enumerate(paths):
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_bytes(_png((k * 7 % 256, 40, 90)))  # the same bytes in both releases
+        images = pl.DataFrame(
+            {
+                "image_id": ids,
+                "scene_id": scenes["scene_id"],
+                "path": paths,
+                "sha256": [sha256_bytes((root / p).read_bytes()) for p in paths],
+                "model": "tiny-flux",
+                "revision": None,
+                "stand_in": True,
+            }
+        )
+        images.write_parquet(root / "images" / "000.parquet")
+        accepted = images.select("image_id", "scene_id", "path").join(
+            scenes.select("scene_id", "distribution", "pair_kind", "object_a"), on="scene_id"
+        )
+        accepted = accepted.with_columns(
+            pl.concat_list("object_a").alias("detected"), pl.lit(1).alias("count_a"), pl.lit(1).alias("count_b")
+        ).drop("object_a")
+        accepted.write_parquet(root / "accepted.parquet")
+        jobs.make_queries(
+            accepted=str(root / "accepted.parquet"),
+            scenes=str(root / "scenes" / "scenes.parquet"),
+            nodes=str(tmp_path / "nodes.parquet"),
+            edges=str(tmp_path / "edges.parquet"),
+            hallu=str(tmp_path / "hallu.parquet"),
+            queries=config["ode"]["queries"],
+            seed=42,
+            out=str(root / "queries.parquet"),
+            images=[str(root / "images" / "000.parquet")],
+            release=name,
+        )
+        manifest = package_release(
+            root / "release",
+            root=root,
+            accepted=accepted,
+            queries=pl.read_parquet(root / "queries.parquet"),
+            scenes=scenes,
+            images=[images],
+            detections=[],
+            config={"ode": config["ode"]},
+            seed=42,
+            name=name,
+            parent=str(parent) if parent else None,
+            graph=(nodes, edges),
+        )
+        out[name] = (root / "release", pl.read_parquet(root / "release" / "queries.parquet"), manifest)
+        parent = root / "release"
+    return out
+
+
+def test_parent_and_child_share_no_query_id_and_compare_refuses_them(tmp_path, capsys):
+    from halluflow.ode.queries import query_id
+    from halluflow.ode.scoring import score_answers
+
+    rel = _parent_and_child(tmp_path)
+    (_, qa, _), (child, qb, mb) = rel["rel-a"], rel["rel-b"]
+    assert mb["lineage"]["parent"] == "rel-a" and mb["ids"]["content_addressed"] is True
+    assert mb["ids"]["release_identity"] == "rel-b/seed=42" and verify_release(child) == []
+    shared_positions = set(qa["image_id"]) & set(qb["image_id"])
+    assert len(shared_positions) == qb["image_id"].n_unique()  # every child image id is also a parent image id
+    # the failing example: ids of (image id, question) repeat for different content across the two releases
+    old = lambda q: {query_id(i, t) for i, t in q.select("image_id", "question").iter_rows()}  # noqa: E731
+    assert len(old(qa) & old(qb)) >= len(shared_positions)  # at least every image's "Please describe ..." prompt
+    assert not set(qa["query_id"]) & set(qb["query_id"])
+    # the ids are what the manifest says they are: recomputed from each row
+    for q, name in ((qa, "rel-a"), (qb, "rel-b")):
+        assert q["query_id"].n_unique() == q.height
+        again = [
+            query_id(i, t, h, f"{name}/seed=42")
+            for i, t, h in q.select("image_id", "question", "image_sha256").iter_rows()
+        ]
+        assert again == q["query_id"].to_list()
+    # other bytes under the same release and image id: another id
+    row = qa.row(0, named=True)
+    assert query_id(row["image_id"], row["question"], "0" * 64, "rel-a/seed=42") != row["query_id"]
+    card = (child / "DATACARD.md").read_text()
+    assert "Query ids are content-addressed" in card and "Parent rel-a (chain rel-a)" in card
+
+    def scores(queries, model, flip_every=0):
+        answers = pl.DataFrame(
+            {
+                "query_id": queries["query_id"],
+                "model": model,
+                "answer": [
+                    ("No" if t == "yes" else "Yes") if flip_every and k % flip_every == 0 else (t or "A dog.")
+                    for k, t in enumerate(queries["truth"].to_list())
+                ],
+                "status": "ok",
+                "image_sha256": queries["image_sha256"],
+            }
+        )
+        path = tmp_path / "scores" / model / "answers.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        score_answers(queries, answers, ["dog"]).write_parquet(path)
+        return str(path)
+
+    on_parent, on_child = scores(qa, "m-parent"), scores(qb, "m-child", flip_every=3)
+    capsys.readouterr()
+    assert main(["score", "compare", "--scores", on_parent, on_child, "--resamples", "50"]) == 1
+    err = capsys.readouterr().err
+    assert "m-child and m-parent answered different queries" in err and f"{qb.height} of {qb.height} ids" in err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    # two models on the same release pair fine; one whose images changed between answer runs does not
+    second = scores(qa, "m-second", flip_every=3)
+    assert main(["score", "compare", "--scores", on_parent, second, "--resamples", "50"]) == 0
+    capsys.readouterr()
+    changed = pl.read_parquet(second).with_columns(
+        pl.when(pl.int_range(pl.len()) == 4)
+        .then(pl.lit("f" * 64))
+        .otherwise(pl.col("image_sha256"))
+        .alias("image_sha256")
+    )
+    changed.write_parquet(second)
+    assert main(["score", "compare", "--scores", on_parent, second, "--resamples", "50"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "has image sha256" in err and "(1 such queries): not the same query, not paired" in err and err.count("\n") == 1
+    )
+
+
+def test_a_queries_table_of_another_release_is_not_packaged(tmp_path):
+    rel = _parent_and_child(tmp_path)
+    release_dir, queries, _ = rel["rel-a"]
+    accepted = pl.read_parquet(tmp_path / "rel-a" / "accepted.parquet")
+    images = pl.read_parquet(tmp_path / "rel-a" / "images" / "000.parquet")
+    with pytest.raises(InputError, match="is not the id of its row for release 'rel-c' seed 42"):
+        package_release(
+            tmp_path / "rel-c" / "release",
+            root=tmp_path / "rel-a",
+            accepted=accepted,
+            queries=queries,
+            scenes=pl.read_parquet(release_dir / "scenes.parquet"),
+            images=[images],
+            detections=[],
+            config={},
+            seed=42,
+            name="rel-c",
+        )
+    assert not (tmp_path / "rel-c").exists()
+
+
+def test_make_queries_job_refuses_an_accepted_image_without_a_hash(tmp_path):
+    from halluflow import jobs
+
+    rel = _parent_and_child(tmp_path)
+    assert rel
+    root = tmp_path / "rel-a"
+    images = pl.read_parquet(root / "images" / "000.parquet")
+    images.slice(1).write_parquet(tmp_path / "partial.parquet")
+    import yaml
+    from conftest import REPO
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    with pytest.raises(InputError, match=f"accepted image {images['image_id'][0]} .* is in no image table"):
+        jobs.make_queries(
+            accepted=str(root / "accepted.parquet"),
+            scenes=str(root / "scenes" / "scenes.parquet"),
+            nodes=str(tmp_path / "nodes.parquet"),
+            edges=str(tmp_path / "edges.parquet"),
+            hallu=str(tmp_path / "hallu.parquet"),
+            queries=config["ode"]["queries"],
+            seed=42,
+            out=str(tmp_path / "q.parquet"),
+            images=[str(tmp_path / "partial.parquet")],
+            release="rel-a",
+        )
