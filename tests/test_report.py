@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
+from browser import chromium, console_errors, require_chromium
 from PIL import Image, ImageDraw
 
 from halluflow.cli import main as cli_main
@@ -24,7 +24,6 @@ from halluflow.report.figures import cedi_curve_data, samf_bar_data
 from halluflow.report.summary import ReportOptions, build_summary, write_figure_files, write_table_files
 from halluflow.samf.pipeline import compare as samf_compare
 
-CHROMIUM = Path("/usr/bin/chromium")
 SECTION_IDS = [
     "overview",
     "counts",
@@ -449,45 +448,16 @@ def test_cli_builds_summary(results, tmp_path, capsys):
 
 
 def test_summary_renders_in_headless_chromium(results, tmp_path):
-    if not CHROMIUM.exists():
-        # CI installs Chromium and sets HALLUFLOW_REQUIRE_BROWSER=1, so a failed install cannot pass as a skip
-        if os.environ.get("HALLUFLOW_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"HALLUFLOW_REQUIRE_BROWSER=1 but {CHROMIUM} is absent")
-        pytest.skip(f"{CHROMIUM} absent (apt-get install chromium) — headless render test skipped")
+    require_chromium()
     html_path = build_summary(results, tmp_path / "summary.html", ReportOptions(gallery_size=8))
     shot = Path(os.environ.get("HALLUFLOW_REPORT_SCREENSHOT", tmp_path / "summary.png"))
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--hide-scrollbars",
-    ]
-
-    def chromium(*extra: str, profile: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(CHROMIUM), *flags, f"--user-data-dir={tmp_path / profile}", *extra, html_path.as_uri()],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    dom = chromium("--dump-dom", profile="dom")
+    dom = chromium(html_path.as_uri(), "--dump-dom", profile=tmp_path / "dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     for sid in SECTION_IDS:
         assert f'id="{sid}"' in dom.stdout, sid
     assert dom.stdout.count("<img") >= 7
-    console_errors = [
-        line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("ERROR" in line or "error" in line.lower())
-    ]
-    assert not console_errors, console_errors
-    snap = chromium(f"--screenshot={shot}", "--window-size=1280,2400", profile="shot")
+    assert not console_errors(dom), console_errors(dom)
+    snap = chromium(html_path.as_uri(), f"--screenshot={shot}", "--window-size=1280,2400", profile=tmp_path / "shot")
     assert snap.returncode == 0, snap.stderr[-2000:]
     with Image.open(shot) as img:
         assert img.size == (1280, 2400)

@@ -104,22 +104,26 @@ def sample_size(population: int, margin: float = 0.025, confidence: float = 0.95
 
 def allocate(sizes: dict, n: int) -> dict:
     """Split `n` over strata in proportion to their sizes: largest remainders (ties by stratum order), at least one
-    item for every non-empty stratum, never more than a stratum holds."""
-    total = sum(sizes.values())
+    item for every non-empty stratum while `n` allows (else the largest strata get one), never more than a stratum
+    holds."""
     keys = sorted(k for k, v in sizes.items() if v > 0)
-    if n <= 0 or total == 0:
-        return {k: 0 for k in sizes}
-    n = min(n, total)
+    total = sum(sizes[k] for k in keys)
+    n = min(max(n, 0), total)
+    out = {k: 0 for k in sizes}
+    if n == 0:
+        return out
     share = {k: n * sizes[k] / total for k in keys}
-    out = {k: min(sizes[k], max(1, math.floor(share[k]))) for k in keys}
+    floor = 1 if n >= len(keys) else 0
+    for k in keys:
+        out[k] = min(sizes[k], max(floor, math.floor(share[k])))
     # Hand out what rounding left (or take back what the minimum of one added) by the size of the remainder.
     while sum(out.values()) < n:
         k = max((k for k in keys if out[k] < sizes[k]), key=lambda k: (share[k] - out[k], -keys.index(k)))
         out[k] += 1
     while sum(out.values()) > n:
-        k = min((k for k in keys if out[k] > 1), key=lambda k: (share[k] - out[k], keys.index(k)))
+        k = min((k for k in keys if out[k] > floor), key=lambda k: (share[k] - out[k], keys.index(k)))
         out[k] -= 1
-    return {k: out.get(k, 0) for k in sizes}
+    return out
 
 
 def wilson(rate: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
@@ -841,6 +845,7 @@ def run_workflow(
     from ..registry import create
 
     release_dir = Path(release_dir)
+    _check_out(release_dir, Path(out_dir))  # before any model loads
     manifest, _ = read_release(release_dir)
     queries = read_parquet(release_dir / "queries.parquet")
     members = [
