@@ -317,6 +317,10 @@ def test_parent_and_child_share_no_query_id_and_compare_refuses_them(tmp_path, c
     assert query_id(row["image_id"], row["question"], "0" * 64, "rel-a/seed=42") != row["query_id"]
     card = (child / "DATACARD.md").read_text()
     assert "Query ids are content-addressed" in card and "Parent rel-a (chain rel-a)" in card
+    capsys.readouterr()
+    assert main(["release", "diff", str(rel["rel-a"][0]), str(child)]) == 0
+    out = capsys.readouterr().out
+    assert "Query ids in both: 0, 0 of them naming different content" in out and "B descends from A" in out
 
     def scores(queries, model, flip_every=0):
         answers = pl.DataFrame(

@@ -249,20 +249,43 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
         }
     else:
         out["graph"] = None
-    queries = {}
+    queries, tables = {}, {}
     for name, folder in (("a", a_dir), ("b", b_dir)):
         path = folder / "queries.parquet"
         if path.is_file():
-            q = read_parquet(path, columns=["query_type"])
-            queries[name] = dict(sorted(q.group_by("query_type").len().iter_rows()))
+            tables[name] = read_parquet(path)
+            queries[name] = dict(sorted(tables[name].group_by("query_type").len().iter_rows()))
     out["queries"] = queries
+    if len(tables) == 2 and all("query_id" in t.columns for t in tables.values()):
+        out["query_ids"] = _shared_ids(tables["a"], tables["b"])
+    manifests = {}
     for name, folder in (("a", a_dir), ("b", b_dir)):
         manifest = folder / MANIFEST
         if manifest.is_file():
-            m = read_json(manifest)
+            m = manifests[name] = read_json(manifest)
             out[f"release_{name}"] = m.get("release")
             out[f"lineage_{name}"] = [e.get("release") for e in (m.get("lineage") or {}).get("ancestors") or []]
+    if len(manifests) == 2:
+        a_sha = hashlib.sha256((a_dir / MANIFEST).read_bytes()).hexdigest()
+        chain = (manifests["b"].get("lineage") or {}).get("ancestors") or []
+        out["b_descends_from_a"] = any(e.get("manifest_sha256") == a_sha for e in chain)
+        files = [
+            {k: v.get("sha256") for k, v in (m.get("files") or {}).items() if k.startswith("images/")}
+            for m in (manifests["a"], manifests["b"])
+        ]
+        out["images_same_bytes"] = len(set(files[0].values()) & set(files[1].values()))
     return out
+
+
+def _shared_ids(a: pl.DataFrame, b: pl.DataFrame) -> dict:
+    """Query ids both releases use, and how many of them name different content (question, truth or image): with
+    content-addressed ids that second number is 0 by construction, with positional ones it was not."""
+    content = [c for c in ("question", "truth", "image_sha256") if c in a.columns and c in b.columns]
+    both = a.select("query_id", *content).join(b.select("query_id", *content), on="query_id", suffix="_b")
+    differ = pl.lit(False)
+    for c in content:
+        differ = differ | pl.col(c).ne_missing(pl.col(f"{c}_b"))
+    return {"shared": both.height, "shared_with_different_content": both.filter(differ).height, "compared": content}
 
 
 def diff_markdown(d: dict) -> str:
@@ -288,6 +311,21 @@ def diff_markdown(d: dict) -> str:
         if side in d.get("queries", {}):
             counts = ", ".join(f"{k} {v}" for k, v in d["queries"][side].items())
             lines.append(f"Queries {side.upper()}: {counts}.")
+    if d.get("query_ids"):
+        ids = d["query_ids"]
+        lines.append(
+            f"Query ids in both: {ids['shared']}, {ids['shared_with_different_content']} of them naming different "
+            f"content ({', '.join(ids['compared']) or 'nothing to compare'})."
+        )
+    if "b_descends_from_a" in d:
+        lines.append(
+            f"Images with the same bytes in both: {d['images_same_bytes']}. B "
+            + (
+                "descends from A (A's manifest is in B's lineage)."
+                if d["b_descends_from_a"]
+                else "does not descend from A."
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
