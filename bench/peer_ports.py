@@ -37,24 +37,23 @@ def lmms_eval_pope(answers: list[str], labels: list[str]) -> dict:
             total_score += result["score"]
         return total_score / len(results)
 
-    def precision(results):
-        tp = fp = 0
+    def count(results, first, second):
+        # pope_aggregate_precision / _recall: one loop with an if/elif over (ground_truth, prediction)
+        a = b = 0
         for result in results:
-            pred, gt = result["prediction"], result["ground_truth"]
-            if gt == "yes" and pred == "yes":
-                tp += 1
-            elif gt == "no" and pred == "yes":
-                fp += 1
+            pair = (result["ground_truth"], result["prediction"])
+            if pair == first:
+                a += 1
+            elif pair == second:
+                b += 1
+        return a, b
+
+    def precision(results):
+        tp, fp = count(results, ("yes", "yes"), ("no", "yes"))
         return tp / (tp + fp) if (tp + fp) > 0 else 0
 
     def recall(results):
-        tp = fn = 0
-        for result in results:
-            pred, gt = result["prediction"], result["ground_truth"]
-            if gt == "yes" and pred == "yes":
-                tp += 1
-            elif gt == "yes" and pred == "no":
-                fn += 1
+        tp, fn = count(results, ("yes", "yes"), ("yes", "no"))  # a miss only when answered exactly "no"
         return tp / (tp + fn) if (tp + fn) > 0 else 0
 
     def f1_score(results):

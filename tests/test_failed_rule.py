@@ -129,21 +129,29 @@ def test_chair_and_caos_honour_the_rule(tmp_path, capsys):
     assert main(args) == 1 and "2 of 3 answers failed or are empty" in capsys.readouterr().err
 
 
+def _yes_no_queries(truth: list[str]) -> pl.DataFrame:
+    """Three existence questions of one image in the release's queries layout (what scoring and export read)."""
+    n = len(truth)
+    return pl.DataFrame(
+        {
+            "query_id": [f"q{i + 1}" for i in range(n)],
+            "image_id": ["i1"] * n,
+            "question": ["Is there a dog?"] * n,
+            "distribution": ["standard"] * n,
+            "pair_kind": ["entity+entity"] * n,
+            "task": ["discriminative"] * n,
+            "query_type": ["existence"] * n,
+            "attribute_kind": [None] * n,
+            "truth": truth,
+            "objects": [["dog"]] * n,
+        }
+    )
+
+
 def test_ode_scoring_counts_failed_answers_in_every_block():
     from halluflow.ode.scoring import ode_metrics, score_answers
 
-    queries = pl.DataFrame(
-        {
-            "query_id": ["q1", "q2", "q3"],
-            "distribution": ["standard"] * 3,
-            "pair_kind": ["entity+entity"] * 3,
-            "task": ["discriminative"] * 3,
-            "query_type": ["existence"] * 3,
-            "attribute_kind": [None] * 3,
-            "truth": ["yes", "no", "yes"],
-            "objects": [["dog"]] * 3,
-        }
-    )
+    queries = _yes_no_queries(["yes", "no", "yes"])
     answers = pl.DataFrame(
         {"query_id": ["q1", "q2", "q3"], "model": ["m"] * 3, "answer": ["Yes", "\x1c", ""], "status": ["ok"] * 3}
     )
@@ -172,30 +180,21 @@ def test_pope_source_has_one_n_failed(tmp_path):
         }
     ).write_parquet(shard)
     out = tmp_path / "answers.jsonl"
-    metrics = score_source(
-        "pope",
-        [str(shard)],
-        {"kind": "pope", "path": labels},
-        out,
-        tmp_path / "m.json",
-        "m",
-        {"parser": "pope", "positive": "yes"},
-    )
+
+    def scored(parser: str) -> dict:
+        source = {"kind": "pope", "path": labels}
+        return score_source(
+            "pope", [str(shard)], source, out, tmp_path / "m.json", "m", {"parser": parser, "positive": "yes"}
+        )
+
+    metrics = scored("pope")
     assert (metrics["n_answers"], metrics["n_failed"], metrics["n_requests_failed"]) == (6, 3, 2)
     assert metrics["pope"]["n_failed"] == 3 and metrics["pope"]["n"] == 3 and metrics["pope"]["accuracy"] == 1.0
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("status", "ok") for r in written] == ["ok"] * 4 + ["failed"] * 2
     assert score_files(out, labels, max_failed_fraction=1) == metrics["pope"]
     # under a peer parser the blank answer is scored (wrong), the failed requests are still out
-    peer = score_source(
-        "pope",
-        [str(shard)],
-        {"kind": "pope", "path": labels},
-        out,
-        tmp_path / "m.json",
-        "m",
-        {"parser": "lmms_eval", "positive": "yes"},
-    )
+    peer = scored("lmms_eval")
     assert (peer["n_failed"], peer["n_requests_failed"], peer["pope"]["n"]) == (2, 2, 4)
 
 
@@ -262,16 +261,7 @@ def test_exports_and_compare_apply_the_rule():
     from halluflow.metrics.uncertainty import model_intervals
     from halluflow.ode.export import dpo_records
 
-    queries = pl.DataFrame(
-        {
-            "query_id": ["q1", "q2", "q3"],
-            "image_id": ["i1"] * 3,
-            "question": ["Is there a dog?"] * 3,
-            "truth": ["no"] * 3,
-            "task": ["discriminative"] * 3,
-            "objects": [["cat"]] * 3,
-        }
-    )
+    queries = _yes_no_queries(["no"] * 3)
     # "\u200b" survives str.strip(): it used to make a preference pair with an invisible "rejected" answer
     answers = pl.DataFrame(
         {

@@ -1,8 +1,9 @@
 """The answer stage: ask one model under test every query of one shard (design "answers/{model}/{shard}").
 
 Queries are assigned to shards by a hash of the query id; the model loads once per shard and only when some request
-is not cached; requests run in batches; finished answers go to the request-hash cache at once (a killed job repeats
-nothing it finished); failures are recorded (status failed + error), never cached, and retried by a rerun.
+is not cached; requests run in batches; each answer goes to the request-hash cache the moment it arrives (a killed
+job repeats nothing it received); failures (an empty answer among them) are recorded (status failed + error), never
+cached, and retried by a rerun.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import registry
+from .backends.base import EMPTY_ANSWER, scrub_surrogates
 from .cache import RequestCache, request_key
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
@@ -92,7 +94,7 @@ def prompt_for(row: dict, settings: dict) -> str:
 
 def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
     """None → "", over-long answers truncated (a runaway 10 MB reply must not bloat every table downstream)."""
-    text = "" if text is None else str(text)
+    text = "" if text is None else scrub_surrogates(str(text))  # a lone surrogate cannot be written as UTF-8
     if len(text) > max_chars:
         return text[:max_chars], True, len(text)
     return text, False, len(text)
@@ -160,23 +162,36 @@ class ModelUnderTest:
         """One Result per request (text stripped, failures as errors, fallbacks as notes): backend.respond."""
         return self.backend.respond(requests)
 
-    def run_batches(self, batches):
-        """Yield run()'s Results batch by batch. A backend that queues requests (respond_futures: the served
-        `openai` one) gets every batch up front, so the server keeps its configured number of requests in flight
-        across batch boundaries instead of idling while the slowest request of each batch finishes."""
+    def run_stream(self, batches):
+        """Yield (batch index, position in the batch, Result) for every request AS ITS ANSWER ARRIVES, so the caller
+        caches each one at once (a job killed after 7 of 8 replies keeps 7). A backend that queues requests
+        (respond_futures: the served `openai` one) gets every batch up front, so the server keeps its configured
+        number of requests in flight across batch boundaries; others answer batch by batch, each Result carrying
+        its share of the batch's time as latency."""
+        from concurrent.futures import as_completed
+
+        if not any(batches):
+            return  # a fully cached shard never loads the model
         backend = self.backend
         if not hasattr(backend, "respond_futures"):
-            for requests in batches:
-                yield self.run(requests)
+            for b, requests in enumerate(batches):
+                start = time.perf_counter()
+                results = self.run(requests)
+                for i, result in enumerate(results):
+                    if result.latency_s is None:
+                        result.latency_s = (time.perf_counter() - start) / max(1, len(results))
+                    yield b, i, result
             return
-        queued = [backend.respond_futures(requests) for requests in batches]
+        queued = {}
+        for b, requests in enumerate(batches):
+            for i, future in enumerate(backend.respond_futures(requests)):
+                queued[future] = (b, i)
         try:
-            for futures in queued:
-                yield [f.result() for f in futures]
+            for future in as_completed(queued):
+                yield (*queued[future], future.result())
         finally:  # a crash or an early stop must not leave queued requests to be sent
-            for futures in queued:
-                for f in futures:
-                    f.cancel()
+            for future in queued:
+                future.cancel()
 
 
 def answer_shard(
@@ -257,39 +272,41 @@ def answer_shard(
     batches = [
         items[i : i + batch_size] for _, items in sorted(by_limit.items()) for i in range(0, len(items), batch_size)
     ]
-    outcomes_by_batch = model.run_batches([[b[1] for b in batch] for batch in batches])
-    start = time.perf_counter()
-    for batch, outcomes in zip(progress(batches, desc=f"answer {model.name} {shard:03d}"), outcomes_by_batch):
-        latency = (time.perf_counter() - start) / len(batch)
-        start = time.perf_counter()
-        stand_in = bool(model.describe().stand_in)
-        for (_, request, key, _), outcome in zip(batch, outcomes):
-            text, error = outcome.text, outcome.error
-            used = model.backend.generation_settings(request)
-            generation = json.dumps(
-                {**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True, default=str
-            )
-            answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
-            record = {
-                "answer": answer,
-                "truncated": truncated,
-                "original_chars": original,
-                "latency_s": latency,
-                "generation": generation,
-                "stand_in": stand_in,
-                "query_id": request.request_id,
-            }
-            if error is None:
-                cache.put(key, record)
-                new += 1
-                results[key] = record
-                if stop_after and new >= stop_after:
-                    outcomes_by_batch.close()
-                    raise SimulatedCrash(f"{STOP_AFTER_ENV}={stop_after}: stopped after {new} new answers")
-            else:
-                failed += 1
-                results[key] = {**record, "answer": "", "error": error, "failed": True}
-                log.warning("model %s query %s failed: %s", model.name, request.request_id, error)
+    stream = model.run_stream([[b[1] for b in batch] for batch in batches])
+    stand_in = None
+    for b, i, outcome in progress(stream, desc=f"answer {model.name} {shard:03d}", total=len(misses)):
+        _, request, key, _ = batches[b][i]
+        if stand_in is None:
+            stand_in = bool(model.describe().stand_in)
+        text, error = outcome.text, outcome.error
+        used = model.backend.generation_settings(request)
+        generation = json.dumps(
+            {**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True, default=str
+        )
+        answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
+        if error is None and not answer.strip():  # whatever the backend: an empty answer is a failed one
+            error = EMPTY_ANSWER
+        record = {
+            "answer": answer,
+            "truncated": truncated,
+            "original_chars": original,
+            "latency_s": outcome.latency_s,
+            "generation": generation,
+            "stand_in": stand_in,
+            "query_id": request.request_id,
+        }
+        if error is None:
+            cache.put(key, record)  # at once: a kill after this line repeats nothing that arrived
+            new += 1
+            results[key] = record
+            if stop_after and new >= stop_after:
+                stream.close()
+                raise SimulatedCrash(f"{STOP_AFTER_ENV}={stop_after}: stopped after {new} new answers")
+        else:
+            failed += 1
+            error = scrub_surrogates(error)
+            results[key] = {**record, "answer": "", "error": error, "failed": True}
+            log.warning("model %s query %s failed: %s", model.name, request.request_id, error)
 
     table_rows = []
     for _, request, key, _ in planned:
@@ -487,8 +504,8 @@ def run(args) -> int:
     }
     table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
     stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
+    table = pl.read_parquet(table_path)
     if out.suffix != ".parquet":
-        table = pl.read_parquet(table_path)
         if args.source == "amber":
             write_json(
                 out, [{"id": original_id(r["query_id"]), "response": r["answer"]} for r in table.iter_rows(named=True)]
@@ -509,11 +526,13 @@ def run(args) -> int:
                 ),
             )
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
+    failures = table.filter(pl.col("status") == "failed")
+    first = f"first: query {original_id(failures['query_id'][0])}: {failures['error'][0]}; " if failures.height else ""
     check_failed(
         stats["failed"],
         stats["queries"],
         args.max_failed_fraction,
         f"answer run {out}",
-        "they are written as status failed; the same command again retries only them",
+        f"{first}they are written as status failed; the same command again retries only them",
     )
     return 0
