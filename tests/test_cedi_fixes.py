@@ -5,8 +5,12 @@ per-turn judgement under `parser: llm`), error type "other", and WordNet synonym
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from halluflow.backends.base import LLM, BackendInfo
+from halluflow.cedi.examiner import Context, Examiner, QuestionBank, Scene
 from halluflow.cedi.parser import TruthView, Vocabulary, delta_con, judge_turn, turn_claims
 from halluflow.cedi.scene_graph import SceneGraph
 
@@ -125,7 +129,6 @@ def networkx_ged(truth: dict, pred: dict, synsets: dict[str, frozenset[str]]) ->
 
 
 def test_sg_ged_default_equals_networkx_on_random_graphs_with_repeated_names(tmp_path, capsys):
-    import json
     import random
 
     from halluflow.cli import main
@@ -151,8 +154,6 @@ def test_sg_ged_default_equals_networkx_on_random_graphs_with_repeated_names(tmp
 
 
 def test_sg_ged_out_is_written_atomically_and_stdout_without_it(tmp_path, capsys, monkeypatch):
-    import json
-
     import halluflow.cedi.grader as grader
     from halluflow.cli import main
 
@@ -220,11 +221,6 @@ def test_without_wordnet_visual_genome_lists_are_used_and_recorded(monkeypatch):
 
 
 # ---- examiner: relevant objects, END, switch choices that cannot be honoured --------------------------------------
-
-import json  # noqa: E402
-
-from halluflow.backends.base import LLM, BackendInfo  # noqa: E402
-from halluflow.cedi.examiner import Context, Examiner, QuestionBank, Scene  # noqa: E402
 
 
 def living_room() -> Scene:

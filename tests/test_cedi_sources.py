@@ -122,9 +122,8 @@ def test_coco_source_and_bad_settings(tmp_path):
     for img in coco["images"]:
         Image.new("RGB", (8, 8)).save(images / img["file_name"])
     (tmp_path / "instances.json").write_text(json.dumps(coco))
-    _, grades, truth = run_source(
-        tmp_path, {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"), "images_dir": str(images)}
-    )
+    coco_cfg = {"source": "coco", "scene_graphs": str(tmp_path / "instances.json"), "images_dir": str(images)}
+    _, grades, truth = run_source(tmp_path, coco_cfg)
     assert [o["name"] for o in truth["graphs"]["7"]["objects"]] == ["person"]  # three persons, one node
     assert truth["graphs"]["7"]["neighbours"] == ["dog"]
     # COCO truth repeats instances: the pipeline merges them for GED and says why; names go through WordNet or VG
@@ -132,30 +131,14 @@ def test_coco_source_and_bad_settings(tmp_path):
     assert grades["settings"]["ged_instances_rule"] == "auto: coco truth repeats instances"
     assert grades["settings"]["name_synonyms"] in {"wordnet", "visual_genome", "none"}
     with pytest.raises(ConfigError, match="cedi.ged_instances"):
-        run_source(
-            tmp_path / "w",
-            {
-                "source": "coco",
-                "scene_graphs": str(tmp_path / "instances.json"),
-                "images_dir": str(images),
-                "ged_instances": "both",
-            },
-        )
+        run_source(tmp_path / "w", {**coco_cfg, "ged_instances": "both"})
     with pytest.raises(ConfigError, match="cedi.images_dir"):
         run_source(tmp_path / "x", {"source": "coco", "scene_graphs": str(tmp_path / "instances.json")})
     with pytest.raises(ConfigError, match="cedi.source"):
         run_source(tmp_path / "y", {"source": "gqa"})
     (images / "000000000008.jpg").unlink()
     with pytest.raises(InputError, match="000000000008.jpg"):
-        run_source(
-            tmp_path / "z",
-            {
-                "source": "coco",
-                "scene_graphs": str(tmp_path / "instances.json"),
-                "images_dir": str(images),
-                "images": 2,
-            },
-        )
+        run_source(tmp_path / "z", {**coco_cfg, "images": 2})
 
 
 def test_cedi_on_annotations_is_planned_without_an_ode_release(repo):

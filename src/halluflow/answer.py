@@ -40,6 +40,7 @@ NON_SEMANTIC_ARGS = frozenset(
         "concurrency",
         "timeout_s",
         "max_retries",
+        "max_reply_bytes",
         "backoff_s",
         "backoff_max_s",
         "api_key_env",

