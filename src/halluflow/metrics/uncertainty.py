@@ -9,7 +9,8 @@ single number per model hides how much of a difference between two models is sam
   resamples or answers.
 - `paired_difference`: the paired bootstrap of Koehn (2004) / Efron & Tibshirani on the queries both models
   answered: joint outcome categories are resampled together, so the difference's interval accounts for the
-  correlation between the models. "significant" = the 95% interval excludes 0.
+  correlation between the models. "significant" = the 95% interval excludes 0. Tables of different queries (other
+  ids, or a shared id with another truth or image sha256: answers of another release) are refused, not paired.
 - `across_releases`: mean and Student-t 95% interval of one metric over N releases (seeds); for a bounded metric
   (a rate, an F1) the interval is taken on the logit scale, so it never leaves the metric's range. The files must
   score one model, each release once; their numbers are read through the metric catalogue (docs/metrics.md).
@@ -33,7 +34,8 @@ from .parsers import failed_mask
 CLI_DESCRIPTION = (
     "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
     "comparisons between models on the queries they share, from the score stage's "
-    "scores/<model>/answers.parquet tables; or (--metrics) the mean and 95% interval of metrics over "
+    "scores/<model>/answers.parquet tables (refused, in one line, when the tables answer different queries: other "
+    "query ids, or a shared id with another truth or image sha256, as answers of another release do); or (--metrics) the mean and 95% interval of metrics over "
     "repeated releases of one model (bounded metrics: a logit-scale interval inside their range). A difference "
     "is 'significant' when its interval excludes 0."
 )

@@ -6,7 +6,8 @@ and the sorted pair list of every ancestor) with the graph sources' hashes. The 
 the chain holds when an ancestor's folder moves or is deleted: only the parent's own folder is read. Each exclusion
 pushes Standard further down the co-occurrence ranking; `standard_drift` measures how far (the DATACARD says it).
 `release diff A B` says what changed between two releases: concept pairs and concepts added / removed per
-distribution, graph edges added / removed / reweighted, query counts by type.
+distribution, graph edges added / removed / reweighted, query counts by type, query ids in both (and how many of
+them name different content), images with the same bytes, and whether B descends from A.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ PARENT_KEY = "config key 'ode.lineage.parent'"
 CLI_DESCRIPTION = (
     "Compare two release folders: concept pairs and concepts added and removed per distribution, "
     "graph edges changed (when each release's graph/ folder sits beside it, as the workflow writes "
-    "it), and query counts. Prints a table; --out writes the JSON."
+    "it), query counts, the query ids both use and how many of them name different content, images with the same "
+    "bytes, and whether B descends from A. Prints a table; --out writes the JSON."
 )
 CLI_EPILOG = """examples:
   halluflow release diff results/ode-2026-10/release results/ode-2026-11/release
