@@ -352,6 +352,10 @@ def test_a_paper_size_release_asks_only_valid_questions():
     assert accepted.height == 3840 and q.filter(pl.col("query_type") == "attribute").height > 2000
     bad = invalid_questions(q)
     assert bad.height == 0, bad.head(10)
+    # ODE's virtual nodes are never asked about, mass nouns and plurals never counted
+    assert not set(q["target"].drop_nulls()) & {"tire", "drain", "hot"}
+    assert "Is there grass in the picture?" in set(q["question"]) and not q["question"].str.contains("a grass").any()
+    assert q.filter((pl.col("query_type") == "count") & pl.col("target").is_in(["rice", "luggage", "sky"])).height == 0
     # every kind present, and the prompts read "a swimming dog", never "a swim dog"
     assert {"existence", "attribute", "count", "counterfactual"} <= set(q["query_type"])
     actions = scenes.filter(pl.col("attribute_a_kind") == "action")["attribute_a"]
@@ -388,3 +392,41 @@ def test_question_problems_by_hand():
         ("existence", None, "Is there a dog in the picture?", "maybe", "dog"),
     ]
     assert all(question_problem(*r) for r in bad), [question_problem(*r) for r in bad]
+
+
+def test_barred_objects_are_skipped_where_a_draw_meets_them():
+    import numpy as np
+
+    from halluflow.ode.queries import NegativeSampler, draw_objects
+
+    pool = [f"o{i}" for i in range(50)]
+    for k in (1, 3):
+        free = draw_objects(pool, k, np.random.default_rng(7), set())
+        assert draw_objects(pool, k, np.random.default_rng(7), {"not drawn"}) == free
+        barred = draw_objects(pool, k, np.random.default_rng(7), {free[0]})
+        assert barred[: k - 1] == free[1:] and len(barred) == k and free[0] not in barred
+    # the sampler skips a virtual node in its orders: the other negatives keep their places
+    nodes = NODES.vstack(NODES.head(1).with_columns(pl.lit("hot").alias("node"), pl.lit(99, pl.Int64).alias("frequency")))
+    edges = EDGES.vstack(pl.DataFrame({"source": ["dog"], "target": ["hot"], "weight": [99]}, schema=EDGES.schema))
+    with_hot, without = NegativeSampler(nodes, edges), NegativeSampler(NODES, EDGES)
+    assert with_hot.order("graph_neighbour", ("dog",))[0] == "hot" and with_hot.order("popular", ())[0] == "hot"
+    for strategy in ("graph_neighbour", "popular", "adversarial"):
+        assert with_hot.candidates(strategy, ["dog"], {"dog"}, 4) == without.candidates(strategy, ["dog"], {"dog"}, 4)
+
+
+def test_noun_lexicon_is_rederived_from_its_sources(tmp_path):
+    """resources/vocab/nouns.tsv is what tools/build_nouns.py makes of COCO, Visual Genome, AMBER and ODE."""
+    import subprocess
+    import sys
+
+    from conftest import shared_data
+
+    data = shared_data("visual-genome-bottom-up-vocab").parent  # skips without the peer data
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "nouns.tsv"
+    subprocess.run(
+        [sys.executable, str(repo / "tools" / "build_nouns.py"), "--data", str(data), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    assert out.read_bytes() == (repo / "resources" / "vocab" / "nouns.tsv").read_bytes()

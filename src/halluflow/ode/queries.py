@@ -140,17 +140,17 @@ class NegativeSampler:
     """
 
     def __init__(self, nodes: pl.DataFrame, edges: pl.DataFrame, hallu_edges: pl.DataFrame | None = None):
-        # ODE's virtual nodes (tire, drain, hot) and names that are no noun are never the object of a question
-        asked = askable_nodes(nodes)
-        ends = pl.col("source").is_in(asked) & pl.col("target").is_in(asked)
-        self.adj = neighbours(edges.filter((pl.col("source") != pl.col("target")) & ends))
+        self.adj = neighbours(edges.filter(pl.col("source") != pl.col("target")))
         self.hallu: dict[str, list[tuple[str, int]]] = {}
-        graph = set(nodes["node"])
         for s, t, w in hallu_edges.iter_rows() if hallu_edges is not None else []:
-            # G_H may name objects the co-occurrence graph lacks: the lexicon alone decides about those
-            if s in asked and (t in asked or (t not in graph and noun(t).askable)):
-                self.hallu.setdefault(s, []).append((t, int(w)))
-        self.nodes = sorted(asked)
+            self.hallu.setdefault(s, []).append((t, int(w)))
+        self.nodes = sorted(nodes["node"].to_list())
+        # ODE's virtual nodes (tire, drain, hot) and names that are no noun are never the object of a question. They
+        # stay in the graph's orders and in the lists a seeded draw runs over (so every other draw is the one it
+        # was) and are skipped; G_H may name objects the graph lacks, for which the lexicon alone decides.
+        graph = set(self.nodes)
+        foreign = {t for targets in self.hallu.values() for t, _ in targets} - graph
+        self.barred = (graph - askable_nodes(nodes)) | {t for t in foreign if not noun(t).askable}
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
         self._orders: dict[tuple, list[str]] = {}
@@ -200,7 +200,7 @@ class NegativeSampler:
             return []
         out = []
         for n in self.order(strategy, tuple(truth), rng):
-            if n not in exclude:
+            if n not in exclude and n not in self.barred:
                 out.append(n)
                 if len(out) == k:
                     break
@@ -209,9 +209,26 @@ class NegativeSampler:
     def never_cooccurring(self, truth, exclude: set[str], k: int, rng: np.random.Generator) -> list[str]:
         """Counterfactual objects: never annotated with any truth object (zero co-occurrence), drawn at random."""
         pool = [n for n in self.order("unlinked", tuple(truth)) if n not in exclude]
-        if k <= 0 or not pool:
-            return []
-        return [pool[i] for i in sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))]
+        return draw_objects(pool, k, rng, self.barred)
+
+
+def draw_objects(pool: list[str], k: int, rng: np.random.Generator, barred: set[str]) -> list[str]:
+    """k objects of the pool at random (pool order); a barred one drawn (a virtual node) is replaced by a further
+    draw among the others, so a draw that hits none is the one it always was."""
+    if k <= 0 or not pool:
+        return []
+    # one pick = one bounded draw: integers(n) is choice(n, size=1, replace=False) at a third of the cost
+    picks = (
+        [int(rng.integers(len(pool)))]
+        if k == 1
+        else sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))
+    )
+    chosen = [pool[i] for i in picks]
+    if barred and not barred.isdisjoint(chosen):
+        kept = [o for o in chosen if o not in barred]
+        rest = [o for o in pool if o not in barred and o not in chosen]
+        chosen = kept + draw_objects(rest, min(len(chosen) - len(kept), len(rest)), rng, set())
+    return chosen
 
 
 def existence_question(obj: str, lexicon: dict | None = None) -> str:
@@ -628,14 +645,8 @@ def make_queries(
         for j, (o, strategy) in enumerate(picked_all):
             neg_img.append(idx), neg_pos.append(j), neg_obj.append(o), neg_strategy.append(strategy)
         if pool:
-            # one pick = one bounded draw: integers(n) is choice(n, size=1, replace=False) at a third of the cost
-            picks = (
-                [int(rng.integers(len(pool)))]
-                if counterfactual_per_image == 1
-                else sorted(rng.choice(len(pool), size=min(counterfactual_per_image, len(pool)), replace=False))
-            )
-            for j, i in enumerate(picks):
-                cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(pool[i])
+            for j, o in enumerate(draw_objects(pool, counterfactual_per_image, rng, sampler.barred)):
+                cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(o)
         if counterfactual_attributes:
             for side, (obj, kind, words) in enumerate(attribute_pools[si]):
                 if words:

@@ -78,13 +78,21 @@ def select_pairs(
     random_pool: str = "cooccurring",
     taken: set | None = None,
     exclude: set | None = None,
+    barred: set | None = None,
 ) -> list[tuple[str, str]]:
     """n pairs of one distribution and pair kind.
 
     standard_band: Standard draws from the `standard_band * n` heaviest pairs with probability proportional to
     the edge weight (1 = ODE's code: exactly the n heaviest). random_pool: `cooccurring` draws Random uniformly
     from pairs seen together at least once and not `taken` by Standard or Long-tail; `all` = ODE's code (any pair).
+    barred: objects never drawn (ODE's virtual nodes). They stay in the candidate lists the seeded orders and draws
+    run over and are skipped there, so leaving them out changes no other pair of a release.
     """
+    barred = barred or set()
+
+    def allowed(pair):
+        return barred.isdisjoint(pair)
+
     if n == 0:
         return []
     candidates = _candidate_pairs(kind, entities, environments)
@@ -97,6 +105,7 @@ def select_pairs(
             rng,
             descending=distribution == "standard",
         )
+        pool = [p for p in pool if allowed(p)]
         if distribution == "standard" and standard_band > 1 and len(pool) > n:
             band = pool[: max(n, int(np.ceil(standard_band * n)))]
             w = np.array([weights[frozenset(p)] for p in band], dtype=float)
@@ -116,7 +125,14 @@ def select_pairs(
                 f"config key 'ode.sampling.random_pool': unknown value {random_pool!r}; known: "
                 f"{', '.join(RANDOM_POOLS)}"
             )
-        chosen = [pool[i] for i in rng.choice(len(pool), size=min(n, len(pool)), replace=False)] if pool else []
+        picks = list(rng.choice(len(pool), size=min(n, len(pool)), replace=False)) if pool else []
+        chosen = [pool[i] for i in picks if allowed(pool[i])]
+        if len(chosen) < len(picks):
+            # a barred pair drawn: further draws among the allowed pairs not drawn yet fill its place
+            drawn = set(picks)
+            rest = [p for i, p in enumerate(pool) if i not in drawn and allowed(p)]
+            more = rng.choice(len(rest), size=min(len(picks) - len(chosen), len(rest)), replace=False) if rest else []
+            chosen += [rest[i] for i in more]
     else:
         raise ConfigError(
             f"config key 'ode.sampling.sizes.{distribution}': unknown distribution; known: {', '.join(DISTRIBUTIONS)}"
@@ -184,11 +200,11 @@ def sample_scenes(
     if variants < 1:
         raise ConfigError("config key 'ode.sampling.variants': must be at least 1")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
+    entities = sorted(n for n, r in node_rows.items() if r["type"] == "entity")
+    environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment")
     # ODE's virtual nodes (tire, drain, hot: typed so by the graph or the noun lexicon) and names that are no noun
     # are never drawn: a prompt would ask for "a hot" and a question about it
-    asked = askable_nodes(nodes)
-    entities = sorted(n for n, r in node_rows.items() if r["type"] == "entity" and n in asked)
-    environments = sorted(n for n, r in node_rows.items() if r["type"] == "environment" and n in asked)
+    barred = set(node_rows) - askable_nodes(nodes)
     weights = {frozenset((s, t)): int(w) for s, t, w in edges.iter_rows() if s != t}
     rows = []
     taken: set[frozenset] = set()  # Standard and Long-tail pairs, which Random leaves to them
@@ -209,6 +225,7 @@ def sample_scenes(
                 random_pool=random_pool,
                 taken=taken,
                 exclude=exclude,
+                barred=barred,
             )
             if distribution in ("standard", "long_tail"):
                 taken |= {frozenset(p) for p in pairs}
