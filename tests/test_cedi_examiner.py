@@ -1,5 +1,6 @@
 """CEDI examiner + grader on a tiny hand-made ODE release: state-machine rules (round 0 regular, END not before
-min_end_round and confirmed in the same round, max rounds), truths from the scene graph, rule-based judgements, determinism."""
+min_end_round and confirmed in the same round, max rounds), truths from the scene graph, rule-based judgements,
+determinism."""
 
 from __future__ import annotations
 

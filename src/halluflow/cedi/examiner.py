@@ -6,8 +6,9 @@ attribute or relation; correct behaviour = reject it) — and END (allowed from 
 `end_votes` times in a row within one round, as CEDI's code confirms it; at most `max_rounds`). Round 0 is regular.
 A context (background, user goal, relevant objects) frames each conversation; regular questions take its relevant
 objects in order (most relevant first). A switch choice that cannot be honoured is recorded (`switch_choice`,
-`switch_honoured`) beside the regular question asked instead. The switch and the question wording come from the `llm` backend (strict JSON, validated)
-or from the deterministic templates (offline default; also the fallback whenever an LLM reply does not parse).
+`switch_honoured`) beside the regular question asked instead. The switch and the question wording come from the
+`llm` backend (strict JSON, validated) or from the deterministic templates (offline default; also the fallback
+whenever an LLM reply does not parse).
 Baselines: the caption examiner ("describe the image") and the prompt-only examiner (context only, no state machine).
 Conversations run in lock-step so the evaluatee answers one batch per round (one `VLM.answer` call per round).
 """
