@@ -8,7 +8,8 @@ import polars as pl
 
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.errors import ConfigError
-from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, oracle_members, resolve, resolve_llm
+from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
+from halluflow.models import resolve_llm
 from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from halluflow.samf.workflow import groups_for
@@ -16,6 +17,7 @@ from snakemake.logging import logger
 
 try:
     validate_config(config)
+    check_config_models(config, MODELS_CACHE)  # every backend's arguments against its signature
 except ConfigError as _exc:
     # One line naming the key, before any job is planned.
     raise SystemExit(f"halluflow: invalid config: {_exc}")

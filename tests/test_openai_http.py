@@ -65,6 +65,11 @@ def test_client_errors_are_not_retried_and_answer_raises(server):
     server.faults["cloud"] = ["401"]
     result = vlm.answer_results([VLMRequest("1", "Is there a cloud?", None)])[0]
     assert result.error.startswith("HTTP 401") and result.attempts == 1
+    # A 401 is the key's, the same for every request: the client sends nothing more.
+    posts = server.posts
+    again = vlm.answer_results([VLMRequest("2", "Is there a dog?", None)])[0]
+    assert again.error.startswith("not sent: ") and "HTTP 401" in again.error and server.posts == posts
+    vlm = registry.create("vlm", {"backend": "openai", **client_args(server)})
     server.faults["cloud"] = ["500"] * 6
     with pytest.raises(BackendError, match="request 1: gave up after 6 attempts: HTTP 500"):
         vlm.answer([VLMRequest("1", "Is there a cloud?", None)])
@@ -246,26 +251,48 @@ def test_secrets_echoed_by_the_server_are_redacted_everywhere(server, tmp_path, 
     assert sum(n for q, n in server.calls.items() if "cloud" in q) == 2
 
 
-def test_identical_rejections_stop_the_shard_early(server, tmp_path):
+def test_a_rejection_shared_by_every_request_stops_the_shard(prior, tmp_path):
     questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn"]]
     queries = make_release(tmp_path / "release", questions)
-    for q in questions:  # a server rejecting an extra_body key (e.g. top_k) rejects every request alike
-        server.faults[q] = ["422"]
+    # A strict server rejecting an extra_body key (e.g. top_k) rejects every request alike: the first 422 is
+    # checked with one probe request (no images, same arguments), rejected alike, so the rest are never sent.
+    with ChatServer(prior, reject_fields=("top_k",)) as srv:
+        args = client_args(srv, api_key_env=None, concurrency=1, extra_body={"top_k": 40})
+        out = tmp_path / "a.parquet"
+        stats = answer_shard(
+            queries,
+            tmp_path / "release",
+            ModelUnderTest({"name": "remote", "backend": "openai", "args": args}),
+            tmp_path / "cache",
+            out,
+            settings={"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""},
+        )
+    assert stats["failed"] == 6 and srv.posts == 2  # one request + one probe
+    errors = pl.read_parquet(out)["error"].to_list()
+    first = [e for e in errors if e.startswith("HTTP 422: ")]
+    assert len(first) == 1 and "top_k" in first[0]
+    rest = [e for e in errors if not e.startswith("HTTP 422: ")]
+    assert (
+        len(set(rest)) == 1 and rest[0].startswith("not sent: the server rejects every request") and first[0] in rest[0]
+    )
+
+
+def test_identical_per_request_rejections_fail_only_their_requests(server, tmp_path):
+    questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn"]]
+    queries = make_release(tmp_path / "release", questions)
+    for q in questions[:3]:  # three identical 400s about each request's own image: the others are fine
+        server.faults[q] = ["400-too-large"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, concurrency=1)}
     out = tmp_path / "a.parquet"
+    settings = {"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""}
     stats = answer_shard(
-        queries,
-        tmp_path / "release",
-        ModelUnderTest(spec),
-        tmp_path / "cache",
-        out,
-        settings={"max_failed_fraction": 1.0, "batch_size": 2, "yes_no_suffix": ""},
+        queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out, settings=settings
     )
-    assert stats["failed"] == 6 and sum(server.calls.values()) == 3
-    errors = pl.read_parquet(out).sort("query_id")["error"].to_list()
-    assert all(e.startswith("HTTP 422: ") for e in errors[:3])
-    assert errors[3] == "not sent: the server rejected 3 requests with " + errors[0]
-    assert len(set(errors[3:])) == 1
+    assert stats["failed"] == 3 and stats["new"] == 3
+    table = pl.read_parquet(out).sort("query_id")
+    assert table["status"].to_list() == ["failed"] * 3 + ["ok"] * 3
+    assert set(table["error"][:3]) == {'HTTP 400: {"error": {"message": "image too large (max 20 MB)"}}'}
+    assert sum(server.calls.values()) == 6 + 1  # every request once, and one probe for the one distinct rejection
 
 
 def test_unserved_model_fails_once_naming_the_served_ids(prior, tmp_path):
@@ -313,3 +340,16 @@ def test_requests_stay_in_flight_across_batch_boundaries(prior, tmp_path):
 def test_jitter_differs_between_clients(server):
     a, b = (registry.create("llm", {"backend": "openai", **client_args(server)}).client for _ in range(2))
     assert [a._wait(3, None) for _ in range(4)] != [b._wait(3, None) for _ in range(4)]
+
+
+def test_arguments_that_cannot_change_an_answer_keep_the_cache(server, tmp_path):
+    queries = make_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
+    spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
+    answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet")
+    posts = server.posts
+    other = client_args(server, concurrency=1, timeout_s=3, max_retries=0, backoff_s=0.5, max_reply_bytes=4096)
+    spec = {"name": "remote", "backend": "openai", "args": other}
+    stats = answer_shard(
+        queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "b.parquet"
+    )
+    assert stats["cache_hits"] == 2 and server.posts == posts

@@ -2,7 +2,8 @@
 
 One small JSON file per finished request, keyed by the sha256 of the full request (backend, model, revision,
 prompt, history, image sha256, generation arguments) and written atomically, so a job killed mid-shard keeps every
-answer it finished and a rerun never repeats one. Failed requests are never stored: a rerun retries them.
+answer it finished and a rerun never repeats one. Failed requests are never stored: a rerun retries them. Texts are
+stored as UTF-8 JSON, lone surrogates replaced (they cannot be encoded).
 The cache heals: an entry that cannot be read back (disk trouble, a stray edit, a folder in its place) is logged,
 treated as a miss and rewritten by the rerun; a cache folder that cannot be written is one clear error.
 """
@@ -14,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .backends.base import scrub_surrogates
 from .errors import InputError
 from .io import read_json, stable_hash, write_json
 from .progress import get_logger
@@ -24,6 +26,18 @@ log = get_logger(__name__)
 def request_key(**fields: Any) -> str:
     """Hash of a request; every field that can change an answer must be passed in."""
     return stable_hash(fields)
+
+
+def _encodable(value: Any) -> Any:
+    """The record with lone UTF-16 surrogates (from a reply's "\\ud800") replaced by U+FFFD: UTF-8 cannot encode
+    them, and a put that raises on every rerun would re-send the request forever."""
+    if isinstance(value, str):
+        return scrub_surrogates(value)
+    if isinstance(value, dict):
+        return {k: _encodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(v) for v in value]
+    return value
 
 
 class RequestCache:
@@ -65,7 +79,7 @@ class RequestCache:
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)  # a folder where an entry belongs would block the atomic rename forever
-            write_json(path, {"key": key, **record})
+            write_json(path, _encodable({"key": key, **record}))
         except OSError as exc:
             raise InputError(
                 f"request cache {self.root}: cannot write {path.name} ({exc.strerror or exc}); "

@@ -5,16 +5,24 @@ backend loads (None for hub ids and servers), the workflow rule that builds that
 builder, or the SmolLM2 conversion), whether a job running it needs a GPU or an API slot, whether it reads the
 concept graph, and the backend arguments with the built folder filled in. Snakemake input functions, the Slurm
 resources of every model rule, and `halluflow.answer.ModelUnderTest` all use this one answer, so a model cannot be
-resolved one way when planned and another way when run.
+resolved one way when planned and another way when run. The same answer checks the backend arguments against the
+backend's declared signature (names, types, bounds), so a typo or an impossible value is one line at planning time,
+before any job runs or any request is paid.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
+import math
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, MissingExtraError
 
 MODELS_CACHE = "resources/models"
 # The packaged SmolLM2-135M-Instruct GGUF converted into a Hugging Face folder by rule build_local_llm.
@@ -54,12 +62,17 @@ def _wants_gpu(backend: str, args: dict, gpu_available: bool) -> bool:
     return device.startswith("cuda") or (device == "auto" and gpu_available)
 
 
-def resolve(spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False) -> ResolvedModel:
-    """Resolve one model spec {name, backend, args, build, ...}; `gpu_available` = config key `gpu` (device auto)."""
+def resolve(
+    spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False, role: str = "vlm"
+) -> ResolvedModel:
+    """Resolve one model spec {name, backend, args, build, ...}; `gpu_available` = config key `gpu` (device auto).
+    Its arguments are checked against the `role` backend's signature (ConfigError naming the model and argument)."""
     backend = spec.get("backend")
     if not backend:
         raise ConfigError(f"model spec {spec!r}: missing key 'backend'")
     name = str(spec.get("name") or backend)
+    if not isinstance(spec.get("args") or {}, dict):
+        raise ConfigError(f"model {name!r}: 'args' must be a mapping of backend arguments")
     args = dict(spec.get("args") or {})
     folder = build_rule = None
     if spec.get("build"):
@@ -73,6 +86,8 @@ def resolve(spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_avai
         folder, build_rule = str(Path(models_cache) / LOCAL_LLM_NAME), "build_local_llm"
     if spec.get("build"):
         args["model"] = str(folder)  # only a stand-in's folder is implied; other specs keep their args (cache keys)
+    reads_graph = backend == "prior" and not args.get("graph")
+    check_backend_args(role, backend, args, name, filled_in=("graph",) if reads_graph else ())
     return ResolvedModel(
         name=name,
         backend=backend,
@@ -80,7 +95,7 @@ def resolve(spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_avai
         build_rule=build_rule,
         gpu=_wants_gpu(backend, args, gpu_available),
         api=backend == "openai",
-        reads_graph=backend == "prior" and not args.get("graph"),
+        reads_graph=reads_graph,
         args=args,
     )
 
@@ -91,15 +106,144 @@ def resolve_llm(
     """The `llm:` block (CEDI examiner/parser, CAOS extractor, SAMF judge) resolved like a model under test."""
     if not llm:
         return None
+    if isinstance(llm.get("args"), dict):  # the `models:` shape {backend, args} (caos.llm takes both)
+        args = dict(llm["args"])
+    else:
+        args = {k: v for k, v in llm.items() if k != "backend"}
     return resolve(
-        {
-            "name": "llm",
-            "backend": llm.get("backend", "transformers"),
-            "args": {k: v for k, v in llm.items() if k != "backend"},
-        },
+        {"name": "llm", "backend": llm.get("backend", "transformers"), "args": args},
         models_cache,
         gpu_available,
+        role="llm",
     )
+
+
+def check_config_models(config: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> None:
+    """Every backend a config names, resolved (arguments checked) before any job is planned: the `models:` entries,
+    inline CAOS oracle members and the `llm:` blocks. ConfigError names the config key, the model, the argument."""
+
+    def check(key: str, call) -> None:
+        try:
+            call()
+        except ConfigError as exc:
+            raise ConfigError(f"config key {key!r}: {exc}") from None
+
+    for i, spec in enumerate(config.get("models") or []):
+        check(f"models.{i}.args", lambda spec=spec: resolve(spec, models_cache))
+    for j, member in enumerate(((config.get("caos") or {}).get("oracle") or {}).get("members") or []):
+        if isinstance(member, dict):
+            spec = {"name": f"oracle-{j}", **member}
+            check(f"caos.oracle.members.{j}", lambda spec=spec: resolve(spec, models_cache))
+    for key in ("llm", "caos.llm", "cedi.llm"):
+        section, _, sub = key.partition(".")
+        block = (config.get(section) or {}).get(sub) if sub else config.get(section)
+        if block:
+            check(key, lambda block=block: resolve_llm(block, models_cache))
+
+
+# ---- backend arguments ------------------------------------------------------------------------------------------
+_BOUND_OPS = {">": lambda v, b: v > b, ">=": lambda v, b: v >= b}
+
+
+@functools.lru_cache(maxsize=None)
+def backend_signature(role: str, backend: str) -> tuple[dict, dict, dict, bool] | None:
+    """(parameters, type hints, bounds, open) of a registered backend: its __init__'s, followed through `**kwargs`
+    to the class named by FORWARDS_ARGS_TO (OpenAIVLM -> OpenAIClient); bounds from ARG_BOUNDS; `open` when some
+    **kwargs go nowhere declared (names then cannot be checked). None when the backend's module cannot be imported
+    here (a missing extra): the job that builds it reports that."""
+    from . import registry
+
+    if role not in registry.REGISTRIES:
+        return None
+    try:
+        cls = registry.REGISTRIES[role].resolve(backend)
+    except MissingExtraError:
+        return None
+    params: dict[str, inspect.Parameter] = {}
+    hints: dict[str, typing.Any] = {}
+    bounds: dict[str, tuple[str, float]] = {}
+    open_kwargs = False
+    seen = set()
+    while cls is not None and cls not in seen:
+        seen.add(cls)
+        init = cls.__init__
+        try:
+            found = typing.get_type_hints(init)
+        except Exception:  # noqa: BLE001 - an unresolvable annotation only means that argument's type goes unchecked
+            found = {}
+        forward = None
+        for p in list(inspect.signature(init).parameters.values())[1:]:
+            if p.kind is p.VAR_KEYWORD:
+                forward = getattr(cls, "FORWARDS_ARGS_TO", None)
+                open_kwargs = open_kwargs or forward is None
+            elif p.kind is not p.VAR_POSITIONAL:
+                params.setdefault(p.name, p)
+                if p.name in found:
+                    hints.setdefault(p.name, found[p.name])
+        bounds = {**getattr(cls, "ARG_BOUNDS", {}), **bounds}
+        cls = forward
+    return params, hints, bounds, open_kwargs
+
+
+def _type_ok(value, hint) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is typing.Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (str, bool, dict, list, tuple):
+        return isinstance(value, hint)
+    if origin in (dict, list, tuple):
+        return isinstance(value, origin)
+    return True  # a hint this check does not know (a Sequence, a class): the backend itself checks it
+
+
+def _type_name(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    if hint is float:
+        return "a number"
+    return {int: "an integer", str: "a string", bool: "true/false", dict: "a mapping", list: "a list"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
+
+
+def check_backend_args(
+    role: str, backend: str, args: dict, name: str | None = None, filled_in: typing.Iterable[str] = ()
+) -> None:
+    """Refuse, in one line naming the model and the argument, backend arguments the backend cannot take: unknown
+    names (with the closest known one), wrong types (`timeout_s: "fast"`), impossible values (`max_retries: -1`),
+    missing required ones (`base_url`). `filled_in`: arguments the workflow supplies itself (the prior's graph)."""
+    signature = backend_signature(role, str(backend))
+    if signature is None:
+        return
+    params, hints, bounds, open_kwargs = signature
+    who = f"model {name or backend!r} ({role} backend {backend!r})"
+    for arg, value in args.items():
+        if arg not in params:
+            if open_kwargs:
+                continue
+            close = difflib.get_close_matches(str(arg), list(params), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{who}: unknown argument {arg!r}{hint}; it takes: {', '.join(sorted(params))}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        if arg in hints and not _type_ok(value, hints[arg]):
+            raise ConfigError(f"{who}: argument {arg!r} is {shown}; expected {_type_name(hints[arg])}")
+        if arg in bounds and isinstance(value, (int, float)) and not isinstance(value, bool):
+            op, limit = bounds[arg]
+            if not (math.isfinite(float(value)) and _BOUND_OPS[op](value, limit)):
+                raise ConfigError(f"{who}: argument {arg!r} is {shown}; expected a finite number {op} {limit:g}")
+    for arg, p in params.items():
+        if p.default is p.empty and arg not in args and arg not in filled_in:
+            raise ConfigError(f"{who}: argument {arg!r} is required")
 
 
 def _is_local(model: str) -> bool:

@@ -6,9 +6,21 @@ tests run the real code path. `describe()` feeds manifests and reports (model id
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
+
+from ..metrics.parsers import is_failed
+
+# A lone UTF-16 surrogate (JSON "\ud800" decodes to one) cannot be encoded as UTF-8: the cache, the parquet and the
+# logs would all fail on it, so reply texts carry U+FFFD in its place.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+EMPTY_ANSWER = "empty answer (the model returned no text or only whitespace)"
+
+
+def scrub_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,24 @@ class Result:
     error: str | None = None
     attempts: int = 1
     note: str | None = None
+    latency_s: float | None = None  # send to reply of this request, where the backend measures it (HTTP)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def finish_result(result: Result, note: str | None = None) -> Result:
+    """The one last step every answer of every backend takes: text stripped of the whitespace models and servers
+    add (" Yes" -> "Yes"), lone surrogates replaced, a fallback noted; an empty or whitespace-only text is a failed
+    answer (never cached, retried by a rerun), not an answer "" that scorers would have to guess about."""
+    if result.text is not None:
+        result.text = scrub_surrogates(result.text).strip()
+    if result.error is None and is_failed(result.text):  # the shared rule: blank = whitespace/control/format only
+        result.text, result.error = None, EMPTY_ANSWER
+    if note:
+        result.note = note if result.note is None else f"{result.note}; {note}"
+    return result
 
 
 @dataclass
@@ -240,7 +266,7 @@ class VLM(SamplingSettings, Backend):
 
     def respond(self, requests: Sequence[VLMRequest]) -> list[Result]:
         """Answer through the one call path all backends share: images fitted to `max_images`, one Result per
-        request, text stripped of the leading/trailing whitespace models and servers add (" Yes" → "Yes")."""
+        request, each finished by `finish_result` (stripped; empty = failed)."""
         from ..errors import BackendError
 
         fitted = [self.fit_images(r) for r in requests]
@@ -248,12 +274,7 @@ class VLM(SamplingSettings, Backend):
         if len(results) != len(requests):
             name = self.describe().model
             raise BackendError(f"model {name!r}: backend returned {len(results)} answers for {len(requests)} requests")
-        for result, (_, note) in zip(results, fitted):
-            if result.text is not None:
-                result.text = result.text.strip()
-            if note:
-                result.note = note if result.note is None else f"{result.note}; {note}"
-        return results
+        return [finish_result(result, note) for result, (_, note) in zip(results, fitted)]
 
 
 class LLM(Backend):

@@ -18,6 +18,8 @@ class BlindVLM(VLM):
 
     max_images = 0
 
+    FORWARDS_ARGS_TO = TransformersLLM  # the declared signature the config's arguments are checked against
+
     def __init__(self, model: str = DEFAULT_LLM_DIR, **llm_args):
         self.llm = TransformersLLM(model=model, **llm_args)
 

@@ -124,6 +124,9 @@ class TransformersLLM(SamplingSettings, LLM):
       system_prompt: prepended as a system message when the conversation has none.  stand_in: label outputs.
     """
 
+    # Values no run can use, refused at planning time (halluflow.models.check_backend_args).
+    ARG_BOUNDS = {"max_new_tokens": (">=", 1), "temperature": (">=", 0), "top_p": (">=", 0), "batch_size": (">=", 1)}
+
     def __init__(
         self,
         model: str = DEFAULT_LLM_DIR,

@@ -4,9 +4,13 @@ and `llm` roles.
 Images travel as base64 data URLs; requests run on one bounded thread pool per client, so `concurrency` requests
 stay in flight across batch boundaries; 429/5xx/timeouts/connection errors/malformed or empty replies are retried
 with exponential backoff + jitter (Retry-After honoured per RFC 9110, capped by backoff_max_s), then recorded as a
-failure that the answer stage does not cache, so a rerun retries it. One deadline (timeout_s) bounds each attempt
-from connect to the last body byte. The API key is read from an environment variable NAMED in the config, and it
-(with every auth header value) is redacted from every error text before anything stores, logs or prints it.
+failure that the answer stage does not cache, so a rerun retries it. A 3xx/4xx fails its own request; the rest of
+the shard is not sent only when the rejection is provably shared (401, 404, 405, a redirect, or a probe request
+rejected alike). One deadline (timeout_s) bounds each attempt from connect through status line, headers and the last
+body byte, and a reply is decoded only up to max_reply_bytes. The API key is read from an environment variable
+NAMED in the config; it, the Authorization value and base_url's credentials (userinfo, query values) are redacted
+(`OpenAIClient.redact`, the one redaction point) from every reply, error and log text before anything stores, logs
+or prints it, and httpx's per-request log lines (which carry the URL) are silenced.
 """
 
 from __future__ import annotations
@@ -22,20 +26,28 @@ import re
 import socket
 import threading
 import time
+import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timezone
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError, ConfigError, InputError
-from .base import LLM, VLM, BackendInfo, Result, VLMRequest
+from .base import LLM, VLM, BackendInfo, Result, VLMRequest, finish_result, scrub_surrogates
 
 log = logging.getLogger("halluflow.backends.openai")
+# httpx logs one INFO line per request with its URL (a base_url's credentials included): it would flood Slurm logs.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-# A server that rejects this many requests with the same 4xx status and body rejects the configuration (an
-# extra_body key it does not know, a wrong model or key), not one request: the rest fail without being sent.
-IDENTICAL_REJECTIONS_TO_STOP = 3
+# Rejections that are the same for every request of a configuration (the key, the model or path): the rest of the
+# shard is not sent. Other 4xx fail only their own request unless a probe request is rejected alike.
+SHARED_STATUS = {401, 404, 405}
+PROBES_PER_CLIENT = 8  # distinct rejection texts probed; beyond that each stays a per-request failure
 REDACTED = "[REDACTED]"
+ERROR_EXCERPT_CHARS = 200  # of a server's error body, cut AFTER redaction
+MODELS_DEADLINE_S = 10.0  # GET /models is a listing: it answers within this or the server is stuck
+DEFAULT_MAX_REPLY_BYTES = 64 * 2**20  # decoded; a chat reply is kilobytes, a runaway one megabytes
 
 
 class RetryableError(Exception):
@@ -94,15 +106,140 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 def message_text(content: Any) -> str:
     """Reply text: a string, or the text parts of a content-part list joined (never a Python repr)."""
+    text = None
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):
+        text = content
+    elif isinstance(content, list):
         parts = [p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, (str, dict))]
         if all(isinstance(p, str) for p in parts) and parts:
-            return "".join(parts)
+            text = "".join(parts)
+    if text is not None:
+        if not text.strip():  # an empty answer is a failed one, retried (servers return "" under load)
+            raise RetryableError("server reply is empty (no text or only whitespace)")
+        return text
     raise RetryableError(
         f"server reply has no text content (content is {'null' if content is None else type(content).__name__})"
     )
+
+
+class Rejected(BackendError):
+    """A 3xx/4xx reply (or a reply over the size cap): this request as sent cannot succeed, so it is not retried.
+    `status` None: a per-request failure that says nothing about the other requests."""
+
+    def __init__(self, message: str, status: int | None):
+        super().__init__(message)
+        self.status = status
+
+
+class _Conn:
+    """One worker thread's HTTP client (one connection) and the socket it is on: the deadline watchdog shuts that
+    socket, which is the only way to stop a status line or headers trickled byte by byte (each read is short)."""
+
+    def __init__(self, http):
+        self.http = http
+        self.sock: socket.socket | None = None
+        self.fired = False
+
+
+class _CappedBody:
+    """The reply body decoded (identity, gzip, deflate) and capped at `cap` bytes AS IT IS DECODED, so a small
+    compressed body that expands enormously is stopped at the cap instead of filling memory."""
+
+    def __init__(self, encoding: str, cap: int):
+        self.cap = cap
+        self.out = bytearray()
+        if encoding in ("", "identity"):
+            self.z = None
+        elif encoding in ("gzip", "x-gzip"):
+            self.z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self.z = zlib.decompressobj(zlib.MAX_WBITS)  # zlib-wrapped, as RFC 9110 section 8.4.1.2 defines it
+        else:
+            raise Rejected(f"reply has Content-Encoding {encoding!r} (the request accepts gzip or deflate only)", None)
+
+    def feed(self, data: bytes) -> None:
+        if self.z is None:
+            self.out += data
+            self._check()
+            return
+        try:
+            while data:
+                self.out += self.z.decompress(data, self.cap + 1 - len(self.out))  # never 0: _check keeps len <= cap
+                self._check()
+                data = self.z.unconsumed_tail
+        except zlib.error:
+            raise RetryableError("reply body is not valid gzip/deflate data") from None
+
+    def _check(self) -> None:
+        if len(self.out) > self.cap:
+            raise Rejected(f"reply larger than {self.cap} bytes once decoded (max_reply_bytes); not read further", None)
+
+    def result(self) -> bytes:
+        if self.z is not None:
+            self.feed(b"")
+            self.out += self.z.flush()
+            self._check()
+        return bytes(self.out)
+
+
+def _api_key(env: str) -> str:
+    """The key from the variable NAMED env, refused in one line (never echoed) when no HTTP header can carry it."""
+    key = os.environ.get(env)
+    if not key:
+        raise ConfigError(f"openai backend: environment variable {env!r} (api_key_env) is not set")
+    why = None
+    if not key.isascii():
+        why = "a non-ASCII character (HTTP headers carry ASCII only: a pasted typographic quote or dash?)"
+    elif "\n" in key or "\r" in key:
+        why = "a line break (read from a file with its newline?)"
+    elif not key.isprintable() or key != key.strip() or " " in key:
+        why = "whitespace or a control character"
+    if why:
+        raise ConfigError(f"openai backend: environment variable {env!r} (api_key_env) holds {why}; fix the key")
+    return key
+
+
+def _parse_base_url(base_url: Any):
+    import httpx
+
+    if not base_url:
+        raise ConfigError("openai backend: argument 'base_url' is required (e.g. http://localhost:8000/v1)")
+    try:
+        url = httpx.URL(str(base_url))
+    except (httpx.InvalidURL, TypeError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            "openai backend: argument 'base_url' is not an http:// or https:// address with a host "
+            "(e.g. http://localhost:8000/v1)"
+        )
+    return url
+
+
+def display_url(url) -> str:
+    """A URL as halluflow writes it anywhere: userinfo and query values replaced (they often carry credentials)."""
+    netloc = url.netloc.decode("ascii", "replace")
+    query = "&".join(f"{k}={REDACTED}" for k, _ in url.params.multi_items())
+    return f"{url.scheme}://{REDACTED + '@' if url.userinfo else ''}{netloc}{url.path}{'?' + query if query else ''}"
+
+
+def _endpoint(url, name: str):
+    """base_url + "/name", the path joined before any query string (…/v1?key=k → …/v1/name?key=k)."""
+    return url.copy_with(path=url.path.rstrip("/") + "/" + name)
+
+
+def _url_secrets(url) -> list[str]:
+    """Credentials a base_url carries: userinfo (raw, decoded, and as the Basic header httpx builds from it) and
+    every query value of 4+ characters (shorter ones, like v=1, would redact ordinary words)."""
+    out: list[str] = []
+    if url.userinfo:
+        user, password = url.username, url.password
+        out += [url.userinfo.decode("ascii", "replace"), f"{user}:{password}", user, password]
+        out.append(base64.b64encode(f"{user}:{password}".encode()).decode("ascii"))
+    for raw in url.query.decode("ascii", "replace").split("&"):
+        out.append(raw.partition("=")[2])
+    out += [v for _, v in url.params.multi_items()]
+    return [s for s in out if len(s) >= 4]
 
 
 class OpenAIClient:
@@ -113,8 +250,22 @@ class OpenAIClient:
     backoff_s (1.0: first wait, doubled each retry), backoff_max_s (60: also caps Retry-After), concurrency
     (4 requests in flight), max_tokens (64), temperature (0), top_p (1), seed (0, sent for servers that support it),
     max_tokens_field ("max_tokens"; "max_completion_tokens" for newer OpenAI models), extra_body (dict merged into
-    each request; server-specific, see docs/models.md), revision (recorded only), stand_in.
+    each request; server-specific, see docs/models.md), max_reply_bytes (64 MiB: a reply is read, decoded, up to
+    this size and failed beyond it), revision (recorded only), stand_in.
     """
+
+    # Values no run can use, refused at planning time (halluflow.models.check_backend_args) and here.
+    ARG_BOUNDS = {
+        "timeout_s": (">", 0),
+        "max_retries": (">=", 0),
+        "backoff_s": (">=", 0),
+        "backoff_max_s": (">=", 0),
+        "concurrency": (">=", 1),
+        "max_tokens": (">=", 1),
+        "temperature": (">=", 0),
+        "top_p": (">=", 0),
+        "max_reply_bytes": (">=", 1024),
+    }
 
     def __init__(
         self,
@@ -132,60 +283,79 @@ class OpenAIClient:
         seed: int | None = 0,
         max_tokens_field: str = "max_tokens",
         extra_body: dict | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         revision: str | None = None,
         system_prompt: str | None = None,
         stand_in: bool = False,
     ):
+        given = {k: v for k, v in locals().items() if k != "self"}
         import httpx
 
-        if not base_url:
-            raise ConfigError("openai backend: argument 'base_url' is required (e.g. http://localhost:8000/v1)")
-        headers = {"Content-Type": "application/json"}
-        self._secrets: list[str] = []
+        from ..models import check_backend_args
+
+        check_backend_args("llm", "openai", given)  # library callers get the planning-time line too
+        url = _parse_base_url(base_url)
+        self._headers = {"Content-Type": "application/json", "Accept-Encoding": "gzip, deflate"}
+        secrets = _url_secrets(url)
         if api_key_env:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise ConfigError(f"openai backend: environment variable {api_key_env!r} (api_key_env) is not set")
-            headers["Authorization"] = f"Bearer {key}"
-            self._secrets = [f"Bearer {key}", key]
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.base_url = base_url
+            key = _api_key(api_key_env)
+            self._headers["Authorization"] = f"Bearer {key}"
+            # The key as sent, as a JSON string escapes it, and as servers that escape "/" write it.
+            secrets += [f"Bearer {key}", key, json.dumps(key)[1:-1], key.replace("/", "\\/")]
+        # Longest first, so "Bearer <key>" goes as a whole before <key> alone.
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._url = url
+        self._chat_url = _endpoint(url, "chat/completions")
+        self._models_url = _endpoint(url, "models")
+        self.base_url = display_url(url)  # what describe(), manifests and messages show
         self.model = model
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.backoff_max_s = float(backoff_max_s)
-        self.concurrency = max(1, int(concurrency))
+        self.concurrency = int(concurrency)
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
         self.seed = seed
         self.max_tokens_field = max_tokens_field
         self.extra_body = dict(extra_body or {})
+        self.max_reply_bytes = int(max_reply_bytes)
         self.revision = revision
         self.system_prompt = system_prompt
         self.stand_in = stand_in
-        # Connection pool sized to the thread pool; the key lives only in these headers (never repr'd or logged).
-        self._http = httpx.Client(
-            headers=headers,
-            timeout=httpx.Timeout(self.timeout_s),
-            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
-        )
         self._httpx = httpx
         # Jitter only spreads retries; seeding it per process (from os.urandom) keeps parallel jobs from retrying
         # in lock-step against the same server.
         self._jitter = random.Random()
         self._lock = threading.Lock()
+        self._check_lock = threading.Lock()  # held across the model check's requests (which take _lock)
+        self._probe_lock = threading.Lock()
+        self._local = threading.local()
+        self._conns: list[_Conn] = []
         self._pool: ThreadPoolExecutor | None = None
         self._checked = False
         self._unserved: str | None = None
-        self._rejections: dict[str, int] = {}
+        self._verdicts: dict[str, bool] = {}  # rejection text -> whether a probe proved it shared
         self._stopped: str | None = None
 
+    # ---- the one redaction point -------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
+        """Every text leaving this backend (answers, errors, log lines) passes here: the key, the Authorization
+        value and the base_url's credentials become [REDACTED]."""
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         return text
+
+    def excerpt(self, text: str, chars: int = ERROR_EXCERPT_CHARS) -> str:
+        """A server's text as one short line: redacted FIRST, then cut, so a key straddling the cut cannot
+        survive in part."""
+        return " ".join(self.redact(text).split())[:chars]
+
+    def _result(self, text: str | None, error: str | None, attempts: int, start: float) -> Result:
+        text = None if text is None else scrub_surrogates(self.redact(text))
+        error = None if error is None else self.excerpt(error, 1000)
+        return Result(text, error, attempts, latency_s=time.monotonic() - start)
 
     def body(self, messages: list[dict], max_tokens: int | None = None, overrides: dict | None = None) -> dict:
         """The request body; `overrides` (temperature, top_p, seed of one request) replace the client defaults."""
@@ -203,71 +373,98 @@ class OpenAIClient:
         return body
 
     # ---- one attempt -------------------------------------------------------------------------------------------
-    def _post(self, body: dict) -> tuple[int, dict, bytes]:
-        """POST within ONE deadline: each phase's socket timeout is what is left of it, and a watchdog shuts the
-        socket at the deadline while the body is read, so a server trickling bytes cannot hold a request past
-        timeout_s. (A status line and headers trickled byte by byte are bounded per read only: httpcore exposes
-        the socket once they are in.)"""
+    def _conn(self) -> _Conn:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            httpx = self._httpx
+            http = httpx.Client(
+                headers=self._headers,
+                timeout=httpx.Timeout(self.timeout_s),
+                limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                follow_redirects=False,  # a redirect would re-send the key to another address: one clear line
+            )
+            conn = self._local.conn = _Conn(http)
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def _request(self, method: str, url, body: dict | None = None, timeout_s: float | None = None):
+        """One HTTP exchange within ONE deadline, connect to the last body byte: each phase's socket timeout is what
+        is left of it, and a watchdog shuts the socket at the deadline, so neither a status line and headers nor a
+        body trickled byte by byte hold an attempt past it. Returns (status, headers, decoded capped body)."""
         httpx = self._httpx
-        deadline = time.monotonic() + self.timeout_s
-        timeouts = dict.fromkeys(("connect", "read", "write", "pool"), self.timeout_s)
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        conn = self._conn()
+        timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
 
         def trace(event: str, info: dict) -> None:
-            # httpcore reads the socket timeout of a phase (send headers, send body, receive headers) right after
-            # its ".started" event: give each phase only what is left of the deadline.
+            if event == "connection.connect_tcp.complete":
+                conn.sock = _socket_of_stream(info.get("return_value"))
+            # httpcore reads the socket timeout of a phase right after its ".started" event.
             if event.endswith(".started"):
                 timeouts.update(dict.fromkeys(timeouts, max(1e-3, deadline - time.monotonic())))
 
-        request = self._http.build_request(
-            "POST", self.url, json=body, extensions={"timeout": timeouts, "trace": trace}
-        )
-        response = self._http.send(request, stream=True)
-        watchdog = None
+        def fire() -> None:
+            conn.fired = True
+            _shutdown(conn.sock)
+
+        conn.fired = False
+        watchdog = threading.Timer(timeout_s, fire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise httpx.ReadTimeout("deadline passed before the body")
-            timeouts["read"] = left
-            sock = _socket_of(response)
-            if sock is not None:
-                watchdog = threading.Timer(left, _shutdown, (sock,))
-                watchdog.daemon = True
-                watchdog.start()
-            chunks = []
-            for chunk in response.iter_bytes():
-                chunks.append(chunk)
-                if time.monotonic() > deadline:
-                    raise httpx.ReadTimeout("deadline passed during the body")
-            data = b"".join(chunks)
-        except (httpx.ReadError, httpx.RemoteProtocolError):
-            if time.monotonic() >= deadline - 0.01:  # the watchdog cut it
-                raise httpx.ReadTimeout("deadline passed during the body") from None
+            request = conn.http.build_request(method, url, json=body, extensions={"timeout": timeouts, "trace": trace})
+            response = conn.http.send(request, stream=True)
+            try:
+                reply = _CappedBody(response.headers.get("content-encoding", "").strip().lower(), self.max_reply_bytes)
+                for chunk in response.iter_raw():
+                    reply.feed(chunk)
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("deadline passed during the body")
+                data = reply.result()
+            finally:
+                response.close()
+        except httpx.TransportError:
+            if conn.fired or time.monotonic() >= deadline - 0.01:  # the watchdog cut it
+                raise httpx.ReadTimeout("deadline passed") from None
             raise
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
-            response.close()
-        headers = {"retry-after": response.headers.get("Retry-After")}
-        return response.status_code, headers, data
+            watchdog.cancel()
+        return response.status_code, response.headers, data
 
     def _once(self, body: dict) -> str:
         httpx = self._httpx
         try:
-            status, headers, data = self._post(body)
+            status, headers, data = self._request("POST", self._chat_url, body)
         except httpx.TimeoutException as exc:
             raise RetryableError(f"timeout after {self.timeout_s:g} s ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
             raise RetryableError(f"connection error ({type(exc).__name__})") from None
+        if 300 <= status < 400:
+            raise Rejected(
+                f"HTTP {status}: the server redirects to {self._location(headers.get('location'))}; set base_url to "
+                "that address (redirects are not followed: they would send the key on)",
+                status,
+            )
         if status in RETRY_STATUS or status >= 500:
-            raise RetryableError(f"HTTP {status}", retry_after_seconds(headers["retry-after"]), status)
+            raise RetryableError(f"HTTP {status}", retry_after_seconds(headers.get("retry-after")), status)
         if status >= 400:
             # 400/401/403/404/422: the request itself is wrong; retrying cannot help.
-            raise BackendError(self.redact(f"HTTP {status}: {data.decode('utf-8', 'replace')[:200]}"))
+            raise Rejected(self.excerpt(f"HTTP {status}: {data.decode('utf-8', 'replace')}"), status)
         try:
             content = json.loads(data)["choices"][0]["message"].get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise RetryableError("malformed JSON response (no choices[0].message)") from None
         return message_text(content)
+
+    def _location(self, value: str | None) -> str:
+        if not value:
+            return "no address (no Location header)"
+        try:
+            return display_url(self._url.join(value))
+        except Exception:  # noqa: BLE001 - an unparseable Location is shown cut and redacted
+            return repr(self.excerpt(value, 120))
 
     def _wait(self, attempt: int, retry_after: float | None) -> float:
         with self._lock:
@@ -275,12 +472,36 @@ class OpenAIClient:
         delay = min(self.backoff_max_s, self.backoff_s * (2**attempt)) * (0.5 + 0.5 * jitter)
         return max(delay, min(retry_after or 0.0, self.backoff_max_s))
 
-    def _rejected(self, error: str) -> None:
-        with self._lock:
-            self._rejections[error] = n = self._rejections.get(error, 0) + 1
-            if n >= IDENTICAL_REJECTIONS_TO_STOP and self._stopped is None:
-                self._stopped = error
-                log.error("server rejected %d requests identically (%s); not sending the rest", n, error)
+    # ---- one rejection: this request only, or every request? --------------------------------------------------
+    def _judge(self, exc: Rejected, error: str) -> None:
+        """Stop the shard only when a rejection is provably the same for every request: 401 (the key), 404 and
+        405 (the model or the path), a redirect (base_url) at once; any other 4xx (a bad argument, or this
+        request's image too large) only when a probe request without images, with the same model and arguments,
+        gets the very same rejection. Each distinct rejection text is probed once."""
+        if exc.status is None:
+            return
+        if exc.status in SHARED_STATUS or 300 <= exc.status < 400:
+            shared = True
+        else:
+            with self._probe_lock:
+                if error not in self._verdicts:
+                    self._verdicts[error] = len(self._verdicts) < PROBES_PER_CLIENT and self._probe_fails_alike(error)
+                shared = self._verdicts[error]
+        if shared:
+            with self._lock:
+                if self._stopped is None:
+                    self._stopped = f"the server rejects every request of this configuration alike ({error})"
+                    log.error("%s; not sending the rest", self._stopped)
+
+    def _probe_fails_alike(self, error: str) -> bool:
+        probe = self.body([{"role": "user", "content": "Reply with one word."}])
+        try:
+            self._once(probe)
+        except Rejected as exc:
+            return self.redact(str(exc)) == error
+        except RetryableError:
+            return False
+        return False
 
     def complete(
         self,
@@ -290,71 +511,103 @@ class OpenAIClient:
     ) -> Result:
         """One request with retries. `messages` may be a callable, so a queued request reads and encodes its images
         only when it is sent; `overrides` (temperature, top_p, seed of one request) replace the client defaults."""
+        start = time.monotonic()
         if self._stopped is not None:
-            return Result(
-                None, f"not sent: the server rejected {IDENTICAL_REJECTIONS_TO_STOP} requests with {self._stopped}", 0
-            )
+            return self._result(None, f"not sent: {self._stopped}", 0, start)
         self.check_model()
         body = self.body(messages() if callable(messages) else messages, max_tokens, overrides)
         last = ""
         for attempt in range(self.max_retries + 1):
             try:
-                return Result(self._once(body), None, attempt + 1)
+                return self._result(self._once(body), None, attempt + 1, start)
             except RetryableError as exc:
-                last = self.redact(str(exc))
+                last = self.excerpt(str(exc))
                 if attempt == self.max_retries:
                     break
                 delay = self._wait(attempt, exc.retry_after)
                 log.warning("request failed (%s); retry %d/%d in %.2f s", last, attempt + 1, self.max_retries, delay)
                 time.sleep(delay)
-            except BackendError as exc:
-                error = self.redact(str(exc))
-                self._rejected(error)
-                return Result(None, error, attempt + 1)
-        return Result(None, f"gave up after {self.max_retries + 1} attempts: {last}", self.max_retries + 1)
+            except Rejected as exc:
+                error = self.excerpt(str(exc), 1000)
+                self._judge(exc, error)
+                return self._result(None, error, attempt + 1, start)
+        return self._result(None, f"gave up after {self.max_retries + 1} attempts: {last}", self.max_retries + 1, start)
 
     # ---- is the model served? ----------------------------------------------------------------------------------
     def served_models(self) -> list[str] | None:
-        """Ids from GET <base_url>/models, or None when the server does not answer that (some do not)."""
+        """Ids from GET <base_url>/models; None only when the server has no such endpoint (404/405/501) or nothing
+        listens (the requests then report that themselves). A /models that times out, errors or answers no list
+        is a BackendError in one line: never a fallback to requests that could each hang for timeout_s."""
+        httpx = self._httpx
+        where = f"GET {display_url(self._models_url)}"
+        limit = MODELS_DEADLINE_S  # its own deadline: a short timeout_s for answers must not fail a busy listing
         try:
-            response = self._http.get(self.base_url.rstrip("/") + "/models", timeout=min(self.timeout_s, 30.0))
-            if response.status_code != 200:
-                return None
-            return [str(m["id"]) for m in response.json()["data"]]
-        except Exception as exc:  # noqa: BLE001 - a best-effort check; the requests themselves report failures
-            log.info("GET /models failed (%s); not checking the model id", self.redact(type(exc).__name__))
+            status, _, data = self._request("GET", self._models_url, timeout_s=limit)
+        except httpx.TimeoutException:
+            raise BackendError(
+                f"openai backend: {where} did not answer within {limit:g} s, so model {self.model!r} cannot be "
+                "checked and no request was sent (a server stuck loading a model it does not have?); check the "
+                "server and args.model, then rerun"
+            ) from None
+        except httpx.ConnectError as exc:
+            log.info("%s: cannot connect (%s); the requests report it", where, type(exc).__name__)
             return None
+        except httpx.TransportError as exc:
+            raise BackendError(f"openai backend: {where} failed ({type(exc).__name__}); no request was sent") from None
+        except Rejected as exc:  # an oversized or undecodable list
+            raise BackendError(f"openai backend: {where}: {self.redact(str(exc))}; no request was sent") from None
+        if status in (404, 405, 501):
+            log.info("%s: HTTP %d (no model list); the first request checks the model id", where, status)
+            return None
+        body = data.decode("utf-8", "replace")
+        if status != 200:
+            raise BackendError(self.excerpt(f"openai backend: {where} answered HTTP {status}: {body}", 400))
+        try:
+            return [str(m["id"]) for m in json.loads(data)["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise BackendError(
+                self.excerpt(f"openai backend: {where} answered no model list (no data[].id): {body}", 300)
+            ) from None
 
     def check_model(self) -> None:
         """Once per client: fail with one line naming the served ids when the configured model is not served.
 
         Servers that load models on demand (`transformers serve` without a pinned model) list only loaded ones, so
-        an unlisted model gets one short probe request before it is declared missing; only an HTTP error that is not
-        about load (429, 502-504, timeouts) counts as a verdict (unpinned `transformers serve` answers an unknown
-        model with 500, vLLM and OpenAI with 404, a pinned server with 400)."""
-        with self._lock:
-            served = None if self._checked else self.served_models()
-            if served is not None and self.model not in served:
-                verdict = None
-                # The probe names only the model: a server-specific `extra_body` key another server rejects (422)
-                # must not read as "model not served"; those rejections stop a shard through the 4xx rule instead.
-                probe = {"model": self.model, "messages": [{"role": "user", "content": "hi"}], self.max_tokens_field: 1}
+        an unlisted model gets one probe request before it is declared missing; an HTTP error that is not about
+        load (429, 502-504) counts as a verdict (unpinned `transformers serve` answers an unknown model with 500,
+        vLLM and OpenAI with 404, a pinned server with 400), and so does a probe that gets no answer in timeout_s
+        (a server blocked fetching a model it does not have)."""
+        with self._check_lock:
+            if not self._checked:
                 try:
-                    self._once(probe)
+                    self._unserved = self._model_problem()
                 except BackendError as exc:
-                    verdict = str(exc)
-                except RetryableError as exc:
-                    if exc.status is not None and exc.status not in {408, 409, 425, 429, 502, 503, 504}:
-                        verdict = str(exc)
-                if verdict is not None:
-                    self._unserved = (
-                        f"openai backend: model {self.model!r} is not served by {self.base_url} (GET /models lists "
-                        f"{', '.join(map(repr, served)) or 'nothing'}; a probe request got "
-                        f"{' '.join(self.redact(verdict).split())[:120]}); set args.model to a served id"
-                    )
-            self._checked = True
+                    self._unserved = self.redact(str(exc))
+                self._checked = True
         if self._unserved is not None:  # every queued request fails the same way, none is sent
             raise BackendError(self._unserved)
+
+    def _model_problem(self) -> str | None:
+        served = self.served_models()
+        if served is None or self.model in served:
+            return None
+        # The probe names only the model: a server-specific `extra_body` key another server rejects (422) must not
+        # read as "model not served"; those rejections stop a shard through the rejection rule instead.
+        probe = {"model": self.model, "messages": [{"role": "user", "content": "hi"}], self.max_tokens_field: 1}
+        try:
+            self._once(probe)
+            return None
+        except Rejected as exc:
+            verdict = str(exc)
+        except RetryableError as exc:
+            if exc.status in {408, 409, 425, 429, 502, 503, 504}:
+                return None
+            verdict = str(exc)
+        return (
+            f"openai backend: model {self.model!r} is not served by {self.base_url} (GET /models lists "
+            f"{', '.join(map(repr, served)) or 'nothing'}; a probe request got {self.excerpt(verdict, 120)}); "
+            "set args.model to a served id"
+        )
 
     # ---- many requests -----------------------------------------------------------------------------------------
     def submit(
@@ -386,7 +639,10 @@ class OpenAIClient:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-        self._http.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.http.close()
 
 
 def _results(futures: Sequence[Future]) -> list[Result]:
@@ -408,27 +664,23 @@ def _finish(future: Future, note: str | None) -> Future:
         elif f.exception() is not None:
             done.set_exception(f.exception())
         else:
-            result = f.result()
-            if result.text is not None:
-                result.text = result.text.strip()
-            if note:
-                result.note = note if result.note is None else f"{result.note}; {note}"
-            done.set_result(result)
+            done.set_result(finish_result(f.result(), note))
 
     future.add_done_callback(copy)
     done.add_done_callback(lambda d: future.cancel() if d.cancelled() else None)
     return done
 
 
-def _socket_of(response) -> socket.socket | None:
-    stream = response.extensions.get("network_stream")
+def _socket_of_stream(stream) -> socket.socket | None:
     try:
         return stream.get_extra_info("socket") if stream is not None else None
     except Exception:  # noqa: BLE001 - a transport without sockets simply has no watchdog
         return None
 
 
-def _shutdown(sock: socket.socket) -> None:
+def _shutdown(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -445,9 +697,12 @@ class OpenAIVLM(VLM):
     """Model under test behind an OpenAI-compatible server; args are OpenAIClient's plus max_images (images one
     prompt may carry, default 1: many servers take one; more are tiled into one image)."""
 
+    FORWARDS_ARGS_TO = OpenAIClient  # the declared signature the config's arguments are checked against
+    ARG_BOUNDS = {"max_images": (">=", 1)}
+
     def __init__(self, max_images: int = 1, **client_args):
         self.client = OpenAIClient(**client_args)
-        self.max_images = max(1, int(max_images))
+        self.max_images = int(max_images)
         c = self.client
         self.set_sampling(c.max_tokens, c.temperature, c.top_p, c.seed, c.system_prompt)
 
@@ -485,6 +740,8 @@ class OpenAIVLM(VLM):
 
 class OpenAILLM(LLM):
     """Examiner / parser / judge behind an OpenAI-compatible server; args are OpenAIClient's."""
+
+    FORWARDS_ARGS_TO = OpenAIClient
 
     def __init__(self, **client_args):
         self.client = OpenAIClient(**client_args)

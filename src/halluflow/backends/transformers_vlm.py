@@ -60,6 +60,15 @@ class TransformersVLM(VLM):
     system_prompt, max_images (images one prompt may carry, default 4; more are tiled into one), stand_in.
     """
 
+    # Values no run can use, refused at planning time (halluflow.models.check_backend_args).
+    ARG_BOUNDS = {
+        "max_new_tokens": (">=", 1),
+        "temperature": (">=", 0),
+        "top_p": (">=", 0),
+        "batch_size": (">=", 1),
+        "max_images": (">=", 1),
+    }
+
     def __init__(
         self,
         model: str,

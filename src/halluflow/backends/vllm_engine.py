@@ -19,6 +19,9 @@ class VLLMVLM(VLM):
     seed (0), tensor_parallel_size (1), gpu_memory_utilization (0.9), max_model_len (null = model default),
     max_images_per_prompt (1), system_prompt, stand_in, engine_args (dict passed to vllm.LLM as is)."""
 
+    # Values no run can use, refused at planning time (halluflow.models.check_backend_args).
+    ARG_BOUNDS = {"max_new_tokens": (">=", 1), "temperature": (">=", 0), "tensor_parallel_size": (">=", 1)}
+
     def __init__(
         self,
         model: str,
