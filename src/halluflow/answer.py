@@ -21,7 +21,7 @@ from .cache import RequestCache, request_key
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
 from .io import read_text, sha256_file, stable_hash, write_parquet
-from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed
+from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
 from .models import resolve
 from .progress import progress
 from .sources import original_id, resolve_images
@@ -285,7 +285,7 @@ def answer_shard(
             {**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True, default=str
         )
         answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
-        if error is None and not answer.strip():  # whatever the backend: an empty answer is a failed one
+        if error is None and is_failed(answer):  # whatever the backend: a blank answer is a failed one
             error = EMPTY_ANSWER
         record = {
             "answer": answer,
