@@ -406,7 +406,9 @@ def test_barred_objects_are_skipped_where_a_draw_meets_them():
         barred = draw_objects(pool, k, np.random.default_rng(7), {free[0]})
         assert barred[: k - 1] == free[1:] and len(barred) == k and free[0] not in barred
     # the sampler skips a virtual node in its orders: the other negatives keep their places
-    nodes = NODES.vstack(NODES.head(1).with_columns(pl.lit("hot").alias("node"), pl.lit(99, pl.Int64).alias("frequency")))
+    nodes = NODES.vstack(
+        NODES.head(1).with_columns(pl.lit("hot").alias("node"), pl.lit(99, pl.Int64).alias("frequency"))
+    )
     edges = EDGES.vstack(pl.DataFrame({"source": ["dog"], "target": ["hot"], "weight": [99]}, schema=EDGES.schema))
     with_hot, without = NegativeSampler(nodes, edges), NegativeSampler(NODES, EDGES)
     assert with_hot.order("graph_neighbour", ("dog",))[0] == "hot" and with_hot.order("popular", ())[0] == "hot"
@@ -430,3 +432,23 @@ def test_noun_lexicon_is_rederived_from_its_sources(tmp_path):
         capture_output=True,
     )
     assert out.read_bytes() == (repo / "resources" / "vocab" / "nouns.tsv").read_bytes()
+
+
+def test_a_broken_noun_lexicon_is_one_line_naming_the_file(tmp_path):
+    from halluflow.ode.nouns import read_lexicon
+
+    header = "noun\tkind\tarticle\tplural\tvirtual\tsources\n"
+    cases = {
+        "kind.tsv": header + "dog\tcount\ta\tdogs\t\tcoco\ngrass\tmassive\t\t\t\tvg\n",
+        "article.tsv": header + "dog\tcount\t\tdogs\t\tcoco\n",
+        "columns.tsv": "noun\tkind\ndog\tcount\n",
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InputError) as err:
+            read_lexicon(str(tmp_path / name))
+        assert str(tmp_path / name) in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(InputError, match=r"kind\.tsv:3: needs a noun, a kind"):
+        read_lexicon(str(tmp_path / "kind.tsv"))
+    with pytest.raises(InputError, match="noun lexicon not found"):
+        read_lexicon(str(tmp_path / "missing.tsv"))

@@ -9,11 +9,12 @@ rules here: a count noun, its article by sound, its plural by the spelling rules
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+import polars as pl
 
 from ..errors import InputError
 from ..resources import resource_path
@@ -168,18 +169,24 @@ def read_lexicon(path: str | None = None) -> dict[str, Noun]:
     path = Path(path) if path else NOUNS
     if not path.is_file():
         raise InputError(f"{path}: noun lexicon not found (tools/build_nouns.py writes it)")
-    table = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        for i, row in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
-            kind = row.get("kind")
-            if kind not in KINDS or not row.get("noun"):
-                raise InputError(f"{path}:{i}: needs a noun and a kind in {', '.join(KINDS)}")
-            if kind == "count" and (row.get("article") not in ("a", "an") or not row.get("plural")):
-                raise InputError(f"{path}:{i}: a count noun needs an article (a/an) and a plural")
-            table[row["noun"]] = Noun(
-                row["noun"], kind, row.get("article") or "", row.get("plural") or "", row.get("virtual") == "yes"
-            )
-    return table
+    try:
+        table = pl.read_csv(path, separator="\t", schema={c: pl.String for c in COLUMNS}, quote_char=None)
+    except (pl.exceptions.PolarsError, OSError):
+        raise InputError(f"{path}: not a noun lexicon (tab-separated columns {', '.join(COLUMNS)})") from None
+    table = table.with_columns(pl.col("article", "plural", "virtual").fill_null(""))
+    count = pl.col("kind") == "count"
+    wrong = ~pl.col("kind").is_in(KINDS) | pl.col("noun").is_null() | (count & ~pl.col("article").is_in(["a", "an"]))
+    wrong = wrong | (count & (pl.col("plural") == ""))
+    bad = table.with_row_index("line", offset=2).filter(wrong.fill_null(True))
+    if bad.height:
+        raise InputError(
+            f"{path}:{bad['line'][0]}: needs a noun, a kind in {', '.join(KINDS)} and, for a count noun, "
+            "an article (a/an) and a plural"
+        )
+    return {
+        name: Noun(name, kind, article, plural, virtual == "yes")
+        for name, kind, article, plural, virtual in table.select(COLUMNS[:5]).iter_rows()
+    }
 
 
 def noun(name: str, lexicon: dict[str, Noun] | None = None) -> Noun:
