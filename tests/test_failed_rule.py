@@ -275,3 +275,12 @@ def test_exports_and_compare_apply_the_rule():
     table = answers.with_columns(model=pl.lit("m"), truth=pl.lit("no"), hallucinated=pl.lit(True))
     out = model_intervals(table, n_resamples=20)
     assert (out["n_failed"], out["accuracy"]["n"]) == (2, 1)
+
+
+def test_backends_record_a_blank_reply_as_failed():
+    from halluflow.backends.base import Result, finish_result
+
+    for text in BLANK:
+        done = finish_result(Result(text=text))
+        assert done.text is None and done.error is not None, repr(text)
+    assert finish_result(Result(text=" Yes\n")).text == "Yes"

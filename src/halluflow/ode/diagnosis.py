@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import atomic_path, read_parquet, write_parquet
-from ..metrics.parsers import parse_yes_no
+from ..metrics.parsers import failed_mask, parse_yes_no
 from ..progress import get_logger
 
 log = get_logger(__name__)
@@ -54,7 +54,7 @@ def discriminative_events(queries, answers, scores=None):
         judged = scores.select("query_id", flag.cast(pl.Boolean).alias("hallucinated"))
         source = "scores"
     else:
-        ok = answers.filter(pl.col("status") == "ok").select("query_id", "answer")
+        ok = answers.filter(~failed_mask(answers["answer"], answers["status"])).select("query_id", "answer")
         joined = disc.select("query_id", "truth").join(ok, on="query_id", how="inner")
         parsed = [parse_yes_no(a, "lenient") for a in joined["answer"].to_list()]
         judged = pl.DataFrame(

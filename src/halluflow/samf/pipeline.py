@@ -19,6 +19,7 @@ from PIL import Image
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
 from ..io import open_rgb, safe_join, sha256_file, stable_hash
+from ..metrics.parsers import is_failed
 from ..progress import get_logger, progress
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, MetricSuite, bhr, risk_weighted
@@ -42,7 +43,7 @@ def _answers(vlm, requests: list[VLMRequest]) -> list[str | None]:
         raise BackendError(f"vlm returned {len(texts)} answers for {len(requests)} requests")
     out: list[str | None] = [None] * len(requests)
     for i, text in zip(order, texts):
-        out[i] = text if isinstance(text, str) and text.strip() else None
+        out[i] = None if is_failed(text) else text  # the shared failed-answer rule
     return out
 
 
