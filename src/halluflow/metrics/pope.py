@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 CLI_DESCRIPTION = (
     "POPE scores of yes/no answers against POPE label files. Answers are matched to labels by question_id.\n"
     "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), amber (strict\n"
-    "'Yes'/'No'), lenient, unihall; peer parsers: lmms_eval (lmms-eval's POPE task, its bugs included: yes_ratio\n"
-    "counts ground truth, unparsed answers left out of recall) and vlmevalkit (VLMEvalKit's YOrN_Extraction and\n"
-    "POPE rating, no judge model). Undefined ratios (0/0) are null (0 under a peer parser, as the peers print).\n"
+    "'Yes'/'No'), lenient, unihall, affirm, opener, pope_lower (docs/failed-answers.md); peer parsers: lmms_eval\n"
+    "(lmms-eval's POPE task, its bugs included: yes_ratio counts ground truth, unparsed answers left out of\n"
+    "recall) and vlmevalkit (VLMEvalKit's YOrN_Extraction and POPE rating, no judge model). Undefined ratios\n"
+    "(0/0) are null (0 under a peer parser, as the peers print).\n"
     "A failed record (status failed, or no answer) is never scored: excluded and counted as n_failed. Under\n"
     "halluflow's parsers a blank answer (empty, whitespace or control characters only) is failed too; a peer\n"
     "parser scores it as its peer does. An answer read as neither yes nor no counts as wrong and as n_unknown\n"
