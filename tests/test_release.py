@@ -206,6 +206,27 @@ def test_a_release_name_with_a_path_is_refused_before_anything_is_written(stage)
     assert not (tmp / "r").exists()
 
 
+def _make_queries_job(tmp_path, root, images, out, release):
+    """The workflow's make_queries job on a release built by `_parent_and_child` (graph files in tmp_path)."""
+    import yaml
+    from conftest import REPO
+
+    from halluflow import jobs
+
+    jobs.make_queries(
+        accepted=str(root / "accepted.parquet"),
+        scenes=str(root / "scenes" / "scenes.parquet"),
+        nodes=str(tmp_path / "nodes.parquet"),
+        edges=str(tmp_path / "edges.parquet"),
+        hallu=str(tmp_path / "hallu.parquet"),
+        queries=yaml.safe_load((REPO / "config.yaml").read_text())["ode"]["queries"],
+        seed=42,
+        out=str(out),
+        images=[str(p) for p in images],
+        release=release,
+    )
+
+
 def _parent_and_child(tmp_path):
     """A parent and a child release built with the workflow's job functions on the shipped graph: the child names
     the parent. Every image of the child has the same positional id as one of the parent's and, as a stand-in that
@@ -259,18 +280,7 @@ def _parent_and_child(tmp_path):
             pl.concat_list("object_a").alias("detected"), pl.lit(1).alias("count_a"), pl.lit(1).alias("count_b")
         ).drop("object_a")
         accepted.write_parquet(root / "accepted.parquet")
-        jobs.make_queries(
-            accepted=str(root / "accepted.parquet"),
-            scenes=str(root / "scenes" / "scenes.parquet"),
-            nodes=str(tmp_path / "nodes.parquet"),
-            edges=str(tmp_path / "edges.parquet"),
-            hallu=str(tmp_path / "hallu.parquet"),
-            queries=config["ode"]["queries"],
-            seed=42,
-            out=str(root / "queries.parquet"),
-            images=[str(root / "images" / "000.parquet")],
-            release=name,
-        )
+        _make_queries_job(tmp_path, root, [root / "images" / "000.parquet"], root / "queries.parquet", name)
         manifest = package_release(
             root / "release",
             root=root,
@@ -386,27 +396,10 @@ def test_a_queries_table_of_another_release_is_not_packaged(tmp_path):
 
 
 def test_make_queries_job_refuses_an_accepted_image_without_a_hash(tmp_path):
-    from halluflow import jobs
-
-    rel = _parent_and_child(tmp_path)
-    assert rel
+    _parent_and_child(tmp_path)
     root = tmp_path / "rel-a"
     images = pl.read_parquet(root / "images" / "000.parquet")
     images.slice(1).write_parquet(tmp_path / "partial.parquet")
-    import yaml
-    from conftest import REPO
-
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
     with pytest.raises(InputError, match=f"accepted image {images['image_id'][0]} .* is in no image table"):
-        jobs.make_queries(
-            accepted=str(root / "accepted.parquet"),
-            scenes=str(root / "scenes" / "scenes.parquet"),
-            nodes=str(tmp_path / "nodes.parquet"),
-            edges=str(tmp_path / "edges.parquet"),
-            hallu=str(tmp_path / "hallu.parquet"),
-            queries=config["ode"]["queries"],
-            seed=42,
-            out=str(tmp_path / "q.parquet"),
-            images=[str(tmp_path / "partial.parquet")],
-            release="rel-a",
-        )
+        _make_queries_job(tmp_path, root, [tmp_path / "partial.parquet"], tmp_path / "q.parquet", "rel-a")
+    assert not (tmp_path / "q.parquet").exists()
