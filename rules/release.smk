@@ -85,3 +85,42 @@ rule package_release:
         parent=config["ode"]["lineage"]["parent"],
     script:
         "../scripts/ode_package_release.py"
+
+
+# The label audit (src/halluflow/ode/audit.py): a second detector and the CAOS VLM oracle re-judge every yes/no item
+# and a stratified sample becomes one annotation page, beside the release (never inside it). Not in `rule all`: ask for
+# results/<release>/audit/audit.json. Recording human labels (`halluflow release audit REL --labels CSV`) needs a
+# person, so it is a command, not a rule.
+from halluflow.ode.audit import oracle_specs as audit_oracle_specs
+
+
+def get_audit_model_inputs(wildcards):
+    # The oracle members' folders, as the answer stage resolves them, are built first.
+    return [f for spec in audit_oracle_specs(config, config["audit"]["oracle"]) for f in model_inputs(spec)]
+
+
+rule release_audit:
+    input:
+        release=rules.package_release.output.manifest,
+        models=get_audit_model_inputs,
+    output:
+        summary=f"{OUT}/audit/audit.json",
+        verdicts=f"{OUT}/audit/verifiers.parquet",
+        sample=f"{OUT}/audit/sample.parquet",
+        page=f"{OUT}/audit/annotate.html",
+    log:
+        f"{LOGS}/release_audit.log",
+    benchmark:
+        f"{BENCH}/release_audit.tsv"
+    conda:
+        "../envs/detect.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        gpu=on_gpu(audit_oracle_specs(config, config["audit"]["oracle"]), own=False),
+    params:
+        # The sections the audit reads: its own, the oracle's models and vote, the yes/no suffix.
+        config={k: config[k] for k in ("audit", "models", "caos", "answer") if k in config},
+        models_cache=MODELS_CACHE,
+    script:
+        "../scripts/release_audit.py"

@@ -398,8 +398,9 @@ def test_audit_section_is_replaced_not_stacked():
     assert middle == "# C\n\n## Label audit\n\nnew\n\n## Later\ny\n"
 
 
-def test_cli_with_stand_in_detector_says_so(tmp_path, capsys):
+def test_cli_with_stand_in_detector_says_so(tmp_path, capsys, monkeypatch):
     """The offline default: a tiny random OWLv2 (other weights than the release's) re-judges the object items."""
+    monkeypatch.chdir(tmp_path)  # no ./config.yaml: the schema's audit defaults
     release = build_release(tmp_path)
     assert main(["release", "audit", str(release), "--oracle", "none"]) == 0
     printed = capsys.readouterr().out
@@ -416,11 +417,13 @@ def test_cli_with_stand_in_detector_says_so(tmp_path, capsys):
     assert summary["totals"]["detector_disagrees"] == sum(s != t for s, t in zip(says, judged["truth"].to_list()))
 
 
-def test_cli_refuses_a_stand_in_detector_for_a_real_release(tmp_path, capsys):
+def test_cli_refuses_a_stand_in_detector_for_a_real_release(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     release = build_release(tmp_path, stand_in=False)
     assert main(["release", "audit", str(release), "--oracle", "none"]) == 1
     err = capsys.readouterr().err
-    assert "--detector: the release was made with real models" in err and "Traceback" not in err
+    assert "audit detector (--detector, config key audit.detector): the release was made with real models" in err
+    assert "Traceback" not in err
     assert main(["release", "audit", str(release), "--oracle", "none", "--out", str(release / "audit")]) == 1
     assert "inside the release" in capsys.readouterr().err
 
@@ -466,3 +469,46 @@ def test_annotation_page_in_headless_chromium(audited, tmp_path):
     with Image.open(shot) as img:
         assert img.size == (1200, 900)
         assert img.getpixel((5, 5))[0] < 60  # the dark header is drawn
+
+
+# ---- settings and wiring ----------------------------------------------------------------------------------------
+
+
+def test_settings_come_from_schema_then_config_then_options():
+    from halluflow.errors import ConfigError
+    from halluflow.ode.audit import audit_settings, oracle_specs
+
+    assert audit_settings({})["margin"] == 0.025 and audit_settings({})["detector"] is None
+    cfg = {"audit": {"margin": 0.05, "confidence": 0.9}}
+    assert audit_settings(cfg, {"margin": 0.01, "confidence": None}) | {} == {
+        **audit_settings({}),
+        "margin": 0.01,
+        "confidence": 0.9,
+    }
+    with pytest.raises(ConfigError, match="audit.colour"):
+        audit_settings({"audit": {"colour": 1}})
+    models = [
+        {"name": "v", "backend": "transformers"},
+        {"name": "b", "backend": "blind"},
+        {"name": "p", "backend": "prior"},
+    ]
+    # default: every model that looks at the image; caos.oracle.members first when set; [] none; names by name
+    assert [m["name"] for m in oracle_specs({"models": models})] == ["v"]
+    caos = {"oracle": {"members": ["p"]}}
+    assert [m["name"] for m in oracle_specs({"models": models, "caos": caos})] == ["p"]
+    assert oracle_specs({"models": models}, []) == []
+    assert [m["name"] for m in oracle_specs({"models": models}, ["b", "v"])] == ["b", "v"]
+    with pytest.raises(ConfigError, match="audit oracle 'x': not a `models:` entry"):
+        oracle_specs({"models": models}, ["x"])
+
+
+def test_workflow_plans_the_audit_only_when_asked(tmp_path):
+    from workflow_utils import copy_workflow, run_snakemake
+
+    work = copy_workflow(tmp_path / "wf")
+    asked = run_snakemake(work, "-n", "results/ode-demo/audit/audit.json")
+    planned = re.compile(r"^\s*release_audit\s+1\s*$", re.M)  # a row of the job-count table
+    assert planned.search(asked.stdout + asked.stderr)
+    default = run_snakemake(work, "-n")
+    assert not planned.search(default.stdout + default.stderr)
+    assert "report_release_audit" in default.stdout + default.stderr  # the table was printed

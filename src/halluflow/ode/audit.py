@@ -795,20 +795,33 @@ def with_audit_section(card: str, section: str) -> str:
 
 
 def oracle_specs(config: dict, names: list[str] | None = None) -> list[dict]:
-    """The oracle's model specs: `names` from `models:`; else caos.oracle.members; else every `models:` entry whose
-    backend looks at the image (not blind, not prior). `names == ["none"]`: no oracle."""
+    """The oracle's model specs: `names` from `models:` ([] = no oracle); None: caos.oracle.members, else every
+    `models:` entry whose backend looks at the image (not blind, not prior)."""
     from ..models import oracle_members
 
     by_name = {m["name"]: m for m in config.get("models") or []}
-    if names:
-        if names == ["none"]:
-            return []
+    if names is not None:
         unknown = [n for n in names if n not in by_name]
         if unknown:
-            raise ConfigError(f"--oracle {unknown[0]!r}: not a `models:` entry ({', '.join(sorted(by_name))})")
+            known = ", ".join(sorted(by_name)) or "none in the config"
+            raise ConfigError(f"audit oracle {unknown[0]!r}: not a `models:` entry ({known})")
         return [dict(by_name[n]) for n in names]
     members = oracle_members(config) if (config.get("caos") or {}).get("oracle") else []
     return members or [dict(m) for m in config.get("models") or [] if m.get("backend") not in NO_PIXELS]
+
+
+def audit_settings(config: dict, overrides: dict | None = None) -> dict:
+    """The `audit:` settings: the schema's defaults, then the config's section, then the non-None `overrides`."""
+    from ..config import load_schema
+
+    keys = load_schema()["properties"]["audit"]["properties"]
+    settings = {k: v.get("default") for k, v in keys.items()}
+    settings.update(config.get("audit") or {})
+    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unknown = sorted(set(settings) - set(keys))
+    if unknown:
+        raise ConfigError(f"config key 'audit.{unknown[0]}': unknown")
+    return settings
 
 
 def standin_detector(manifest: dict, folder: Path):
@@ -828,51 +841,54 @@ def run_workflow(
     release_dir: str | Path,
     out_dir: str | Path,
     config: dict,
+    overrides: dict | None = None,
     *,
-    detector: str | None = None,
-    detector_backend: str = "transformers",
-    detector_threshold: float | None = None,
-    oracle: list[str] | None = None,
     models_cache: str = "resources/models",
-    **options,
+    seed: int | None = None,
+    max_side: int = 512,
 ) -> dict:
-    """`release audit` and rule release_audit: build the verifiers (module docstring) and run `audit_release`.
-
-    `detector`: hub id or folder, "none", or None for a stand-in (refused for a release made with real models);
-    `oracle`: names from `models:` (["none"]: no oracle; None: oracle_specs' default); `options` go to
-    audit_release (margin, confidence, expected, seed, max_side)."""
+    """`release audit` and rule release_audit: build the verifiers from the `audit:` settings (audit_settings) and
+    run `audit_release`. detector: hub id or folder, "none", or None for a stand-in (refused for a release made with
+    real models); oracle: names from `models:` ([] none; None: oracle_specs' default)."""
     from ..answer import ModelUnderTest
     from ..registry import create
 
+    cfg = audit_settings(config, overrides)
     release_dir = Path(release_dir)
     _check_out(release_dir, Path(out_dir))  # before any model loads
     manifest, _ = read_release(release_dir)
     queries = read_parquet(release_dir / "queries.parquet")
     members = [
         ModelUnderTest(s, graph_dir=str(release_dir.parent / "graph"), queries=queries, models_cache=models_cache)
-        for s in oracle_specs(config, oracle)
+        for s in oracle_specs(config, cfg["oracle"])
     ]
     vote_rule = ((config.get("caos") or {}).get("oracle") or {}).get("vote", "majority")
     with tempfile.TemporaryDirectory(prefix="halluflow-audit-") as tmp:
-        if detector is None:
+        if cfg["detector"] is None:
             if not manifest.get("stand_ins_used"):
                 raise ConfigError(
-                    "--detector: the release was made with real models; name an independent real detector "
-                    "(e.g. IDEA-Research/grounding-dino-base) or 'none'"
+                    "audit detector (--detector, config key audit.detector): the release was made with real models; "
+                    "name an independent real detector (e.g. IDEA-Research/grounding-dino-base) or 'none'"
                 )
             det = standin_detector(manifest, Path(tmp) / "tiny-owlv2-audit")
+        elif cfg["detector"] == "none":
+            det = None
         else:
-            det = None if detector == "none" else create("detector", {"backend": detector_backend, "model": detector})
+            det = create("detector", {"backend": cfg["detector_backend"], "model": cfg["detector"]})
         return audit_release(
             release_dir,
             out_dir,
             detector=det,
-            detector_threshold=detector_threshold,
+            detector_threshold=cfg["detector_threshold"],
             oracle_members=members,
             oracle_rule=vote_rule,
             oracle_tie="exclude",  # a tie (a member answering neither yes nor no) decides nothing
             yes_no_suffix=(config.get("answer") or {}).get("yes_no_suffix", " Answer yes or no."),
-            **options,
+            margin=cfg["margin"],
+            confidence=cfg["confidence"],
+            expected=cfg["expected_rate"],
+            seed=seed,
+            max_side=max_side,
         )
 
 
@@ -885,14 +901,16 @@ def configure(parser) -> None:
         "--labels", help="the CSV the annotation page saved: report its label-error rates and record them"
     )
     parser.add_argument(
-        "--config", default="config.yaml", help="workflow config naming the oracle's models (default config.yaml)"
+        "--config",
+        help="workflow config: its models: (the oracle), caos.oracle.vote and audit: settings (default: ./config.yaml "
+        "when present; options below override its audit: section)",
     )
     parser.add_argument(
         "--detector",
         help="second detector: hub id or folder (default: a tiny random OWLv2 stand-in, allowed only when the "
         "release's own detector was a stand-in); 'none' skips it",
     )
-    parser.add_argument("--detector-backend", default="transformers", help="detector backend (default transformers)")
+    parser.add_argument("--detector-backend", help="detector backend (default transformers)")
     parser.add_argument(
         "--detector-threshold", type=fraction, help="score for 'present' (default: the release's exclusion threshold)"
     )
@@ -902,9 +920,9 @@ def configure(parser) -> None:
         help="oracle member from the config's models: (repeat; default: caos.oracle.members, else every model that "
         "looks at images); 'none' skips the oracle",
     )
-    parser.add_argument("--margin", type=fraction, default=0.025, help="half-width of the rate (default 0.025)")
-    parser.add_argument("--confidence", type=fraction, default=0.95, help="confidence level (default 0.95)")
-    parser.add_argument("--expected-rate", type=fraction, default=0.5, help="expected error rate p (default 0.5)")
+    parser.add_argument("--margin", type=fraction, help="half-width of each query type's rate (default 0.025)")
+    parser.add_argument("--confidence", type=fraction, help="confidence level (default 0.95)")
+    parser.add_argument("--expected-rate", type=fraction, help="expected error rate p of the sample size (default 0.5)")
     parser.add_argument("--seed", type=int, help="sample seed (default: the release's seed)")
     parser.add_argument("--max-side", type=positive_int, default=512, help="largest image side in the page (px)")
 
@@ -926,21 +944,18 @@ def run(args) -> int:
         return 0
     from ..config import load_config
 
-    config = load_config(args.config) if args.oracle != ["none"] else {}
-    summary = run_workflow(
-        release_dir,
-        out_dir,
-        config,
-        detector=args.detector,
-        detector_backend=args.detector_backend,
-        detector_threshold=args.detector_threshold,
-        oracle=args.oracle,
-        margin=args.margin,
-        confidence=args.confidence,
-        expected=args.expected_rate,
-        seed=args.seed,
-        max_side=args.max_side,
-    )
+    config_path = args.config or ("config.yaml" if Path("config.yaml").is_file() else None)
+    config = load_config(config_path) if config_path else {}
+    overrides = {
+        "detector": args.detector,
+        "detector_backend": args.detector_backend,
+        "detector_threshold": args.detector_threshold,
+        "oracle": [] if args.oracle == ["none"] else args.oracle,
+        "margin": args.margin,
+        "confidence": args.confidence,
+        "expected_rate": args.expected_rate,
+    }
+    summary = run_workflow(release_dir, out_dir, config, overrides, seed=args.seed, max_side=args.max_side)
     print_summary(summary, out_dir)
     return 0
 
