@@ -5,9 +5,10 @@ detector saw it, a "no" object scored below the exclusion threshold). The audit 
 as RePOPE (Neuhaus and Hein) did for POPE and LiveXiv (Shabtay et al.) did for its automatic labels:
 
 - automatic: independent verifiers re-judge every item. A second open-vocabulary detector (not the one that
-  filtered the images) scores every object an existence-type item names; the VLM-oracle ensemble of CAOS (Zhou et
-  al.) answers every yes/no item's own question and votes with CAOS's rule. Each disagreement with the stated truth
-  is flagged per item and counted per query type x distribution. Offline the verifiers are random stand-ins: their
+  filtered the images) scores every object an existence-type item names; the VLM-oracle ensemble of CAOS
+  ("Evaluating Hallucination in Large Vision-Language Models based on Context-Aware Object Similarities") answers
+  every yes/no item's own question and votes with CAOS's rule. Each disagreement with the stated truth is flagged
+  per item and counted per query type x distribution. Offline the verifiers are random stand-ins: their
   disagreements are noise and every output says so;
 - human: a stratified sample (strata = query type x distribution) sized for a stated precision is written as one
   self-contained HTML page; the CSV its annotator saves comes back through `--labels` as a label-error rate with
