@@ -399,7 +399,9 @@ class OpenAIClient:
         timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
 
         def trace(event: str, info: dict) -> None:
-            if event == "connection.connect_tcp.complete":
+            # The socket this thread's connection reads from: the TCP one, then the TLS one that wraps it (wrapping
+            # detaches the TCP socket object, so shutting that one would do nothing).
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
                 conn.sock = _socket_of_stream(info.get("return_value"))
             # httpcore reads the socket timeout of a phase right after its ".started" event.
             if event.endswith(".started"):
