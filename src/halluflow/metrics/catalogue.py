@@ -394,6 +394,15 @@ def _metrics_entries() -> list[Metric]:
             "n_answers", "answers", "metrics", "n_answers", "answers in the scored files, failed ones included", ODE_REF
         ),
         _count(
+            "n_requests_failed",
+            "failed requests",
+            "metrics",
+            "n_requests_failed",
+            "answers whose request failed (status failed): the part of n_failed that never got an answer "
+            "(POPE / AMBER / COCO sources)",
+            ODE_REF,
+        ),
+        _count(
             "n_unknown",
             "unknown answers",
             "metrics",
