@@ -5,5 +5,6 @@ scene_graph: truth graphs (ODE scenes, Visual Genome, COCO), validation and merg
 four-question-type state machine, context, random/LLM switch, template/LLM question writer and the caption /
 prompt-only baselines; parser: transcript → claims →
 predicted scene graph and rule-based per-turn judgements; ged: CEDI's graph edit distance (exact MILP or networkx) and its hal/miss split;
-grader: per-model grades (GED, SG ΔCon, per-turn hallucination rates) and the `halluflow sg ged` command.
+grader: per-model grades (GED, SG ΔCon, per-turn hallucination rates, the judge of each) and the `halluflow sg ged`
+command; wordnet: WordNet 3.0 noun synsets for the object-name match.
 """
