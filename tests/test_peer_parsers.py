@@ -176,3 +176,12 @@ def test_peer_modes_refuse_a_positive_no():
 
     with pytest.raises(InputError, match="positive class is always yes"):
         pope_metrics(["yes"], ["yes"], parser="lmms_eval", positive="no")
+
+
+def test_config_refuses_a_peer_parser_with_positive_no():
+    from halluflow.config import validate_config
+    from halluflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^config key 'scoring.positive': 'no' with parser vlmevalkit"):
+        validate_config({"scoring": {"parser": "vlmevalkit", "positive": "no"}})
+    validate_config({"scoring": {"parser": "vlmevalkit", "positive": "yes"}})  # fine

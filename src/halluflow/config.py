@@ -154,6 +154,12 @@ def check_semantics(config: dict) -> None:
         for key in ("scene_graphs", "images_dir"):
             if not cedi.get(key):
                 raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {cedi['source']}")
+    scoring = config.get("scoring") or {}
+    if scoring.get("parser") in ("lmms_eval", "vlmevalkit") and scoring.get("positive") == "no":
+        raise ConfigError(
+            f"config key 'scoring.positive': 'no' with parser {scoring['parser']}, a peer parser that scores as its "
+            "peer does, whose positive class is always yes"
+        )
     samf_source = config.get("samf", {}).get("source") or {}
     if samf_source.get("format") == "unihall" and not samf_source.get("path"):
         raise ConfigError("config key 'samf.source.path': required for a unihall source")
