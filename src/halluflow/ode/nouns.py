@@ -29,7 +29,7 @@ COLUMNS = ("noun", "kind", "article", "plural", "virtual", "sources")
 _SILENT_H = ("hour", "honest", "honor", "honour", "heir")
 # "un" as a prefix is /ʌn/ ("an uneven road"); words on "uni" are /juːn/ ("a uniform") unless "un" is a prefix
 # before an i-word ("an unidentified object", "an uninhabited island").
-_UN_PREFIXED_I = ("unid", "unim", "unin", "unir", "unit-less")
+_UN_PREFIXED_I = ("unid", "unim", "unin", "unir")
 # Initialisms read letter by letter: "an SUV", "a TV", "an MP3 player".
 INITIALISMS = frozenset(
     {"atm", "atv", "bbq", "cd", "cpu", "dvd", "gps", "lcd", "led", "mp3", "pc", "rv", "suv", "tv", "ufo", "usb", "vcr"}
@@ -193,10 +193,6 @@ def noun(name: str, lexicon: dict[str, Noun] | None = None) -> Noun:
     """The lexicon's entry for a concept name, or the rules' entry when it lists none."""
     lexicon = read_lexicon() if lexicon is None else lexicon
     return lexicon.get(name) or rule_entry(name)
-
-
-def askable(name: str, lexicon: dict[str, Noun] | None = None) -> bool:
-    return noun(name, lexicon).askable
 
 
 def askable_nodes(nodes, lexicon: dict[str, Noun] | None = None) -> set[str]:
