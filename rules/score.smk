@@ -46,6 +46,38 @@ if SOURCE["kind"] == "ode":
         script:
             "../scripts/score_compare.py"
 
+    # Validity against real images (src/halluflow/ode/validity.py): this run's scores beside those of a second run
+    # of the same models on a static real-image set (validity.results). Not in `rule all`: ask for
+    # results/<release>/validity/validity.json.
+    if config["validity"]["source"]:
+
+        rule release_validity:
+            input:
+                scores=lambda wildcards: expand(rules.score.output.scores, model=list(MODELS)),
+                metrics=lambda wildcards: expand(rules.score.output.metrics, model=list(MODELS)),
+                release=get_answer_source_input,
+                labels=config["validity"]["source"]["path"],
+                real=(
+                    [f"{config['validity']['results']}/metrics/{m}.json" for m in MODELS]
+                    if config["validity"]["results"]
+                    else []
+                ),
+            output:
+                validity=f"{OUT}/validity/validity.json",
+            log:
+                f"{LOGS}/release_validity.log",
+            conda:
+                "../envs/score.yaml"
+            threads: 1
+            resources:
+                mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            params:
+                validity=config["validity"],
+                seed=config["seed"],
+                release=SOURCE["path"],
+            script:
+                "../scripts/release_validity.py"
+
 else:
 
     rule score:

@@ -1,0 +1,186 @@
+"""`halluflow release validity`: per-model scores on an ODE release and a static real-image set restricted to their
+shared concepts, their differences (ODE's Fig. 7), and Spearman / Kendall rank correlations across models.
+
+The hand-built runs give four models known accuracies on both sides (every other question is answered wrongly, so
+counting one that should be left out changes the numbers); the expected rank correlations are worked by hand below.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+# Correct answers out of 10 shared questions per side. Ranks (ascending): ODE D<B<C<A, real D<C<A<B.
+# Spearman: d = (A 4-3, B 2-4, C 3-2, D 1-1) = (1, -2, 1, 0), sum d^2 = 6, rho = 1 - 6*6 / (4*(16-1)) = 0.4.
+# Kendall: of the 6 pairs, AB and BC are discordant, AC AD BD CD concordant: tau = (4 - 2) / 6 = 1/3.
+ODE_CORRECT = {"A": 9, "B": 7, "C": 8, "D": 5}
+REAL_CORRECT = {"A": 8, "B": 9, "C": 6, "D": 5}
+SHARED = ["dog", "car"]
+
+
+def _flip(x: str) -> str:
+    return "no" if x == "yes" else "yes"
+
+
+def _ode_run(root: Path, correct: dict[str, int]) -> Path:
+    """An ODE result folder: release/queries.parquet, scores/<model>/answers.parquet, metrics/<model>.json."""
+    rows = []
+    for i in range(10):  # existence questions on shared concepts (counterfactual ones among them)
+        rows.append(
+            (f"q{i}", "existence" if i < 8 else "counterfactual", None, SHARED[i % 2], "yes" if i % 2 else "no")
+        )
+    rows += [(f"u{i}", "existence", None, "unicorn", "yes") for i in range(4)]  # not in the real set
+    rows += [(f"a{i}", "attribute", "action", "dog", "yes") for i in range(3)]  # not an existence question
+    rows += [(f"c{i}", "count", None, "Car", "no") for i in range(3)]
+    queries = pl.DataFrame(rows, schema=["query_id", "query_type", "attribute_kind", "target", "truth"], orient="row")
+    (root / "release").mkdir(parents=True)
+    queries.drop("truth").write_parquet(root / "release" / "queries.parquet")
+    for model, k in correct.items():
+        truth = queries["truth"].to_list()
+        parsed = [t if i < k else _flip(t) for i, t in enumerate(truth)]  # wrong after the first k, and off-scope
+        scored = pl.DataFrame(
+            {"query_id": queries["query_id"], "truth": truth, "parsed": parsed, "failed": [False] * len(truth)}
+        )
+        (root / "scores" / model).mkdir(parents=True)
+        scored.write_parquet(root / "scores" / model / "answers.parquet")
+        (root / "metrics").mkdir(exist_ok=True)
+        doc = {"model": model, "parser": "pope", "positive": "yes", "stand_in": model == "D"}
+        (root / "metrics" / f"{model}.json").write_text(json.dumps(doc))
+    return root
+
+
+def _pope_run(root: Path, correct: dict[str, int]) -> tuple[Path, Path]:
+    """A POPE-source result folder (answers/<model>/0.parquet, metrics/<model>.json) and its label file."""
+    labels = [
+        {
+            "question_id": i + 1,
+            "image": f"img{i}.jpg",
+            "text": f"Is there a {SHARED[i % 2]} in the image?",
+            "label": "yes" if i % 3 else "no",
+        }
+        for i in range(10)
+    ]
+    labels += [
+        {"question_id": 100 + i, "image": "z.jpg", "text": "Is there a zebra in the image?", "label": "yes"}
+        for i in range(4)
+    ]
+    labels.append({"question_id": 200, "image": "f.jpg", "text": "Is there a dog in the image?", "label": "yes"})
+    path = root / "labels.jsonl"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in labels))
+    for model, k in correct.items():
+        answers = []
+        for i, r in enumerate(labels):
+            right = i < k
+            word = r["label"] if right else _flip(r["label"])
+            status = "failed" if r["question_id"] == 200 else "ok"  # a failed request: never scored
+            answers.append(
+                {"query_id": str(r["question_id"]), "model": model, "answer": word.title() + ".", "status": status}
+            )
+        (root / "run" / "answers" / model).mkdir(parents=True)
+        pl.DataFrame(answers).write_parquet(root / "run" / "answers" / model / "0.parquet")
+        (root / "run" / "metrics").mkdir(exist_ok=True)
+        doc = {"model": model, "source": "pope", "stand_in": False, "pope": {"parser": "pope", "positive": "yes"}}
+        (root / "run" / "metrics" / f"{model}.json").write_text(json.dumps(doc))
+    return root / "run", path
+
+
+@pytest.fixture
+def runs(tmp_path):
+    ode = _ode_run(tmp_path / "ode", ODE_CORRECT)
+    real, labels = _pope_run(tmp_path / "pope", REAL_CORRECT)
+    return ode, real, labels
+
+
+def test_four_models_hand_worked(runs):
+    from halluflow.ode.validity import validity
+
+    ode, real, labels = runs
+    doc = validity(ode, real, str(labels), n_resamples=300, seed=3)
+    assert doc["shared_concepts"] == ["car", "dog"]
+    assert doc["n_questions"] == {"ode": 10, "real": 11}
+    rows = {r["model"]: r for r in doc["models"]}
+    for m in "ABCD":
+        assert rows[m]["ode"]["value"] == pytest.approx(ODE_CORRECT[m] / 10)
+        assert rows[m]["real"]["value"] == pytest.approx(REAL_CORRECT[m] / 10)
+        assert rows[m]["difference"]["value"] == pytest.approx((ODE_CORRECT[m] - REAL_CORRECT[m]) / 10)
+        assert rows[m]["ode"]["n"] == 10 and rows[m]["real"]["n"] == 10 and rows[m]["real"]["n_failed"] == 1
+        for side in ("ode", "real", "difference"):
+            cell = rows[m][side]
+            assert cell["ci_low"] <= cell["value"] + 1e-12 and cell["value"] - 1e-12 <= cell["ci_high"]
+    assert rows["D"]["stand_in"] and not rows["A"]["stand_in"] and doc["stand_in"]
+    rho, tau = doc["correlation"]["spearman"], doc["correlation"]["kendall"]
+    assert rho["value"] == pytest.approx(0.4) and tau["value"] == pytest.approx(1 / 3)
+    assert rho["n_models"] == 4 and -1 <= rho["ci_low"] <= rho["ci_high"] <= 1
+    assert doc["metric"] == "pope.accuracy"
+    # seeded: the same seed gives the same document
+    assert validity(ode, real, str(labels), n_resamples=300, seed=3) == doc
+
+
+def test_rank_correlations_ties_and_constants():
+    from halluflow.ode.validity import rank_correlations
+
+    # x ranks 1, 2.5, 2.5, 4; y ranks 1..4: rho = Pearson of ranks = 0.9487 (sqrt(0.9)); tau-b = 5/sqrt(5*6)
+    got = rank_correlations([0.1, 0.5, 0.5, 0.9], [1, 2, 3, 4])
+    assert got["spearman"] == pytest.approx(0.9**0.5)
+    assert got["kendall"] == pytest.approx(5 / (30**0.5))
+    assert rank_correlations([0.2, 0.2, 0.2], [1, 2, 3]) == {"spearman": None, "kendall": None}
+    assert rank_correlations([0.1, 0.2], [0.2, 0.1]) == {"spearman": None, "kendall": None}
+
+
+def test_fewer_than_three_models_is_undefined(tmp_path):
+    from halluflow.ode.validity import table, validity
+
+    ode = _ode_run(tmp_path / "ode", ODE_CORRECT)
+    real, labels = _pope_run(tmp_path / "pope", {m: REAL_CORRECT[m] for m in "AB"})
+    doc = validity(ode, real, str(labels), n_resamples=50)
+    assert [r["model"] for r in doc["models"]] == ["A", "B"] and doc["unpaired_models"] == ["C", "D"]
+    for key in ("spearman", "kendall"):
+        assert doc["correlation"][key]["value"] is None
+        assert "at least 3" in doc["correlation"][key]["undefined"]
+    text = table(doc)
+    assert "Spearman rho: undefined" in text and "Kendall tau-b: undefined" in text
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "halluflow.cli", "release", "validity", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_table_and_out(runs, tmp_path):
+    ode, real, labels = runs
+    out = tmp_path / "v" / "validity.json"
+    done = _cli(str(ode), str(real), "--labels", str(labels), "--metric", "f1", "--resamples", "200", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["metric"] == "pope.f1" and doc["n_resamples"] == 200
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:2] == ["model", "ODE"]
+    assert any(line.startswith("D (stand-in)") for line in lines)
+    assert any(line.startswith("Spearman rho: ") and "over 4 models" in line for line in lines)
+    assert "(stand-in) = a tiny random stand-in model" in done.stdout
+
+
+def test_bad_inputs_one_line(runs, tmp_path):
+    ode, real, labels = runs
+    none_shared = tmp_path / "other.jsonl"
+    none_shared.write_text(
+        json.dumps({"question_id": 1, "image": "a.jpg", "text": "Is there a yak in the image?", "label": "yes"}) + "\n"
+    )
+    for args, says in (
+        ([str(ode), str(real), "--labels", str(none_shared)], "no concept shared"),
+        ([str(real), str(real), "--labels", str(labels)], "not an ODE release"),
+        ([str(ode), str(tmp_path / "nowhere"), "--labels", str(labels)], "no metrics/<model>.json"),
+    ):
+        done = _cli(*args)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
