@@ -44,6 +44,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "halluflow.ode.audit",
         "re-judge every yes/no item (second detector, VLM oracle); annotation page; label-error rates",
     ),
+    (
+        "release",
+        "validity",
+        "halluflow.ode.validity",
+        "per-model scores on an ODE release vs a real-image set (POPE, AMBER) on shared concepts; rank correlations",
+    ),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
     ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
