@@ -107,7 +107,8 @@ def make_release(folder, questions):
 def test_failures_recorded_not_cached_and_rerun_retries_only_them(server, tmp_path, caplog):
     questions = ["Is there a cloud?", "Is there a dog?", "Is there a sky?", "Is there a unicorn?"]
     queries = make_release(tmp_path / "release", questions)
-    spec = {"name": "remote", "backend": "openai", "args": client_args(server, max_retries=2)}
+    # timeout_s 5: the 12 MB reply must arrive within one attempt even on a loaded machine
+    spec = {"name": "remote", "backend": "openai", "args": client_args(server, max_retries=2, timeout_s=5)}
     server.faults["dog"] = ["500"] * 3  # exhausts 1 + 2 retries
     server.faults["sky"] = ["null"]  # an empty success is a failure: retried, never cached as ""
     server.faults["unicorn"] = ["huge"]
