@@ -184,3 +184,43 @@ def test_bad_inputs_one_line(runs, tmp_path):
         done = _cli(*args)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_amber_existence_questions(tmp_path):
+    """An AMBER run: only its existence questions (discriminative-hallucination) on shared concepts count, read by
+    AMBER's exact Yes/No rule ("yes." is no answer under it: unknown, never correct)."""
+    from halluflow.ode.validity import validity
+
+    ode = _ode_run(tmp_path / "ode", {m: ODE_CORRECT[m] for m in "ABC"})
+    notes, queries = [], []
+    for i in range(8):
+        notes.append({"id": i + 1, "type": "discriminative-hallucination", "truth": "yes" if i % 2 else "no"})
+        queries.append({"id": i + 1, "image": f"AMBER_{i}.jpg", "query": f"Is there a {SHARED[i % 2]} in this image?"})
+    notes.append({"id": 9, "type": "discriminative-attribute-state", "truth": "yes"})  # not existence
+    queries.append({"id": 9, "image": "AMBER_9.jpg", "query": "Is the dog running in this image?"})
+    notes.append({"id": 10, "type": "discriminative-hallucination", "truth": "yes"})  # not a shared concept
+    queries.append({"id": 10, "image": "AMBER_10.jpg", "query": "Is there a zebra in this image?"})
+    (tmp_path / "annotations.json").write_text(json.dumps(notes))
+    (tmp_path / "query.json").write_text(json.dumps(queries))
+    run = tmp_path / "amber-run"
+    right = {"A": 8, "B": 6, "C": 4}  # correct answers among the 8 existence questions; the rest wrong
+    for model, k in right.items():
+        rows = []
+        for i, note in enumerate(notes):
+            word = note["truth"] if i < k else _flip(note["truth"])
+            text = word.title() if not (model == "C" and i == 0) else "yes."  # C's first: unknown to AMBER's rule
+            rows.append({"query_id": str(note["id"]), "model": model, "answer": text, "status": "ok"})
+        (run / "answers" / model).mkdir(parents=True)
+        pl.DataFrame(rows).write_parquet(run / "answers" / model / "0.parquet")
+        (run / "metrics").mkdir(exist_ok=True)
+        (run / "metrics" / f"{model}.json").write_text(json.dumps({"model": model, "source": "amber"}))
+    doc = validity(
+        ode, run, str(tmp_path / "query.json"), annotations=str(tmp_path / "annotations.json"), n_resamples=100
+    )
+    assert doc["real"]["source"] == "amber" and doc["n_questions"]["real"] == 8
+    got = {r["model"]: r["real"]["value"] for r in doc["models"]}
+    assert got == pytest.approx({"A": 1.0, "B": 0.75, "C": 3 / 8})
+    assert {r["model"]: r["real"]["parser"] for r in doc["models"]} == {"A": "amber", "B": "amber", "C": "amber"}
+    # ODE A 0.9 > C 0.8 > B 0.7; AMBER A > B > C: rho = 1 - 6*(0+1+1)/(3*8) = 0.5, tau = (2 - 1)/3
+    assert doc["correlation"]["spearman"]["value"] == pytest.approx(0.5)
+    assert doc["correlation"]["kendall"]["value"] == pytest.approx(1 / 3)

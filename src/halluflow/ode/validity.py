@@ -22,7 +22,6 @@ unrestricted numbers are the runs' own. Failed answers are left out and counted.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +52,7 @@ STATIC_KINDS = ("pope", "amber")
 KIND_LABEL = {"ode": "ODE", "pope": "POPE", "amber": "AMBER"}
 # Existence questions of an ODE release: plain and counterfactual object questions (no attribute, no count).
 EXISTENCE_TYPES = ("existence", "counterfactual")
-_AMBER_EXISTENCE = re.compile(r"^is there (?:a |an |any )?(.+?) in (?:this|the) (?:image|picture)\??$", re.I)
+_AMBER_EXISTENCE = r"(?i)^is there (?:a |an |any )?(.+?) in (?:this|the) (?:image|picture)\??$"
 # The confusion counts a block is made from (metrics.pope.confusion_counts' keys).
 COUNT_FIELDS = ("n", "tp", "fp", "tn", "fn", "n_unknown", "pred_yes", "pred_no", "truth_yes", "truth_no", "fn_answered")
 
@@ -163,7 +162,7 @@ def real_existence(kind: str, labels: str, annotations: str | None = None) -> pl
             raise InputError("--annotations: an AMBER source needs its annotations.json (the truth of every query)")
         table = amber_queries(labels, annotations).filter(pl.col("query_type") == "existence")
         table = table.with_columns(
-            pl.col("question").str.strip_chars().str.extract(_AMBER_EXISTENCE.pattern, 1).alias("concept")
+            pl.col("question").str.strip_chars().str.extract(_AMBER_EXISTENCE, 1).alias("concept")
         )
     else:
         raise InputError(
