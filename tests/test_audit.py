@@ -113,6 +113,8 @@ def _queries() -> list[dict]:
                 "query_id": f"{image_id}-{len(rows):02d}",
                 "image_id": image_id,
                 "image": f"images/{image_id}.png",
+                "scene_id": image_id,
+                "task": "generative" if query_type == "generative" else "discriminative",
                 "distribution": IMAGES[image_id][1],
                 "pair_kind": "entity_entity",
                 "query_type": query_type,
@@ -512,3 +514,27 @@ def test_workflow_plans_the_audit_only_when_asked(tmp_path):
     default = run_snakemake(work, "-n")
     assert not planned.search(default.stdout + default.stderr)
     assert "report_release_audit" in default.stdout + default.stderr  # the table was printed
+
+
+def test_report_shows_the_audit_beside_the_release(audited, tmp_path):
+    from halluflow.report.summary import ReportOptions, build_summary
+
+    release, out, _ = audited
+    root = release.parent  # results/<release>: the report reads its scenes/ beside release/ and audit/
+    scenes = pl.read_parquet(release / "scenes.parquet").with_columns(
+        pl.lit("dog").alias("object_a"), pl.lit("cat").alias("object_b")
+    )
+    (root / "scenes").mkdir()
+    scenes.write_parquet(root / "scenes" / "scenes.parquet")
+    page = build_summary(root, tmp_path / "before.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
+    audit = page[page.index("<h3>Label audit</h3>") :]
+    # existence / random: 4 items, the detector judged 4 and disagreed on 1, the oracle too, 1 flagged
+    assert "<td>4</td><td>4</td><td>1</td><td>4</td><td>1</td><td>1</td>" in audit
+    assert "no human labels recorded yet" in audit
+    sample = pl.read_parquet(out / "sample.parquet")
+    labels = tmp_path / "labels.csv"
+    _write_labels(labels, sample, lambda r: r["truth"])
+    apply_labels(release, out, labels)
+    page = build_summary(root, tmp_path / "after.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
+    audit = page[page.index("<h3>Label audit</h3>") :]
+    assert "Human label-error rates" in audit and f'<td class="text">overall</td><td>{sample.height}</td>' in audit

@@ -980,3 +980,33 @@ def print_summary(summary: dict, out_dir: Path) -> None:
         f"sample: {s['size']} items for +/-{100 * s['margin']:g} points at {100 * s['confidence']:g}% per query type "
         f"-> {out_dir / PAGE}"
     )
+
+
+# ---- the report ---------------------------------------------------------------------------------------------------
+
+
+def report_tables(summary: dict | None, manifest: dict | None) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """What the HTML report shows beside the release: the verifiers' counts per query type x distribution (from
+    audit/audit.json) and the recorded label-error rates per query type (from the manifest's `audit` key)."""
+    order = ["query_type", "distribution", "items", "detector_judged", "detector_disagrees", "oracle_judged"]
+    order += ["oracle_disagrees", "flagged"]
+    counts = pl.DataFrame(summary["by_query_type_distribution"]).select(order) if summary else None
+    labels = ((manifest or {}).get("audit") or {}).get("labels")
+    rates = None
+    if labels:
+        rows = [*labels["by_query_type"].items(), ("overall", labels["overall"])]
+        rates = pl.DataFrame(
+            [
+                {
+                    "query type": name,
+                    "labelled": r["labelled"],
+                    "unsure": r["unsure"],
+                    "errors": r["errors"],
+                    "label-error rate": r["error_rate"],
+                    "low": r["interval"][0] if r["interval"] else None,
+                    "high": r["interval"][1] if r["interval"] else None,
+                }
+                for name, r in rows
+            ]
+        )
+    return counts, rates

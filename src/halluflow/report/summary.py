@@ -199,6 +199,28 @@ class _Page:
         self.sections.append((sid, title, body, ran))
 
 
+def _label_audit(res: Results) -> str:
+    """The release's label audit (halluflow.ode.audit): verifier counts and, once recorded, the label-error rates."""
+    from ..ode.audit import report_tables
+
+    summary = res.json("audit/audit.json")
+    counts, rates = report_tables(summary, res.json("release/manifest.json"))
+    body = "<h3>Label audit</h3>"
+    if counts is None:
+        return body + _not_run("not run: no audit/audit.json (halluflow release audit, rule release_audit)")
+    if summary.get("warning"):
+        body += f'<p class="note"><b>{_esc(summary["warning"])}</b></p>'
+    body += "<p>Second detector and VLM oracle against the stated truth, per query type × distribution:</p>"
+    body += html_table(counts)
+    if rates is None:
+        return body + _not_run("no human labels recorded yet (halluflow release audit REL --labels CSV)")
+    return (
+        body
+        + "<p>Human label-error rates, Wilson intervals:</p>"
+        + html_table(rates, percent=("label-error rate", "low", "high"))
+    )
+
+
 def _not_run(message: str) -> str:
     return f'<p class="note">{_esc(message)}</p>'
 
@@ -242,7 +264,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                     if reasons is not None and reasons.height
                     else _not_run("no rejected images (or filter_images did not run)")
                 )
-                page.add(sid, title, body)
+                page.add(sid, title, body + _label_audit(res))
         elif sid == "gallery-accepted":
             figure_section(
                 sid,
