@@ -12,7 +12,7 @@ import pytest
 
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
-from halluflow.metrics.parsers import PARSERS, failed_mask, is_blank, is_failed, parse_yes_no
+from halluflow.metrics.parsers import PARSERS, PEER_PARSERS, failed_mask, is_blank, is_failed, parse_yes_no
 
 # Blank under halluflow's rule; each is a failure in every scorer (the control-only "\x1c" was "yes" in POPE)
 BLANK = ["", " ", "\t\n", "\x1c", "\x1f\x1e", "\x00", "\u200b", "\ufeff", "\u3000", "\x85", " \u2028 "]
@@ -38,7 +38,7 @@ def test_status_and_missing_answers_are_failed_in_every_mode():
     for parser in PARSERS:
         assert is_failed("yes", "failed", parser) and is_failed(None, None, parser) and is_failed(1, None, parser)
         assert not is_failed("yes", "ok", parser)
-        assert parse_yes_no("\x1c", parser) is None
+        assert parse_yes_no("\x1c", parser) is None or parser in PEER_PARSERS  # POPE's script: "\x1c" is yes
     # blank answers: failed under halluflow's own parsers only; the peers see them
     assert is_failed("", parser="pope") and not is_failed("", parser="lmms_eval")
     assert failed_mask(pl.Series(["", None, "x"]), parser="vlmevalkit").to_list() == [False, True, False]

@@ -18,6 +18,7 @@ from halluflow.cli import main
 from halluflow.metrics.pope import pope_metrics
 
 sys.path.insert(0, str(REPO / "bench"))
+from official_ports import pope_evaluate  # noqa: E402
 from peer_ports import lmms_eval_pope, vlmevalkit_pope, yorn_extraction  # noqa: E402
 
 KEYS = ("accuracy", "precision", "recall", "f1", "yes_ratio")
@@ -131,6 +132,13 @@ def test_cli_equals_the_peers_on_2000_mixed_answers(tmp_path, capsys, seed):
     assert (vlm["n"], vlm["n_failed"]) == (len(kept), len(failed))
     assert vlm["n_unknown"] == ref["extracted"].count("Unknown")
     assert vlm["parser_mode"].startswith("peer: VLMEvalKit")
+
+    # POPE's own script as a peer: every string read, "" as yes
+    official = _score(capsys, ans, lab, "pope_official")
+    ref = pope_evaluate([{"answer": a} for a in seen_answers], seen_labels)
+    assert {k: official[k] for k in KEYS} == {k: ref[k] for k in KEYS}
+    assert (official["n"], official["n_failed"]) == (len(kept), len(failed))
+    assert official["parser_mode"].startswith("peer: RUCAIBox/POPE")
 
     # halluflow's default keeps its rule: blank answers are failures, not predictions
     own = _score(capsys, ans, lab, "pope")

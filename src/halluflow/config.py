@@ -155,7 +155,7 @@ def check_semantics(config: dict) -> None:
             if not cedi.get(key):
                 raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {cedi['source']}")
     scoring = config.get("scoring") or {}
-    if scoring.get("parser") in ("lmms_eval", "vlmevalkit") and scoring.get("positive") == "no":
+    if scoring.get("parser") in ("lmms_eval", "vlmevalkit", "pope_official") and scoring.get("positive") == "no":
         raise ConfigError(
             f"config key 'scoring.positive': 'no' with parser {scoring['parser']}, a peer parser that scores as its "
             "peer does, whose positive class is always yes"

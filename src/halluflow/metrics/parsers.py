@@ -1,6 +1,7 @@
 """The one yes/no parser module: every scorer and stage that reads "yes"/"no" out of a model's answer calls it.
 
-Named variants reproduce the anchors' own parsers: `pope` = RUCAIBox/POPE evaluate.py; `exact` = exact match after
+Named variants reproduce the anchors' own parsers: `pope` = RUCAIBox/POPE evaluate.py (`pope_official`: the same
+reading as a peer parser, the empty answer read as yes as the script does); `exact` = exact match after
 lower()/strip() (lmms-eval's parse with its aggregation bugs fixed); `lmms_eval` = lmms-eval's POPE task as it
 scores (the same parse with its aggregation, see pope.py); `vlmevalkit` = VLMEvalKit's YOrN_Extraction (its POPE
 rating without a judge model); `amber` = AMBER's strict "Yes"/"No"; `lenient` = the first word when it is yes/no,
@@ -42,6 +43,8 @@ DEFAULT_MAX_FAILED_FRACTION = 0.1
 # Parsers that reproduce a peer harness's own scoring: they see every answer string, as the peer does. The value
 # is what the scorers write as "parser_mode". Commits: the code read to write them (bench/peer_ports.py).
 PEER_PARSERS = {
+    "pope_official": "peer: RUCAIBox/POPE evaluate.py: every answer string scored, the empty string included (read "
+    "as yes, as the script does); a ratio the script cannot compute (0/0, where it crashes) is null",
     "lmms_eval": "peer: lmms-eval tasks/pope/utils.py (pope_process_results + pope_aggregate_*, commit 75571cf): "
     "every answer string scored, the empty string included (wrong, neither yes nor no); 0 where a ratio is "
     "undefined; recall leaves answers that are neither yes nor no out; yes_ratio counts the ground truth",
@@ -278,6 +281,7 @@ def pope_lower_yes_no(text: str) -> str | None:
 
 SCALAR: dict[str, Callable[[str], str | None]] = {
     "pope": pope_yes_no,
+    "pope_official": pope_yes_no,
     "exact": exact_yes_no,
     "lmms_eval": exact_yes_no,
     "vlmevalkit": vlmevalkit_yorn,
@@ -371,6 +375,7 @@ def _map_unique(answers: "pl.Series", fn: Callable[[str], str | None]) -> "pl.Se
 
 _VECTOR: dict[str, Callable[["pl.Series"], "pl.Series"]] = {
     "pope": _pope_series,
+    "pope_official": _pope_series,
     "exact": _exact_series,
     "lmms_eval": _exact_series,
     "amber": _amber_series,

@@ -36,8 +36,9 @@ CLI_DESCRIPTION = (
     "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), amber (strict\n"
     "'Yes'/'No'), lenient, unihall, affirm, opener, pope_lower (docs/failed-answers.md); peer parsers: lmms_eval\n"
     "(lmms-eval's POPE task, its bugs included: yes_ratio counts ground truth, unparsed answers left out of\n"
-    "recall) and vlmevalkit (VLMEvalKit's YOrN_Extraction and POPE rating, no judge model). Undefined ratios\n"
-    "(0/0) are null (0 under a peer parser, as the peers print).\n"
+    "recall), vlmevalkit (VLMEvalKit's YOrN_Extraction and POPE rating, no judge model) and pope_official\n"
+    '(evaluate.py, "" read as yes). Undefined ratios (0/0) are null (0 under lmms_eval and vlmevalkit, as they\n'
+    "print).\n"
     "A failed record (status failed, or no answer) is never scored: excluded and counted as n_failed. Under\n"
     "halluflow's parsers a blank answer (empty, whitespace or control characters only) is failed too; a peer\n"
     "parser scores it as its peer does. An answer read as neither yes nor no counts as wrong and as n_unknown\n"
@@ -145,7 +146,8 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
 
 
 def aggregation_for(parser: str) -> str:
-    return parser if is_peer(parser) else "standard"
+    # pope_official aggregates as POPE's script, which is the standard one (null where the script crashes)
+    return parser if parser in ("lmms_eval", "vlmevalkit") else "standard"
 
 
 def _series(values, name: str) -> "pl.Series":
