@@ -33,7 +33,8 @@ FAILED_EXCLUDED = "Failed requests and empty answers are left out (counted in n_
 POPE_UNKNOWN = (
     FAILED_EXCLUDED + " An answer the parser cannot read as yes or no (unknown, counted in n_unknown) stays in n and "
     "is never correct: a miss when the truth is the positive class, neither TP nor FP otherwise. A peer-compatible "
-    "parser (lmms_eval, vlmevalkit) reads every answer string its peer would see, the empty string included."
+    "parser (lmms_eval, vlmevalkit, pope_official) reads every answer string its peer would see, the empty string "
+    "included."
 )
 AMBER_UNKNOWN = (
     FAILED_EXCLUDED + " A response that is not exactly AMBER's Yes/No is counted and never correct (AMBER's rule)."
