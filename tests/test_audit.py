@@ -538,3 +538,24 @@ def test_report_shows_the_audit_beside_the_release(audited, tmp_path):
     page = build_summary(root, tmp_path / "after.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
     audit = page[page.index("<h3>Label audit</h3>") :]
     assert "Human label-error rates" in audit and f'<td class="text">overall</td><td>{sample.height}</td>' in audit
+
+
+def test_labels_from_a_fifo(audited, tmp_path):
+    """Labels may come through a pipe: read once, hashed from what was read."""
+    import hashlib
+    import os
+    import threading
+
+    release, out, _ = audited
+    sample = pl.read_parquet(out / "sample.parquet")
+    plain = tmp_path / "labels.csv"
+    _write_labels(plain, sample, lambda r: r["truth"])
+    fifo = tmp_path / "labels.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(plain.read_bytes()))
+    writer.start()
+    assert main(["release", "audit", str(release), "--labels", str(fifo)]) == 0
+    writer.join(timeout=10)
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["audit"]["labels"]["labels_sha256"] == hashlib.sha256(plain.read_bytes()).hexdigest()
+    assert manifest["audit"]["labels"]["overall"]["errors"] == 0 and verify_release(release) == []

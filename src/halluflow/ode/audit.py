@@ -43,7 +43,6 @@ from ..io import (
     read_parquet,
     read_text,
     sha256_bytes,
-    sha256_file,
     write_json,
     write_parquet,
     write_text,
@@ -709,7 +708,8 @@ def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str 
     rates = label_rates(sample, summary["sample"]["strata"], labels, summary["sample"]["confidence"])
     result = {
         "labels_file": Path(labels_path).name,
-        "labels_sha256": sha256_file(labels_path),
+        # of the text read (a pipe or FIFO is read once, so the file cannot be hashed again)
+        "labels_sha256": sha256_bytes(read_text(labels_path).encode("utf-8")),
         "sample_id": summary["sample"]["id"],
         **rates,
     }
