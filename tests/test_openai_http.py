@@ -354,3 +354,17 @@ def test_arguments_that_cannot_change_an_answer_keep_the_cache(server, tmp_path)
         queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "b.parquet"
     )
     assert stats["cache_hits"] == 2 and server.posts == posts
+
+
+def test_an_empty_reply_fails_an_answer_but_is_no_verdict_for_the_llm_roles(server):
+    server.faults["cloud"] = ["empty", "blank"]  # both attempts of max_retries 1
+    vlm = registry.create("vlm", {"backend": "openai", **client_args(server, max_retries=1)})
+    result = vlm.respond([VLMRequest("1", "Is there a cloud?", None)])[0]
+    assert (
+        result.text is None
+        and result.error == "gave up after 2 attempts: server reply is empty (no text or only whitespace)"
+    )
+    # An examiner, parser or judge reads "" as "no verdict" and falls back to its rules: not a failure there.
+    server.faults["cloud"] = ["empty"]
+    llm = registry.create("llm", {"backend": "openai", **client_args(server, max_retries=1)})
+    assert llm.chat([{"role": "user", "content": "Is there a cloud?"}]) == ""

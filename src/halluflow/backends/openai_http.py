@@ -104,7 +104,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def message_text(content: Any) -> str:
+def message_text(content: Any, allow_empty: bool = False) -> str:
     """Reply text: a string, or the text parts of a content-part list joined (never a Python repr)."""
     text = None
     if isinstance(content, str):
@@ -114,7 +114,7 @@ def message_text(content: Any) -> str:
         if all(isinstance(p, str) for p in parts) and parts:
             text = "".join(parts)
     if text is not None:
-        if not text.strip():  # an empty answer is a failed one, retried (servers return "" under load)
+        if not text.strip() and not allow_empty:  # an empty answer is a failed one, retried
             raise RetryableError("server reply is empty (no text or only whitespace)")
         return text
     raise RetryableError(
@@ -338,6 +338,9 @@ class OpenAIClient:
         self._unserved: str | None = None
         self._verdicts: dict[str, bool] = {}  # rejection text -> whether a probe proved it shared
         self._stopped: str | None = None
+        # An empty reply is a failed answer of a model under test; the `llm` roles read "" as "no verdict" and fall
+        # back to their rules, so OpenAILLM turns this off.
+        self.empty_is_failure = True
 
     # ---- the one redaction point -------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
@@ -458,7 +461,7 @@ class OpenAIClient:
             content = json.loads(data)["choices"][0]["message"].get("content")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise RetryableError("malformed JSON response (no choices[0].message)") from None
-        return message_text(content)
+        return message_text(content, allow_empty=not self.empty_is_failure)
 
     def _location(self, value: str | None) -> str:
         if not value:
@@ -747,6 +750,7 @@ class OpenAILLM(LLM):
 
     def __init__(self, **client_args):
         self.client = OpenAIClient(**client_args)
+        self.client.empty_is_failure = False
 
     def describe(self) -> BackendInfo:
         c = self.client
