@@ -27,6 +27,7 @@ WORKER_GROUPS = {
     "test_workflow.py": "default_run",
     "test_crash_resume.py": "default_run",
     "test_configs.py": "default_run",
+    "test_validity.py": "default_run",
     "test_served.py": "served",
     "test_slurm.py": "slurm",
     "test_wheel.py": "wheel",  # the installed wheel (built once)

@@ -224,3 +224,118 @@ def test_amber_existence_questions(tmp_path):
     # ODE A 0.9 > C 0.8 > B 0.7; AMBER A > B > C: rho = 1 - 6*(0+1+1)/(3*8) = 0.5, tau = (2 - 1)/3
     assert doc["correlation"]["spearman"]["value"] == pytest.approx(0.5)
     assert doc["correlation"]["kendall"]["value"] == pytest.approx(1 / 3)
+
+
+def test_demo_with_a_pope_source(default_run, tmp_path):
+    """The demo release beside the same three models on POPE (peer label file, placeholder images): the CLI prints
+    the table and both correlations, and the workflow target writes the same document."""
+    import yaml
+    from conftest import SHARED_DATA
+    from PIL import Image
+    from workflow_utils import copy_run, run_snakemake
+
+    from halluflow.ode.validity import ode_existence
+
+    pope_file = SHARED_DATA / "pope-rucaibox" / "coco" / "coco_pope_popular.json"
+    if not pope_file.exists():
+        pytest.skip(f"peer data {pope_file} not present")
+    work = copy_run(default_run["dir"], tmp_path / "wf")
+    concepts = set(ode_existence(work / "results" / "ode-demo")[0]["concept"].to_list())
+    chosen, per = [], {}
+    for line in pope_file.read_text().splitlines():  # two questions per (object, label) the release also asks about
+        row = json.loads(line)
+        obj = row["text"].removeprefix("Is there a ").removeprefix("n ").removesuffix(" in the image?")
+        if obj in concepts and per.get((obj, row["label"]), 0) < 2 and len(chosen) < 12:
+            per[(obj, row["label"])] = per.get((obj, row["label"]), 0) + 1
+            chosen.append(row)
+    assert chosen, f"no POPE question about the demo release's concepts {sorted(concepts)}"
+    labels = tmp_path / "pope.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in chosen))
+    for i, name in enumerate(sorted({r["image"] for r in chosen})):
+        (tmp_path / "images").mkdir(exist_ok=True)
+        Image.new("RGB", (32, 32), (40 * i % 255, 90, 160)).save(tmp_path / "images" / name)
+    source = {"kind": "pope", "path": str(labels), "images": str(tmp_path / "images")}
+    (work / "pope.yaml").write_text(
+        yaml.safe_dump({"release": "pope-test", "shards": {"images": 1, "answers": 1}, "answer": {"source": source}})
+    )
+    run_snakemake(work, "--cores", "2", "--configfile", "config.yaml", "pope.yaml", timeout=900)
+
+    out = tmp_path / "validity.json"
+    args = [str(work / "results" / "ode-demo"), str(work / "results" / "pope-test"), "--labels", str(labels)]
+    done = _cli(*args, "--seed", "42", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    models = yaml.safe_load((work / "config.yaml").read_text())["models"]
+    assert [r["model"] for r in doc["models"]] == sorted(m["name"] for m in models)
+    assert doc["real"]["source"] == "pope" and doc["n_questions"]["real"] == len(chosen)
+    assert any(r["stand_in"] for r in doc["models"]) and "(stand-in)" in done.stdout
+    for key, name in (("spearman", "Spearman rho: "), ("kendall", "Kendall tau-b: ")):
+        line = next(x for x in done.stdout.splitlines() if x.startswith(name))
+        c = doc["correlation"][key]
+        assert ("undefined" in line) == ("undefined" in c) and ("undefined" in c) == (c["value"] is None)
+    print(done.stdout)
+    # every chosen question is about a shared concept, so the POPE side is the POPE run's own number
+    for row in doc["models"]:
+        run_metrics = json.loads((work / "results" / "pope-test" / "metrics" / f"{row['model']}.json").read_text())
+        assert row["real"]["value"] == pytest.approx(run_metrics["pope"]["accuracy"])
+
+    validity_cfg = {"validity": {"source": {"kind": "pope", "path": str(labels)}, "results": "results/pope-test"}}
+    (work / "validity.yaml").write_text(yaml.safe_dump(validity_cfg))
+    target = "results/ode-demo/validity/validity.json"
+    proc = run_snakemake(work, "--cores", "2", "--configfile", "config.yaml", "validity.yaml", target, timeout=600)
+    assert "release_validity" in proc.stdout + proc.stderr
+    by_rule = json.loads((work / target).read_text())
+    assert by_rule["models"] == doc["models"] and by_rule["correlation"] == doc["correlation"]
+
+
+class _ColourEmbedder:
+    """Embeds an image as its unit-length mean colour (deterministic; no model)."""
+
+    def describe(self):
+        from halluflow.backends.base import BackendInfo
+
+        return BackendInfo(role="embedder", backend="table", model="mean-colour")
+
+    def embed_images(self, images):
+        import numpy as np
+
+        rows = np.asarray([np.asarray(im, dtype=float).reshape(-1, 3).mean(0) + 1.0 for im in images])
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _images(folder: Path, colours) -> None:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, colour in enumerate(colours):
+        Image.new("RGB", (8, 8), colour).save(folder / f"{i:03d}.png")
+
+
+def test_contamination_three_way_view(tmp_path):
+    """ODE's Fig. 5 in numbers: synthetic images near the clean real ones, contaminated ones apart."""
+    from halluflow.ode.contamination import check_contamination
+
+    release = tmp_path / "release"
+    near = [(40 + 7 * i, 120 - 3 * i, 200 - 5 * i) for i in range(6)]
+    _images(release / "images", near)
+    ids = [f"{i:03d}" for i in range(6)]
+    pl.DataFrame({"image_id": ids, "distribution": ["standard", "fictional"] * 3}).write_parquet(
+        release / "queries.parquet"
+    )
+    _images(tmp_path / "clean", [(45 + 6 * i, 118 - 2 * i, 195 - 4 * i) for i in range(6)])
+    _images(tmp_path / "contaminated", [(230 - 4 * i, 30 + 5 * i, 20 + 3 * i) for i in range(5)])
+    out = tmp_path / "out"
+    result = check_contamination(
+        release, tmp_path / "clean", out, _ColourEmbedder(), contaminated_dir=tmp_path / "contaminated"
+    )
+    view = result["three_way"]
+    assert view["n"] == {"synthetic": 6, "contaminated": 5, "clean": 6}
+    fd, nn = view["frechet_distance"], view["nn_similarity_mean"]
+    assert fd["synthetic_clean"] < fd["synthetic_contaminated"] and fd["synthetic_clean"] < fd["contaminated_clean"]
+    assert nn["synthetic_clean"] > nn["synthetic_contaminated"] and nn["synthetic_clean"] > nn["contaminated_clean"]
+    assert view["synthetic_closer_to_clean"] is True
+    assert json.loads((out / "contamination.json").read_text())["three_way"] == view
+    assert (out / "projection.png").stat().st_size > 0
+    # without the third folder the document has no three-way view
+    plain = check_contamination(release, tmp_path / "clean", tmp_path / "out2", _ColourEmbedder())
+    assert "three_way" not in plain

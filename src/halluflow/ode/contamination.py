@@ -8,6 +8,12 @@ COCO val) with an image embedder (CLIP / SigLIP / DINOv2) and reports:
 - per release image, its nearest reference image and cosine similarity; images at or above `--threshold`, or
   byte-identical to a reference image, are flagged as possible contamination (near-duplicates);
 - a 2-D projection (PCA of both sets) coloured by distribution.
+
+With `--contaminated`, a third folder of real images known to be (or deliberately made) part of the models'
+training data, ODE's three-way view (its Fig. 5: synthetic vs contaminated vs clean real images): the Fréchet distance
+and mean nearest-neighbour similarity between each pair of the three sets, and all three in the projection. ODE
+finds the contaminated images forming a distribution of their own while the synthetic ones align with the clean
+real ones; `three_way.synthetic_closer_to_clean` says which of the two the release is nearer to.
 """
 
 from __future__ import annotations
@@ -86,12 +92,12 @@ def projection_2d(*sets: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _reference_files(folder: Path) -> list[Path]:
+def _reference_files(folder: Path, option: str = "--reference") -> list[Path]:
     if not folder.is_dir():
-        raise InputError(f"--reference {folder}: not a folder")
+        raise InputError(f"{option} {folder}: not a folder")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
-        raise InputError(f"--reference {folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
+        raise InputError(f"{option} {folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
     return files
 
 
@@ -115,7 +121,12 @@ def _embed(embedder, paths: list[Path], what: str) -> np.ndarray:
 
 
 def _plot(
-    path: Path, points_release: np.ndarray, distributions: list[str], points_reference: np.ndarray, stand_in: bool
+    path: Path,
+    points_release: np.ndarray,
+    distributions: list[str],
+    points_reference: np.ndarray,
+    stand_in: bool,
+    points_contaminated: np.ndarray | None = None,
 ) -> None:
     import matplotlib
 
@@ -125,13 +136,19 @@ def _plot(
     from ..io import atomic_path
 
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=110)
-    ax.scatter(points_reference[:, 0], points_reference[:, 1], s=14, c="#bbbbbb", label="reference", marker="x")
+    clean = "clean reference" if points_contaminated is not None else "reference"
+    ax.scatter(points_reference[:, 0], points_reference[:, 1], s=14, c="#bbbbbb", label=clean, marker="x")
+    if points_contaminated is not None:
+        ax.scatter(
+            points_contaminated[:, 0], points_contaminated[:, 1], s=16, c="#d62728", label="contaminated", marker="^"
+        )
     for dist in sorted(set(distributions)):
         mask = np.array([d == dist for d in distributions])
         ax.scatter(points_release[mask, 0], points_release[mask, 1], s=16, label=dist, alpha=0.85)
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
-    title = "release vs reference images (PCA of embeddings)"
+    title = "release vs " + ("contaminated and clean" if points_contaminated is not None else "reference")
+    title += " images (PCA of embeddings)"
     ax.set_title(title + ("\nSTAND-IN embedder: only identical images are meaningful" if stand_in else ""), fontsize=9)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -140,13 +157,39 @@ def _plot(
     plt.close(fig)
 
 
+def three_way(synthetic: np.ndarray, contaminated: np.ndarray, clean: np.ndarray) -> dict:
+    """ODE's Fig. 5 in numbers: the Fréchet distance and the mean nearest-neighbour cosine similarity (each image of
+    the first set to its nearest of the second) between every pair of the three embedding sets."""
+    sets = {"synthetic": synthetic, "contaminated": contaminated, "clean": clean}
+    pairs = (("synthetic", "clean"), ("synthetic", "contaminated"), ("contaminated", "clean"))
+    fd = {
+        f"{a}_{b}": frechet_distance(sets[a], sets[b]) if len(sets[a]) >= 2 and len(sets[b]) >= 2 else None
+        for a, b in pairs
+    }
+    nn = {f"{a}_{b}": float(nearest_neighbours(sets[a], sets[b])[1].mean()) for a, b in pairs}
+    closer = None
+    if fd["synthetic_clean"] is not None and fd["synthetic_contaminated"] is not None:
+        closer = fd["synthetic_clean"] < fd["synthetic_contaminated"]
+    return {
+        "n": {k: len(v) for k, v in sets.items()},
+        "frechet_distance": fd,
+        "nn_similarity_mean": nn,
+        "synthetic_closer_to_clean": closer,
+    }
+
+
 def check_contamination(
-    release_dir: str | Path, reference_dir: str | Path, out_dir: str | Path, embedder, threshold: float | None = None
+    release_dir: str | Path,
+    reference_dir: str | Path,
+    out_dir: str | Path,
+    embedder,
+    threshold: float | None = None,
+    contaminated_dir: str | Path | None = None,
 ) -> dict:
     """Run the check with a built image embedder; writes contamination.json/.parquet and projection.png.
 
     Default threshold: 0.95 for a real embedder; 0.9999 (identical images only) for a stand-in, whose random
-    embeddings put every pair of images close together.
+    embeddings put every pair of images close together. `contaminated_dir`: the three-way view (three_way).
     """
     release_dir, reference_dir, out_dir = Path(release_dir), Path(reference_dir), Path(out_dir)
     info = embedder.describe()
@@ -196,6 +239,12 @@ def check_contamination(
         "embedder": info.as_dict(),
         "stand_in": info.stand_in,
     }
+    emb_con = None
+    if contaminated_dir is not None:
+        contaminated_paths = _reference_files(Path(contaminated_dir), "--contaminated")
+        emb_con = _embed(embedder, contaminated_paths, "contaminated image")
+        result["contaminated"] = str(contaminated_dir)
+        result["three_way"] = three_way(emb_rel, emb_con, emb_ref)
     if info.stand_in:
         result["note"] = (
             "STAND-IN embedder (random weights): the Fréchet distance and similarities are noise; "
@@ -203,8 +252,12 @@ def check_contamination(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(out_dir / "contamination.parquet", table)
-    pr, pf = projection_2d(emb_rel, emb_ref)
-    _plot(out_dir / "projection.png", pr, table["distribution"].to_list(), pf, info.stand_in)
+    if emb_con is None:
+        pr, pf = projection_2d(emb_rel, emb_ref)
+        pc = None
+    else:
+        pr, pf, pc = projection_2d(emb_rel, emb_ref, emb_con)
+    _plot(out_dir / "projection.png", pr, table["distribution"].to_list(), pf, info.stand_in, pc)
     write_json(out_dir / "contamination.json", result)
     if flagged.height:
         log.warning(
@@ -219,6 +272,11 @@ def configure(parser) -> None:
     parser.add_argument("release", help="release folder (images/ + queries.parquet)")
     parser.add_argument("--reference", required=True, help="folder of real reference images (searched recursively)")
     parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--contaminated",
+        help="folder of real images in the models' training data: adds ODE's three-way view "
+        "(synthetic vs contaminated vs clean reference)",
+    )
     parser.add_argument(
         "--model",
         help="image embedder: hub id or local folder (CLIP, SigLIP, DINOv2); default: a tiny random DINOv2 stand-in",
@@ -248,6 +306,13 @@ def run(args) -> int:
             "image_embedder",
             {"backend": "transformers", "model": model, "revision": args.revision, "device": args.device},
         )
-        result = check_contamination(args.release, args.reference, args.out, embedder, threshold=args.threshold)
+        result = check_contamination(
+            args.release,
+            args.reference,
+            args.out,
+            embedder,
+            threshold=args.threshold,
+            contaminated_dir=args.contaminated,
+        )
     print(dumps_json({k: v for k, v in result.items() if k != "flagged"}))
     return 0
