@@ -54,6 +54,7 @@ class ChatServer:
         self.models_stall_s = models_stall_s
         self.hold_after = hold_after
         self.answered = 0  # 200 replies with an answer, fully written
+        self.unknown_model_stall_s = 0.0  # a request naming an unlisted model waits this long before its 400
         self.models_status: int | None = None  # GET /v1/models answers this status instead of the list
         self.paths: list[str] = []  # request paths as received (query strings included)
         self.held = threading.Event()
@@ -98,6 +99,7 @@ class ChatServer:
                 if server.expected_key and self.headers.get("Authorization") != f"Bearer {server.expected_key}":
                     return self._send(401, {"error": {"message": "bad key"}})
                 if server.models is not None and body.get("model") not in server.models:
+                    time.sleep(server.unknown_model_stall_s)  # a server fetching an id it does not have from the hub
                     return self._send(400, {"error": f"Server is pinned to {server.models[0]}"})
                 question = server.question(body)
                 with server.lock:

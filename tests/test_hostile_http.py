@@ -291,6 +291,21 @@ def test_a_wrong_model_against_a_hanging_models_endpoint_fails_fast(prior, label
     assert code == 1 and elapsed < 30 and srv.posts == 0 and not out.exists()
 
 
+def test_a_wrong_model_whose_probe_hangs_fails_in_one_line_naming_the_served_ids(
+    prior, labels, tmp_path, capsys, caplog
+):
+    out = tmp_path / "answers.jsonl"
+    with ChatServer(prior, models=("org/served",)) as srv:
+        srv.unknown_model_stall_s = 60
+        args = argv(labels, out, srv.base_url, key=False)
+        args[args.index("timeout_s=5")] = "timeout_s=2"
+        start = time.monotonic()
+        code, text, logs = run_cli(args, capsys, caplog)
+        elapsed = time.monotonic() - start
+    one_error_line(text, "model 'prior-over-http' is not served", "GET /models lists 'org/served'", "timeout after 2 s")
+    assert code == 1 and elapsed < 30 and srv.posts == 1 and not out.exists()  # the probe only
+
+
 def test_an_erroring_models_endpoint_is_one_line_and_no_request(prior, labels, tmp_path, key, capsys, caplog):
     out = tmp_path / "answers.jsonl"
     with ChatServer(prior, expected_key="another-key", models=("org/served",)) as srv:

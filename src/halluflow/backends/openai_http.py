@@ -559,7 +559,7 @@ class OpenAIClient:
             return None
         except httpx.TransportError as exc:
             raise BackendError(f"openai backend: {where} failed ({type(exc).__name__}); no request was sent") from None
-        except Rejected as exc:  # an oversized or undecodable list
+        except (Rejected, RetryableError) as exc:  # an oversized or undecodable list
             raise BackendError(f"openai backend: {where}: {self.redact(str(exc))}; no request was sent") from None
         if status in (404, 405, 501):
             log.info("%s: HTTP %d (no model list); the first request checks the model id", where, status)
@@ -608,10 +608,11 @@ class OpenAIClient:
             if exc.status in {408, 409, 425, 429, 502, 503, 504}:
                 return None
             verdict = str(exc)
+        slow = " (or raise timeout_s if the server loads it on demand)" if verdict.startswith("timeout") else ""
         return (
             f"openai backend: model {self.model!r} is not served by {self.base_url} (GET /models lists "
             f"{', '.join(map(repr, served)) or 'nothing'}; a probe request got {self.excerpt(verdict, 120)}); "
-            "set args.model to a served id"
+            f"set args.model to a served id{slow}"
         )
 
     # ---- many requests -----------------------------------------------------------------------------------------
