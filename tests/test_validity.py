@@ -176,10 +176,16 @@ def test_bad_inputs_one_line(runs, tmp_path):
     none_shared.write_text(
         json.dumps({"question_id": 1, "image": "a.jpg", "text": "Is there a yak in the image?", "label": "yes"}) + "\n"
     )
+    shifted = tmp_path / "shifted.jsonl"  # a label file of other question ids than the run answered
+    shifted.write_text(
+        json.dumps({"question_id": 9999, "image": "a.jpg", "text": "Is there a dog in the image?", "label": "no"})
+        + "\n"
+    )
     for args, says in (
         ([str(ode), str(real), "--labels", str(none_shared)], "no concept shared"),
         ([str(real), str(real), "--labels", str(labels)], "not an ODE release"),
         ([str(ode), str(tmp_path / "nowhere"), "--labels", str(labels)], "no metrics/<model>.json"),
+        ([str(ode), str(real), "--labels", str(shifted)], "answers none of the 1 existence questions"),
     ):
         done = _cli(*args)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr

@@ -192,6 +192,11 @@ def _ode_side(ode: Path, model: str, doc: dict, questions: pl.DataFrame) -> Side
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} (not a score-stage table)")
     rows = scored.with_columns(pl.col("query_id").cast(pl.String)).join(questions, on="query_id", how="inner")
+    if not rows.height:
+        raise InputError(
+            f"{path}: answers none of the release's {questions.height} existence questions on the shared concepts "
+            "(scores of another release? give its folder with --release)"
+        )
     ok = rows.filter(~pl.col("failed").fill_null(True))
     return _side(
         ok["parsed"], ok["truth"], rows.height - ok.height, doc.get("parser", "pope"), doc.get("positive", "yes")
@@ -206,6 +211,11 @@ def _real_side(real: Path, model: str, kind: str, doc: dict, questions: pl.DataF
         raise InputError(f"{doc['_path']}: unknown parser {parser!r}")
     answers = _real_answers(real, model)
     rows = answers.select("query_id", "answer", "status").join(questions, on="query_id", how="inner")
+    if not rows.height:
+        raise InputError(
+            f"{real / 'answers' / model}: answers none of the {questions.height} existence questions of the label "
+            "file on the shared concepts (answers to another file?)"
+        )
     failed = failed_mask(rows["answer"], rows["status"], parser=parser)
     ok = rows.filter(~failed)
     return _side(parse_answers(ok["answer"], parser), ok["truth"], rows.height - ok.height, parser, positive)
