@@ -52,6 +52,7 @@ rule make_prompts:
         scenes=rules.sample_scenes.output.scenes,
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
+        hallu=rules.build_graph.output.hallu,
     output:
         prompts=f"{OUT}/prompts/prompts.parquet",
     log:
@@ -63,6 +64,8 @@ rule make_prompts:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         prompts=config["ode"]["prompts"],
+        # the "no" candidates of every image are decided here and given to the detector (its vocabulary)
+        queries=config["ode"]["queries"],
         shards=len(IMAGE_SHARDS),
         seed=config["seed"],
     script:

@@ -47,6 +47,8 @@ rule make_queries:
         queries=config["ode"]["queries"],
         seed=config["seed"],
         release=RELEASE,  # with the seed, the release identity in every query id
+        # the "no" candidates declared to the detector at make_prompts: the same list is drawn again here
+        spare=config["ode"]["prompts"]["detect_candidates"],
     script:
         "../scripts/ode_make_queries.py"
 

@@ -16,4 +16,5 @@ jobs.make_queries(
     out=snakemake.output.queries,
     images=list(snakemake.input.images),
     release=snakemake.params.release,
+    spare=snakemake.params.spare,
 )

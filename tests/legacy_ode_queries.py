@@ -1,6 +1,7 @@
 """make_queries as it was before vectorisation (its per-image Python loop; the negative sampler is shared), frozen
 as the reference its polars version must match byte for byte in ODE's wording (tests/test_queries.py) and the
-baseline bench/bench_dag.py times it against."""
+baseline bench/bench_dag.py times it against. Its "no" objects are drawn as make_queries draws them since the
+detector is prompted with them beforehand (`declared_candidates`, then `pick_candidates`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import polars as pl
 
 from halluflow.errors import ConfigError, InputError
 from halluflow.ode.queries import QUERY_SCHEMA as ODE_QUERY_SCHEMA
-from halluflow.ode.queries import NegativeSampler, article, plural, query_id
+from halluflow.ode.queries import NegativeSampler, article, declared_candidates, pick_candidates, plural, query_id
 from halluflow.ode.sampling import derived_rng
 from halluflow.progress import progress
 
@@ -42,6 +43,7 @@ def make_queries(
     counterfactual_per_image: int = 1,
     counterfactual_attributes: bool = True,
     hallu_edges: pl.DataFrame | None = None,
+    spare: int = 3,
 ) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image."""
     for s in strategies:
@@ -101,13 +103,12 @@ def make_queries(
         add("generative", generative_prompt, None)
         for obj in truth:
             add("existence", EXISTENCE.format(article=article(obj), object=obj), "yes", obj, strategy="truth")
-        exclude = set(truth) | detected
-        for strategy in strategies:
-            # Each strategy skips objects an earlier one already asked, so every strategy adds its own questions.
-            picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
-            exclude |= set(picked)
-            for obj in picked:
-                add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
+        declared = declared_candidates(
+            sampler, tuple(truth), strategies, negatives_per_image, counterfactual_per_image, spare, {}, rng
+        )
+        picked, fictional = pick_candidates(declared, detected, negatives_per_image, counterfactual_per_image)
+        for obj, strategy in picked:
+            add("existence", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy=strategy)
         for side in ("a", "b"):
             obj, attr, kind = scene[f"object_{side}"], scene[f"attribute_{side}"], scene[f"attribute_{side}_kind"]
             if attr and kind in ATTRIBUTE:
@@ -123,7 +124,7 @@ def make_queries(
             add("count", COUNT_ONE.format(object=obj), "yes", obj, "count", "truth")
             for number in count_negatives:
                 add("count", COUNT_MANY.format(number=number, plural=plural(obj)), "no", obj, "count", "truth")
-        for obj in sampler.never_cooccurring(truth, exclude, counterfactual_per_image, rng):
+        for obj in fictional:
             add("counterfactual", EXISTENCE.format(article=article(obj), object=obj), "no", obj, strategy="fictional")
         if counterfactual_attributes:
             for side in ("a", "b"):

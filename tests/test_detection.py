@@ -131,8 +131,14 @@ def test_detect_shard_table(owl, tmp_path):
     labels = {"i0": ["dog"], "i1": ["cat", "tree"], "i2": []}
     table = detect_shard(images, labels, tmp_path, owl, batch_size=2)
     assert table.schema == pl.Schema(DETECTION_SCHEMA)
-    assert set(table["image_id"]) == {"i0", "i1"}
+    # every box row carries the vocabulary of its image; an image without boxes (no labels here) has one null row
+    # with its vocabulary, so the table records what the detector was asked about for every image
+    assert set(table["image_id"]) == {"i0", "i1", "i2"}
     assert set(table.filter(pl.col("image_id") == "i0")["label"]) == {"dog"}
+    assert {tuple(v) for v in table.filter(pl.col("image_id") == "i1")["vocabulary"].to_list()} == {("cat", "tree")}
+    empty = table.filter(pl.col("image_id") == "i2")
+    assert empty.height == 1 and empty["label"].is_null().all() and empty["score"].is_null().all()
+    assert empty["vocabulary"].to_list() == [[]]
     assert table["stand_in"].all() and set(table["model"]) == {owl.model_id}
     assert table.equals(detect_shard(images, labels, tmp_path, owl, batch_size=3))
     (tmp_path / "images/000/i1.png").unlink()

@@ -109,3 +109,24 @@ def test_count_boxes_merges_overlapping_boxes_above_the_threshold():
     assert count_boxes([(0.9, dog1), (0.8, dog1_again), (0.7, dog2), (0.3, (40, 0, 50, 10))], 0.65) == 2
     assert count_boxes([(0.9, dog1), (0.8, dog1_again)], 0.95) == 0
     assert count_boxes([(0.9, None), (0.7, None)], 0.5) == 2  # no boxes recorded: every label hit counts
+
+
+def test_the_detector_vocabulary_goes_through_and_a_box_less_image_is_a_null_row():
+    vocab = {"ee-i00": ["dog", "frisbee", "ball", "person"], "ev-i00": ["dog", "grass", "cat"]}
+    dets = DETS.filter(pl.col("image_id") != "ev-i00").with_columns(
+        pl.col("image_id").replace_strict(vocab, default=None, return_dtype=pl.List(pl.String)).alias("vocabulary")
+    )
+    # ev-i00: the detector was asked about dog, grass, cat and found nothing (one null row keeps its vocabulary)
+    nothing = pl.DataFrame(
+        {"image_id": ["ev-i00"], "label": [None], "score": [None], "vocabulary": [vocab["ev-i00"]]},
+        schema={"image_id": pl.String, "label": pl.String, "score": pl.Float64, "vocabulary": pl.List(pl.String)},
+    )
+    acc, rej = filter_images(IMAGES, pl.concat([dets, nothing]), SCENES, keep_threshold=0.0, exclusion_threshold=0.6)
+    rows = {r["image_id"]: r for r in acc.iter_rows(named=True)}
+    assert rows["ee-i00"]["vocabulary"] == vocab["ee-i00"] and rows["ee-i00"]["detected"] == ["ball", "dog", "frisbee"]
+    assert rows["ev-i00"]["vocabulary"] == vocab["ev-i00"]
+    assert rows["ev-i00"]["detected"] == [] and rows["ev-i00"]["max_score_a"] == 0.0
+    assert rows["lt-i00"]["vocabulary"] is None  # no vocabulary recorded for it
+    # with the paper threshold the box-less image is rejected for its missing object, never for the null row
+    _, rej = filter_images(IMAGES, pl.concat([dets, nothing]), SCENES, keep_threshold=0.65, exclusion_threshold=0.6)
+    assert "object_a 'dog' max score 0.000" in rej.filter(pl.col("image_id") == "ev-i00")["reason"][0]

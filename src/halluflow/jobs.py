@@ -69,15 +69,26 @@ def sample_scenes(
     )
 
 
-def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int, seed: int, out: str) -> None:
-    """Rule make_prompts: scenes -> one prompt per image, seed per image, shard round-robin."""
+def make_prompts(
+    scenes: str,
+    nodes: str,
+    edges: str,
+    prompts: dict,
+    shards: int,
+    seed: int,
+    out: str,
+    hallu: str | None = None,
+    queries: dict | None = None,
+) -> None:
+    """Rule make_prompts: scenes -> one prompt per image, seed per image, shard round-robin; `detect_labels` =
+    each image's detector vocabulary: its objects and every "no" candidate its questions may name (decided here,
+    from the seed, the graph and `ode.queries`, before any image exists)."""
     from .ode.graph import read_graph
     from .ode.prompts import make_prompts as make
-    from .ode.queries import detector_candidates
+    from .ode.queries import image_vocabularies
 
     scene_table = read_parquet(scenes)
     node_table, edge_table = read_graph(nodes, edges)
-    extra = detector_candidates(scene_table, node_table, edge_table, prompts["detect_candidates"])
     table = make(
         scene_table,
         seed=seed,
@@ -86,10 +97,31 @@ def make_prompts(scenes: str, nodes: str, edges: str, prompts: dict, shards: int
         templates=prompts["templates"],
         style_tags=prompts["style_tags"],
         negative_prompt=prompts["negative_prompt"],
-        extra_labels=extra,
+    )
+    queries = queries or {}
+    vocabulary = image_vocabularies(
+        table.select("image_id", "scene_id"),
+        scene_table,
+        node_table,
+        edge_table,
+        seed=seed,
+        negatives_per_image=queries.get("negatives_per_image", 2),
+        strategies=queries.get("strategies", ["graph_neighbour"]),
+        counterfactual_per_image=queries.get("counterfactual_per_image", 1),
+        hallu_edges=read_parquet(hallu) if hallu else None,
+        question_style=queries.get("question_style", "grammatical"),
+        spare=prompts["detect_candidates"],
+    )
+    table = table.with_columns(
+        pl.Series("detect_labels", [vocabulary[i] for i in table["image_id"]], dtype=pl.List(pl.String))
     )
     write_parquet(out, table)
-    log.info("%d prompts over %d shards", table.height, shards)
+    log.info(
+        "%d prompts over %d shards; detector vocabulary %.1f labels per image",
+        table.height,
+        shards,
+        table["detect_labels"].list.len().mean() or 0,
+    )
 
 
 def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, threads: int = 1) -> None:
@@ -198,6 +230,7 @@ def make_queries(
     out: str,
     images: list[str] = (),
     release: str | None = None,
+    spare: int = 3,
 ) -> None:
     """Rule make_queries: accepted images + scenes + graph -> the release's questions (with each image's
     generator, read from the image tables). With the image tables given, every accepted image's sha256 (and the
@@ -236,6 +269,7 @@ def make_queries(
         hallu_edges=read_parquet(hallu),
         question_style=queries["question_style"],
         release=release,
+        spare=spare,
     )
     tables = [read_parquet(p, columns=["image_id", "generator"]) for p in images if "generator" in parquet_columns(p)]
     if tables:

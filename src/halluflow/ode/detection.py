@@ -1,6 +1,8 @@
 """Open-vocabulary detection for ODE's image filter (Tu, Hu, Sang, CVPR 2025, §3.2; ODE's code, github
-Iridescent-y/ODE: YOLO-World v2-L prompted with the pair's objects). The text prompts of an image are its scene's
-objects (object_a, object_b).
+Iridescent-y/ODE: YOLO-World v2-L prompted with the pair's objects). The text prompts of an image (its vocabulary)
+are its scene's objects (object_a, object_b) and every object a "no" question of the image may name, declared at
+make_prompts (`detect_labels`); the detection table records that vocabulary per image, so anyone can check from
+the files that every stated truth was looked for.
 
 The detector backends live in halluflow.backends.detectors; here: the shard job (`detect_shard`), the text
 prompts of each image (`image_labels`) and the offline stand-in builders (tiny random OWLv2, Grounding DINO, YOLO).
@@ -35,6 +37,9 @@ DETECTION_SCHEMA = {
     "model": pl.Utf8,
     "revision": pl.Utf8,
     "stand_in": pl.Boolean,
+    # every label the detector was prompted with for the image; an image without any box gets one row with a
+    # null label, score and box, so its vocabulary is on record too
+    "vocabulary": pl.List(pl.Utf8),
 }
 
 
@@ -211,8 +216,8 @@ def image_labels(
     prompts_path: str = "prompts",
 ) -> dict[str, list[str]]:
     """Text prompts per image: its scene's objects (object_a, object_b), as in ODE's YOLO-World call,
-    followed by the prompt table's `detect_labels` when make_prompts wrote them (the "no"-question candidates the
-    detector must be able to veto)."""
+    followed by the prompt table's `detect_labels` when make_prompts wrote them (every "no" candidate the image's
+    questions may name: the detector must be able to veto each)."""
     for col in ("scene_id", "object_a", "object_b"):
         if col not in scenes.columns:
             raise InputError(f"{scenes_path}: missing column {col!r}")
@@ -236,7 +241,8 @@ def image_labels(
 def detect_shard(
     images: pl.DataFrame, labels: dict[str, list[str]], root: str | os.PathLike, detector: Detector, batch_size: int = 8
 ) -> pl.DataFrame:
-    """Run the detector over a shard's images (paths relative to `root`) and return the detection table."""
+    """Run the detector over a shard's images (paths relative to `root`) and return the detection table: one row
+    per box, each with the image's `vocabulary` (its labels); a null row for an image without boxes."""
     if batch_size < 1:
         raise ConfigError(f"detection.batch_size must be >= 1, got {batch_size}")
     info = detector.describe()
@@ -252,6 +258,17 @@ def detect_shard(
             pil.append(open_rgb(path, f"image of {r['image_id']!r}"))
         found = detector.detect(pil, [labels[r["image_id"]] for r in batch])
         for r, dets in zip(batch, found):
+            vocabulary = list(labels[r["image_id"]])
+            if not dets:
+                rows.append(
+                    {
+                        "image_id": r["image_id"],
+                        "model": info.model,
+                        "revision": info.revision,
+                        "stand_in": info.stand_in,
+                        "vocabulary": vocabulary,
+                    }
+                )
             for d in dets:
                 rows.append(
                     {
@@ -265,6 +282,7 @@ def detect_shard(
                         "model": info.model,
                         "revision": info.revision,
                         "stand_in": info.stand_in,
+                        "vocabulary": vocabulary,
                     }
                 )
     return pl.DataFrame(rows, schema=DETECTION_SCHEMA)

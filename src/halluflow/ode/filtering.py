@@ -3,7 +3,8 @@ Iridescent-y/ODE: its YOLO-World filter).
 
 Keep an image only if object_a (and object_b for entity+entity scenes) is detected with confidence at least the
 keep threshold (paper 0.65; ODE's code 0.2); labels detected at or above the exclusion threshold (0.6) are
-recorded so they are never asked as absent; optionally equalise accepted images across distributions (seeded).
+recorded so they are never asked as absent, and so is the vocabulary the detector was prompted with (the only
+objects make_queries asks as absent); optionally equalise accepted images across distributions (seeded).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ FILTER_SCHEMA = {
     "count_a": pl.Int64,
     "count_b": pl.Int64,
     "attempt": pl.Int64,  # generation round of the image (0 = first; synthesis.max_attempts rounds in all)
+    # the labels the detector was prompted with (detection table; null for a table made before it was recorded)
+    "vocabulary": pl.List(pl.String),
 }
 REJECTED_SCHEMA = {**FILTER_SCHEMA, "reason": pl.String}
 
@@ -88,9 +91,17 @@ def filter_images(
     scene_rows = {r["scene_id"]: r for r in scenes.iter_rows(named=True)}
     scores: dict[tuple[str, int], dict[str, float]] = {}
     boxes: dict[tuple[str, int, str], list] = {}
+    vocabulary: dict[tuple[str, int], list[str]] = {}
+    if "vocabulary" in detections.columns:
+        for image_id, attempt, labels in detections.select("image_id", "attempt", "vocabulary").iter_rows():
+            if labels is not None:
+                vocabulary.setdefault((image_id, attempt), labels)
     has_boxes = all(c in detections.columns for c in ("x0", "y0", "x1", "y1"))
     cols = ["image_id", "attempt", "label", "score"] + (["x0", "y0", "x1", "y1"] if has_boxes else [])
-    for image_id, attempt, label, score, *box in detections.select(cols).iter_rows():
+    # a null label is the record of an image the detector found nothing in (its vocabulary only)
+    for image_id, attempt, label, score, *box in (
+        detections.filter(pl.col("label").is_not_null()).select(cols).iter_rows()
+    ):
         per = scores.setdefault((image_id, attempt), {})
         lab = _norm(label)
         per[lab] = max(per.get(lab, 0.0), float(score))
@@ -122,6 +133,7 @@ def filter_images(
             "count_a": count_boxes(boxes.get((*key, a), []), keep_threshold),
             "count_b": count_boxes(boxes.get((*key, b), []), keep_threshold),
             "attempt": img["attempt"],
+            "vocabulary": vocabulary.get(key),
         }
         reasons = []
         if root is not None and not safe_join(root, img["path"]).is_file():
@@ -174,12 +186,28 @@ def read_rounds(image_paths, detection_paths) -> tuple[pl.DataFrame, pl.DataFram
         det = read_parquet(dp)
         _require(det, ("image_id",), f"detection table {dp}")
         images.append(img)
-        detections.append(
-            det.drop("attempt", strict=False).join(
-                img.select("image_id", "attempt"), on="image_id", how="left", maintain_order="left"
-            )
-        )
+        detections.append(_with_round(img, det))
     return (pl.concat(images, how="diagonal_relaxed"), pl.concat(detections, how="diagonal_relaxed"))
+
+
+def _with_round(images: pl.DataFrame, detections: pl.DataFrame) -> pl.DataFrame:
+    return detections.drop("attempt", strict=False).join(
+        with_attempt(images).select("image_id", "attempt"), on="image_id", how="left", maintain_order="left"
+    )
+
+
+def accepted_detections(
+    accepted: pl.DataFrame, images: list[pl.DataFrame], detections: list[pl.DataFrame]
+) -> pl.DataFrame:
+    """The detection rows (vocabulary included) of the round each accepted image was accepted on, from the image
+    and detection tables of every shard and round, pairwise (the image table says which round a table is)."""
+    if len(images) != len(detections):
+        raise InputError(f"{len(images)} image tables but {len(detections)} detection tables")
+    rounds = [_with_round(i, d) for i, d in zip(images, detections) if "image_id" in d.columns]
+    if not rounds:
+        return pl.DataFrame(schema={"image_id": pl.String, "attempt": pl.Int64})
+    table = pl.concat(rounds, how="diagonal_relaxed")
+    return table.join(with_attempt(accepted).select("image_id", "attempt"), on=["image_id", "attempt"], how="semi")
 
 
 def retry_prompts(

@@ -42,6 +42,9 @@ EXISTENCE_BY_KIND = {
 # dogs?") and are asked about count nouns only.
 ATTRIBUTE = {"state": "{be} the {object} {attribute}?", "action": "{be} the {object} {attribute}?"}
 COUNT_ONE = "Is there one {object}?"
+# How many of each count noun a prompt asks for ("a dog and a frisbee", ode/prompts.py): a count question is asked
+# only where the detector's merged boxes agree with it, so its "yes" is both what was asked for and what was seen.
+PROMPT_COUNT = 1
 COUNT_MANY = "Are there {number} {plural}?"
 # ODE's code asks "Is the {obj} {attr} in the picture?" with AMBER's mined words as they are, and actions read
 # "Does the dog run in the picture?" as AMBER's own questions; counts assume "one" (`question_style: ode_code`).
@@ -206,29 +209,171 @@ class NegativeSampler:
                     break
         return out
 
-    def never_cooccurring(self, truth, exclude: set[str], k: int, rng: np.random.Generator) -> list[str]:
-        """Counterfactual objects: never annotated with any truth object (zero co-occurrence), drawn at random."""
-        pool = [n for n in self.order("unlinked", tuple(truth)) if n not in exclude]
-        return draw_objects(pool, k, rng, self.barred)
+
+SPARE_CANDIDATES = 3  # `ode.prompts.detect_candidates`: candidates declared beyond those a strategy asks
 
 
-def draw_objects(pool: list[str], k: int, rng: np.random.Generator, barred: set[str]) -> list[str]:
-    """k objects of the pool at random (pool order); a barred one drawn (a virtual node) is replaced by a further
-    draw among the others, so a draw that hits none is the one it always was."""
-    if k <= 0 or not pool:
-        return []
-    # one pick = one bounded draw: integers(n) is choice(n, size=1, replace=False) at a third of the cost
-    picks = (
-        [int(rng.integers(len(pool)))]
-        if k == 1
-        else sorted(rng.choice(len(pool), size=min(k, len(pool)), replace=False))
+def declared_candidates(
+    sampler: NegativeSampler,
+    truth: tuple[str, ...],
+    strategies,
+    negatives_per_image: int,
+    counterfactual_per_image: int,
+    spare: int,
+    synonyms: dict[str, set[str]],
+    rng: np.random.Generator | None,
+) -> list[tuple[str, str]]:
+    """The ordered (object, strategy) candidates of one image's "no" questions, decided before detection.
+
+    Each strategy declares its first k·(i+1) + `spare` objects (i its place in `strategies`: the objects earlier
+    strategies ask are skipped, so they cannot exhaust its list), never a truth object nor one of its synonyms;
+    then `counterfactual_per_image` + `spare` objects never co-occurring with the truth objects, drawn at random
+    (strategy "fictional"). The detector is prompted with all of them (`image_vocabularies`); `pick_candidates`
+    then takes, in this order, those it did not see. The same seed, graph and config give the same list at
+    prompt time and at query time (the per-image generator is drawn in this fixed order)."""
+    block = set(truth) | {other for o in truth for other in synonyms.get(o, ())}
+    out = []
+    for i, strategy in enumerate(strategies):
+        n = negatives_per_image * (i + 1) + spare if negatives_per_image > 0 else 0
+        out += [(o, strategy) for o in sampler.candidates(strategy, truth, block, n, rng)]
+    if counterfactual_per_image > 0:
+        pool = [o for o in sampler.order("unlinked", tuple(truth)) if o not in block and o not in sampler.barred]
+        n = min(counterfactual_per_image + spare, len(pool))
+        # in draw order: the first ones are the question, the rest stand by for an object the detector sees
+        out += [(pool[int(i)], "fictional") for i in (rng.choice(len(pool), size=n, replace=False) if n else [])]
+    return out
+
+
+def pick_candidates(
+    declared: list[tuple[str, str]],
+    seen: set[str],
+    negatives_per_image: int,
+    counterfactual_per_image: int,
+    vocabulary: set[str] | None = None,
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(negatives as (object, strategy), counterfactual objects) of one image: the declared candidates in order,
+    skipping an object the detector saw (`seen`: detected at or above the exclusion threshold, with synonyms),
+    one an earlier strategy already asks and, when the detector's `vocabulary` of the image is known, any object
+    it was not prompted with. A strategy whose candidates run out asks fewer questions."""
+    asked: set[str] = set()
+    used: dict[str, int] = {}
+    negatives, counterfactual = [], []
+    for obj, strategy in declared:
+        if obj in seen or obj in asked or (vocabulary is not None and obj not in vocabulary):
+            continue
+        if strategy == "fictional":
+            if len(counterfactual) < counterfactual_per_image:
+                counterfactual.append(obj)
+                asked.add(obj)
+        elif used.get(strategy, 0) < negatives_per_image:
+            negatives.append((obj, strategy))
+            used[strategy] = used.get(strategy, 0) + 1
+            asked.add(obj)
+    return negatives, counterfactual
+
+
+def _planner(nodes, edges, hallu_edges, scenes, question_style) -> tuple[NegativeSampler, dict[str, set[str]]]:
+    """The sampler and synonym groups the candidates are declared with (the same at prompt and query time)."""
+    sampler = NegativeSampler(nodes, edges, hallu_edges)
+    if question_style != "grammatical":
+        return sampler, {}
+    names = set(nodes["node"].to_list()) | set(scenes["object_a"].to_list()) | set(scenes["object_b"].to_list())
+    return sampler, _synonym_groups(sorted(n for n in names if n is not None))
+
+
+def image_vocabularies(
+    images: pl.DataFrame,
+    scenes: pl.DataFrame,
+    nodes: pl.DataFrame,
+    edges: pl.DataFrame,
+    *,
+    seed: int,
+    negatives_per_image: int = 2,
+    strategies: list[str] | tuple[str, ...] = ("graph_neighbour",),
+    counterfactual_per_image: int = 1,
+    hallu_edges: pl.DataFrame | None = None,
+    question_style: str = "grammatical",
+    spare: int = SPARE_CANDIDATES,
+) -> dict[str, list[str]]:
+    """image_id → the detector's vocabulary for the image (images: image_id, scene_id): the scene's two objects,
+    then every candidate of `declared_candidates`, each once. make_queries asks "no" only about these, so every
+    object a question of the image names is one the detector was asked about."""
+    _check_strategies(strategies, hallu_edges)
+    by_scene = {r["scene_id"]: (r["object_a"], r["object_b"]) for r in scenes.iter_rows(named=True)}
+    sampler, synonyms = _planner(nodes, edges, hallu_edges, scenes, question_style)
+    ids = images["image_id"].to_list()
+    out = {}
+    for image_id, scene_id, rng in zip(ids, images["scene_id"].to_list(), _image_generators(seed, ids)):
+        if scene_id not in by_scene:
+            raise InputError(f"image {image_id}: scene {scene_id!r} not in the scenes table")
+        truth = by_scene[scene_id]
+        declared = declared_candidates(
+            sampler, truth, strategies, negatives_per_image, counterfactual_per_image, spare, synonyms, rng
+        )
+        out[image_id] = list(dict.fromkeys([*truth, *(o for o, _ in declared)]))
+    return out
+
+
+def no_object_questions(queries: pl.DataFrame) -> pl.DataFrame:
+    """The questions stating that an object is absent: "no" existence questions of every strategy and the
+    counterfactual object questions (not the attribute or count ones, whose object is in the image)."""
+    return queries.filter(
+        (pl.col("truth") == "no")
+        & pl.col("query_type").is_in(["existence", "counterfactual"])
+        & pl.col("attribute_kind").is_null()
     )
-    chosen = [pool[i] for i in picks]
-    if barred and not barred.isdisjoint(chosen):
-        kept = [o for o in chosen if o not in barred]
-        rest = [o for o in pool if o not in barred and o not in chosen]
-        chosen = kept + draw_objects(rest, min(len(chosen) - len(kept), len(rest)), rng, set())
-    return chosen
+
+
+def unverified_truths(queries: pl.DataFrame, detections: pl.DataFrame, exclusion_threshold: float) -> pl.DataFrame:
+    """The "no" existence and counterfactual-object questions whose truth the detector did not check, with a
+    `problem`: the object is not in the vocabulary the detection table records for the image (or the image has no
+    detection rows at all), or the detector scored it at or above the exclusion threshold. Empty for a verified
+    release. Counted from the files: queries.parquet and detections/*.parquet of every round (the round an image
+    was accepted on is the last one with its id and a recorded vocabulary)."""
+    for col in ("image_id", "vocabulary", "label", "score"):
+        if col not in detections.columns:
+            raise InputError(f"detection table: missing column {col!r} (made before vocabularies were recorded)")
+    asked = no_object_questions(queries).select("query_id", "image_id", "question", "target")
+    with_attempt = (
+        detections if "attempt" in detections.columns else detections.with_columns(pl.lit(0).alias("attempt"))
+    )
+    last = with_attempt.select(pl.col("attempt").max().over("image_id") == pl.col("attempt"))
+    rows = with_attempt.filter(last.to_series())
+    vocab = (
+        rows.select("image_id", pl.col("vocabulary").list.eval(pl.element().str.to_lowercase()))
+        .unique("image_id", keep="first")
+        .explode("vocabulary")
+        .rename({"vocabulary": "_label"})
+        .with_columns(pl.lit(True).alias("_prompted"))
+    )
+    best = (
+        rows.filter(pl.col("label").is_not_null())
+        .group_by("image_id", pl.col("label").str.to_lowercase().alias("_label"))
+        .agg(pl.col("score").max().alias("_score"))
+    )
+    checked = (
+        asked.with_columns(pl.col("target").str.to_lowercase().alias("_label"))
+        .join(vocab.unique(), on=["image_id", "_label"], how="left")
+        .join(best, on=["image_id", "_label"], how="left")
+    )
+    return (
+        checked.with_columns(
+            pl.when(pl.col("_prompted").is_null())
+            .then(pl.lit("not in the detector's vocabulary of the image"))
+            .when(pl.col("_score") >= exclusion_threshold)
+            .then(
+                pl.format(
+                    "detected at score {} (exclusion threshold {})",
+                    pl.col("_score").round(3),
+                    pl.lit(exclusion_threshold),
+                )
+            )
+            .alias("problem")
+        )
+        .filter(pl.col("problem").is_not_null())
+        .select("query_id", "image_id", "question", "target", "problem")
+        .sort("image_id", "query_id")
+    )
 
 
 def existence_question(obj: str, lexicon: dict | None = None) -> str:
@@ -394,7 +539,9 @@ def _count_rows(
     images: pl.DataFrame, used: pl.DataFrame, objects: pl.DataFrame, count_negatives: tuple[str, ...]
 ) -> pl.DataFrame:
     """Count questions of each image from its detector box counts: "yes" for the counted number, "no" for the
-    configured other numbers; environments and objects counted 0 or more than twenty are not asked about."""
+    configured other numbers. Asked only where the merged boxes agree with the prompt's count (`PROMPT_COUNT`:
+    the prompt names one of each count noun, "a dog and a frisbee"), so two boxes of a dog (a second dog, or
+    one dog boxed twice) give no count question; environments are not counted."""
     wrong = []
     for word in count_negatives:
         if word not in NUMBER_WORDS:
@@ -418,9 +565,7 @@ def _count_rows(
             .join(objects.select("object", "plural", "node_type"), on="object", how="left")
             # count nouns only: no "Are there two rices?"; a mass noun or a plural has no plural to count with
             .filter(
-                (pl.col("node_type") == "entity")
-                & pl.col("plural").is_not_null()
-                & pl.col("count").is_between(1, len(NUMBER_WORDS) - 1)
+                (pl.col("node_type") == "entity") & pl.col("plural").is_not_null() & (pl.col("count") == PROMPT_COUNT)
             )
         )
         asked = pl.concat(
@@ -473,6 +618,19 @@ def _synonym_groups(names: list[str]) -> dict[str, set[str]]:
     return {n: by_class[matcher.synonym_class(n)] for n in names}
 
 
+def _check_strategies(strategies, hallu_edges) -> None:
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise ConfigError(
+                f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}"
+            )
+    if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
+        raise ConfigError(
+            "config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
+            "hallucination-prone objects (AMBER annotations or the shipped seed)"
+        )
+
+
 def make_queries(
     accepted: pl.DataFrame,
     scenes: pl.DataFrame,
@@ -489,6 +647,7 @@ def make_queries(
     hallu_edges: pl.DataFrame | None = None,
     question_style: str = "grammatical",
     release: str | None = None,
+    spare: int = SPARE_CANDIDATES,
 ) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image.
 
@@ -500,25 +659,21 @@ def make_queries(
     attribute counterfactuals only beside the scene's own attribute of that kind, from the cleaned vocabulary.
     `ode_code`: ODE's released code (AMBER's wording, mined words as they are, "one" assumed).
 
+    "No" objects (every strategy's and the counterfactual ones) come from `declared_candidates`, the list the
+    detector was prompted with (`image_vocabularies`, `spare` = `ode.prompts.detect_candidates`): in its order,
+    skipping the objects detected at or above the exclusion threshold (`detected`) and, when the accepted table
+    has the detection table's `vocabulary` of each image, any object the detector was not prompted with.
+
     The questions every image of a scene shares are built once per scene with polars expressions and repeated
     for each of its images; per image only the seeded draws remain (random negatives, counterfactual object and
     attribute words: one numpy generator per image keeps a release's bytes independent of its size), and the
     deterministic negatives are computed once per (objects, detected objects) combination.
     """
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise ConfigError(
-                f"config key 'ode.queries.strategies': unknown strategy {s!r}; known: {', '.join(STRATEGIES)}"
-            )
+    _check_strategies(strategies, hallu_edges)
     if question_style not in QUESTION_STYLES:
         raise ConfigError(
             f"config key 'ode.queries.question_style': unknown value {question_style!r}; known: "
             f"{', '.join(QUESTION_STYLES)}"
-        )
-    if "hallucination" in strategies and (hallu_edges is None or hallu_edges.height == 0):
-        raise ConfigError(
-            "config key 'ode.queries.strategies': 'hallucination' needs a graph source with "
-            "hallucination-prone objects (AMBER annotations or the shipped seed)"
         )
     grammatical = question_style == "grammatical"
     templates = {**ATTRIBUTE, "count_one": COUNT_ONE, "count_many": COUNT_MANY} if grammatical else ODE_CODE
@@ -532,6 +687,7 @@ def make_queries(
         "scene_id",
         *(["sha256"] if hashed else []),
         (pl.col("detected") if "detected" in acc.columns else pl.lit(None, pl.List(pl.String))).alias("detected"),
+        (pl.col("vocabulary") if "vocabulary" in acc.columns else pl.lit(None, pl.List(pl.String))).alias("vocabulary"),
         *[
             (pl.col(c) if c in acc.columns else pl.lit(None, pl.Int64)).cast(pl.Int64).alias(c)
             for c in ("count_a", "count_b")
@@ -545,7 +701,7 @@ def make_queries(
         return pl.DataFrame(schema=QUERY_SCHEMA)
     used = scenes.join(acc.select("scene_id").unique(), on="scene_id", how="semi")
     node_rows = {r["node"]: r for r in nodes.iter_rows(named=True)}
-    sampler = NegativeSampler(nodes, edges, hallu_edges)
+    sampler, synonyms = _planner(nodes, edges, hallu_edges, scenes, question_style)
     if grammatical:
         vocab = {"state": set(), "action": set()}
         for r in node_rows.values():
@@ -556,13 +712,11 @@ def make_queries(
                         if cleaned:
                             vocab[cleaned[0]].add(cleaned[1])
         vocab = {k: sorted(v) for k, v in vocab.items()}
-        synonyms = _synonym_groups(sorted(set(node_rows) | set(used["object_a"]) | set(used["object_b"])))
     else:
         vocab = {
             kind: sorted({w for r in node_rows.values() for p in r[f"{kind}_pairs"] or [] for w in p.split("/")} - {""})
             for kind in ("state", "action")
         }
-        synonyms = {}
     objects_a, objects_b = used["object_a"].to_list(), used["object_b"].to_list()
     scene_index = {sid: i for i, sid in enumerate(used["scene_id"].to_list())}
     scene_attrs = [
@@ -580,25 +734,19 @@ def make_queries(
     neg_img, neg_pos, neg_obj, neg_strategy = [], [], [], []
     cfo_img, cfo_pos, cfo_obj = [], [], []
     cfa_img, cfa_pos, cfa_question, cfa_target, cfa_kind = [], [], [], [], []
-    per_combo: dict[tuple, tuple[list, list]] = {}  # (scene, detected) -> (negatives, counterfactual pool)
+    per_scene_candidates: dict[int, list] = {}  # scene -> declared candidates, when no draw is seeded per image
     foreign: dict[tuple, list] = {}  # (object, kind) -> attribute words it never has
-    random_negatives = "random" in strategies
-    draws = random_negatives or counterfactual_per_image > 0 or counterfactual_attributes
+    seeded_candidates = "random" in strategies or counterfactual_per_image > 0
+    draws = seeded_candidates or counterfactual_attributes
     image_ids = acc["image_id"].to_list()
     image_scene = [scene_index[sid] for sid in acc["scene_id"].to_list()]
     generators = _image_generators(seed, image_ids) if draws else iter(lambda: None, 0)
 
-    def negatives(truth, detected, rng):
-        picked_all, exclude = [], set(truth) | set(detected or ())
-        # an object of the image under another name ("man" beside "person") must not be asked as absent
-        exclude |= {other for o in list(exclude) for other in synonyms.get(o, ())}
-        for strategy in strategies:
-            # Each strategy skips objects an earlier one already asked: every strategy adds its own.
-            picked = sampler.candidates(strategy, truth, exclude, negatives_per_image, rng)
-            exclude |= set(picked)
-            picked_all += [(o, strategy) for o in picked]
-        pool = [n for n in sampler.order("unlinked", truth) if n not in exclude] if counterfactual_per_image > 0 else []
-        return picked_all, pool
+    def declared(si, rng):
+        # the list the detector was prompted with (image_vocabularies): same seed, graph and config
+        return declared_candidates(
+            sampler, truth_of[si], strategies, negatives_per_image, counterfactual_per_image, spare, synonyms, rng
+        )
 
     def attribute_pool(si, side):
         obj = truth_of[si][side]
@@ -630,29 +778,44 @@ def make_queries(
         if counterfactual_attributes
         else []
     )
-    for idx, (si, detected, rng) in enumerate(
-        progress(zip(image_scene, acc["detected"].to_list(), generators), desc="queries", total=acc.height)
+    vocabularies = acc["vocabulary"].to_list()
+    unprompted = 0
+    for idx, (si, detected, vocabulary, rng) in enumerate(
+        progress(
+            zip(image_scene, acc["detected"].to_list(), vocabularies, generators), desc="queries", total=acc.height
+        )
     ):
-        truth = truth_of[si]
-        if random_negatives:
-            picked_all, pool = negatives(truth, detected, rng)
+        if seeded_candidates:
+            candidates = declared(si, rng)
+        elif si in per_scene_candidates:
+            candidates = per_scene_candidates[si]
         else:
-            key = (si, tuple(detected) if detected else ())
-            combo = per_combo.get(key)
-            if combo is None:
-                combo = per_combo[key] = negatives(truth, detected, rng)
-            picked_all, pool = combo
+            candidates = per_scene_candidates[si] = declared(si, rng)
+        # an object of the image under another name ("man" beside "person") must not be asked as absent
+        seen = set(detected or ())
+        seen |= {other for o in list(seen) for other in synonyms.get(o, ())}
+        prompted = None if vocabulary is None else set(vocabulary)
+        picked_all, cf_objects = pick_candidates(
+            candidates, seen, negatives_per_image, counterfactual_per_image, prompted
+        )
+        if prompted is not None:
+            unprompted += sum(1 for o, _ in candidates if o not in prompted and o not in seen)
         for j, (o, strategy) in enumerate(picked_all):
             neg_img.append(idx), neg_pos.append(j), neg_obj.append(o), neg_strategy.append(strategy)
-        if pool:
-            for j, o in enumerate(draw_objects(pool, counterfactual_per_image, rng, sampler.barred)):
-                cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(o)
+        for j, o in enumerate(cf_objects):
+            cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(o)
         if counterfactual_attributes:
             for side, (obj, kind, words) in enumerate(attribute_pools[si]):
                 if words:
                     word = words[int(rng.integers(len(words)))]
                     cfa_img.append(idx), cfa_pos.append(side), cfa_kind.append(kind), cfa_target.append(obj)
                     cfa_question.append(templates[kind].format(object=obj, attribute=word, be=verb_of(obj)))
+    if unprompted:
+        log.warning(
+            "%d declared 'no' candidates are not in their image's detector vocabulary (config changed after "
+            "detection?): skipped, never asked",
+            unprompted,
+        )
 
     objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows, question_style)
     existence = objects.select("object", "existence")
@@ -857,7 +1020,8 @@ def invalid_questions(queries: pl.DataFrame) -> pl.DataFrame:
 
 
 def detector_candidates(scenes: pl.DataFrame, nodes: pl.DataFrame, edges: pl.DataFrame, k: int) -> dict[str, list[str]]:
-    """Per scene: the top-k graph-neighbour "no" candidates, given to the detector so it can veto them."""
+    """Per scene: its top-k graph-neighbour candidates (a per-scene view for tests and benchmarks; the workflow
+    prompts the detector with `image_vocabularies`, every candidate any question of the image may name)."""
     sampler = NegativeSampler(nodes, edges)
     out = {}
     for r in scenes.iter_rows(named=True):

@@ -128,6 +128,13 @@ def _datacard(
         f"- scenes: {counts['scenes']}",
         f"- queries: {counts['queries']}",
     ]
+    checked = counts.get("truths_not_checked")
+    if checked is not None:
+        lines.append(
+            f'- "no" questions about an object (existence, counterfactual): {checked["no_object_questions"]}; '
+            f"about an object the detector was not prompted with or saw: {checked['not_checked']} "
+            "(counted from the detection tables' per-image vocabulary)"
+        )
     if counts["rejected"] is not None:
         lines.append(f"- images rejected by the detector filter: {counts['rejected']}")
         lines += [f"  - {kind}: {n}" for kind, n in counts["rejected_by_reason"].items()]
@@ -153,6 +160,21 @@ def _datacard(
         "",
     ]
     return "\n".join(lines)
+
+
+def _truths_not_checked(
+    accepted: pl.DataFrame, queries: pl.DataFrame, images: list, detections: list, config: dict
+) -> dict | None:
+    """ "No" object questions whose object the detector was not prompted with, or scored at or above the exclusion
+    threshold, counted from the detection tables (queries.unverified_truths); None when they record no vocabulary."""
+    from .filtering import accepted_detections
+    from .queries import no_object_questions, unverified_truths
+
+    if not detections or not all("vocabulary" in d.columns for d in detections):
+        return None
+    threshold = ((config.get("ode") or {}).get("filter") or {}).get("exclusion_threshold", 0.6)
+    bad = unverified_truths(queries, accepted_detections(accepted, images, detections), threshold)
+    return {"no_object_questions": no_object_questions(queries).height, "not_checked": bad.height}
 
 
 def rejection_kind(reason: str) -> str:
@@ -295,6 +317,7 @@ def _build(
     models = models_used({"synthesizer": images, "detector": detections})
     stand_ins = any(m["stand_in"] for m in models)
     counts = _counts(accepted, queries, kept_scenes, rejected)
+    counts["truths_not_checked"] = _truths_not_checked(accepted, queries, images, detections, config)
     card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card)
     write_text(tmp / "DATACARD.md", card)
     write_hub_files(tmp, name, queries, card)

@@ -140,7 +140,8 @@ def _draw_tile(ax, res: Results, row: dict, detections: pl.DataFrame | None, max
         )
     obj_a, obj_b = row.get("object_a"), row.get("object_b")
     if detections is not None:
-        boxes = detections.filter(pl.col("image_id") == row["image_id"]).sort(
+        # a null label records an image the detector found nothing in (its vocabulary only): no box to draw
+        boxes = detections.filter((pl.col("image_id") == row["image_id"]) & pl.col("label").is_not_null()).sort(
             "score", "label", descending=[True, False]
         )
         for det in boxes.head(max_boxes).iter_rows(named=True):
