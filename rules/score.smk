@@ -10,6 +10,9 @@ if SOURCE["kind"] == "ode":
             # an existing release (answer.source.path) brings its own questions
             queries=f"{SOURCE['path']}/queries.parquet" if SOURCE["path"] else rules.make_queries.output.queries,
             nodes=rules.build_graph.output.nodes,
+            # Cog's hallucination-prone objects: G_H (scoring.cog_graph: hallucination) or the co-occurrence graph
+            hallu=rules.build_graph.output.hallu,
+            edges=rules.build_graph.output.edges,
         output:
             scores=f"{OUT}/scores/{{model}}/answers.parquet",
             metrics=f"{OUT}/metrics/{{model}}.json",

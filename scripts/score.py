@@ -14,6 +14,8 @@ metrics = run_score(
     metrics_out=snakemake.output.metrics,  # noqa: F821
     model=snakemake.wildcards.model,  # noqa: F821
     scoring=dict(snakemake.params.scoring),  # noqa: F821
+    hallu_path=snakemake.input.hallu,  # noqa: F821
+    edges_path=snakemake.input.edges,  # noqa: F821
 )
 log.info(
     "scored %d answers of %s: hallucination rate %s",

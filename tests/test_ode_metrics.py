@@ -191,6 +191,13 @@ def test_score_rule_through_snakemake(tmp_path, repo):
     root = tmp_path / "results" / "wf-test"
     write_parquet(root / "queries" / "queries.parquet", _queries())
     write_parquet(root / "graph" / "nodes.parquet", pl.DataFrame({"node": ["dog", "cat", "frisbee", "pig", "beach"]}))
+    # Cog's graph (G_H, the default scoring.cog_graph): g1's dog lists cat, which its caption names
+    edges = {"source": pl.String, "target": pl.String, "weight": pl.Int64}
+    write_parquet(
+        root / "graph" / "hallu_edges.parquet",
+        pl.DataFrame({"source": ["dog"], "target": ["cat"], "weight": [3]}, schema=edges),
+    )
+    write_parquet(root / "graph" / "edges.parquet", pl.DataFrame(schema=edges))
     from halluflow.config import load_config
 
     n_shards = load_config(repo / "config.yaml")["shards"]["answers"]  # the rule asks for every answer shard
@@ -223,6 +230,7 @@ def test_score_rule_through_snakemake(tmp_path, repo):
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((root / "metrics" / "m.json").read_text())
     assert metrics["pope"]["accuracy"] == 0.5 and metrics["stand_in"] is True
+    assert metrics["amber"]["generative"]["cog"] == round(1 / 1.001 * 100, 1)  # g2's pig lists nothing
     assert pl.read_parquet(root / "scores" / "m" / "answers.parquet").height == 8
     assert "scored 8 answers of m" in (tmp_path / "logs" / "wf-test" / "score" / "m.log").read_text()
 
@@ -275,3 +283,158 @@ def test_generative_truth_is_scene_plus_detected_objects_through_synonyms():
     assert plain["hallucinated_objects"].to_list() == [["man", "grass"]]
     with pytest.raises(InputError, match="scoring.generative_truth': unknown value 'boxes'"):
         score_answers(queries, answers, vocab, generative_truth="boxes")
+
+
+def _attribute_counterfactual_release():
+    """An image of a camera and a toothbrush: object and attribute counterfactuals beside ordinary questions."""
+    ee = "entity_entity"
+    rows = [
+        # id, query_type, attribute_kind, truth, answer
+        ("e1", "existence", None, "yes", "Yes."),  # Is there a camera?
+        ("e2", "existence", None, "no", "No."),  # Is there a person?
+        ("c1", "counterfactual", None, "no", "Yes."),  # Is there a dragon? (object counterfactual)
+        ("c2", "counterfactual", "state", "no", "No."),  # Is the camera narrow? (attribute counterfactual)
+        ("a1", "attribute", "state", "yes", "Yes."),  # Is the camera black?
+        ("a2", "attribute", "action", "no", "Yes."),  # Is the toothbrush flying?
+        ("n1", "count", "count", "no", "No."),  # Are there two cameras?
+    ]
+    queries = pl.DataFrame(
+        [
+            {
+                "query_id": r[0],
+                "distribution": "fictional",
+                "pair_kind": ee,
+                "task": "discriminative",
+                "query_type": r[1],
+                "attribute_kind": r[2],
+                "truth": r[3],
+                "target": "camera",
+                "objects": ["camera", "toothbrush"],
+            }
+            for r in rows
+        ],
+        schema=Q_SCHEMA,
+    )
+    answers = pl.DataFrame(
+        {"query_id": [r[0] for r in rows], "model": "m", "answer": [r[4] for r in rows], "status": "ok"}
+    )
+    return queries, answers
+
+
+def test_attribute_counterfactuals_are_attribute_questions_in_the_amber_block():
+    queries, answers = _attribute_counterfactual_release()
+    m = ode_metrics(score_answers(queries, answers, ["camera", "toothbrush"]), "m")
+    amber = m["amber"]
+    # existence = e1, e2, c1 (c2 asks about an attribute: state, not existence, as it was counted before)
+    assert amber["existence"]["n"] == 3 and amber["state"]["n"] == 2 and amber["action"]["n"] == 1
+    assert amber["number"]["n"] == 1 and amber["attribute"]["n"] == 4 and amber["overall"]["n"] == 7
+    # existence by hand: correct e1 e2 → 2 / 3.001; No answered e2 (right) → P 1 / 1.001; truth No e2 c1 → R 1 / 2.001
+    assert (amber["existence"]["accuracy"], amber["existence"]["precision"], amber["existence"]["recall"]) == (
+        66.6,
+        99.9,
+        50.0,
+    )
+    # state: c2 (No, right) and a1 (Yes, right) → accuracy 2 / 2.001 = 99.95 → 100.0 (AMBER's rounding)
+    assert amber["state"]["accuracy"] == round(2 / 2.001 * 100, 1)
+    # the same block per query kind and per distribution × pair kind
+    assert m["by_query_type"]["counterfactual"]["amber"]["existence"]["n"] == 1
+    assert m["by_query_type"]["counterfactual"]["amber"]["state"]["n"] == 1
+    assert m["by_distribution_pair_kind"]["fictional/entity_entity"]["amber"] == amber
+
+
+def _cog_release():
+    """Two captions; the scene of g1 is a dog with a frisbee and the detector also saw grass."""
+    queries = (
+        _queries()
+        .filter(pl.col("query_type") == "generative")
+        .with_columns(pl.Series("detected", [["grass"], []], dtype=pl.List(pl.String)))
+    )
+    hallu = pl.DataFrame(
+        {
+            "source": ["dog", "frisbee", "dog", "dog", "frisbee", "dog", "pig"],
+            "target": ["cat", "dog", "grass", "person", "ball", "man", "mud"],
+            "weight": [10, 9, 7, 8, 6, 5, 3],
+        }
+    )
+    return queries, _answers().filter(pl.col("query_id").is_in(["g1", "g2"])), hallu
+
+
+def test_cog_from_the_hallucination_graph_by_hand():
+    from halluflow.ode.scoring import default_synonyms, prone_neighbours
+
+    queries, answers, hallu = _cog_release()
+    vocab = [*VOCAB, "person", "ball", "mud", "grass"]
+    scored = score_answers(queries, answers, vocab, synonyms=default_synonyms(), prone=prone_neighbours(hallu))
+    by = {r["query_id"]: r for r in scored.to_dicts()}
+    # g1 (dog, frisbee): cat 10, frisbee→dog is a truth object, person 8, grass 7 was detected, ball 6, man 5 is a
+    # person (one synonym class, listed once); g2 (pig, beach): mud 3
+    assert by["g1"]["hallu_prone"] == ["cat", "person", "ball"] and by["g1"]["n_hallu_prone_mentioned"] == 1
+    assert by["g2"]["hallu_prone"] == ["mud"] and by["g2"]["n_hallu_prone_mentioned"] == 0
+    m = ode_metrics(scored, "m")
+    # 1 named (cat) of 4 listed; AMBER's counter: 1 / (0.001 + 3 + 1) = 24.99 % → 25.0
+    assert m["generative"]["cog"] == 0.25 and m["generative"]["n_hallu_prone"] == 4
+    assert m["amber"]["generative"]["cog"] == 25.0
+    assert m["by_distribution"]["fictional"]["generative"]["cog"] == 0.0
+    two = score_answers(
+        queries, answers, vocab, synonyms=default_synonyms(), prone=prone_neighbours(hallu), cog_objects=2
+    )
+    assert two.filter(pl.col("query_id") == "g1")["hallu_prone"].to_list() == [["cat", "person"]]
+    # no graph given: no Cog anywhere (never a 0 that was not measured)
+    plain = ode_metrics(score_answers(queries, answers, vocab), "m")
+    assert "cog" not in plain["generative"] and "cog" not in plain["amber"]["generative"]
+    # a graph without the scene's objects: Cog is undefined (null), its counts 0
+    empty = ode_metrics(score_answers(queries, answers, vocab, prone={}), "m")
+    assert empty["generative"]["cog"] is None and empty["amber"]["generative"]["cog"] is None
+
+
+def test_run_score_reads_the_cog_graph_the_config_names(tmp_path):
+    queries, answers, hallu = _cog_release()
+    write_parquet(tmp_path / "queries.parquet", queries)
+    write_parquet(tmp_path / "nodes.parquet", pl.DataFrame({"node": VOCAB}))
+    write_parquet(tmp_path / "hallu.parquet", hallu)
+    # co-occurrence edges are read both ways: beach–sand names sand for g2
+    edges = pl.DataFrame({"source": ["cat", "sand"], "target": ["dog", "beach"], "weight": [4, 2]})
+    write_parquet(tmp_path / "edges.parquet", edges)
+    write_parquet(tmp_path / "a.parquet", answers)
+
+    def run(**scoring):
+        return run_score(
+            [str(tmp_path / "a.parquet")],
+            str(tmp_path / "queries.parquet"),
+            str(tmp_path / "nodes.parquet"),
+            str(tmp_path / "s.parquet"),
+            str(tmp_path / "m.json"),
+            "m",
+            scoring,
+            hallu_path=str(tmp_path / "hallu.parquet"),
+            edges_path=str(tmp_path / "edges.parquet"),
+        )
+
+    assert run()["generative"]["n_hallu_prone"] == 4
+    co = run(cog_graph="cooccurrence")["generative"]
+    assert (co["cog"], co["n_hallu_prone"], co["n_hallu_prone_mentioned"]) == (0.5, 2, 1)  # cat named, sand not
+    with pytest.raises(InputError, match="'scoring.cog_graph': unknown value 'coco'"):
+        run(cog_graph="coco")
+
+
+def test_every_cog_and_group_amber_number_is_catalogued():
+    from halluflow.metrics.catalogue import entry_for_path
+    from halluflow.ode.scoring import default_synonyms, prone_neighbours
+
+    queries, answers, hallu = _cog_release()
+    scored = score_answers(
+        queries, answers, [*VOCAB, "person", "ball", "mud"], synonyms=default_synonyms(), prone=prone_neighbours(hallu)
+    )
+    doc = ode_metrics(scored, "m")
+
+    def leaves(node, prefix=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from leaves(v, f"{prefix}.{k}" if prefix else k)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            yield prefix
+
+    paths = list(leaves(doc))
+    assert "by_distribution_pair_kind.standard/entity_entity.amber.generative.cog" in paths
+    assert "by_distribution_pair_kind.standard/entity_entity.generative.n_hallu_prone" in paths
+    assert [p for p in paths if entry_for_path(p) is None] == []

@@ -374,6 +374,43 @@ def _section_entries(prefix: str, path_prefix: str, scope: str) -> list[Metric]:
         )
     out.append(
         Metric(
+            f"{prefix}generative.cog",
+            "ODE Cog",
+            "metrics",
+            f"{path_prefix}generative.cog",
+            f"hallucination-prone objects the captions name / hallucination-prone objects listed, {scope}; an "
+            "image's are the heaviest neighbours of its scene objects in the graph scoring.cog_graph names (G_H, or "
+            "co-occurrence as ODE's code), at most scoring.cog_objects, never a truth object, a synonym of one or a "
+            "detected object; null when none is listed",
+            AMBER_REF + " (Cog) as computed by " + ODE_REF + "'s scorer",
+            0,
+            1,
+            "lower",
+            CAPTION_FAILED,
+        )
+    )
+    out.append(
+        _count(
+            f"{prefix}generative.n_hallu_prone",
+            "hallucination-prone objects",
+            "metrics",
+            f"{path_prefix}generative.n_hallu_prone",
+            f"hallucination-prone objects listed for the scored captions, {scope} (Cog's denominator)",
+            ODE_REF,
+        )
+    )
+    out.append(
+        _count(
+            f"{prefix}generative.n_hallu_prone_mentioned",
+            "hallucination-prone objects named",
+            "metrics",
+            f"{path_prefix}generative.n_hallu_prone_mentioned",
+            f"listed hallucination-prone objects a caption names (directly or by a synonym), {scope}",
+            ODE_REF,
+        )
+    )
+    out.append(
+        Metric(
             f"{prefix}generative.coverage",
             "ODE coverage",
             "metrics",
@@ -414,7 +451,8 @@ def _metrics_entries() -> list[Metric]:
     ]
     out += _section_entries("", "", "over all answers")
     # ODE's breakdowns: the same section numbers per group of one column (by_distribution.fictional.pope.f1 ...);
-    # breakdown = distribution, pair_kind, query_type, attribute_kind, generator or distribution_query_type.
+    # breakdown = distribution, pair_kind, query_type, attribute_kind, generator, distribution_query_type or
+    # distribution_pair_kind.
     out += _section_entries("by.", "by_{breakdown}.{group}.", "over the answers of one breakdown group")
     for key, (label, definition, better, unit) in _CAPTION.items():
         out.append(
@@ -442,17 +480,31 @@ def _metrics_entries() -> list[Metric]:
             CHAIR_REF,
         )
     )
+    out += _amber_entries("", "", "")
+    # ODE's scorer per breakdown group (by_distribution_pair_kind.fictional/entity_entity.amber.existence.f1 ...)
+    out += _amber_entries("by.", "by_{breakdown}.{group}.", ", over the answers of one breakdown group")
+    out.append(
+        _count("amber.n_failed", "AMBER failed", "metrics", "amber.n_failed", "failed or empty responses", AMBER_REF)
+    )
+    return out
+
+
+def _amber_entries(prefix: str, path_prefix: str, scope: str) -> list[Metric]:
+    """AMBER's discriminative sections and generative scores: `score amber`'s output, and ODE's scorer (the same
+    counters on an ODE release) over all answers or one breakdown group."""
+    out = []
     for section in _AMBER_SECTIONS:
         for key, (label, definition) in _AMBER_DISC.items():
             out.append(
                 Metric(
-                    f"amber.{section}.{key}",
+                    f"{prefix}amber.{section}.{key}",
                     f"AMBER {section} {label}",
                     "metrics",
-                    f"amber.{section}.{key}",
-                    f"{definition} over AMBER's {section} questions; denominators start at 0.001 (existence) or "
-                    "1e-4 as AMBER's counters do; rounded as AMBER prints; ODE sources map their query types onto "
-                    "AMBER's sections",
+                    f"{path_prefix}amber.{section}.{key}",
+                    f"{definition} over AMBER's {section} questions{scope}; denominators start at 0.001 (existence) "
+                    "or 1e-4 as AMBER's counters do; rounded as AMBER prints; ODE sources map a question onto "
+                    "AMBER's sections by what it asks (an attribute counterfactual is a state or action question, "
+                    "an object counterfactual an existence one, a count a number one)",
                     AMBER_REF,
                     0,
                     100,
@@ -463,24 +515,30 @@ def _metrics_entries() -> list[Metric]:
             )
         out.append(
             _count(
-                f"amber.{section}.n",
+                f"{prefix}amber.{section}.n",
                 f"AMBER {section} n",
                 "metrics",
-                f"amber.{section}.n",
-                f"responses in AMBER's {section} section",
+                f"{path_prefix}amber.{section}.n",
+                f"responses in AMBER's {section} section{scope}",
                 AMBER_REF,
             )
         )
     for key, (label, definition, better) in _AMBER_GEN.items():
+        note = (
+            " (ODE sources: each image's hallucination-prone objects are the heaviest neighbours of its scene "
+            "objects in the graph scoring.cog_graph names, at most scoring.cog_objects, as ODE's scorer lists them; "
+            "null when no image has one)"
+            if key == "cog"
+            else " (ODE sources: over ODE's concept mentions)"
+        )
         out.append(
             Metric(
-                f"amber.generative.{key}",
+                f"{prefix}amber.generative.{key}",
                 label,
                 "metrics",
-                f"amber.generative.{key}",
-                definition + " (ODE sources: over ODE's concept mentions; no Cog, ODE has no annotated "
-                "hallucination-prone objects)",
-                AMBER_REF,
+                f"{path_prefix}amber.generative.{key}",
+                definition + scope + note,
+                AMBER_REF + (" as computed by ODE's scorer, " + ODE_REF if key == "cog" else ""),
                 0,
                 100,
                 better,
@@ -490,16 +548,13 @@ def _metrics_entries() -> list[Metric]:
         )
     out.append(
         _count(
-            "amber.generative.n",
+            f"{prefix}amber.generative.n",
             "AMBER generative n",
             "metrics",
-            "amber.generative.n",
-            "generative responses scored",
+            f"{path_prefix}amber.generative.n",
+            f"generative responses scored{scope}",
             AMBER_REF,
         )
-    )
-    out.append(
-        _count("amber.n_failed", "AMBER failed", "metrics", "amber.n_failed", "failed or empty responses", AMBER_REF)
     )
     return out
 

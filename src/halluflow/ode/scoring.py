@@ -3,7 +3,11 @@ CVPR 2025, §4; its released scorer is AMBER's): POPE-style metrics of the yes/n
 distribution, pair kind, query type and attribute kind, hallucination rate per distribution, and CHAIR-like scores
 of the generative answers. A caption's object is supported when it names a truth object or a synonym of one (CHAIR's
 synonym table, the one CAOS uses); the truth is the scene's objects plus those the detector confirmed in the image
-(`generative_truth: detected`, default) or the scene's objects alone (`scene`).
+(`generative_truth: detected`, default) or the scene's objects alone (`scene`). Cog (AMBER's, as ODE's scorer
+computes it): the share of each image's hallucination-prone objects a caption names; they are the heaviest
+neighbours of the scene's objects in the hallucination graph G_H (`cog_graph: hallucination`, default) or in the
+co-occurrence graph (`cooccurrence`, ODE's released query generator), at most `cog_objects` (ODE: 5) per image,
+never a truth object, a synonym of one or an object the detector confirmed.
 
 Outputs: a tidy table with one row per answer (scores/<model>/answers.parquet) and a metrics JSON per model.
 A failed answer (`failed`, the shared rule of metrics.parsers: a failed request, or under halluflow's own parsers a
@@ -26,6 +30,8 @@ from ..metrics.singular import singularize_cached
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
 GENERATIVE_TRUTH = ("detected", "scene")
+COG_GRAPHS = ("hallucination", "cooccurrence")
+COG_OBJECTS = 5  # ODE's query generator keeps at most 5 hallucination-prone objects per image
 BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind", "generator")
 # Breakdowns over columns a release may lack (releases made before generators were recorded): skipped when absent.
 OPTIONAL_BREAKDOWNS = ("generator",)
@@ -98,6 +104,47 @@ def default_synonyms() -> list[tuple[str, str]]:
     return read_synonym_table(path) if path else []
 
 
+def prone_neighbours(graph: pl.DataFrame | None, directed: bool = True) -> dict[str, list[tuple[str, int]]]:
+    """object → [(neighbour, weight)] of a (source, target, weight) edge table, heaviest first (ties by name).
+    G_H is directed (a truth object → the objects annotated as hallucinated beside it); the co-occurrence graph is
+    read both ways."""
+    out: dict[str, dict[str, int]] = {}
+    for s, t, w in graph.select(graph.columns[:3]).iter_rows() if graph is not None and graph.height else []:
+        if s is None or t is None or s == t:
+            continue
+        for a, b in ((s, t),) if directed else ((s, t), (t, s)):
+            out.setdefault(a, {})[b] = max(int(w), out.get(a, {}).get(b, 0))
+    return {a: sorted(nb.items(), key=lambda p: (-p[1], p[0])) for a, nb in out.items()}
+
+
+def hallucination_prone(
+    truth: Iterable[str],
+    detected: Iterable[str],
+    neighbours: dict[str, list[tuple[str, int]]],
+    matcher: ConceptMatcher,
+    limit: int = COG_OBJECTS,
+) -> list[str]:
+    """The hallucination-prone objects of one image: the neighbours of its truth objects by the heaviest edge from
+    any of them (ties by name), each once, leaving out the truth objects, their synonyms and the detected objects
+    (ODE's query generator leaves out truth and detected objects), at most `limit`."""
+    truth = [t for t in truth if t]
+    barred = {matcher.synonym_class(o) for o in [*truth, *(d for d in detected if d)]}
+    best: dict[str, int] = {}
+    for t in truth:
+        for other, w in neighbours.get(t, []):
+            best[other] = max(w, best.get(other, 0))
+    out, classes = [], set()
+    for other, _ in sorted(best.items(), key=lambda p: (-p[1], p[0])):
+        cls = matcher.synonym_class(other)
+        if cls in barred or cls in classes:
+            continue
+        out.append(other)
+        classes.add(cls)
+        if len(out) == limit:
+            break
+    return out
+
+
 def _require(df: pl.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -112,11 +159,14 @@ def score_answers(
     positive: str = "yes",
     synonyms: Iterable[tuple[str, str]] = (),
     generative_truth: str = "detected",
+    prone: dict[str, list[tuple[str, int]]] | None = None,
+    cog_objects: int = COG_OBJECTS,
 ) -> pl.DataFrame:
     """The tidy per-answer table: parsed/correct/hallucinated for yes/no queries, mentions for generative ones.
 
     `generative_truth`: `detected` judges a caption against the scene's objects plus the objects the detector
     confirmed in the image (the queries' `detected` column, when present); `scene` against the scene's objects only.
+    `prone` (prone_neighbours of a graph): each caption's hallucination-prone objects for Cog; None = no Cog.
     """
     if generative_truth not in GENERATIVE_TRUTH:
         raise InputError(
@@ -139,12 +189,18 @@ def score_answers(
         if generative_truth == "detected" and "detected" in queries.columns
         else pl.lit(None, pl.List(pl.String))
     ).alias("_detected")
+    # the objects the detector saw, whatever `generative_truth` says: ODE never counts them as hallucination-prone
+    seen_objects = (pl.col("detected") if "detected" in queries.columns else pl.lit(None, pl.List(pl.String))).alias(
+        "_seen"
+    )
     # the image each answer was given (answer stage): `score compare` refuses to pair answers to different images
     seen = pl.col("image_sha256") if "image_sha256" in answers.columns else pl.lit(None, pl.String)
     df = (
         answers.select("query_id", "model", "answer", "status", stand_in.alias("stand_in"), seen.alias("image_sha256"))
         .join(
-            queries.select(*QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed),
+            queries.select(
+                *QUERY_COLUMNS, *[c for c in OPTIONAL_BREAKDOWNS if c in queries.columns], confirmed, seen_objects
+            ),
             on="query_id",
             how="inner",
             maintain_order="left",
@@ -165,8 +221,10 @@ def score_answers(
 
     matcher = ConceptMatcher(vocabulary, synonyms)
     gen = df.filter(~is_disc & pl.col("_answer").is_not_null())
-    mentioned, hallucinated, covered, n_truth = [], [], [], []
-    for text, objects, detected in zip(gen["_answer"].to_list(), gen["objects"].to_list(), gen["_detected"].to_list()):
+    mentioned, hallucinated, covered, n_truth, prone_lists, prone_named = [], [], [], [], [], []
+    for text, objects, detected, seen in zip(
+        gen["_answer"].to_list(), gen["objects"].to_list(), gen["_detected"].to_list(), gen["_seen"].to_list()
+    ):
         truth = {matcher.canonical(o) for o in objects or []}
         found = matcher.mentions(text)
         mentioned.append(found)
@@ -175,6 +233,13 @@ def score_answers(
         found_classes = {matcher.synonym_class(m) for m in found}
         covered.append(sum(matcher.synonym_class(t) in found_classes for t in truth))
         n_truth.append(len(truth))
+        listed = (
+            hallucination_prone(sorted(truth), seen or [], prone, matcher, cog_objects) if prone is not None else None
+        )
+        prone_lists.append(listed)
+        prone_named.append(
+            sum(matcher.synonym_class(p) in found_classes for p in listed) if listed is not None else None
+        )
     gen_cols = pl.DataFrame(
         {
             "query_id": gen["query_id"],
@@ -182,6 +247,8 @@ def score_answers(
             "hallucinated_objects": hallucinated,
             "n_truth_covered": covered,
             "n_truth": n_truth,
+            "hallu_prone": prone_lists,
+            "n_hallu_prone_mentioned": prone_named,
         },
         schema={
             "query_id": pl.String,
@@ -189,11 +256,14 @@ def score_answers(
             "hallucinated_objects": pl.List(pl.String),
             "n_truth_covered": pl.Int64,
             "n_truth": pl.Int64,
+            "hallu_prone": pl.List(pl.String),
+            "n_hallu_prone_mentioned": pl.Int64,
         },
     )
     df = df.join(gen_cols, on="query_id", how="left", maintain_order="left").with_columns(
         pl.col("mentioned").list.len().cast(pl.Int64).alias("n_mentions"),
         pl.col("hallucinated_objects").list.len().cast(pl.Int64).alias("n_hallucinated"),
+        pl.col("hallu_prone").list.len().cast(pl.Int64).alias("n_hallu_prone"),
     )
     # one flag per answer for the report: a wrong yes/no answer, or a caption naming an object not in the scene;
     # null when the answer cannot be judged (failed request, or a yes/no answer the parser could not read)
@@ -205,7 +275,7 @@ def score_answers(
         .otherwise(None)
         .alias("hallucinated")
     )
-    return df.drop("_answer", "_detected").select(
+    return df.drop("_answer", "_detected", "_seen").select(
         "query_id",
         "model",
         "distribution",
@@ -226,6 +296,9 @@ def score_answers(
         "n_hallucinated",
         "n_truth",
         "n_truth_covered",
+        "hallu_prone",
+        "n_hallu_prone",
+        "n_hallu_prone_mentioned",
         "objects",
         "stand_in",
         "image_sha256",
@@ -250,7 +323,7 @@ def _generative_block(df: pl.DataFrame) -> dict | None:
     n_ment, n_hall = int(gen["n_mentions"].sum()), int(gen["n_hallucinated"].sum())
     n_truth, n_cov = int(gen["n_truth"].sum()), int(gen["n_truth_covered"].sum())
     n_hall_caps = int((gen["n_hallucinated"] > 0).sum())
-    return {
+    out = {
         "chair_s": n_hall_caps / gen.height,
         "chair_i": n_hall / n_ment if n_ment else None,
         "coverage": n_cov / n_truth if n_truth else None,
@@ -259,25 +332,51 @@ def _generative_block(df: pl.DataFrame) -> dict | None:
         "n_hallucinated_mentions": n_hall,
         "n_hallucinated_captions": n_hall_caps,
     }
+    prone = _prone_counts(gen)
+    if prone is not None:
+        n_prone, n_named = prone
+        out |= {
+            "cog": n_named / n_prone if n_prone else None,
+            "n_hallu_prone": n_prone,
+            "n_hallu_prone_mentioned": n_named,
+        }
+    return out
+
+
+def _prone_counts(gen: pl.DataFrame) -> tuple[int, int] | None:
+    """(hallucination-prone objects, those the captions named) over scored captions; None when Cog was not asked."""
+    listed = gen.filter(pl.col("hallu_prone").is_not_null())
+    if listed.height == 0:
+        return None
+    return int(listed["n_hallu_prone"].sum()), int(listed["n_hallu_prone_mentioned"].sum())
+
+
+def amber_section() -> pl.Expr:
+    """AMBER's section of a yes/no query, by what it asks: an attribute question (a counterfactual one too, "Is the
+    camera narrow?") → state / action, a count → number, an object question (existence or counterfactual) →
+    existence; anything else → relation."""
+    attribute = pl.col("query_type").is_in(["attribute", "counterfactual"]) & pl.col("attribute_kind").is_in(
+        ["state", "action"]
+    )
+    return (
+        pl.when(attribute)
+        .then(pl.col("attribute_kind"))
+        .when(pl.col("query_type") == "count")
+        .then(pl.lit("number"))
+        .when(pl.col("query_type").is_in(["existence", "counterfactual"]))
+        .then(pl.lit("existence"))
+        .otherwise(pl.lit("relation"))
+    )
 
 
 def _amber_block(df: pl.DataFrame) -> dict | None:
     """ODE's released scorer = AMBER's counters ("No" positive, 0.001 denominators, percent, 1 decimal) on the
-    configured (looser) parse: existence + counterfactual → existence, attribute state/action → state/action,
-    count → number. Generative: AMBER's CHAIR / Cover / Hal over our concept mentions (no Cog: ODE has no
-    annotated hallucination-prone objects)."""
+    configured (looser) parse, sections by amber_section. Generative: AMBER's CHAIR / Cover / Hal over our concept
+    mentions, and Cog over each image's hallucination-prone objects (null when none were listed)."""
     from ..metrics.amber import _accumulate, _accumulated, _r, discriminative_scores
 
     ok = df.filter(~pl.col("failed"))
-    disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(
-        section=pl.when(pl.col("query_type").is_in(["existence", "counterfactual"]))
-        .then(pl.lit("existence"))
-        .when(pl.col("query_type") == "count")
-        .then(pl.lit("number"))
-        .when((pl.col("query_type") == "attribute") & pl.col("attribute_kind").is_in(["state", "action"]))
-        .then(pl.col("attribute_kind"))
-        .otherwise(pl.lit("relation"))
-    )
+    disc = ok.filter(pl.col("query_type") != GENERATIVE).with_columns(section=amber_section())
     out: dict = {}
     if disc.height:
         scores = discriminative_scores(disc.with_columns(correct=pl.col("correct").fill_null(False)))
@@ -300,6 +399,11 @@ def _amber_block(df: pl.DataFrame) -> dict | None:
             "hal": _r(100 - sum(r["n_hallucinated"] == 0 for r in rows) / _accumulated(0.001, len(rows)) * 100),
             "n": len(rows),
         }
+        prone = _prone_counts(gen)
+        if prone is not None:
+            # AMBER's Cog counter: named prone objects / (0.001 + prone objects, image after image)
+            counts = gen.filter(pl.col("hallu_prone").is_not_null())["n_hallu_prone"].to_list()
+            out["generative"]["cog"] = _r(prone[1] / _accumulate(0.001, counts) * 100) if prone[0] else None
     return out or None
 
 
@@ -313,11 +417,13 @@ def _rate(df: pl.DataFrame) -> dict:
 def _section(df: pl.DataFrame, parser: str, positive: str) -> dict:
     out = _rate(df)
     out["n_failed"] = int(df["failed"].sum())
-    pope, gen = _pope_block(df, parser, positive), _generative_block(df)
+    pope, gen, amber = _pope_block(df, parser, positive), _generative_block(df), _amber_block(df)
     if pope is not None:
         out["pope"] = pope
     if gen is not None:
         out["generative"] = gen
+    if amber is not None:
+        out["amber"] = amber  # ODE's own (AMBER's) numbers, in every breakdown group as over all answers
     return out
 
 
@@ -337,7 +443,8 @@ def ode_metrics(
     breakdowns: Sequence[str] = BREAKDOWNS,
 ) -> dict:
     """Metrics JSON of one model: overall sections first (the report picks the least nested numbers), then one
-    `by_<column>` block per breakdown and distribution × query type."""
+    `by_<column>` block per breakdown, then distribution × query type and distribution × pair kind. Every section
+    (overall and each group) has the same blocks: rate, POPE, CHAIR-like generative, AMBER's (ODE's scorer)."""
     breakdowns = [b for b in breakdowns if b in scored.columns or b not in OPTIONAL_BREAKDOWNS]
     unknown = [b for b in breakdowns if b not in scored.columns]
     if unknown:
@@ -353,13 +460,12 @@ def ode_metrics(
         "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"] & scored["parsed"].is_null()).sum()),
     }
     out.update(_section(scored, parser, positive))
-    amber = _amber_block(scored)
-    if amber is not None:
-        out["amber"] = amber
     for b in breakdowns:
         out[f"by_{b}"] = _groups(scored, [b], parser, positive)
-    if {"distribution", "query_type"} <= set(scored.columns):
-        out["by_distribution_query_type"] = _groups(scored, ["distribution", "query_type"], parser, positive)
+    # ODE's tables: each distribution per query type and per pair kind (entity-entity, entity-environment)
+    for second in ("query_type", "pair_kind"):
+        if {"distribution", second} <= set(scored.columns):
+            out[f"by_distribution_{second}"] = _groups(scored, ["distribution", second], parser, positive)
     return out
 
 
@@ -385,18 +491,33 @@ def run_score(
     metrics_out: str,
     model: str,
     scoring: dict,
+    hallu_path: str | None = None,
+    edges_path: str | None = None,
 ) -> dict:
-    """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON."""
+    """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON.
+    Cog reads the graph `scoring.cog_graph` names: G_H (`hallu_path`) or the co-occurrence edges (`edges_path`);
+    without that file there is no Cog."""
     from ..io import write_json, write_parquet
 
     queries = read_parquet(queries_path)
     nodes = read_parquet(nodes_path)
     _require(nodes, ("node",), f"graph nodes {nodes_path}")
-    # concept vocabulary = graph nodes, plus any truth object of the release (fictional objects included)
+    cog_graph = scoring.get("cog_graph", "hallucination")
+    if cog_graph not in COG_GRAPHS:
+        raise InputError(f"config key 'scoring.cog_graph': unknown value {cog_graph!r}; known: {', '.join(COG_GRAPHS)}")
+    graph_path = hallu_path if cog_graph == "hallucination" else edges_path
+    prone = None
+    if graph_path:
+        graph = read_parquet(graph_path)
+        _require(graph, ("source", "target", "weight"), f"graph edges {graph_path}")
+        prone = prone_neighbours(graph.select("source", "target", "weight"), directed=cog_graph == "hallucination")
+    # concept vocabulary = graph nodes, plus any truth object of the release (fictional objects included) and every
+    # hallucination-prone object (a caption naming one must be found to count for Cog)
     vocabulary = sorted(
         set(nodes["node"].drop_nulls().to_list())
         | set(queries["objects"].explode().drop_nulls().to_list())
         | set(queries["target"].drop_nulls().to_list())
+        | {o for nb in (prone or {}).values() for o, _ in nb}
     )
     parser, positive = scoring.get("parser", "pope"), scoring.get("positive", "yes")
     scored = score_answers(
@@ -407,6 +528,8 @@ def run_score(
         positive,
         synonyms=default_synonyms(),
         generative_truth=scoring.get("generative_truth", "detected"),
+        prone=prone,
+        cog_objects=int(scoring.get("cog_objects", COG_OBJECTS)),
     )
     wrong_model = scored.filter(pl.col("model") != model)
     if wrong_model.height:
