@@ -30,7 +30,7 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "release",
         "export",
         "halluflow.ode.export",
-        "write a release as llava / sharegpt / dpo training data or an lmms-eval task",
+        "write a release as llava / sharegpt / dpo training data, an lmms-eval task or a VLMEvalKit dataset",
     ),
     (
         "release",
@@ -49,6 +49,18 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "validity",
         "halluflow.ode.validity",
         "per-model scores on an ODE release vs a real-image set (POPE, AMBER) on shared concepts; rank correlations",
+    ),
+    (
+        "import",
+        "lmms-eval",
+        "halluflow.imports.lmms_eval",
+        "lmms-eval --log_samples JSONL -> halluflow answers JSONL (scored by score pope / the release scorer)",
+    ),
+    (
+        "import",
+        "vlmevalkit",
+        "halluflow.imports.vlmevalkit",
+        "VLMEvalKit prediction xlsx/tsv -> halluflow answers JSONL (scored by score pope / the release scorer)",
     ),
     ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
     ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
