@@ -137,28 +137,124 @@ def test_dpo_pairs_come_from_hallucinated_answers_only(release, tmp_path, monkey
     assert ds.num_rows == 2 and set(ds.column_names) >= {"prompt", "chosen", "rejected", "images"}
 
 
-def test_lmms_eval_task_folder(release, tmp_path):
-    out = tmp_path / "tasks"
-    assert (
-        main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out), "--task", "ode_demo"]) == 0
-    )
-
+def _yaml(path):
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_constructor("!function", lambda loader, node: ("function", loader.construct_scalar(node)))
-    task = yaml.load((out / "ode_demo" / "ode_demo.yaml").read_text(), Loader=Loader)
-    assert task["task"] == "ode_demo" and task["dataset_path"] == str(release.resolve())
-    assert task["process_results"] == ("function", "utils.process_results")
-    spec = importlib.util.spec_from_file_location("ode_utils", out / "ode_demo" / "utils.py")
+    return yaml.load(path.read_text(), Loader=Loader)
+
+
+def test_lmms_eval_task_folder(release, tmp_path, monkeypatch):
+    out = tmp_path / "tasks"
+    assert (
+        main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out), "--task", "ode_demo"]) == 0
+    )
+    folder = out / "ode_demo"
+    # the release group: one subtask per distribution, plus the descriptions (every query answered once)
+    group = _yaml(folder / "ode_demo.yaml")
+    assert group == {
+        "group": "ode_demo",
+        "task": ["ode_demo_dist_fictional", "ode_demo_dist_standard", "ode_demo_generative"],
+    }
+    assert _yaml(folder / "ode_demo_by_kind.yaml") == {"group": "ode_demo_by_kind", "task": ["ode_demo_kind_existence"]}
+    template = _yaml(folder / "_default_template_yaml")
+    assert template["dataset_path"] == "ode_demo/data"  # relative to the export folder: it moves with it
+    assert "ode_yes_ratio" in [m["metric"] for m in template["metric_list"]]
+    sub = _yaml(folder / "ode_demo_dist_standard.yaml")
+    assert sub["include"] == "_default_template_yaml"
+    assert sub["process_docs"] == ("function", "utils.process_docs_ode_demo_dist_standard")
+    gen = _yaml(folder / "ode_demo_generative.yaml")
+    assert gen["process_results"] == ("function", "utils.process_generative")
+    assert gen["generation_kwargs"]["max_new_tokens"] == 256  # a description, not one word
+    # the data folder stands on its own: moved elsewhere, `datasets` still loads it from the relative path
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(out, moved)
+    datasets = pytest.importorskip("datasets", reason="pip install 'halluflow[export]' for datasets")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(moved)
+    ds = datasets.load_dataset(template["dataset_path"], cache_dir=str(tmp_path / "hf"))["test"]
+    spec = importlib.util.spec_from_file_location("ode_utils", moved / "ode_demo" / "utils.py")
     utils = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(utils)
-    docs = [{"truth": "yes"}, {"truth": "no"}, {"truth": "yes"}, {"truth": "no"}]
+    assert [d["query_id"] for d in utils.process_docs_ode_demo_dist_standard(ds)] == ["q1", "q2"]
+    assert [d["query_id"] for d in utils.process_docs_generative(ds)] == ["q3", "q5"]
+    docs = [{"query_id": f"q{i}", "truth": t} for i, t in enumerate(["yes", "no", "yes", "no"])]
     preds = ["Yes, there is.", "No.", "", "Yes"]  # the empty answer is unknown, not "yes"
     items = [utils.process_results(d, [p])["ode_accuracy"] for d, p in zip(docs, preds)]
-    assert items[2]["pred"] is None
+    assert items[2]["pred"] is None and items[3]["query_id"] == "q3"
     assert utils.aggregate_accuracy(items) == pytest.approx(2 / 3)
     assert utils.aggregate_precision(items) == pytest.approx(1 / 2)
+    assert utils.aggregate_yes_ratio(items) == pytest.approx(2 / 3)
+    # an undefined ratio is None (JSON null in results.json), never NaN
+    only_no = [utils.process_results(docs[1], ["No."])["ode_precision"]]
+    assert utils.aggregate_precision(only_no) is None and utils.aggregate_f1(only_no) is None
+    assert json.dumps({"p": utils.aggregate_precision(only_no)}) == '{"p": null}'
+    assert utils.aggregate_precision([]) is None and utils.aggregate_described([]) is None
+    card = (folder / "DATACARD.md").read_text()
+    assert "| `ode_demo_generative` | 2 |" in card and "halluflow import lmms-eval" in card
+
+
+@pytest.mark.parametrize("fmt", ["llava", "sharegpt", "dpo"])
+def test_training_exports_register_with_llamafactory(release, tmp_path, fmt):
+    answers = pl.DataFrame(
+        {
+            "query_id": ["q2"],
+            "model": ["m"],
+            "answer": ["Yes"],
+            "status": ["ok"],
+            "parsed": ["yes"],
+            "hallucinated": [True],
+        }
+    )
+    answers.write_parquet(tmp_path / "answers.parquet")
+    out = tmp_path / fmt
+    extra = ["--answers", str(tmp_path / "answers.parquet")] if fmt == "dpo" else []
+    assert main(["release", "export", str(release), "--format", fmt, "--out", str(out), *extra]) == 0
+    info = json.loads((out / "dataset_info.json").read_text())
+    ((name, entry),) = info.items()
+    assert name == f"halluflow_demo_{fmt}" and entry["file_name"] == f"{fmt}.json"
+    records = json.loads((out / entry["file_name"]).read_text())
+    column = entry["columns"]["images"]
+    # LLaMA-Factory resolves image paths against media_dir, which defaults to the folder of dataset_info.json
+    for record in records:
+        images = record[column] if isinstance(record[column], list) else [record[column]]
+        assert images and all((out / image).is_file() for image in images)
+    for key in ("messages", "prompt", "chosen", "rejected"):
+        if key in entry["columns"]:
+            assert all(entry["columns"][key] in r for r in records), key
+    assert "--dataset_dir <this folder>" in (out / "DATACARD.md").read_text()
+
+
+def test_hub_card_keeps_licence_citation_and_warning_through_push_to_hub(release, tmp_path):
+    text = (release / "README.md").read_text()
+    assert text.startswith("---\n") and "license: other" in text
+    assert "STAND-IN" in text and "## Licence" in text and "Tu, Yahan and Hu, Rui and Sang, Jitao" in text
+    assert "# Data card: demo" in text  # the prose, not only the YAML
+    hub = pytest.importorskip("huggingface_hub")
+    card = hub.DatasetCard(text)
+    assert card.data.license == "other" and "stand-in" in card.data.tags
+    arrow = pytest.importorskip("datasets.arrow_dataset")
+    from datasets import Features, Value
+    from datasets.splits import SplitInfo
+    from fsspec.implementations.dirfs import DirFileSystem
+
+    # what push_to_hub does to a repository that holds this card: its YAML is updated, its text kept
+    new_card, _ = arrow._get_updated_dataset_card(
+        fs=DirFileSystem(str(release)),
+        config_name="default",
+        splits_info=[SplitInfo(name="test", num_bytes=10, num_examples=5)],
+        features=Features({"question": Value("string")}),
+        data_dir="data",
+        set_default=None,
+        uploaded_sizes=[10],
+        deleted_sizes=[0],
+        remove_other_splits=False,
+    )
+    pushed = str(new_card)
+    assert "dataset_info" in pushed and "license: other" in pushed
+    assert "WARNING: made with randomly initialised STAND-IN models" in pushed and "@inproceedings{tu2025ode" in pushed
 
 
 def test_export_bad_inputs_are_one_line(release, tmp_path, capsys):
