@@ -9,6 +9,7 @@ import polars as pl
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
+from halluflow.plan import planning_warnings
 from halluflow.models import resolve_llm
 from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
@@ -47,6 +48,8 @@ NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 for _stage, _reason in STAGES.items():
     if _reason:
         logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
+for _line in planning_warnings(config):  # stand-ins outside the demo, moving revisions: one line each
+    logger.warning(f"halluflow: warning: {_line}")
 
 
 def name_pattern(names):

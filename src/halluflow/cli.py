@@ -98,6 +98,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
         "build a tiny random stand-in model offline, one of: {standin_kinds}",
     ),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
+    (
+        "plan",
+        "estimate",
+        "halluflow.plan",
+        "jobs, images, requests, tokens and GPU-hours per stage of a config, before anything runs",
+    ),
 ]
 
 EPILOG = """examples:
@@ -105,6 +111,7 @@ EPILOG = """examples:
   halluflow score pope --answers answers.jsonl --labels coco_pope_popular.json
   halluflow score chair --captions captions.jsonl --truth truth.jsonl
   halluflow sg ged --truth truth_sg.json --pred pred_sg.json
+  halluflow plan --configfile configs/ode-paper.yaml
 run `halluflow GROUP COMMAND --help` for the options and examples of each command."""
 
 

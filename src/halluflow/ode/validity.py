@@ -411,7 +411,7 @@ def table(doc: dict) -> str:
     """The plain-text table and correlations `release validity` prints."""
     real = KIND_LABEL.get(doc["real"]["source"], doc["real"]["source"])
     level = f"{doc['confidence']:.0%}"
-    head = ["model", f"ODE {doc['label']}", "n", f"{real} {doc['label']}", "n", f"ODE − {real}"]
+    head = ["model", "ODE", "n", real, "n", f"ODE − {real}"]
     body = [
         [
             r["model"] + (" (stand-in)" if r["stand_in"] else ""),

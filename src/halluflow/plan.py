@@ -1,0 +1,461 @@
+"""`halluflow plan`: what a config will run and what it will cost, before anything runs.
+
+The counts come from the config alone, the way the workflow derives them (no Snakemake, no model, no network):
+concept pairs (ode.sampling.sizes) x attribute variants = scenes, x ode.prompts.images_per_scene = images, and
+per image at most the questions ode.queries asks (the filter only removes images, so every count of an ODE run is
+an upper bound, marked "<="). Requests, generated tokens and jobs follow per stage and model; GPU-hours multiply
+them by per-item seconds (`plan.costs.<gpu>`, schema defaults stated as assumptions with their source, measured on
+your GPU by bench/bench_models.py and bench/bench_answer.py). Model cost scales with the parameter count read from
+the model id or name ("7b", "2.2B"); 7B when none is given.
+
+Planning also warns, one line each, when a non-demo release scores stand-ins and when a model pins a moving
+revision (`planning_warnings`, also logged by the workflow when it builds its DAG).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .config import load_schema, method_llm, method_models, stage_plan, validate_config
+from .errors import ConfigError, InputError
+from .models import MODELS_CACHE, resolve, resolve_llm
+
+DEMO_RELEASE = "ode-demo"
+REFERENCE_PARAMS_B = 7.0  # the per-request costs are stated for a 7B model
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+PARAMS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+COST_KEYS = ("synthesis_step_mp_s", "detection_image_s", "request_s", "token_s", "turn_token_s")
+
+CLI_DESCRIPTION = (
+    "Jobs, images, requests and generated tokens per stage, and estimated GPU-hours, of the workflow run that "
+    "`snakemake --configfile FILE...` would start: computed from the config, before anything runs. Counts of an "
+    "ODE release are upper bounds (the filter only removes images). Per-item seconds: plan.costs.<plan.gpu>."
+)
+CLI_EPILOG = """examples:
+  halluflow plan --configfile configs/ode-paper.yaml
+  halluflow plan --configfile configs/ode-paper.yaml configs/cedi.yaml --config plan.gpu=a100-80gb
+  halluflow plan --configfile configs/ode-paper.yaml --config shards.images=64 plan.costs.h100-80gb.token_s=0.002
+The workflow's config.yaml (--base, default ./config.yaml) comes first, then each --configfile, merged as
+Snakemake merges them (mappings key by key, lists and values replaced), then each --config KEY=VALUE (a dotted
+KEY reaches into sections; VALUE is read as YAML)."""
+
+
+# ---- the config, merged as Snakemake merges it ------------------------------------------------------------------
+def _merge(base: dict, update: dict) -> dict:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise InputError(f"config file {path} not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: the config must be a mapping of keys to values")
+    return data
+
+
+def _override(text: str) -> dict:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InputError(f"--config {text!r}: expected KEY=VALUE (e.g. shards.images=64)")
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        parsed = value
+    node: dict = {}
+    top = node
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = parsed
+    return top
+
+
+def merged_config(configfiles: list[str], overrides: list[str] = (), base: str | Path = "config.yaml") -> dict:
+    """The workflow's config.yaml (`base`) + each configfile + each KEY=VALUE, validated (defaults filled) as the
+    workflow validates it."""
+    if not Path(base).is_file():
+        raise InputError(f"base config {base} not found: run in the workflow's folder or give --base")
+    config = _read_yaml(Path(base))
+    for path in configfiles:
+        _merge(config, _read_yaml(Path(path)))
+    for text in overrides:
+        _merge(config, _override(text))
+    return validate_config(config)
+
+
+# ---- counts -----------------------------------------------------------------------------------------------------
+def queries_per_image(queries: dict, pair_kind: str, attributes: bool) -> dict[str, int]:
+    """The most questions ode.queries asks about one image of a pair kind, by query type (make_queries):
+    one description; a "yes" for both scene objects and negatives_per_image "no"s per strategy; an attribute truth
+    and contrast per object (when attributes decorate objects); counterfactual objects, and one attribute
+    counterfactual per attributed object; a count "yes" and one "no" per count_negatives word for each entity
+    (environments are not counted)."""
+    entities = 2 if pair_kind == "entity_entity" else 1
+    return {
+        "generative": 1,
+        "existence": 2 + queries["negatives_per_image"] * len(queries["strategies"]),
+        "attribute": 4 if attributes else 0,
+        "counterfactual": queries["counterfactual_per_image"]
+        + (2 if attributes and queries["counterfactual_attributes"] else 0),
+        "count": entities * (1 + len(queries["count_negatives"])),
+    }
+
+
+@dataclass
+class Counts:
+    images: int  # first-round images (synthesis, detection)
+    discriminative: int
+    generative: int
+    bound: bool  # True: an upper bound (ODE), False: counted from the source's files
+
+
+def ode_counts(config: dict) -> Counts:
+    ode = config["ode"]
+    attributes = bool(ode["sampling"]["attribute_kinds"])
+    per_scene = ode["sampling"]["variants"] * ode["prompts"]["images_per_scene"]
+    images = disc = gen = 0
+    for kinds in ode["sampling"]["sizes"].values():
+        for pair_kind, pairs in kinds.items():
+            n = pairs * per_scene
+            per = queries_per_image(ode["queries"], pair_kind, attributes)
+            images += n
+            gen += n * per["generative"]
+            disc += n * (sum(per.values()) - per["generative"])
+    return Counts(images, disc, gen, True)
+
+
+def source_counts(config: dict) -> Counts:
+    """Queries of a POPE / AMBER / COCO source or an existing release, counted from its files."""
+    from .sources import source_queries
+
+    source = config["answer"]["source"]
+    try:
+        table = source_queries(source)
+    except (OSError, InputError, ConfigError) as exc:
+        raise InputError(f"config key 'answer.source': cannot count its queries: {exc}") from None
+    gen = int((table["task"] == "generative").sum()) if "task" in table.columns else 0
+    return Counts(0, table.height - gen, gen, False)
+
+
+def params_b(*names: str | None) -> float | None:
+    """Billions of parameters named in a model id or name ("llava-1.5-7b-hf" -> 7, "SmolVLM-2.2B" -> 2.2)."""
+    for name in names:
+        found = PARAMS.findall(str(name or "").rsplit("/", 1)[-1])
+        if found:
+            return float(found[-1])
+    return None
+
+
+# ---- costs ------------------------------------------------------------------------------------------------------
+def cost_table(config: dict) -> tuple[str, dict[str, float], str]:
+    """(gpu type, per-item seconds, source) of plan.gpu: the config's entry over the built-in one of that name."""
+    plan = config["plan"]
+    gpu = plan["gpu"]
+    builtin = load_schema()["properties"]["plan"]["properties"]["costs"]["default"]
+    costs = {**builtin.get(gpu, {}), **(plan["costs"].get(gpu) or {})}
+    if gpu not in builtin and gpu not in plan["costs"]:
+        raise ConfigError(
+            f"config key 'plan.gpu': no costs for {gpu!r} (plan.costs has {', '.join(sorted({*builtin, *plan['costs']}))})"
+        )
+    for key in COST_KEYS:
+        if not isinstance(costs.get(key), (int, float)):
+            raise ConfigError(f"config key 'plan.costs.{gpu}.{key}': missing (seconds per item, see the schema)")
+    return gpu, costs, str(costs.get("source") or "")
+
+
+@dataclass
+class Row:
+    stage: str
+    jobs: int
+    images: int | None
+    requests: int | None
+    tokens: int | None
+    gpu_s: float | None  # None: no GPU of this run (CPU, a stand-in, a server elsewhere)
+    note: str = ""
+
+
+def _scale(spec_model: str | None, name: str | None) -> tuple[float, str]:
+    size = params_b(spec_model, name)
+    return ((size or REFERENCE_PARAMS_B) / REFERENCE_PARAMS_B, "" if size else f"size assumed {REFERENCE_PARAMS_B:g}B")
+
+
+def _model_rate(config: dict, spec: dict) -> tuple[float | None, str]:
+    """(cost factor, note) of a model under test: None when its GPU time is not this run's."""
+    resolved = resolve(spec, MODELS_CACHE, config["gpu"])
+    if spec.get("stand_in"):
+        return None, "stand-in (CPU)"
+    if spec["backend"] == "openai":
+        return None, "served elsewhere"
+    if not resolved.gpu:
+        return None, "CPU"
+    return _scale((spec.get("args") or {}).get("model"), spec["name"])
+
+
+def _llm_rate(config: dict, block: dict | None) -> tuple[float | None, str]:
+    if not block:
+        return None, ""
+    resolved = resolve_llm(block, MODELS_CACHE, config["gpu"])
+    if block.get("backend") == "openai":
+        return None, "served elsewhere"
+    if resolved is None or not resolved.gpu:
+        return None, "CPU"
+    return _scale(block.get("model"), None)
+
+
+def _llm_tokens(block: dict | None) -> int:
+    """The reply cap of an LLM block (transformers: max_new_tokens, openai: max_tokens; 64 = their defaults)."""
+    block = block or {}
+    return int(block.get("max_new_tokens") or block.get("max_tokens") or 64)
+
+
+def _seconds(rate: float | None, requests: int, tokens: int, request_s: float, token_s: float) -> float | None:
+    return None if rate is None else rate * (requests * request_s + tokens * token_s)
+
+
+def plan_rows(config: dict) -> tuple[list[Row], dict]:
+    """The table's rows and what they assumed ({gpu, costs, source, bound})."""
+    gpu, costs, source = cost_table(config)
+    stages = stage_plan(config)
+    rows: list[Row] = []
+    counts = ode_counts(config) if not stages["ode"] else source_counts(config)
+    image_shards, answer_shards = config["shards"]["images"], config["shards"]["answers"]
+    if not stages["ode"]:
+        syn, det = config["synthesis"], config["detection"]
+        attempts = syn["max_attempts"]
+        extra = f"<= x{attempts} with regenerated rounds" if attempts > 1 else ""
+        on_gpu = config["gpu"] or str(syn["device"]).startswith("cuda")
+        if syn["stand_in"]["enabled"]:
+            syn_s, syn_note = None, "stand-in (CPU)"
+        elif not on_gpu:
+            syn_s, syn_note = None, "CPU (gpu: false)"
+        else:
+            passes = 2 if (syn["true_cfg_scale"] or 1) > 1 else 1
+            megapixels = syn["height"] * syn["width"] / 2**20
+            syn_s = counts.images * syn["steps"] * passes * megapixels * costs["synthesis_step_mp_s"]
+            syn_note = f"{syn['steps']} steps x {passes} pass(es) at {syn['height']}x{syn['width']}"
+        rows.append(Row("synthesis", image_shards, counts.images, None, None, syn_s, _join(syn_note, extra)))
+        on_gpu = config["gpu"] or str(det["device"]).startswith("cuda")
+        det_s = counts.images * costs["detection_image_s"] if on_gpu and not det["stand_in"]["enabled"] else None
+        det_note = "stand-in (CPU)" if det["stand_in"]["enabled"] else "" if on_gpu else "CPU (gpu: false)"
+        rows.append(Row("detection", image_shards, counts.images, None, None, det_s, _join(det_note, extra)))
+    mnt = config["answer"]["max_new_tokens"]
+    requests = counts.discriminative + counts.generative
+    tokens = counts.discriminative * mnt["discriminative"] + counts.generative * mnt["generative"]
+    specs = {m["name"]: m for m in config["models"]}
+    rates = {name: _model_rate(config, spec) for name, spec in specs.items()}
+    for name in specs:
+        rate, note = rates[name]
+        seconds = _seconds(rate, requests, tokens, costs["request_s"], costs["token_s"])
+        rows.append(Row(f"answer {name}", answer_shards, None, requests, tokens, seconds, note))
+    if not stages["caos"]:
+        rows += _caos_rows(config, counts, rates, costs)
+    if not stages["cedi"]:
+        rows += _cedi_rows(config, rates, costs)
+    if not stages["samf"]:
+        rows += _samf_rows(config, counts, rates, costs)
+    return rows, {"gpu": gpu, "costs": costs, "source": source, "bound": counts.bound, "stages": stages}
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _caos_rows(config, counts, rates, costs) -> list[Row]:
+    caos = config["caos"]
+    members = caos["oracle"]["members"]
+    objects = config["plan"]["objects_per_description"]
+    llm = method_llm(config, "caos", "extractor")
+    llm_rate, _ = _llm_rate(config, llm)
+    rows = []
+    for name in method_models(config, "caos"):
+        per_member = counts.generative * objects
+        asked = per_member * len(members)
+        answer_tokens = config["answer"]["max_new_tokens"]["discriminative"]
+        seconds = 0.0
+        for member in members:
+            rate = rates[member][0] if isinstance(member, str) else _model_rate(config, {"name": "oracle", **member})[0]
+            tokens = per_member * answer_tokens
+            seconds += _seconds(rate, per_member, tokens, costs["request_s"], costs["token_s"]) or 0.0
+        calls = counts.generative if llm else 0
+        llm_tokens = calls * _llm_tokens(llm) if llm else 0
+        seconds += _seconds(llm_rate, calls, llm_tokens, costs["request_s"], costs["token_s"]) or 0.0
+        note = f"{len(members)} oracle member(s) x {objects:g} objects per description" + (
+            f"; {calls:,} extractor calls" if llm else ""
+        )
+        tokens = asked * answer_tokens + llm_tokens
+        rows.append(Row(f"caos {name}", 1, None, asked + calls, tokens, seconds or None, note))
+    return rows
+
+
+def _cedi_rows(config, rates, costs) -> list[Row]:
+    cedi = config["cedi"]
+    rounds = {"cedi": cedi["max_rounds"], "caption": cedi["max_rounds"], "prompt_only": cedi["prompt_only_rounds"]}
+    conversations = cedi["images"] * len(cedi["history"])
+    turns = conversations * sum(rounds[e] for e in cedi["examiners"])
+    llm = method_llm(config, "cedi", "question_writer", "switch", "parser")
+    llm_rate, _ = _llm_rate(config, llm)
+    per_turn = sum(cedi[k] == "llm" for k in ("question_writer", "switch", "parser"))
+    calls = turns * per_turn + (conversations * len(cedi["examiners"]) if cedi["parser"] == "llm" else 0)
+    llm_tokens = calls * _llm_tokens(llm)
+    rows = []
+    for name in method_models(config, "cedi"):
+        tokens = turns * cedi["max_new_tokens"]
+        seconds = (_seconds(rates[name][0], turns, tokens, costs["request_s"], costs["turn_token_s"]) or 0.0) + (
+            _seconds(llm_rate, calls, llm_tokens, costs["request_s"], costs["turn_token_s"]) or 0.0
+        )
+        note = f"{turns:,} turns" + (f" + {calls:,} LLM calls" if calls else "")
+        rows.append(Row(f"cedi {name}", 1, cedi["images"], turns + calls, tokens + llm_tokens, seconds or None, note))
+    return rows
+
+
+def _samf_rows(config, counts, rates, costs) -> list[Row]:
+    from .samf.workflow import groups_for
+
+    samf, ctl = config["samf"], config["samf"]["controller"]
+    groups = len(groups_for(samf))
+    instances = (
+        counts.discriminative if samf["max_instances"] is None else min(samf["max_instances"], counts.discriminative)
+    )
+    train = math.ceil(instances / max(groups, 1) * (1 - samf["pilot_ratio"]))
+    # UniHall's Appendix C.8: K*N_init*B pulls + T*B search steps + top-k arms re-evaluated on the training split,
+    # per group; plus every instance once as asked (standard) and once more under a random policy (dynamic)
+    search = groups * (
+        ctl["pool_size"] * ctl["n_init"] * ctl["batch_size"] + ctl["steps"] * ctl["batch_size"] + ctl["top_k"] * train
+    )
+    answers = search + instances * (2 if samf["dynamic"] else 1)
+    judged = samf["judge"] != "rule"
+    llm_calls = answers * (
+        judged + sum(m in samf["metrics"] for m in ("shr", "ghs")) * judged + (samf["verifier"] != "rule")
+    )
+    if samf["judge"] == "vlm":  # the judge model (a models: entry) also verifies BHR's claims when verifier is vlm
+        judge_rate, judge_cap = rates[samf["judge_model"]][0], samf["judge_max_new_tokens"]
+    else:
+        judge_rate = _llm_rate(config, config["llm"])[0] if "llm" in (samf["judge"], samf["verifier"]) else None
+        judge_cap = _llm_tokens(config["llm"])
+    rows = []
+    for name in method_models(config, "samf"):
+        tokens = answers * samf["max_new_tokens"]
+        judge_tokens = llm_calls * judge_cap
+        seconds = (_seconds(rates[name][0], answers, tokens, costs["request_s"], costs["turn_token_s"]) or 0.0) + (
+            _seconds(judge_rate, llm_calls, judge_tokens, costs["request_s"], costs["turn_token_s"]) or 0.0
+        )
+        note = f"{groups} groups; {answers:,} answers" + (f" + {llm_calls:,} judge calls" if llm_calls else "")
+        rows.append(
+            Row(f"samf {name}", 3 * groups, None, answers + llm_calls, tokens + judge_tokens, seconds or None, note)
+        )
+    return rows
+
+
+# ---- warnings ---------------------------------------------------------------------------------------------------
+def _revision_of(spec: dict) -> tuple[str | None, object]:
+    args = spec.get("args") or {}
+    return args.get("model"), args.get("revision")
+
+
+def planning_warnings(config: dict) -> list[str]:
+    """One line per problem a run would not stop for: a release outside the demo scoring stand-ins, and models
+    that load hub weights from a moving revision (null, a branch: anything but a 40-hex commit)."""
+    lines = []
+    standins = [m["name"] for m in config["models"] if m.get("stand_in")]
+    for section in ("synthesis", "detection"):
+        if config[section]["stand_in"]["enabled"] and not stage_plan(config)["ode"]:
+            standins.append(f"{section}: {config[section]['stand_in']['name']}")
+    if config["release"] != DEMO_RELEASE and standins and not stage_plan(config)["answer"]:
+        lines.append(
+            f"release {config['release']!r} scores the demo's stand-ins ({', '.join(standins)}): its numbers are "
+            "noise; name real models in `models:` and set stand_in.enabled false"
+        )
+    moving = []
+    hub = [(m["name"], *_revision_of(m)) for m in config["models"] if m["backend"] in ("transformers", "vllm", "blind")]
+    for section in ("synthesis", "detection"):
+        if not config[section]["stand_in"]["enabled"]:
+            hub.append((section, config[section]["model"], config[section]["revision"]))
+    for key in ("llm", "caos.llm", "cedi.llm"):
+        section, _, sub = key.partition(".")
+        block = (config.get(section) or {}).get(sub) if sub else config.get(section)
+        if block and block.get("backend") == "transformers":
+            hub.append((key, block.get("model"), block.get("revision")))
+    for name, model, revision in hub:
+        # a hub id is owner/name; a folder (resources/models/x, ./x) or a .pt file has no revision to pin
+        hub_id = bool(HUB_ID.match(str(model or ""))) and not Path(str(model)).exists()
+        if hub_id and not (isinstance(revision, str) and COMMIT.match(revision)):
+            moving.append(f"{name} ({revision or 'default branch'})")
+    if moving:
+        lines.append(
+            f"moving revisions, answers may change between runs: {', '.join(moving)}; pin each to a 40-hex commit"
+        )
+    return lines
+
+
+# ---- output -----------------------------------------------------------------------------------------------------
+def _num(value: int | None, bound: bool) -> str:
+    if value is None:
+        return "-"
+    return ("<= " if bound else "") + f"{value:,}"
+
+
+def format_plan(rows: list[Row], info: dict, warnings: list[str]) -> str:
+    bound = info["bound"]
+    header = ("stage", "jobs", "images", "requests", "tokens out", "GPU-h", "note")
+    body = [
+        (
+            r.stage,
+            f"{r.jobs:,}",
+            _num(r.images, bound and r.stage in ("synthesis", "detection")),
+            _num(r.requests, bound),
+            _num(r.tokens, bound),
+            "-" if r.gpu_s is None else f"{r.gpu_s / 3600:,.1f}",
+            r.note,
+        )
+        for r in rows
+    ]
+    total = sum(r.gpu_s or 0.0 for r in rows) / 3600
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
+    right = {1, 2, 3, 4, 5}
+    lines = [f"halluflow: warning: {w}" for w in warnings]
+    for row in [header, None, *body]:
+        if row is None:
+            lines.append("  ".join("-" * w for w in widths).rstrip())
+            continue
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(cells).rstrip())
+    lines.append(f"total: {total:,.1f} GPU-hours on {info['gpu']} (jobs on GPU; CPU jobs and servers not counted)")
+    costs = info["costs"]
+    lines.append(
+        "per-item seconds: "
+        + ", ".join(f"{k} {costs[k]:g}" for k in COST_KEYS)
+        + (f" ({info['source']})" if info["source"] else "")
+    )
+    skipped = [f"{s} ({why})" for s, why in info["stages"].items() if why]
+    if skipped:
+        lines.append("not planned: " + "; ".join(skipped))
+    return "\n".join(lines)
+
+
+def configure(parser) -> None:
+    parser.add_argument("--configfile", nargs="+", required=True, metavar="FILE", help="config files, in order")
+    parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides after the files")
+    parser.add_argument("--base", default="config.yaml", help="the workflow's base config (default: ./config.yaml)")
+
+
+def run(args) -> int:
+    config = merged_config(args.configfile, args.config, args.base)
+    rows, info = plan_rows(config)
+    print(format_plan(rows, info, planning_warnings(config)))
+    return 0
