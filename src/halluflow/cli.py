@@ -99,6 +99,12 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     ),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
     (
+        "models",
+        "fetch",
+        "halluflow.models_fetch",
+        "stage every weight a config names into one cache for offline jobs and write the lock (or --check it)",
+    ),
+    (
         "plan",
         "estimate",
         "halluflow.plan",
