@@ -20,6 +20,8 @@ wildcard_constraints:
 include: "rules/common.smk"
 # Stage files in data-flow order: a rule names its inputs through `rules.<upstream>.output.<key>`.
 include: "rules/standins.smk"
+# Real weights staged for offline compute nodes (`snakemake models_fetch`) and the lock every run checks.
+include: "rules/models.smk"
 include: "rules/ode.smk"
 include: "rules/images.smk"
 include: "rules/release.smk"

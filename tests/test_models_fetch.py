@@ -21,6 +21,8 @@ import pytest
 import yaml
 from hub_server import HubServer
 
+from halluflow.models_fetch import LOCK_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOLVLM = "halluflow-test/tiny-smolvlm"
 OWLV2 = "halluflow-test/tiny-owlv2"
@@ -216,3 +218,30 @@ def test_ultralytics_plan_and_lock_entries(tmp_path, monkeypatch):
     with pytest.raises(HalluflowError, match="is not the published"):
         fetch_asset(wrong, tmp_path / "cache")
     assert not (tmp_path / "cache" / "ultralytics/clip/x.pt").exists()
+
+
+def test_workflow_target_fetches_and_a_run_checks_the_lock(hub, tmp_path):
+    """`snakemake models_fetch` writes the lock from the config Snakemake merged; a run with HALLUFLOW_MODELS_LOCK
+    set stops at planning, in one line naming the file, once a locked file was changed."""
+    from workflow_utils import copy_workflow, run_snakemake
+
+    wf = copy_workflow(tmp_path / "wf")
+    cfg = _config(tmp_path, models=[])
+    cache = tmp_path / "cache"
+    env = {"HALLUFLOW_MODELS_CACHE": str(cache)}
+    args = ("--cores", "1", "--configfile", "configs/offline/ode-paper.yaml", str(cfg))
+    run_snakemake(wf, "models_fetch", *args, env=env, timeout=600)
+    lock = json.loads((cache / "models.lock.json").read_text())
+    assert [m["repo"] for m in lock["models"]] == [OWLV2]
+    assert "fetching halluflow-test/tiny-owlv2 @ main (detection)" in (wf / "logs/models/models_fetch.log").read_text()
+
+    env[LOCK_ENV] = str(cache / "models.lock.json")
+    ok = run_snakemake(wf, "-n", *args, env=env, timeout=600)
+    assert "Job stats" in ok.stdout + ok.stderr
+    entry = lock["models"][0]
+    config_json = cache / "hub" / "models--halluflow-test--tiny-owlv2" / "snapshots" / entry["commit"] / "config.json"
+    config_json.resolve().write_text(config_json.read_text() + " ")
+    bad = run_snakemake(wf, "-n", *args, env=env, timeout=600, check=False)
+    assert bad.returncode != 0
+    assert f"halluflow: {config_json}: does not match" in bad.stderr
+    assert "Traceback" not in bad.stderr

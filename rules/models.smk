@@ -1,0 +1,37 @@
+# Real weights for compute nodes without internet (halluflow.models_fetch). `snakemake models_fetch` (never part of
+# the default target; a local rule, so on Slurm it runs on the submit host, which has internet) stages every Hub
+# model and ultralytics file this config names into one cache and writes its lock. A run started with
+# HALLUFLOW_MODELS_LOCK set checks every locked file first (a changed one stops the run in one line) and keeps the
+# Hub offline for every job, so a job loads only what the lock names.
+import os
+
+from halluflow.errors import HalluflowError
+from halluflow.models_fetch import LOCK_ENV, LOCK_NAME, check_lock, fetch
+
+MODELS_FETCH_CACHE = os.environ.get("HALLUFLOW_MODELS_CACHE", "resources/hub-cache")
+
+if os.environ.get(LOCK_ENV):
+    try:
+        check_lock(os.environ[LOCK_ENV])
+    except HalluflowError as _exc:
+        raise SystemExit(f"halluflow: {_exc}")
+    # Jobs inherit this environment (Slurm: sbatch exports it), so none of them reaches the Hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_CACHE", str(Path(os.environ[LOCK_ENV]).resolve().parent / "hub"))
+
+
+localrules:
+    models_fetch,
+
+
+rule models_fetch:
+    output:
+        lock=f"{MODELS_FETCH_CACHE}/{LOCK_NAME}",
+    log:
+        "logs/models/models_fetch.log",
+    run:
+        with open(log[0], "w") as fh:
+            try:
+                fetch(config, MODELS_FETCH_CACHE, output.lock, log=lambda line: print(line, file=fh, flush=True))
+            except HalluflowError as exc:
+                raise SystemExit(f"halluflow: {exc}")  # one line (a gated model: how to log in), no traceback
