@@ -11,6 +11,7 @@ target against a real server in tests/test_served.py.
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -54,8 +55,26 @@ def test_config_plans_without_its_override(workdir, name):
 def test_ode_paper_offline(workdir):
     out = "results/ode-paper-offline"
     run_snakemake(
-        workdir, f"{out}/release/manifest.json", f"{out}/metrics/prior.json", "--cores", "2", *configfiles("ode-paper")
+        workdir,
+        f"{out}/release/manifest.json",
+        f"{out}/metrics/prior.json",
+        "--cores",
+        "2",
+        *configfiles("ode-paper"),
+        env={"HALLUFLOW_PROGRESS_SECONDS": "0.000001"},  # a progress line after every item of every job
     )
+    # A cluster log reads from its first line what the job does (logs are files, not terminals: no tqdm bar) ...
+    logs = workdir / "logs" / "ode-paper-offline"
+    first = {k: (logs / k).read_text().splitlines()[0] for k in ("synthesize/000.log", "detect/000.log")}
+    first["answer"] = (logs / "answer" / "prior" / "000.log").read_text().splitlines()[0]
+    assert re.search(
+        r"synthesize shard 000: \d+ images in \d+ batches of 4, model \S+tiny-flux", first["synthesize/000.log"]
+    )
+    assert re.search(r"detect shard 000: \d+ images in \d+ batches of 16, model ", first["detect/000.log"])
+    assert re.search(r"model prior \(backend prior\) shard 0/1: \d+ queries, \d+ cache hits", first["answer"])
+    # ... and how far it is: counts, rate and ETA
+    answer_log = (logs / "answer" / "prior" / "000.log").read_text()
+    assert re.search(r"answer prior 000: \d+/\d+ it \(\d+\.\d%\), [\d.]+ it/s, elapsed \d+s, ETA \d+s", answer_log)
     manifest = json.loads((workdir / out / "release" / "manifest.json").read_text())
     assert "stand_in" in json.dumps(manifest)  # the release says plainly it was cut with stand-ins
     queries = pl.read_parquet(workdir / out / "release" / "queries.parquet")

@@ -253,9 +253,12 @@ def answer_shard(
     misses = [p for p in planned if p[2] not in results]
     if misses:
         cache.check_writable()
+    # The job's first line: what it will do (the model loads only after it, and only for misses).
     log.info(
-        "model %s shard %d/%d: %d queries, %d cache hits, %d to request",
+        "model %s (backend %s%s) shard %d/%d: %d queries, %d cache hits, %d to request",
         model.name,
+        model.backend_name,
+        f", {model.args['model']}" if model.args.get("model") else "",
         shard,
         n_shards,
         len(planned),

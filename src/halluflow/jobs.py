@@ -124,6 +124,15 @@ def make_prompts(
     )
 
 
+def _start_line(job: str, items: int, batch_size: int, kwargs: dict) -> str:
+    """`synthesize shard 003: 120 images in 30 batches of 4, model M (backend diffusers, revision R)`."""
+    batches = -(-items // max(1, int(batch_size)))
+    return (
+        f"{job}: {items} images in {batches} batches of {batch_size}, model {kwargs.get('model')} "
+        f"(backend {kwargs.get('backend')}, revision {kwargs.get('revision') or 'default branch'})"
+    )
+
+
 def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, threads: int = 1) -> None:
     """Rule synthesize: one image shard; the model loads once, images are generated in fixed batches."""
     from .devices import set_threads
@@ -133,7 +142,19 @@ def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, 
     set_threads(threads)
     root = Path(out).parent.parent  # results/<release>: image paths are relative to it
     rows = read_prompts(prompts, shard=shard)
-    synthesizer = create("synthesizer", synthesizer_kwargs(synthesis, model))
+    kwargs = synthesizer_kwargs(synthesis, model)
+    sidecar = root / "images" / f"{shard}.resume.jsonl"  # synthesize_shard's resume record of finished batches
+    recorded = sum(1 for line in sidecar.open(encoding="utf-8") if line.strip()) if sidecar.exists() else 0
+    # The job's first line says what it will do, before the model loads (a cluster log names the job at once).
+    log.info(
+        "%s; %d steps at %dx%d; %d images recorded by an earlier attempt (reused when their batch matches)",
+        _start_line(f"synthesize shard {shard}", rows.height, synthesis["batch_size"], kwargs),
+        synthesis["steps"],
+        synthesis["height"],
+        synthesis["width"],
+        recorded,
+    )
+    synthesizer = create("synthesizer", kwargs)
     log.info("synthesizer: %s", synthesizer.describe().as_dict())
     table = synthesize_shard(rows, root, shard, synthesizer, synthesis["batch_size"])
     # Which of the release's text-to-image models made each image (metrics break down by it).
@@ -152,7 +173,13 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
     labels = image_labels(
         image_table, read_parquet(scenes), read_parquet(prompts), scenes_path=scenes, prompts_path=prompts
     )
-    detector = create("detector", detector_kwargs(detection, model))
+    kwargs = detector_kwargs(detection, model)
+    log.info(
+        "%s; %.1f labels per image",
+        _start_line(f"detect shard {Path(out).stem}", image_table.height, detection["batch_size"], kwargs),
+        sum(map(len, labels.values())) / max(len(labels), 1),
+    )
+    detector = create("detector", kwargs)
     log.info("detector: %s", detector.describe().as_dict())
     write_parquet(out, detect_shard(image_table, labels, root, detector, detection["batch_size"]))
 
