@@ -66,7 +66,7 @@ def api_overlay(workdir: Path, server: ChatServer, name: str = "api", api_key_en
                     "base_url": server.base_url,
                     "model": "prior-over-http",
                     "api_key_env": api_key_env,
-                    "timeout_s": 0.5,
+                    "timeout_s": 1.0,  # generous: a loaded CI machine must not time out a normal reply
                     "max_retries": 3,
                     "backoff_s": 0.01,
                     "backoff_max_s": 0.05,
@@ -109,7 +109,7 @@ def question(obj: str) -> str:
 
 
 def test_faults_are_retried_then_failures_rerun_alone(workdir, prior):
-    with ChatServer(prior, stall_s=1.5) as server:
+    with ChatServer(prior, stall_s=2.5) as server:
         overlay = api_overlay(workdir, server)
         # Transient faults (each fewer than max_retries + 1 attempts) and one request that never gets through.
         server.faults["a dog "] = ["429", "500"]
