@@ -176,6 +176,16 @@ def test_a_key_no_header_can_carry_is_one_line(prior, labels, tmp_path, monkeypa
     assert leaked(tmp_path, [text, logs], [KEY]) == []
 
 
+def test_a_key_pasted_as_api_key_env_is_refused_without_echoing_it(prior, labels, tmp_path, capsys, caplog):
+    out = tmp_path / "answers.jsonl"
+    with ChatServer(prior) as srv:
+        args = [a.replace(f"api_key_env={KEY_ENV}", f"api_key_env={KEY}") for a in argv(labels, out, srv.base_url)]
+        code, text, logs = run_cli(args, capsys, caplog)
+    one_error_line(text, "api_key_env must be the NAME of an environment variable")
+    assert code == 1 and srv.posts == 0 and not out.exists()
+    assert leaked(tmp_path, [text, logs], [KEY]) == []
+
+
 # ---------------------------------------------------------------------------------------------- server faults
 def test_a_redirect_is_one_line_and_stops_the_shard(prior, labels, tmp_path, key, capsys, caplog):
     out = tmp_path / "answers.jsonl"

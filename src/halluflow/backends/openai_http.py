@@ -184,6 +184,12 @@ class _CappedBody:
 
 def _api_key(env: str) -> str:
     """The key from the variable NAMED env, refused in one line (never echoed) when no HTTP header can carry it."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(env)):
+        # Not a variable name: most likely the key itself pasted into the config, which must not be echoed.
+        raise ConfigError(
+            "openai backend: api_key_env must be the NAME of an environment variable (letters, digits, _), not "
+            "the key itself; export the key in a variable and name that variable"
+        )
     key = os.environ.get(env)
     if not key:
         raise ConfigError(f"openai backend: environment variable {env!r} (api_key_env) is not set")
