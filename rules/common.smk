@@ -14,6 +14,8 @@ from halluflow.models import resolve_llm
 from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from halluflow.samf.workflow import groups_for
+from halluflow.samf.workflow import controllers_of as samf_controllers
+from halluflow.samf.workflow import CONTROLLERS as SAMF_CONTROLLERS
 from snakemake.logging import logger
 
 try:
@@ -187,7 +189,34 @@ def get_samf_trained(wildcards):
         groups = groups_for(config["samf"])
     else:
         groups = sorted(pl.read_parquet(checkpoints.samf_instances.get().output.split)["group"].unique())
-    return expand(rules.samf_train.output.policy, model=wildcards.model, group=groups)
+    return expand(rules.samf_train.output.policy, model=wildcards.model, controller=wildcards.controller, group=groups)
+
+
+# samf_train / samf_fuzzed_eval run once per controller of samf.controllers, all on the same instances and split.
+SAMF_CONTROLLER_PATTERN = "|".join(SAMF_CONTROLLERS)
+
+
+def get_samf_fuzzed(wildcards):
+    # In samf.controllers order: the first controller's table gives the comparison's Table 11 rows.
+    return expand(
+        rules.samf_fuzzed_eval.output.table, model=wildcards.model, controller=samf_controllers(config["samf"])
+    )
+
+
+def get_samf_agreement_input(wildcards):
+    labels = (config["samf"].get("agreement") or {}).get("labels")
+    return [labels] if labels else []
+
+
+def samf_agreement_params(config):
+    # Table 4 over the metrics the run scores; the chance row is seeded by the run's seed.
+    section = config["samf"].get("agreement") or {}
+    return {
+        "labels": section.get("labels"),
+        "thresholds": section.get("thresholds") or {},
+        "metrics": list(config["samf"]["metrics"]),
+        "seed": config["seed"],
+    }
 
 
 def get_report_upstream(wildcards):

@@ -1,8 +1,10 @@
 # UniHall + SAMF (self-adaptive mutation fuzzing of hallucination benchmarks): UniHall instances from the release,
-# standard evaluation, one controller-training job per
-# (model, subtype x question-type group) so a cluster trains groups in parallel, fuzzed evaluation with the
-# CentralFuzzController (+ the random-policy "dynamic" setting of Table 11), and the standard / dynamic / fuzzed
-# table. Logic in src/halluflow/samf/.
+# standard evaluation, one controller-training job per (model, controller of samf.controllers, subtype x
+# question-type group) so a cluster trains groups and controllers in parallel on the same instances, fuzzed
+# evaluation with each controller's CentralFuzzController, the random-policy "dynamic" setting of Table 11 (once per
+# model), and the comparison: standard / dynamic / fuzzed (first controller) plus controller x category x
+# static/fuzzed (every controller) and Table 4's metric-human agreement when samf.agreement.labels is set. Logic in
+# src/halluflow/samf/.
 
 
 checkpoint samf_instances:
@@ -67,13 +69,14 @@ rule samf_train:
         model=get_model_input,
         judges=get_samf_judge_input,
     output:
-        policy=f"{OUT}/fuzz/{{model}}/train/{{group}}.json",
+        policy=f"{OUT}/fuzz/{{model}}/{{controller}}/train/{{group}}.json",
     log:
-        f"{LOGS}/samf_train/{{model}}/{{group}}.log",
+        f"{LOGS}/samf_train/{{model}}/{{controller}}/{{group}}.log",
     benchmark:
-        f"{BENCH}/samf_train/{{model}}/{{group}}.tsv"
+        f"{BENCH}/samf_train/{{model}}/{{controller}}/{{group}}.tsv"
     wildcard_constraints:
         model=name_pattern(method_models(config, "samf")),
+        controller=SAMF_CONTROLLER_PATTERN,
         group=r"[a-z_]+_(YON|VQA)",
     conda:
         "../envs/samf.yaml"
@@ -103,17 +106,17 @@ rule samf_fuzzed_eval:
         model=get_model_input,
         judges=get_samf_judge_input,
     output:
-        policies=f"{OUT}/fuzz/{{model}}/policies.json",
-        table=f"{OUT}/fuzz/{{model}}/fuzzed.parquet",
-        instances=f"{OUT}/fuzz/{{model}}/fuzzed_instances.json",
-        dynamic=f"{OUT}/fuzz/{{model}}/dynamic.parquet",
-        images=directory(f"{OUT}/fuzz/{{model}}/fuzzed"),
+        policies=f"{OUT}/fuzz/{{model}}/{{controller}}/policies.json",
+        table=f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed.parquet",
+        instances=f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed_instances.json",
+        images=directory(f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed"),
     log:
-        f"{LOGS}/samf_fuzzed_eval/{{model}}.log",
+        f"{LOGS}/samf_fuzzed_eval/{{model}}/{{controller}}.log",
     benchmark:
-        f"{BENCH}/samf_fuzzed_eval/{{model}}.tsv"
+        f"{BENCH}/samf_fuzzed_eval/{{model}}/{{controller}}.tsv"
     wildcard_constraints:
         model=name_pattern(method_models(config, "samf")),
+        controller=SAMF_CONTROLLER_PATTERN,
     conda:
         "../envs/samf.yaml"
     threads: 2
@@ -134,14 +137,51 @@ rule samf_fuzzed_eval:
         "../scripts/samf_fuzzed_eval.py"
 
 
+rule samf_dynamic_eval:
+    input:
+        instances=rules.samf_instances.output.instances,
+        split=rules.samf_instances.output.split,
+        model=get_model_input,
+        judges=get_samf_judge_input,
+    output:
+        table=f"{OUT}/fuzz/{{model}}/dynamic.parquet",
+        images=directory(f"{OUT}/fuzz/{{model}}/dynamic"),
+    log:
+        f"{LOGS}/samf_dynamic_eval/{{model}}.log",
+    benchmark:
+        f"{BENCH}/samf_dynamic_eval/{{model}}.tsv"
+    wildcard_constraints:
+        model=name_pattern(method_models(config, "samf")),
+    conda:
+        "../envs/samf.yaml"
+    threads: 2
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 30 * attempt,
+        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
+        api_calls=get_api_calls,
+    params:
+        samf=config["samf"],
+        model=get_model_spec,
+        release_dir=ode_release_dir(),
+        models_cache=MODELS_CACHE,
+        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
+        judges=samf_judge_specs(config),
+        seed=config["seed"],
+    script:
+        "../scripts/samf_dynamic_eval.py"
+
+
 rule samf_compare:
     input:
         standard=rules.samf_standard_eval.output.table,
-        fuzzed=rules.samf_fuzzed_eval.output.table,
-        dynamic=rules.samf_fuzzed_eval.output.dynamic,
+        fuzzed=get_samf_fuzzed,
+        dynamic=rules.samf_dynamic_eval.output.table,
+        labels=get_samf_agreement_input,
     output:
         table=f"{OUT}/fuzz/{{model}}/comparison.parquet",
         summary=f"{OUT}/fuzz/{{model}}/comparison.json",
+        controllers=f"{OUT}/fuzz/{{model}}/controllers.parquet",
     log:
         f"{LOGS}/samf_compare/{{model}}.log",
     wildcard_constraints:
@@ -151,5 +191,8 @@ rule samf_compare:
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 1000 * attempt,
+    params:
+        controllers=samf_controllers(config["samf"]),
+        agreement=samf_agreement_params(config),
     script:
         "../scripts/samf_compare.py"

@@ -13,9 +13,11 @@ def stage_targets():
         "caos": expand(rules.caos_score.output.summary, model=method_models(config, "caos")),
         "diagnosis": expand(list(rules.ode_diagnosis.output)[:2], model=method_models(config, "diagnosis")),
         "cedi": expand(rules.cedi_grade.output.grades, model=method_models(config, "cedi")),
-        "samf": expand(
-            list(rules.samf_compare.output) + [rules.samf_fuzzed_eval.output.policies],
+        "samf": expand(list(rules.samf_compare.output), model=method_models(config, "samf"))
+        + expand(
+            rules.samf_fuzzed_eval.output.policies,
             model=method_models(config, "samf"),
+            controller=samf_controllers(config["samf"]),
         ),
         "report": [rules.report_summary.output.summary],
     }

@@ -1,4 +1,4 @@
-# Rule samf_fuzzed_eval: the trained policies on the test instances (+ the random-policy dynamic setting).
+# Rule samf_fuzzed_eval: one controller's trained policies on the instances.
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -17,10 +17,10 @@ run_fuzzed(
     models_cache=snakemake.params.models_cache,
     graph_dir=snakemake.params.graph_dir,
     seed=snakemake.params.seed,
-    out_dir=Path(snakemake.output.images).parent,  # the model's fuzz folder; images/ is written inside it
+    out_dir=Path(snakemake.output.images).parent,  # the controller's fuzz folder; fuzzed/ is written inside it
     out_policies=snakemake.output.policies,
     out_fuzzed=snakemake.output.table,
     out_instances=snakemake.output.instances,
-    out_dynamic=snakemake.output.dynamic,
     judges=snakemake.params.judges,
+    controller=snakemake.wildcards.controller,
 )

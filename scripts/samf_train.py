@@ -1,4 +1,4 @@
-# Rule samf_train: the mutation-policy controller of one (subtype x question type) group.
+# Rule samf_train: one controller of samf.controllers learns the mutation policy of one (subtype x question type) group.
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -17,4 +17,5 @@ run_train(
     seed=snakemake.params.seed,
     out=snakemake.output.policy,
     judges=snakemake.params.judges,
+    controller=snakemake.wildcards.controller,
 )

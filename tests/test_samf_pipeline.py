@@ -245,3 +245,102 @@ def test_multi_image_operators_send_several_images_or_record_the_tiled_fallback(
     if not P.MULTI_IMAGE_REQUESTS:
         pytest.skip("VLMRequest has no `images` field yet: every backend receives the tiled panel")
     assert multi["image_mode"] == "multi" and len(vlm.got[0]) == multi["n_images"] > 1
+
+
+def _mixed_pool(root) -> list[dict]:
+    """4 object/existence + 2 instruction/sycophancy yes/no instances (bright image = the truth is Yes)."""
+    (root / "mixed").mkdir()
+    items = []
+    for i in range(6):
+        truth = "Yes" if i % 2 == 0 else "No"
+        Image.fromarray(np.full((16, 16, 3), 220 if truth == "Yes" else 30, np.uint8)).save(root / "mixed" / f"{i}.png")
+        category, subtype, digits = ("object", "existence", "11") if i < 4 else ("instruction", "sycophancy", "23")
+        items.append(
+            validate_instance(
+                {
+                    "instance_id": f"{digits}{i + 1:04d}",
+                    "meta_inf": {"category": category, "subtype": subtype, "risk_level": 2},
+                    "source_inf": {"source_dataset": "sim", "source_id": str(i)},
+                    "seed_data": {
+                        "type": "YON",
+                        "image_path": f"mixed/{i}.png",
+                        "question": "Is the lamp on?",
+                        "ground_truth": truth,
+                    },
+                }
+            )
+        )
+    return items
+
+
+def test_category_table_puts_two_controllers_side_by_side_on_the_same_instances(tmp_path):
+    """Hand-checkable: the bare question (15 chars) is answered right; any policy that adds context pushes the prompt
+    past 40 chars and flips every answer. Controller `flip` stacks a constraint (every fuzzed answer wrong), controller
+    `keep` applies no operator (fuzzed = static answers). Pilot split 20%: existence 4 -> 1 train, 3 test; sycophancy
+    2 -> 1 train, 1 test; so the test split holds 3 object + 1 instruction instances."""
+    items = _mixed_pool(tmp_path)
+    split = pilot_split(items, 0.2, seed=1)
+    assert sum(v == "test" for v in split.values()) == 4
+    vlm = BrightnessVLM(max_chars=40)
+    std = P.standard_eval(items, split, vlm, "sim", tmp_path)
+    flip = CentralFuzzController({"existence_YON": Policy((("constraint_stack", 1),))})  # sycophancy: the default
+    keep = CentralFuzzController({"existence_YON": Policy()})
+    fuzzed = {
+        name: P.fuzzed_eval(items, split, ctl, vlm, "sim", tmp_path, tmp_path / name, seed=0)[0]
+        for name, ctl in (("flip", flip), ("keep", keep))
+    }
+    table = P.category_table(std, fuzzed)
+    # controller x (overall, instruction, object) x (static, fuzzed), in that order
+    assert table.height == 2 * 3 * 2
+    assert table.select("controller", "category", "setting").rows()[:6] == [
+        ("flip", "overall", "static"),
+        ("flip", "overall", "fuzzed"),
+        ("flip", "instruction", "static"),
+        ("flip", "instruction", "fuzzed"),
+        ("flip", "object", "static"),
+        ("flip", "object", "fuzzed"),
+    ]
+
+    def cell(controller, category, setting):
+        return table.filter(
+            (pl.col("controller") == controller) & (pl.col("category") == category) & (pl.col("setting") == setting)
+        ).row(0, named=True)
+
+    metrics = ["n", "n_failed", "ghr", "bhr", "shr", "ghs"]
+    for category, n in (("overall", 4), ("object", 3), ("instruction", 1)):
+        static = [{k: cell(c, category, "static")[k] for k in metrics} for c in ("flip", "keep")]
+        assert static[0] == static[1] == {"n": n, "n_failed": 0, "ghr": 0.0, "bhr": 0.0, "shr": None, "ghs": None}
+        assert cell("flip", category, "fuzzed")["ghr"] == 1.0 and cell("flip", category, "fuzzed")["bhr"] == 1.0
+        assert cell("keep", category, "fuzzed")["ghr"] == 0.0 and cell("keep", category, "fuzzed")["n"] == n
+    assert table["model"].unique().to_list() == ["sim"] and table["stand_in"].all()
+    with pytest.raises(Exception, match="no controller's fuzzed table"):
+        P.category_table(std, {})
+
+
+def test_category_table_fuzzed_rows_come_from_each_trained_controller(bench):
+    """Hill climbing and UCB trained on the same pilot instances: one table, static rows identical across them,
+    each fuzzed row the mean of that controller's own fuzzed answers (its Table 11 overall number)."""
+    items, root = bench
+    split = pilot_split(items, 0.2, seed=1)
+    vlm = BrightnessVLM()
+    std = P.standard_eval(items, split, vlm, "sim", root)
+    fuzzed, policies = {}, {}
+    for method in ("hill_climb", "ucb"):
+        results = {
+            g: P.train_group(items, split, g, vlm, root, root / method / "work", dict(CFG, method=method), seed=7)
+            for g in ("attribute_YON", "existence_YON")
+        }
+        assert {r.method for r in results.values()} == {"hill_climb" if method == "hill_climb" else "bandit_ucb"}
+        ctl = CentralFuzzController({g: r.policy for g, r in results.items()})
+        policies[method] = ctl.as_dict()
+        fuzzed[method] = P.fuzzed_eval(items, split, ctl, vlm, "sim", root, root / method, seed=7)[0]
+    table = P.category_table(std, fuzzed)
+    static = table.filter(pl.col("setting") == "static").drop("controller")
+    assert static.filter(pl.col("category") == "overall").height == 2
+    assert static[:2].to_dicts() == static[2:].to_dicts()  # same instances, same static answers
+    for method, fz in fuzzed.items():
+        row = table.filter(
+            (pl.col("controller") == method) & (pl.col("category") == "overall") & (pl.col("setting") == "fuzzed")
+        ).row(0, named=True)
+        assert row["ghr"] == P.compare(std, fz).row(0, named=True)["ghr_fuzzed"]
+        assert row["n"] == fz.filter(pl.col("split") == "test").height == 16

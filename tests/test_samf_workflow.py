@@ -77,49 +77,31 @@ def setup(tmp_path):
     return samf, tmp_path
 
 
-def _run(samf, root, out):
+def _run(samf, root, out, agreement=None):
+    """The rule steps as the workflow runs them: one standard and one dynamic table per model, one training job per
+    controller x group and one fuzzed evaluation per controller, then the comparison of every controller."""
     o = root / out
+    m = o / "m"
     W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
-    W.run_standard(
-        samf, o / "instances.json", o / "split.parquet", SPEC, None, root, None, o / "m" / "standard.parquet"
-    )
+    common = (o / "instances.json", o / "split.parquet")
+    W.run_standard(samf, *common, SPEC, None, root, None, m / "standard.parquet")
+    W.run_dynamic(samf, *common, SPEC, None, root, None, 3, m / "dynamic", m / "dynamic.parquet")
     groups = W.groups_for(samf)
-    for g in groups:
-        W.run_train(
-            samf,
-            o / "instances.json",
-            o / "split.parquet",
-            SPEC,
-            g,
-            None,
-            root,
-            None,
-            3,
-            o / "m" / "train" / f"{g}.json",
-        )
-    W.run_fuzzed(
-        samf,
-        o / "instances.json",
-        o / "split.parquet",
-        [o / "m" / "train" / f"{g}.json" for g in groups],
-        SPEC,
-        None,
-        root,
-        None,
-        3,
-        o / "m",
-        o / "m" / "policies.json",
-        o / "m" / "fuzzed.parquet",
-        o / "m" / "fuzzed_instances.json",
-        o / "m" / "dynamic.parquet",
-    )
+    for c in W.controllers_of(samf):
+        for g in groups:
+            W.run_train(samf, *common, SPEC, g, None, root, None, 3, m / c / "train" / f"{g}.json", controller=c)
+        outs = [m / c / "policies.json", m / c / "fuzzed.parquet", m / c / "fuzzed_instances.json"]
+        trained = [m / c / "train" / f"{g}.json" for g in groups]
+        W.run_fuzzed(samf, *common, trained, SPEC, None, root, None, 3, m / c, *outs, controller=c)
     W.run_compare(
-        o / "m" / "standard.parquet",
-        o / "m" / "fuzzed.parquet",
+        m / "standard.parquet",
+        {c: m / c / "fuzzed.parquet" for c in W.controllers_of(samf)},
         "syco",
-        o / "m" / "comparison.parquet",
-        o / "m" / "comparison.json",
-        o / "m" / "dynamic.parquet",
+        m / "comparison.parquet",
+        m / "comparison.json",
+        m / "dynamic.parquet",
+        m / "controllers.parquet",
+        agreement,
     )
     return o
 
@@ -130,9 +112,9 @@ def test_rule_steps_end_to_end(setup):
     o = _run(samf, root, "a")
     split = pl.read_parquet(o / "split.parquet")
     assert split.filter(pl.col("split") == "train").height == 2  # 20% of 6 -> 1, 20% of 4 -> 1
-    policies = json.loads((o / "m" / "policies.json").read_text())
+    policies = json.loads((o / "m" / "ucb" / "policies.json").read_text())
     assert set(policies["groups"]) == {"existence_YON", "sycophancy_YON"} and policies["default"]["key"]
-    assert policies["stand_in"] is True
+    assert policies["stand_in"] is True and policies["controller"] == "ucb"
     assert pl.read_parquet(o / "m" / "comparison.parquet")["stand_in"].all()
     summary = json.loads((o / "m" / "comparison.json").read_text())
     assert summary["stand_in"] is True and summary["rows"][0]["group"] == "overall"
@@ -141,10 +123,11 @@ def test_rule_steps_end_to_end(setup):
     dynamic = pl.read_parquet(o / "m" / "dynamic.parquet")
     assert dynamic.height == 10 and dynamic["policy"].n_unique() > 1  # one random policy per instance
     assert overall["ghr_dynamic"] == dynamic.filter(pl.col("split") == "test")["ghr"].mean()
-    fuzzed = json.loads((o / "m" / "fuzzed_instances.json").read_text())
+    fuzzed = json.loads((o / "m" / "ucb" / "fuzzed_instances.json").read_text())
     assert all(m["mutation_inf"]["policy"] for m in fuzzed)
-    trained = json.loads((o / "m" / "train" / "existence_YON.json").read_text())
+    trained = json.loads((o / "m" / "ucb" / "train" / "existence_YON.json").read_text())
     assert trained["method"] == "bandit_ucb" and trained["stand_in"] is True and len(trained["history"]) == 4
+    assert trained["controller"] == "ucb" and summary["controllers"] == ["ucb"]  # the default: one controller
 
 
 def test_rule_steps_are_byte_identical_on_rerun(setup):
@@ -257,14 +240,20 @@ def test_every_summary_names_its_judges(setup):
     W.make_instances(samf, None, "sim", 3, o / "instances.json", o / "split.parquet")
     common = (o / "instances.json", o / "split.parquet")
     W.run_standard(samf, *common, SPEC, None, root, None, o / "standard.parquet", judges=judges)
+    W.run_dynamic(samf, *common, SPEC, None, root, None, 3, o / "dyn", o / "dynamic.parquet", judges=judges)
     groups = W.groups_for(samf)
     for g in groups:
         W.run_train(samf, *common, SPEC, g, None, root, None, 3, o / "train" / f"{g}.json", judges=judges)
-    outs = [o / "policies.json", o / "fuzzed.parquet", o / "fuzzed_instances.json", o / "dynamic.parquet"]
+    outs = [o / "policies.json", o / "fuzzed.parquet", o / "fuzzed_instances.json"]
     trained = [o / "train" / f"{g}.json" for g in groups]
     W.run_fuzzed(samf, *common, trained, SPEC, None, root, None, 3, o, *outs, judges=judges)
     W.run_compare(
-        o / "standard.parquet", o / "fuzzed.parquet", "syco", o / "c.parquet", o / "c.json", o / "dynamic.parquet"
+        o / "standard.parquet",
+        {"ucb": o / "fuzzed.parquet"},
+        "syco",
+        o / "c.parquet",
+        o / "c.json",
+        o / "dynamic.parquet",
     )
     summary = json.loads((o / "c.json").read_text())
     assert set(summary["judges"]) == {"standard", "dynamic", "fuzzed"}
@@ -287,9 +276,101 @@ def test_every_summary_names_its_judges(setup):
             },
         }
     assert W.read_judges(o / "c.parquet") == summary["judges"]
+    assert summary["fuzzed_judges"] == {"ucb": summary["judges"]["fuzzed"]}
     assert json.loads((o / "policies.json").read_text())["judges"] == summary["judges"]["fuzzed"]
     assert all(json.loads(p.read_text())["judges"]["verifier"] == "llm" for p in trained)
     # A table that records no judges is refused at compare time, in one line naming it.
     pl.read_parquet(o / "standard.parquet").write_parquet(o / "bare.parquet")
     with pytest.raises(InputError, match=r"bare.parquet: records no judges"):
-        W.run_compare(o / "bare.parquet", o / "fuzzed.parquet", "syco", o / "d.parquet", o / "d.json")
+        W.run_compare(o / "bare.parquet", {"ucb": o / "fuzzed.parquet"}, "syco", o / "d.parquet", o / "d.json")
+
+
+def test_two_controllers_in_one_run_share_the_instances_and_the_static_answers(setup):
+    """samf.controllers [hill_climb, ucb]: both train on the same pilot split and fuzz the same instances; one
+    comparison holds the controller x category x static/fuzzed table (JSON by_category = controllers.parquet), its
+    static rows identical across controllers, each fuzzed row from that controller's own fuzzed table; Table 4's
+    agreement is computed from human labels of the static answers. Every number has its catalogue entry."""
+    from halluflow.metrics.catalogue import CATALOGUE, entry_for_path
+
+    samf, root = setup
+    samf = dict(samf, controllers=["hill_climb", "ucb"])
+    # Human labels (sycophant's static answers are all right: GHR 0 on every one): 2 of 4 say hallucinated, one
+    # label names an instance with no answer, one belongs to another model and is dropped.
+    labels = root / "labels.csv"
+    o = _run(samf, root, "two")
+    test_ids = sorted(pl.read_parquet(o / "split.parquet").filter(pl.col("split") == "test")["instance_id"])
+    lines = ["instance_id,label,model"] + [f"{i},{k % 2},syco" for k, i in enumerate(test_ids[:4])]
+    labels.write_text("\n".join(lines + ["999999,1,syco", f"{test_ids[0]},1,other"]) + "\n")
+    agreement = {"labels": str(labels), "thresholds": {}, "metrics": ["ghr", "bhr"], "seed": 3}
+    o = _run(samf, root, "two", agreement)
+    m = o / "m"
+    summary = json.loads((m / "comparison.json").read_text())
+    assert summary["controllers"] == ["hill_climb", "ucb"] and summary["controller"] == "hill_climb"
+    for c in ("hill_climb", "ucb"):
+        assert json.loads((m / c / "policies.json").read_text())["controller"] == c
+        assert {json.loads(p.read_text())["controller"] for p in (m / c / "train").glob("*.json")} == {c}
+    assert set(summary["fuzzed_judges"]) == {"hill_climb", "ucb"}
+    rows = pl.DataFrame(summary["by_category"])
+    assert pl.read_parquet(m / "controllers.parquet").to_dicts() == summary["by_category"]
+    assert W.read_judges(m / "controllers.parquet")["fuzzed"] == summary["fuzzed_judges"]
+    # 8 test instances: object 5 (6 existence, 1 trains), instruction 3 (4 sycophancy, 1 trains)
+    static = rows.filter(pl.col("setting") == "static")
+    for category, n in (("overall", 8), ("object", 5), ("instruction", 3)):
+        both = static.filter(pl.col("category") == category).drop("controller").to_dicts()
+        assert len(both) == 2 and both[0] == both[1] and both[0]["n"] == n and both[0]["ghr"] == 0.0
+    for c in ("hill_climb", "ucb"):
+        fz = pl.read_parquet(m / c / "fuzzed.parquet").filter(pl.col("split") == "test")
+        for category in ("object", "instruction"):
+            got = rows.filter(
+                (pl.col("controller") == c) & (pl.col("category") == category) & (pl.col("setting") == "fuzzed")
+            )["ghr"].item()
+            assert got == fz.filter(pl.col("category") == category)["ghr"].mean()
+    # Table 11 rows are the first controller's
+    overall = next(r for r in summary["rows"] if r["group"] == "overall")
+    assert (
+        overall["ghr_fuzzed"]
+        == rows.filter(
+            (pl.col("controller") == "hill_climb") & (pl.col("category") == "overall") & (pl.col("setting") == "fuzzed")
+        )["ghr"].item()
+    )
+    # Table 4: ghr is 0 on every labelled answer -> every decision "not hallucinated": accuracy 2/4, recall 0
+    agree = summary["agreement"]
+    assert (agree["n_labels"], agree["n_hallucinated"], agree["n_unmatched"]) == (5, 3, 1)
+    ghr = next(r for r in agree["table"] if r["metric"] == "ghr" and r["analysis"] == "original")
+    assert ghr["n"] == 4 and ghr["accuracy"] == 0.5 and ghr["recall"] == 0.0 and ghr["pearson"] is None
+    assert {r["metric"] for r in agree["table"]} == {"ghr", "bhr", "random"}  # + the seeded chance row
+    # every number of the new sections is catalogued and read back through its entry
+    n = 0
+    for r in summary["by_category"]:
+        sel = f"by_category[controller={r['controller']},category={r['category']},setting={r['setting']}]"
+        for key in ("n", "n_failed", "ghr", "bhr", "shr", "ghs"):
+            entry = entry_for_path(f"{sel}.{key}", "samf")
+            assert entry is not None, key
+            kw = {"controller": r["controller"], "category": r["category"], "setting": r["setting"]}
+            assert CATALOGUE.read(summary, entry.name, **kw) == r[key]
+            n += 1
+    for r in agree["table"]:
+        for key in ("n", "accuracy", "recall", "f1", "kappa", "pearson", "spearman"):
+            entry = entry_for_path(f"agreement.table[metric={r['metric']},analysis={r['analysis']}].{key}", "samf")
+            assert CATALOGUE.read(summary, entry.name, metric=r["metric"], analysis=r["analysis"]) == r[key]
+            n += 1
+    for key in ("n_labels", "n_hallucinated", "n_unmatched"):
+        assert CATALOGUE.read(summary, f"samf.agreement.{key}") == agree[key]
+    assert CATALOGUE.read(summary, "samf.agreement.threshold", metric="random") == 0.5
+    assert n == 2 * 3 * 2 * 6 + len(agree["table"]) * 7
+
+
+def test_controller_list_is_checked_in_one_line(setup):
+    samf, _ = setup
+    assert W.controllers_of(samf) == ["ucb"]  # no samf.controllers: the single samf.controller.method
+    assert W.controller_config(dict(samf, controllers=["hill_climb", "ucb"]), "ucb")["method"] == "ucb"
+    for bad, match in (
+        ("ucb", "expected a non-empty list"),
+        ([], "expected a non-empty list"),
+        (["ucb", "bogus"], "'bogus'; known: ucb, epsilon_greedy, hill_climb"),
+        (["ucb", "ucb"], "names a controller twice"),
+    ):
+        with pytest.raises(ConfigError, match=rf"config key 'samf.controllers': .*{match}"):
+            W.controllers_of(dict(samf, controllers=bad))
+    with pytest.raises(ConfigError, match="'hill_climb' is not one of"):
+        W.controller_config(samf, "hill_climb")

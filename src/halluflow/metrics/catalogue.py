@@ -24,7 +24,8 @@ DOCUMENTS = {
     "chair / amber)",
     "caos": "caos/<model>.json (rule caos_score; `halluflow score caos` prints one embedders.<embedder> block)",
     "cedi": "cedi/<model>/grades.json (rule cedi_grade)",
-    "samf": "fuzz/<model>/comparison.json (rule samf_compare; comparison.parquet holds the same rows)",
+    "samf": "fuzz/<model>/comparison.json (rule samf_compare; comparison.parquet holds its rows, controllers.parquet "
+    "its by_category rows)",
     "compare": "compare/models.json (rule score_compare, `halluflow score compare --scores`)",
 }
 
@@ -1079,6 +1080,94 @@ def _samf_entries() -> list[Metric]:
     )
     out.append(
         _count("samf.n", "instances", "samf", row + "n", "instances of the group in the held-out split", SAMF_REF)
+    )
+    return out + _samf_controller_entries(meaning) + _samf_agreement_entries()
+
+
+def _samf_controller_entries(meaning: dict) -> list[Metric]:
+    """by_category: every controller of samf.controllers x category (overall, object, instruction, knowledge) x
+    setting (static = the unmutated inputs, identical for every controller; fuzzed = that controller's policies)."""
+    row = "by_category[controller={controller},category={category},setting={setting}]."
+    where = "of one controller, category and setting (static or fuzzed) on the held-out split"
+    out = [
+        Metric(
+            f"samf.by_category.{m}",
+            f"{label} by controller × category",
+            "samf",
+            row + m,
+            f"{definition}, {where}",
+            f"{SAMF_REF}, {eq}; heuristic vs RL controllers, Appendix C.5",
+            0,
+            1,
+            "lower",
+            SAMF_FAILED,
+        )
+        for m, (label, definition, eq) in meaning.items()
+    ]
+    out.append(_count("samf.by_category.n", "instances", "samf", row + "n", f"instances {where}", SAMF_REF))
+    out.append(
+        _count(
+            "samf.by_category.n_failed",
+            "SAMF failed answers",
+            "samf",
+            row + "n_failed",
+            f"failed answers {where} (left out of the means)",
+            SAMF_REF,
+            SAMF_FAILED,
+        )
+    )
+    return out
+
+
+def _samf_agreement_entries() -> list[Metric]:
+    """agreement: Table 4 (metric-human alignment) over the static answers with a human label."""
+    ref = f"{SAMF_REF}, Table 4 (metric-human alignment)"
+    row = "agreement.table[metric={metric},analysis={analysis}]."
+    scope = "of one metric's decisions (value > its threshold) against the human labels; analysis original, risk-weighted or one risk level"
+    failed = "Failed answers carry no metric value and are left out; labels of instances without a static answer are counted in n_unmatched."
+    stats = {
+        "accuracy": ("agreement accuracy", "(TP + TN) / n", 0, 1, "higher"),
+        "recall": ("agreement recall", "TP / (TP + FN), hallucinated = positive", 0, 1, "higher"),
+        "f1": ("agreement F1", "2TP / (2TP + FP + FN)", 0, 1, "higher"),
+        "kappa": ("Cohen's kappa", "(p_o − p_e) / (1 − p_e)", -1, 1, "higher"),
+        "pearson": ("Pearson r", "Pearson correlation of metric values with human labels", -1, 1, "higher"),
+        "spearman": ("Spearman ρ", "Pearson correlation of the mid-ranks", -1, 1, "higher"),
+    }
+    out = [
+        Metric(f"samf.agreement.{k}", label, "samf", row + k, f"{d} {scope}", ref, lo, hi, better, failed)
+        for k, (label, d, lo, hi, better) in stats.items()
+    ]
+    out.append(
+        _count(
+            "samf.agreement.n",
+            "labelled answers",
+            "samf",
+            row + "n",
+            "static answers with a human label and a metric value",
+            ref,
+            failed,
+        )
+    )
+    for key, text in (
+        ("n_labels", "human labels read (of this model)"),
+        ("n_hallucinated", "human labels saying hallucinated (> 0)"),
+        ("n_unmatched", "human labels whose instance has no static answer"),
+    ):
+        out.append(_count(f"samf.agreement.{key}", text, "samf", f"agreement.{key}", text, ref, failed))
+    out.append(
+        Metric(
+            "samf.agreement.threshold",
+            "decision threshold",
+            "samf",
+            "agreement.thresholds.{metric}",
+            "value above which a metric's answer counts as hallucinated (samf.agreement.thresholds; 0 unless set, 0.5 for the random row)",
+            ref,
+            None,
+            None,
+            None,
+            failed,
+            unit="ratio",
+        )
     )
     return out
 

@@ -3,7 +3,8 @@ C.6): apply a policy, ask the model under test, score.
 
 `PolicyEvaluator` is R(pi, D) of eq. (19) over any `vlm` backend; the functions below are what the workflow's
 samf_* rules call: standard (unmutated) evaluation, per-group controller training, fuzzed evaluation with the
-CentralFuzzController, and the standard-vs-fuzzed comparison table.
+CentralFuzzController, the standard-vs-fuzzed comparison table (Table 11 layout) and the per-category table of
+several controllers side by side (static vs fuzzed, GHR/BHR/SHR/GHS).
 """
 
 from __future__ import annotations
@@ -434,3 +435,55 @@ def compare(
             schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})
     schema.update({"ghr_delta": pl.Float64, "policy": pl.String, "model": pl.String, "stand_in": pl.Boolean})
     return pl.DataFrame(rows, schema=schema)
+
+
+CATEGORY_METRICS = ("ghr", "bhr", "shr", "ghs")
+# The paper's per-category tables call the unmutated inputs "static"; the Table 11 layout above says "standard".
+CATEGORY_SETTINGS = ("static", "fuzzed")
+
+
+def _category_row(df: pl.DataFrame, controller: str, category: str, setting: str, split: str) -> dict:
+    failed = df["failed"].fill_null(False) if df.height else pl.Series([], dtype=pl.Boolean)
+    row = {
+        "controller": controller,
+        "category": category,
+        "setting": setting,
+        "split": split,
+        "n": df.height,
+        "n_failed": int(failed.sum()) if df.height else 0,
+    }
+    for m in CATEGORY_METRICS:
+        # Failed answers are no predictions: left out of every mean (the same rule as compare()).
+        scored = df.filter(~failed).drop_nulls(m) if df.height else df
+        row[m] = float(scored[m].mean()) if scored.height else None
+    return row
+
+
+def category_table(standard: pl.DataFrame, fuzzed: dict[str, pl.DataFrame], split: str = "test") -> pl.DataFrame:
+    """Rows controller x category (overall first, then object / instruction / knowledge as present) x setting
+    (static, fuzzed), columns GHR / BHR / SHR / GHS on one split.
+
+    Every controller's static rows come from the one `standard` table (the same instances, the same answers), so they
+    are identical across controllers; its fuzzed rows come from that controller's fuzzed table."""
+    if not fuzzed:
+        raise InputError("category table: no controller's fuzzed table")
+    std = standard.filter(pl.col("split") == split)
+    tables = {c: df.filter(pl.col("split") == split) for c, df in fuzzed.items()}
+    categories = sorted(
+        set(std["category"].to_list()).union(*(set(df["category"].to_list()) for df in tables.values()))
+    )
+    stand_in = bool(standard["stand_in"].any()) if "stand_in" in standard.columns else False
+    models = set(standard["model"].to_list()) if "model" in standard.columns else set()
+    rows = []
+    for controller, fz in tables.items():
+        for category in ["overall", *categories]:
+            for setting, df in zip(CATEGORY_SETTINGS, (std, fz)):
+                sub = df if category == "overall" else df.filter(pl.col("category") == category)
+                rows.append(_category_row(sub, controller, category, setting, split))
+        stand_in = stand_in or ("stand_in" in fz.columns and bool(fuzzed[controller]["stand_in"].any()))
+        models |= set(fuzzed[controller]["model"].to_list()) if "model" in fz.columns else set()
+    schema = {"controller": pl.String, "category": pl.String, "setting": pl.String, "split": pl.String}
+    schema |= {"n": pl.Int64, "n_failed": pl.Int64, **{m: pl.Float64 for m in CATEGORY_METRICS}}
+    return pl.DataFrame(rows, schema=schema).with_columns(
+        model=pl.lit(";".join(sorted(models)) or None, pl.String), stand_in=pl.lit(stand_in)
+    )

@@ -2,9 +2,13 @@
 Language Models", Sec. 3.3 and Appendix C.3/C.7).
 
 samf_instances -> fuzz/instances.json + fuzz/split.parquet; samf_standard_eval -> fuzz/<model>/standard.parquet;
-samf_train -> fuzz/<model>/train/<group>.json (one job per (s, q) group); samf_fuzzed_eval -> policies.json
-(the CentralFuzzController), fuzzed.parquet, fuzzed_instances.json, dynamic.parquet (random policies), fuzzed/
-images; samf_compare -> comparison.parquet + .json (standard / dynamic / fuzzed on the test split). Stand-ins flagged.
+samf_train -> fuzz/<model>/<controller>/train/<group>.json (one job per controller of samf.controllers and (s, q)
+group, all on the same instances and split); samf_fuzzed_eval -> fuzz/<model>/<controller>/policies.json (the
+CentralFuzzController), fuzzed.parquet, fuzzed_instances.json, fuzzed/ images; samf_dynamic_eval ->
+fuzz/<model>/dynamic.parquet (random policies, no controller); samf_compare -> comparison.parquet + .json (standard /
+dynamic / fuzzed on the test split for the first controller, the controller x category x static/fuzzed table of every
+controller, and the metric-human agreement of Table 4 when samf.agreement.labels is set) + controllers.parquet.
+Stand-ins flagged.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ if TYPE_CHECKING:
     from .metrics import MetricSuite
 
 log = get_logger(__name__)
+
+# The controllers a run may train (samf.controllers / samf.controller.method), as controllers.make_controller builds them.
+CONTROLLERS = ("ucb", "epsilon_greedy", "hill_climb")
 
 # Key of the parquet metadata entry that names the judges, verifier, Sim_NLP and detector behind a results table.
 JUDGES_KEY = "halluflow.samf.judges"
@@ -57,6 +64,32 @@ def source_instances(samf: dict, release_dir: str | Path, release: str, seed: in
         limit = samf["max_instances"]
         return items if limit is None else convert.balanced_take(items, group_of, limit, seed)
     raise ConfigError(f"config key 'samf.source.format': {src['format']!r}; known: ode, unihall")
+
+
+def controllers_of(samf: dict) -> list[str]:
+    """The controllers one run trains and fuzzes with, in order: samf.controllers (a list) when set, else the single
+    samf.controller.method. The first is the primary one whose Table 11 rows the comparison (and scorecard) show."""
+    names = samf.get("controllers")
+    if names is None:
+        names = [samf["controller"].get("method", "ucb")]
+    if isinstance(names, str) or not names:
+        raise ConfigError(
+            f"config key 'samf.controllers': {names!r}; expected a non-empty list, e.g. [hill_climb, ucb]"
+        )
+    unknown = [n for n in names if n not in CONTROLLERS]
+    if unknown:
+        raise ConfigError(f"config key 'samf.controllers': {unknown[0]!r}; known: {', '.join(CONTROLLERS)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"config key 'samf.controllers': {names} names a controller twice")
+    return list(names)
+
+
+def controller_config(samf: dict, controller: str | None = None) -> dict:
+    """The samf.controller block (shared hyperparameters) with `method` set to one controller of the run."""
+    name = controller or controllers_of(samf)[0]
+    if name not in controllers_of(samf):
+        raise ConfigError(f"config key 'samf.controllers': {name!r} is not one of {controllers_of(samf)}")
+    return {**samf["controller"], "method": name}
 
 
 def risk_setting(samf: dict):
@@ -246,14 +279,18 @@ def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> N
     )
 
 
+def _evaluatee(samf, spec, models_cache, graph_dir) -> Evaluatee:
+    return Evaluatee(
+        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
+    )
+
+
 def run_standard(
     samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None
 ) -> None:
     from .pipeline import standard_eval
 
-    vlm = Evaluatee(
-        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
-    )
+    vlm = _evaluatee(samf, spec, models_cache, graph_dir)
     suite = make_suite(samf, judges, models_cache, graph_dir)
     df = standard_eval(
         load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite
@@ -263,20 +300,40 @@ def run_standard(
 
 
 def run_train(
-    samf, instances_path, split_path, spec, group, release_dir, models_cache, graph_dir, seed, out, judges=None
+    samf,
+    instances_path,
+    split_path,
+    spec,
+    group,
+    release_dir,
+    models_cache,
+    graph_dir,
+    seed,
+    out,
+    judges=None,
+    controller=None,
 ) -> None:
+    """Train one controller (None: the first of samf.controllers) on one group's pilot instances."""
     from .pipeline import train_group
 
+    ctl = controller_config(samf, controller)
     items = load_instances(instances_path)
     split = read_split(split_path)
     if not any(group_of(i) == group and split.get(i["instance_id"]) == "train" for i in items):
         # A configured group the data did not produce: recorded, and the central controller falls back to its default.
-        write_json(out, {"group": group, "policy": None, "skipped": "no training instances", "model": spec["name"]})
+        write_json(
+            out,
+            {
+                "group": group,
+                "policy": None,
+                "skipped": "no training instances",
+                "model": spec["name"],
+                "controller": ctl["method"],
+            },
+        )
         log.warning("samf train %s/%s: no training instances", spec["name"], group)
         return
-    vlm = Evaluatee(
-        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
-    )
+    vlm = _evaluatee(samf, spec, models_cache, graph_dir)
     suite = make_suite(samf, judges, models_cache, graph_dir)
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
@@ -287,7 +344,7 @@ def run_train(
             vlm,
             images_root(samf, release_dir),
             work,
-            samf["controller"],
+            ctl,
             seed,
             suite.scorer,
             samf["reward_metric"],
@@ -299,6 +356,7 @@ def run_train(
         {
             **result.as_dict(),
             "model": spec["name"],
+            "controller": ctl["method"],
             "stand_in": bool(info.stand_in),
             "backend": info.as_dict(),
             "reward_metric": samf["reward_metric"],
@@ -306,8 +364,9 @@ def run_train(
         },
     )
     log.info(
-        "samf train %s/%s: %s (R_full %.3f, %d evaluations)",
+        "samf train %s/%s/%s: %s (R_full %.3f, %d evaluations)",
         spec["name"],
+        ctl["method"],
         group,
         result.policy.key(),
         result.full_reward,
@@ -322,7 +381,10 @@ def load_controller(trained_paths) -> tuple[CentralFuzzController, list[dict]]:
     for p in sorted(trained_paths):
         data = read_json(p)
         records.append(
-            {k: data.get(k) for k in ("group", "method", "full_reward", "n_train", "evaluations", "skipped")}
+            {
+                k: data.get(k)
+                for k in ("group", "controller", "method", "full_reward", "n_train", "evaluations", "skipped")
+            }
         )
         if data.get("policy"):
             policies[data["group"]] = Policy.from_dict(data["policy"])
@@ -345,41 +407,31 @@ def run_fuzzed(
     out_policies,
     out_fuzzed,
     out_instances,
-    out_dynamic,
     judges=None,
+    controller=None,
 ) -> None:
-    from .controllers import policy_space
-    from .pipeline import dynamic_eval, empty_table, fuzzed_eval
+    """One controller's learnt policies on every instance: policies.json, fuzzed.parquet, fuzzed_instances.json and
+    the mutated images under out_dir/fuzzed/."""
+    from .pipeline import fuzzed_eval
 
-    controller, records = load_controller(trained)
-    vlm = Evaluatee(
-        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
-    )
+    name = controller_config(samf, controller)["method"]
+    central, records = load_controller(trained)
+    vlm = _evaluatee(samf, spec, models_cache, graph_dir)
     stand_in = bool(vlm.describe().stand_in)
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
     suite = make_suite(samf, judges, models_cache, graph_dir)
     items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
-    df, mutated = fuzzed_eval(items, split, controller, vlm, spec["name"], root, out_dir, seed, suite=suite)
+    df, mutated = fuzzed_eval(items, split, central, vlm, spec["name"], root, out_dir, seed, suite=suite)
     fuzzed_judges = suite.describe()
     write_table(out_fuzzed, df, fuzzed_judges)
     write_instances(out_instances, mutated)
-    _log_table("fuzzed", spec["name"], df, suite)
-    dynamic_judges = None  # the setting was not run: compare reports null dynamic columns and no judges
-    dynamic = empty_table()
-    if samf["dynamic"]:
-        # The same judges (loaded once) score the dynamic setting; its record counts its own calls only.
-        suite.reset_counts()
-        dynamic, _ = dynamic_eval(
-            items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite
-        )
-        dynamic_judges = suite.describe()
-        _log_table("dynamic", spec["name"], dynamic, suite)
-    write_table(out_dynamic, dynamic, dynamic_judges)
+    _log_table(f"fuzzed ({name})", spec["name"], df, suite)
     write_json(
         out_policies,
         {
-            **controller.as_dict(),
+            **central.as_dict(),
             "model": spec["name"],
+            "controller": name,
             "stand_in": stand_in,
             "training": records,
             "judges": fuzzed_judges,
@@ -387,20 +439,110 @@ def run_fuzzed(
     )
 
 
-def run_compare(standard_path, fuzzed_path, model: str, out_parquet, out_json, dynamic_path=None) -> None:
+def run_dynamic(
+    samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, seed, out_dir, out, judges=None
+) -> None:
+    """Table 11's Dynamic setting (one random policy per instance, no controller): run once per model, whatever the
+    controllers; samf.dynamic false writes an empty table that records no judges (null)."""
+    from .controllers import policy_space
+    from .pipeline import dynamic_eval, empty_table
 
-    from .pipeline import compare
+    Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)  # the rule's images folder exists either way
+    if not samf["dynamic"]:
+        write_table(out, empty_table(), None)  # the setting was not run: compare reports null dynamic columns
+        return
+    vlm = _evaluatee(samf, spec, models_cache, graph_dir)
+    suite = make_suite(samf, judges, models_cache, graph_dir)
+    items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
+    df, _ = dynamic_eval(
+        items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite
+    )
+    write_table(out, df, suite.describe())
+    _log_table("dynamic", spec["name"], df, suite)
 
-    std, fz = read_parquet(standard_path), read_parquet(fuzzed_path)
-    table = compare(std, fz, dynamic=read_parquet(dynamic_path) if dynamic_path else None)
+
+def agreement_section(standard_path, labels, model: str, metrics, thresholds: dict | None = None, seed: int = 0):
+    """Table 4 of the UniHall/SAMF paper: agreement of each scored metric with human labels of the static answers.
+
+    `labels`: a file `halluflow align human` reads (an instance_id column and a human label column; a `model` column,
+    when present, keeps that model's rows). Failed answers carry no metric value and are left out; the seeded random
+    metric is the paper's chance row."""
+    from ..align import align, read_rows, table_rows
+
+    rows = read_rows(labels)
+    if rows and "model" in rows[0]:
+        rows = [r for r in rows if str(r.get("model")) == model]
+        if not rows:
+            raise InputError(f"{labels}: no human label for model {model!r} (its model column names others)")
+    if rows and "instance_id" not in rows[0]:
+        raise InputError(f"{labels}: no instance_id column (columns: {', '.join(rows[0])})")
+    answers = [
+        {k: r[k] for k in ("instance_id", "risk_level", *metrics)} for r in read_parquet(standard_path).to_dicts()
+    ]
+    specs = [f"{m}={v}" for m, v in sorted((thresholds or {}).items())]
+    result = align(
+        rows, {str(standard_path): answers}, str(labels), "instance_id", None, None, metrics, specs, 0.0, seed
+    )
+    human = result["human"]
+    return {
+        "labels": str(labels),
+        "setting": "static",
+        "n_labels": human["n"],
+        "n_hallucinated": human["n_hallucinated"],
+        "n_unmatched": result["unmatched"][str(standard_path)],
+        "thresholds": {m: e["threshold"] for m, e in result["metrics"].items()},
+        "table": table_rows(result),
+    }
+
+
+def run_compare(
+    standard_path,
+    fuzzed: dict,
+    model: str,
+    out_parquet,
+    out_json,
+    dynamic_path=None,
+    out_categories=None,
+    agreement: dict | None = None,
+) -> None:
+    """`fuzzed`: {controller: fuzzed.parquet} in samf.controllers order. Table 11 rows for the first controller; the controller x category x setting table of all;
+    `agreement` = {labels, thresholds, metrics, seed} adds Table 4 (None or labels null: left out)."""
+    from .pipeline import category_table, compare
+
+    primary = next(iter(fuzzed))
+    std = read_parquet(standard_path)
+    fz = {name: read_parquet(path) for name, path in fuzzed.items()}
+    table = compare(std, fz[primary], dynamic=read_parquet(dynamic_path) if dynamic_path else None)
+    categories = category_table(std, fz)
     # Which judge, verifier, Sim_NLP and detector produced each setting's numbers, from the tables themselves.
     judges = {
         "standard": read_judges(standard_path),
         "dynamic": read_judges(dynamic_path) if dynamic_path else None,
-        "fuzzed": read_judges(fuzzed_path),
+        "fuzzed": read_judges(fuzzed[primary]),
     }
+    by_controller = {name: read_judges(path) for name, path in fuzzed.items()}
     write_table(out_parquet, table, judges)
-    stand_in = bool(std["stand_in"].any() or fz["stand_in"].any())
-    write_json(
-        out_json, {"model": model, "stand_in": stand_in, "split": "test", "judges": judges, "rows": table.to_dicts()}
-    )
+    if out_categories:
+        write_table(out_categories, categories, {"standard": judges["standard"], "fuzzed": by_controller})
+    stand_in = bool(std["stand_in"].any() or any(df["stand_in"].any() for df in fz.values()))
+    doc = {
+        "model": model,
+        "stand_in": stand_in,
+        "split": "test",
+        "controller": primary,
+        "controllers": list(fuzzed),
+        "judges": judges,
+        "fuzzed_judges": by_controller,
+        "rows": table.to_dicts(),
+        "by_category": categories.to_dicts(),
+    }
+    if agreement and agreement.get("labels"):
+        doc["agreement"] = agreement_section(
+            standard_path,
+            agreement["labels"],
+            model,
+            agreement["metrics"],
+            agreement.get("thresholds"),
+            agreement.get("seed", 0),
+        )
+    write_json(out_json, doc)
