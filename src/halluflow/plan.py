@@ -31,6 +31,7 @@ REFERENCE_PARAMS_B = 7.0  # the per-request costs are stated for a 7B model
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PARAMS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+STAND_IN = "stand-in (not priced)"
 COST_KEYS = ("synthesis_step_mp_s", "detection_image_s", "request_s", "token_s", "turn_token_s")
 
 CLI_DESCRIPTION = (
@@ -199,7 +200,7 @@ def _model_rate(config: dict, spec: dict) -> tuple[float | None, str]:
     """(cost factor, note) of a model under test: None when its GPU time is not this run's."""
     resolved = resolve(spec, MODELS_CACHE, config["gpu"])
     if spec.get("stand_in"):
-        return None, "stand-in (CPU)"
+        return None, STAND_IN
     if spec["backend"] == "openai":
         return None, "served elsewhere"
     if not resolved.gpu:
@@ -224,6 +225,12 @@ def _llm_tokens(block: dict | None) -> int:
     return int(block.get("max_new_tokens") or block.get("max_tokens") or 64)
 
 
+def _on_gpu(config: dict, device) -> bool:
+    """A stage model's device as the resolver reads it: cuda, or auto where the config says jobs get GPUs."""
+    device = str(device)
+    return device.startswith("cuda") or (device == "auto" and bool(config["gpu"]))
+
+
 def _seconds(rate: float | None, requests: int, tokens: int, request_s: float, token_s: float) -> float | None:
     return None if rate is None else rate * (requests * request_s + tokens * token_s)
 
@@ -239,20 +246,19 @@ def plan_rows(config: dict) -> tuple[list[Row], dict]:
         syn, det = config["synthesis"], config["detection"]
         attempts = syn["max_attempts"]
         extra = f"<= x{attempts} with regenerated rounds" if attempts > 1 else ""
-        on_gpu = config["gpu"] or str(syn["device"]).startswith("cuda")
         if syn["stand_in"]["enabled"]:
-            syn_s, syn_note = None, "stand-in (CPU)"
-        elif not on_gpu:
-            syn_s, syn_note = None, "CPU (gpu: false)"
+            syn_s, syn_note = None, STAND_IN
+        elif not _on_gpu(config, syn["device"]):
+            syn_s, syn_note = None, "CPU"
         else:
             passes = 2 if (syn["true_cfg_scale"] or 1) > 1 else 1
             megapixels = syn["height"] * syn["width"] / 2**20
             syn_s = counts.images * syn["steps"] * passes * megapixels * costs["synthesis_step_mp_s"]
             syn_note = f"{syn['steps']} steps x {passes} pass(es) at {syn['height']}x{syn['width']}"
         rows.append(Row("synthesis", image_shards, counts.images, None, None, syn_s, _join(syn_note, extra)))
-        on_gpu = config["gpu"] or str(det["device"]).startswith("cuda")
+        on_gpu = _on_gpu(config, det["device"])
         det_s = counts.images * costs["detection_image_s"] if on_gpu and not det["stand_in"]["enabled"] else None
-        det_note = "stand-in (CPU)" if det["stand_in"]["enabled"] else "" if on_gpu else "CPU (gpu: false)"
+        det_note = STAND_IN if det["stand_in"]["enabled"] else "" if on_gpu else "CPU"
         rows.append(Row("detection", image_shards, counts.images, None, None, det_s, _join(det_note, extra)))
     mnt = config["answer"]["max_new_tokens"]
     requests = counts.discriminative + counts.generative
