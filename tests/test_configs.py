@@ -17,6 +17,9 @@ import polars as pl
 import pytest
 from workflow_utils import REPO, copy_run, run_snakemake
 
+from halluflow.config import stage_plan
+from halluflow.plan import merged_config
+
 # Runs Snakemake (still part of CI's plain `pytest -q`) in a copy of the default run (conftest WORKER_GROUPS).
 pytestmark = pytest.mark.slow
 
@@ -42,6 +45,29 @@ def test_every_config_has_an_offline_override():
         text = (REPO / "configs" / "offline" / f"{name}.yaml").read_text()
         assert text.startswith(f"# OFFLINE TRY-OUT of configs/{name}.yaml: try a config before renting GPUs")
         assert f"--configfile configs/{name}.yaml configs/offline/{name}.yaml" in text  # the command to run it
+
+
+def _hub_ids(config):
+    """Every hub id (owner/name) a config loads: models, inline oracle members, the LLM blocks."""
+    blocks = [m.get("args") or {} for m in config["models"]]
+    blocks += [config["llm"], config["caos"]["llm"] or {}, config["cedi"]["llm"] or {}]
+    blocks += [(m.get("args") or {}) for m in config["caos"]["oracle"]["members"] if isinstance(m, dict)]
+    return {b["model"] for b in blocks if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(b.get("model") or ""))}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_paper_configs_name_real_models_and_overrides_replace_them(name):
+    paper = merged_config([str(REPO / f"configs/{name}.yaml")], base=REPO / "config.yaml")
+    assert paper["models"] and not any(m.get("stand_in") for m in paper["models"]), name
+    assert not any("resources/models" in str((m.get("args") or {}).get("model")) for m in paper["models"])
+    if not stage_plan(paper)["caos"]:  # CAOS runs: its oracle ensemble is configured
+        assert paper["caos"]["oracle"]["members"], name
+    offline = merged_config(
+        [str(REPO / f"configs/{name}.yaml"), str(REPO / f"configs/offline/{name}.yaml")], base=REPO / "config.yaml"
+    )
+    # the try-out loads nothing from the hub: every model, oracle and LLM role is a stand-in or a local folder
+    assert _hub_ids(offline) == set(), name
+    assert _hub_ids(paper), name
 
 
 @pytest.mark.parametrize("name", CONFIGS)
