@@ -403,3 +403,34 @@ def test_make_queries_job_refuses_an_accepted_image_without_a_hash(tmp_path):
     with pytest.raises(InputError, match=f"accepted image {images['image_id'][0]} .* is in no image table"):
         _make_queries_job(tmp_path, root, [tmp_path / "partial.parquet"], tmp_path / "q.parquet", "rel-a")
     assert not (tmp_path / "q.parquet").exists()
+
+
+def test_the_datacard_counts_no_questions_the_detector_did_not_check(stage):
+    tmp, kwargs = stage
+    detections = kwargs["detections"][0].with_columns(pl.lit(["dog", "cat", "ball", "cup"]).alias("vocabulary"))
+    detections = pl.concat(
+        [detections, detections.with_columns(pl.lit("Cup").alias("label"), pl.lit(0.7).alias("score"))]
+    )
+    no = ["ball", "cup", "bed"]  # ball: prompted, not seen; cup: seen at 0.7 >= 0.6; bed: never prompted
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2", "q3", "q4"],
+            "image_id": ["a-i00"] * 4,
+            "distribution": ["standard"] * 4,
+            "pair_kind": ["entity_entity"] * 4,
+            "query_type": ["existence", "existence", "existence", "counterfactual"],
+            "attribute_kind": [None] * 4,
+            "question": [f"Is there a {o} in the picture?" for o in ["dog", *no]],
+            "truth": ["yes", "no", "no", "no"],
+            "target": ["dog", *no],
+            "objects": [["dog", "cat"]] * 4,
+        }
+    )
+    m = package_release(tmp / "r" / "release", **{**kwargs, "queries": queries, "detections": [detections]})
+    assert m["counts"]["truths_not_checked"] == {"no_object_questions": 3, "not_checked": 2}
+    card = (tmp / "r" / "release" / "DATACARD.md").read_text()
+    assert "about an object the detector was not prompted with or saw: 2" in card
+    # detection tables without a recorded vocabulary (made before it was): no claim either way
+    old = package_release(tmp / "o" / "release", **{**kwargs, "queries": queries})
+    assert old["counts"]["truths_not_checked"] is None
+    assert "not prompted with" not in (tmp / "o" / "release" / "DATACARD.md").read_text()
