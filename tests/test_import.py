@@ -238,3 +238,43 @@ def test_vlmevalkit_xlsx_is_read_with_openpyxl(tmp_path, capsys):
     _import(capsys, "vlmevalkit", tmp_path / "m_d.xlsx", "--out", tmp_path / "a.jsonl")
     rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert [(r["query_id"], r["answer"]) for r in rows] == [("q1", "Yes."), ("q2", "")]
+
+
+@pytest.mark.parametrize("response", ["Yes", "No"])
+def test_real_lmms_eval_round_trip(release, tmp_path, capsys, response):  # noqa: F811
+    """Opt-in: the real lmms-eval (its `dummy` model answers `response` to everything) runs the exported task;
+    its samples, imported, score as the same answers do. HALLUFLOW_LMMS_EVAL_PATH = a folder holding an lmms_eval
+    install (e.g. `pip install --target DIR lmms-eval`), prepended to this interpreter's PYTHONPATH."""
+    import os
+    import subprocess
+
+    site = os.environ.get("HALLUFLOW_LMMS_EVAL_PATH")
+    if not site:
+        pytest.skip("set HALLUFLOW_LMMS_EVAL_PATH to a folder holding lmms-eval to run it for real")
+    out = tmp_path / "tasks"
+    assert main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out), "--task", "t"]) == 0
+    env = {**os.environ, "PYTHONPATH": site, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={response}"]
+    argv += [
+        "--include_path",
+        ".",
+        "--tasks",
+        "t,t_by_kind,t_all",
+        "--log_samples",
+        "--output_path",
+        str(tmp_path / "logs"),
+    ]
+    run = subprocess.run(argv, cwd=out, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (results,) = (tmp_path / "logs").rglob("*_results.json")
+    assert "NaN" not in results.read_text()
+    per_task = json.loads(results.read_text())["results"]
+    assert {"t_dist_standard", "t_dist_fictional", "t_kind_existence", "t_generative"} <= set(per_task)
+    labels = out / "t" / "pope_labels.jsonl"
+    ids = [json.loads(line)["question_id"] for line in labels.read_text().splitlines()]
+    direct = _pope(capsys, _answers_file(tmp_path / "direct.jsonl", dict.fromkeys(ids, response), ids), labels)
+    dist = sorted((tmp_path / "logs").rglob("*_samples_t_dist_*.jsonl"))
+    _import(capsys, "lmms-eval", *dist, "--out", tmp_path / "imported.jsonl", "--model", "dummy")
+    assert _pope(capsys, tmp_path / "imported.jsonl", labels) == direct
+    assert per_task["t_all"]["ode_accuracy,none"] == direct["accuracy"]
+    assert per_task["t_all"]["ode_yes_ratio,none"] == direct["yes_ratio"]

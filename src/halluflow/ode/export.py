@@ -132,6 +132,7 @@ def hub_card(name: str, datacard: str) -> str:
         "Publish the folder as it is (`hf upload <repo> <this folder> --repo-type dataset`), or upload this",
         "README.md first if you use `push_to_hub`: it keeps an existing card's text and rewrites only its YAML.",
         "",
+        "",
     ]
     return "\n".join(header) + datacard.rstrip("\n") + "\n\n" + "\n".join(LICENSE_NOTE + CITATION)
 
@@ -654,8 +655,13 @@ def _write_lmms_eval(release_dir: Path, out: Path, queries: pl.DataFrame, task: 
         "|---|---|",
         *(f"| `{s['name']}` | {s['n']} |" for s in subtasks),
         "",
-        "Back into halluflow: `halluflow import lmms-eval logs/<model>/*_samples_*.jsonl --out answers.jsonl`, then",
-        f"`halluflow score pope --answers answers.jsonl --labels {task}/{POPE_LABELS}` (yes/no samples only).",
+        "Back into halluflow (the yes/no questions of the release group, each once):",
+        "",
+        f"    halluflow import lmms-eval logs/<model>/*_samples_{task}_dist_*.jsonl --out answers.jsonl",
+        f"    halluflow score pope --answers answers.jsonl --labels {task}/{POPE_LABELS}",
+        "",
+        "Importing every samples file (descriptions included) gives the answers table of the release scorer",
+        "(`halluflow.ode.scoring.score_answers`); a query found in several subtasks is kept once.",
     ]
     return [s["name"] for s in subtasks], use
 
