@@ -150,13 +150,16 @@ def test_fetch_stages_models_and_locks_them(hub, standins, tmp_path):
 
 def test_check_lock_rehashes_a_rewritten_file(hub, tmp_path):
     from halluflow.errors import InputError
-    from halluflow.models_fetch import check_lock, fetch, merged_config
+    from halluflow.models_fetch import check_lock, fetch, lock_record, merged_config
 
     cache = tmp_path / "cache"
     cfg = merged_config([str(_config(tmp_path, models=[]))], base=str(ROOT / "config.yaml"))
     doc = fetch(cfg, cache, log=lambda *_: None)
     assert [m["repo"] for m in doc["models"]] == [OWLV2]
     check_lock(cache / "models.lock.json")  # records the verified stamps
+    record = lock_record(cache / "models.lock.json")  # what manifests and metrics files record
+    assert record["models"] == {OWLV2: {"revision": "main", "commit": hub.repos[OWLV2].commit}}
+    assert record["sha256"] == _sha256(cache / "models.lock.json")
     assert (cache / ".halluflow-verified.json").is_file()
     config_file = next(cache.glob("hub/models--halluflow-test--tiny-owlv2/snapshots/*/config.json")).resolve()
     config_file.write_text(config_file.read_text().replace("{", "{ ", 1))

@@ -16,7 +16,6 @@ MiniLM) download nothing and are not listed.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import os
@@ -29,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import ConfigError, HalluflowError, InputError
+from .io import sha256_file
 
 LOCK_NAME = "models.lock.json"
 LOCK_VERSION = 1
@@ -174,14 +174,6 @@ def _add_ultralytics(assets: dict[str, Asset], model: str) -> None:
 
 
 # ---- downloading ------------------------------------------------------------------------------------------------
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _hub_error(exc: Exception, repo: str, revision: str, endpoint: str) -> HalluflowError:
@@ -404,14 +396,19 @@ def offline_env(cache: str | os.PathLike, lock: str | os.PathLike | None = None)
     }
 
 
-def locked_revisions(lock: str | os.PathLike | None = None) -> dict[str, dict]:
-    """{repo id: {"revision": requested, "commit": resolved}} of the lock named by HALLUFLOW_MODELS_LOCK (or
-    `lock`); {} when no lock is in use. Manifests and metrics record it next to the models they name."""
+def lock_record(lock: str | os.PathLike | None = None) -> dict | None:
+    """What a release manifest and a metrics file record of the lock their run checked (HALLUFLOW_MODELS_LOCK, or
+    `lock`): its sha256 and, per Hub repo, the requested revision and the commit loaded; per asset its sha256.
+    None when the run used no lock (then the requested revisions alone are recorded, beside each model)."""
     lock = lock or os.environ.get(LOCK_ENV)
     if not lock:
-        return {}
+        return None
     doc = read_lock(lock)
-    return {m["repo"]: {"revision": m["revision"], "commit": m["commit"]} for m in doc["models"]}
+    return {
+        "sha256": sha256_file(lock),
+        "models": {m["repo"]: {"revision": m["revision"], "commit": m["commit"]} for m in doc["models"]},
+        "assets": {a["path"]: a["sha256"] for a in doc.get("assets", [])},
+    }
 
 
 # ---- `halluflow models fetch` -------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ..io import (
     write_parquet,
     write_text,
 )
+from ..models_fetch import lock_record
 from ..progress import progress
 from .export import write_hub_files
 
@@ -332,6 +333,7 @@ def _build(
         "config": config,
         "packages": package_versions(),
         "models": models,
+        "models_lock": lock_record(),  # the commit of every Hub model when the run checked a lock (models fetch)
         "stand_ins_used": stand_ins,
         "counts": counts,
         "files": files,

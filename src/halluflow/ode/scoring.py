@@ -26,6 +26,7 @@ from ..metrics.chair import tokenize
 from ..metrics.parsers import failed_mask, parse_answers, parser_mode
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 from ..metrics.singular import singularize_cached
+from ..models_fetch import lock_record
 
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")
@@ -535,6 +536,7 @@ def run_score(
     if wrong_model.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong_model['model'][0]!r}")
     metrics = ode_metrics(scored, model, parser, positive, scoring.get("breakdowns", BREAKDOWNS))
+    metrics["models_lock"] = lock_record()  # the Hub commits the run loaded, when it checked a lock
     write_parquet(scores_out, scored)
     write_json(metrics_out, metrics)
     return metrics
