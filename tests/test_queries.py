@@ -561,6 +561,12 @@ def test_a_paper_size_release_asks_no_about_objects_the_detector_was_prompted_wi
     assert no_objects.height >= 0.97 * n_images * per_image, no_objects.height
     bad = unverified_truths(q, detections, exclusion)
     assert bad.height == 0, bad.head(5)
+    # an attribute "yes" asserts only what the image's prompt asked for ("a swimming dog": "Is the dog swimming?")
+    said = q.filter((pl.col("query_type") == "attribute") & (pl.col("truth") == "yes")).join(
+        prompts.select("image_id", "prompt"), on="image_id"
+    )
+    words = said["question"].str.strip_suffix("?").str.split(" ").list.last()
+    assert said.height > 1000 and all(f" {w} " in f" {p} " for w, p in zip(words, said["prompt"].str.replace(",", " ")))
     # the same check on the detector vocabulary of before (the pair + its top 3 graph neighbours) counts the
     # counterfactual objects (and more) it never looked for
     top3 = detector_candidates(scenes, nodes, edges, 3)
