@@ -344,3 +344,35 @@ def test_category_table_fuzzed_rows_come_from_each_trained_controller(bench):
         ).row(0, named=True)
         assert row["ghr"] == P.compare(std, fz).row(0, named=True)["ghr_fuzzed"]
         assert row["n"] == fz.filter(pl.col("split") == "test").height == 16
+
+
+def test_report_panel_draws_static_beside_each_controllers_fuzzed_bars(tmp_path):
+    """The report's SAMF figure gains a row per model from controllers.parquet: per category a static bar and one
+    fuzzed bar per controller, their heights the table's GHR (n/a drawn as 0 and labelled)."""
+    from halluflow.report.collect import Results
+    from halluflow.report.figures import samf_bars
+
+    items = _mixed_pool(tmp_path)
+    split = pilot_split(items, 0.2, seed=1)
+    vlm = BrightnessVLM(max_chars=40)
+    std = P.standard_eval(items, split, vlm, "sim", tmp_path)
+    ctls = {"flip": Policy((("constraint_stack", 1),)), "keep": Policy()}
+    fuzzed = {
+        name: P.fuzzed_eval(
+            items, split, CentralFuzzController({"existence_YON": p}), vlm, "sim", tmp_path, tmp_path / name, 0
+        )[0]
+        for name, p in ctls.items()
+    }
+    root = tmp_path / "results"
+    write_parquet(root / "fuzz" / "sim" / "comparison.parquet", P.compare(std, fuzzed["flip"]))
+    assert len(samf_bars(Results(root), ["sim"]).axes) == 1  # no controllers table: the per-group panel only
+    write_parquet(root / "fuzz" / "sim" / "controllers.parquet", P.category_table(std, fuzzed))
+    fig = samf_bars(Results(root), ["sim"])
+    assert len(fig.axes) == 2
+    panel = fig.axes[1]
+    assert [t.get_text() for t in panel.get_xticklabels()] == ["overall", "instruction", "object"]
+    heights = [round(b.get_height(), 6) for b in panel.patches]
+    # static (0, 0, 0), fuzzed flip (1, 1, 1), fuzzed keep (0, 0, 0)
+    assert heights == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [t.get_text() for t in panel.get_legend().get_texts()] == ["static", "fuzzed · flip", "fuzzed · keep"]
+    fig.savefig(tmp_path / "samf.png")  # it renders

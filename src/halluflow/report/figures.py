@@ -477,38 +477,77 @@ def samf_bar_data(df: pl.DataFrame) -> pl.DataFrame | str:
     return pl.concat(frames)
 
 
+def _samf_group_axes(ax, model: str, df: pl.DataFrame) -> None:
+    """Standard vs fuzzed GHR per group (Table 11 layout, the first controller's rows)."""
+    colours = {"standard": "#9E9E9E", "fuzzed": "#D55E00"}
+    bars = samf_bar_data(df)
+    if isinstance(bars, str):
+        ax.text(0.5, 0.5, bars, ha="center", va="center", wrap=True, fontsize=8, transform=ax.transAxes)
+        ax.axis("off")
+        return
+    labels = list(dict.fromkeys(bars["label"].to_list()))
+    for k, name in enumerate(("standard", "fuzzed")):
+        sub = bars.filter(pl.col("setting") == name)
+        lookup = dict(zip(sub["label"].to_list(), sub["value"].to_list()))
+        xs = [i - 0.2 + 0.4 * k for i in range(len(labels))]
+        heights = [lookup.get(label) or 0.0 for label in labels]
+        drawn = ax.bar(xs, heights, width=0.38, color=colours[name], label=name)
+        ax.bar_label(drawn, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=2)
+    _samf_ticks(ax, labels)
+    ax.set_title(model)
+    ax.set_ylabel("hallucination rate (GHR, 0–1)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+
+
+def _samf_ticks(ax, labels: list[str]) -> None:
+    many = len(labels) > 3
+    ax.set_xticks(range(len(labels)), labels, rotation=30 if many else 0, ha="right" if many else "center", fontsize=8)
+
+
+def _samf_controller_axes(ax, model: str, df: pl.DataFrame) -> None:
+    """GHR per category: the static bar (the same for every controller) beside each controller's fuzzed bar."""
+    df = df.filter(pl.col("split") == "test") if "split" in df.columns else df
+    categories = list(dict.fromkeys(df["category"].to_list()))
+    controllers = list(dict.fromkeys(df["controller"].to_list()))
+    first = df.filter(pl.col("controller") == controllers[0])
+    series = [("static", first.filter(pl.col("setting") == "static"), "#9E9E9E")]
+    palette = ["#D55E00", "#0072B2", "#009E73", "#CC79A7"]
+    for k, name in enumerate(controllers):
+        sub = df.filter((pl.col("controller") == name) & (pl.col("setting") == "fuzzed"))
+        series.append((f"fuzzed · {name}", sub, palette[k % len(palette)]))
+    width = 0.8 / len(series)
+    for k, (label, sub, colour) in enumerate(series):
+        lookup = dict(zip(sub["category"].to_list(), sub["ghr"].to_list()))
+        xs = [i - 0.4 + width * (k + 0.5) for i in range(len(categories))]
+        values = [lookup.get(c) for c in categories]
+        drawn = ax.bar(xs, [v or 0.0 for v in values], width=width * 0.95, color=colour, label=label)
+        ax.bar_label(drawn, labels=["n/a" if v is None else f"{v:.2f}" for v in values], fontsize=6, padding=2)
+    _samf_ticks(ax, categories)
+    ax.set_title(f"{model}: by category and controller")
+    ax.set_ylabel("GHR (0–1), test split")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, frameon=False)
+
+
 def samf_bars(res: Results, models: list[str]) -> Figure | str:
+    """Per model: standard vs fuzzed GHR per group and, when samf_compare wrote controllers.parquet, a second row
+    with static vs each controller's fuzzed GHR per category (the heuristic vs RL comparison of one run)."""
     data = {m: res.fuzz_comparison(m) for m in models}
     data = {m: d for m, d in data.items() if d is not None}
     if not data:
         return "not run: no fuzz/<model>/comparison.parquet (SAMF did not run)"
-    fig, axes = plt.subplots(1, len(data), figsize=(4.6 * len(data), 3.8), squeeze=False)
-    colours = {"standard": "#9E9E9E", "fuzzed": "#D55E00"}
-    for ax, (model, df) in zip(axes.flat, sorted(data.items())):
-        bars = samf_bar_data(df)
-        if isinstance(bars, str):
-            ax.text(0.5, 0.5, bars, ha="center", va="center", wrap=True, fontsize=8, transform=ax.transAxes)
-            ax.axis("off")
-            continue
-        labels = list(dict.fromkeys(bars["label"].to_list()))
-        for k, name in enumerate(("standard", "fuzzed")):
-            sub = bars.filter(pl.col("setting") == name)
-            lookup = dict(zip(sub["label"].to_list(), sub["value"].to_list()))
-            xs = [i - 0.2 + 0.4 * k for i in range(len(labels))]
-            heights = [lookup.get(label) or 0.0 for label in labels]
-            drawn = ax.bar(xs, heights, width=0.38, color=colours[name], label=name)
-            ax.bar_label(drawn, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=2)
-        ax.set_xticks(
-            range(len(labels)),
-            labels,
-            rotation=30 if len(labels) > 3 else 0,
-            ha="right" if len(labels) > 3 else "center",
-            fontsize=8,
-        )
-        ax.set_title(model)
-        ax.set_ylabel("hallucination rate (GHR, 0–1)")
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, frameon=False)
+    by_controller = {m: res.table(f"fuzz/{m}/controllers.parquet") for m in data}
+    by_controller = {m: d for m, d in by_controller.items() if d is not None and d.height}
+    rows = 2 if by_controller else 1
+    fig, axes = plt.subplots(rows, len(data), figsize=(4.6 * len(data), 3.8 * rows), squeeze=False)
+    for col, (model, df) in enumerate(sorted(data.items())):
+        _samf_group_axes(axes[0][col], model, df)
+        if rows == 2:
+            if model in by_controller:
+                _samf_controller_axes(axes[1][col], model, by_controller[model])
+            else:
+                axes[1][col].axis("off")
     fig.suptitle("SAMF: standard vs fuzzed inputs", y=1.02)
     fig.tight_layout()
     return fig

@@ -391,7 +391,8 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 title,
                 "samf",
                 "Hallucination on the original (standard) instances vs the same "
-                "instances after the trained fuzzing policy's mutations.",
+                "instances after the trained fuzzing policy's mutations (first controller, per group); below it, "
+                "GHR per category: static vs each controller's fuzzed inputs (fuzz/<model>/controllers.parquet).",
             )
     write_text(out, _render_page(res, page, stand_in))
     return out
