@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import shared_data
 
 from halluflow.backends.base import LLM, BackendInfo
 from halluflow.cedi.examiner import Context, Examiner, QuestionBank, Scene
@@ -205,16 +206,17 @@ def test_sofa_and_couch_match_through_wordnet():
 def test_without_wordnet_visual_genome_lists_are_used_and_recorded(monkeypatch):
     from halluflow.cedi import wordnet
     from halluflow.cedi.ged import scene_graph_ged
-    from halluflow.cedi.scene_graph import Synonyms, shared_visual_genome_objects
+    from halluflow.cedi.scene_graph import Synonyms
     from halluflow.errors import InputError
 
     monkeypatch.setattr(wordnet, "find_wordnet", lambda: None)
     with pytest.raises(InputError, match="synonym source 'wordnet'"):
         Synonyms.resolve("wordnet")
-    syn = Synonyms.resolve("auto")
-    if shared_visual_genome_objects() is None:
-        assert syn.name_source == "none"
-        pytest.skip("../shared/data has no Visual Genome vocabulary")
+    with pytest.raises(InputError, match="--object-synonyms"):
+        Synonyms.resolve("visual_genome")
+    assert Synonyms.resolve("auto").name_source == "none"  # the library never looks for peer data itself
+    vocab = shared_data("visual-genome-bottom-up-vocab", "objects_vocab.txt")
+    syn = Synonyms.resolve("auto", objects=vocab)
     assert syn.name_source == "visual_genome"
     assert scene_graph_ged(*two("television", "tv"), synonyms=syn).ged_hal == 0  # a VG synonym line
     assert scene_graph_ged(*two("sofa", "couch"), synonyms=syn).ged_hal == 1  # two VG classes

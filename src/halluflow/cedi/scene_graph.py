@@ -61,14 +61,6 @@ def singular(word: str) -> str:
 NAME_SOURCES = ("auto", "wordnet", "visual_genome", "none")
 
 
-def shared_visual_genome_objects() -> Path | None:
-    """Visual Genome's object vocabulary (synonyms comma-separated per line) in ../shared/data, if it is there."""
-    path = (
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "visual-genome-bottom-up-vocab" / "objects_vocab.txt"
-    )
-    return path if path.is_file() else None
-
-
 @dataclass
 class Synonyms:
     """Maps a surface form to its canonical name; one table for object names, one for predicates. With a WordNet
@@ -85,7 +77,7 @@ class Synonyms:
         cls, source: str = "auto", objects: str | Path | None = None, relations: str | Path | None = None
     ) -> "Synonyms":
         """The synonym source for object names: `wordnet` (WordNet 3.0 noun synsets, CEDI's match), `visual_genome`
-        (Visual Genome's synonym lists: `objects`, else ../shared/data's copy), `none` (built-in tables and the given
+        (Visual Genome's synonym lists, read from the `objects` file the user gives), `none` (built-in tables and the given
         files only) or `auto` = wordnet where installed, else visual_genome where found, else none."""
         from . import wordnet
 
@@ -97,10 +89,11 @@ class Synonyms:
             raise InputError(f"synonym source 'wordnet': no WordNet index.noun found (looked in {tried})")
         vg = None
         if folder is None and source in ("auto", "visual_genome"):
-            vg = objects or shared_visual_genome_objects()
+            vg = objects
             if vg is None and source == "visual_genome":
                 raise InputError(
-                    "synonym source 'visual_genome': no objects vocabulary given and none in ../shared/data"
+                    "synonym source 'visual_genome' needs Visual Genome's objects vocabulary: give it with "
+                    "--object-synonyms (CLI) or cedi.synonyms.objects (config)"
                 )
         syn = cls.from_vocab_files(objects or vg, relations)
         if folder is not None:
