@@ -16,6 +16,7 @@ MiniLM) download nothing and are not listed.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
@@ -347,14 +348,28 @@ def locked_files(doc: dict, cache: Path) -> list[tuple[Path, int, str]]:
 _VERIFIED = ".halluflow-verified.json"  # per-file (size, mtime_ns, inode) -> sha256 already checked
 
 
+def _verified_record(cache: Path) -> Path:
+    """Where the check stamps live: in the cache, or — for a read-only shared cache, which would otherwise be
+    hashed again by every job — in the user's cache folder, one file per cache path."""
+    if os.access(cache, os.W_OK):
+        return cache / _VERIFIED
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "halluflow"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return cache / _VERIFIED  # nowhere writable: every check hashes again
+    return home / f"verified-{hashlib.sha256(str(cache.resolve()).encode()).hexdigest()[:16]}.json"
+
+
 def check_lock(lock: str | os.PathLike, cache: str | os.PathLike | None = None) -> dict:
     """Refuse, in one line naming the file, a locked file that is missing or whose sha256 is not the locked one.
 
     Hashing tens of GB on every workflow start would cost minutes, so a file whose size, mtime and inode are those it
-    had when last checked is not hashed again (the record lives in the cache folder); any write to it re-hashes it."""
+    had when last checked is not hashed again (the record lives in the cache folder, or the user's for a read-only cache); any write to it
+    re-hashes it."""
     doc = read_lock(lock)
     cache = Path(cache) if cache else Path(lock).parent
-    record_path = cache / _VERIFIED
+    record_path = _verified_record(cache)
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -382,7 +397,7 @@ def check_lock(lock: str | os.PathLike, cache: str | os.PathLike | None = None) 
         tmp.write_text(json.dumps(fresh), encoding="utf-8")
         os.replace(tmp, record_path)
     except OSError:
-        pass  # a read-only shared cache: checked again next time, never wrong
+        pass  # nowhere writable: checked again next time, never wrong
     return doc
 
 
