@@ -1,4 +1,5 @@
-"""Shared fixtures: where the peer data lives (../shared/data), skipping with a reason when it is absent."""
+"""Fixtures only (plus pytest hooks): the default run, the served model, torch on one thread, hand-made releases.
+Plain helpers and constants (REPO, SHARED_DATA, shared_data(), ...) live in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
 
 # Tests write only in the clone and temp folders: caches that libraries create in the user's home (matplotlib's font
 # cache, Hugging Face's, anything under ~/.cache) go to a temp folder for this test run, set before any import.
 _CACHE = Path(tempfile.mkdtemp(prefix="halluflow-tests-cache-"))
 for _var, _sub in (("XDG_CACHE_HOME", "xdg"), ("MPLCONFIGDIR", "matplotlib"), ("HF_HOME", "huggingface")):
     os.environ.setdefault(_var, str(_CACHE / _sub))
-SHARED = Path(os.environ.get("HALLUFLOW_SHARED", REPO.parent / "shared"))
-SHARED_DATA = SHARED / "data"
 
 
 # Test modules that share a session fixture run on one xdist worker (a session fixture is built once per worker):
@@ -49,14 +47,6 @@ def pytest_xdist_make_scheduler(config, log):
             return WORKER_GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
 
     return SharedFixtureScheduling(config, log)
-
-
-def shared_data(*parts: str) -> Path:
-    """Path under ../shared/data; skips the test when the peer data is not beside the clone."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"peer data {path} not present (clone ../shared beside the repo to run conformance tests)")
-    return path
 
 
 def _slurm_probe_warning() -> str | None:

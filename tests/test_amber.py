@@ -11,7 +11,7 @@ import sys
 
 import polars as pl
 import pytest
-from conftest import REPO, shared_data
+from helpers import REPO, shared_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from halluflow import registry
 from halluflow.backends.base import VLMRequest

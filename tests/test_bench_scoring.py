@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO, shared_data
+from helpers import REPO, shared_data
 
 
 def test_bench_scoring_runs_at_toy_sizes(tmp_path):

@@ -8,7 +8,7 @@ import math
 
 import polars as pl
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow.caos.extract import (
     COCO_FREQUENCY,

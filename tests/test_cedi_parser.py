@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow.backends.base import LLM, BackendInfo
 from halluflow.cedi.examiner import Examiner, Scene

@@ -15,7 +15,7 @@ from unittest import mock
 
 import polars as pl
 import pytest
-from conftest import REPO, shared_data
+from helpers import REPO, shared_data
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 

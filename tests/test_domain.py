@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow.errors import ConfigError
 from halluflow.ode.domain import COCO_SUPERCATEGORIES, derive_category_table, domain_nodes, restrict_graph

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow import registry
 from halluflow.backends.base import LLM, BackendInfo
@@ -162,7 +162,7 @@ def test_llm_is_not_asked_about_empty_captions(llm):
 def test_real_smollm2_extractor_follows_the_json_format():
     # The REAL offline default llm (SmolLM2-135M-Instruct, greedy): the one-shot example keeps it on the format,
     # and objects it names that the caption never mentions are dropped.
-    from conftest import REPO
+    from helpers import REPO
 
     from halluflow.backends.llm import DEFAULT_LLM_DIR
 

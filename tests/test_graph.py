@@ -8,7 +8,7 @@ import json
 import networkx as nx
 import polars as pl
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow.errors import InputError
 from halluflow.ode.graph import (

@@ -71,7 +71,7 @@ def test_child_release_shares_no_pair_with_its_parent(tmp_path, capsys):
     """Two releases sampled from the shipped graph with the workflow's job function: the child names the parent,
     leaves out every pair the parent used, and `release diff` shows no shared pair."""
     import yaml
-    from conftest import REPO
+    from helpers import REPO
 
     from halluflow import jobs
     from halluflow.config import validate_config
@@ -219,7 +219,7 @@ def test_datacard_states_how_far_standard_drifted_over_generations(tmp_path):
     import statistics
 
     import yaml
-    from conftest import REPO
+    from helpers import REPO
 
     from halluflow import jobs
     from halluflow.config import validate_config

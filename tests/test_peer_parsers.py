@@ -10,7 +10,7 @@ import sys
 import unicodedata
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, shared_data
+from helpers import REPO, shared_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -420,7 +420,7 @@ def test_noun_lexicon_is_rederived_from_its_sources(tmp_path):
     import subprocess
     import sys
 
-    from conftest import shared_data
+    from helpers import shared_data
 
     data = shared_data("visual-genome-bottom-up-vocab").parent  # skips without the peer data
     repo = Path(__file__).resolve().parents[1]

@@ -209,7 +209,7 @@ def test_a_release_name_with_a_path_is_refused_before_anything_is_written(stage)
 def _make_queries_job(tmp_path, root, images, out, release):
     """The workflow's make_queries job on a release built by `_parent_and_child` (graph files in tmp_path)."""
     import yaml
-    from conftest import REPO
+    from helpers import REPO
 
     from halluflow import jobs
 
@@ -232,7 +232,7 @@ def _parent_and_child(tmp_path):
     the parent. Every image of the child has the same positional id as one of the parent's and, as a stand-in that
     ignores its prompt would make, the very same bytes: only the release identity can tell their queries apart."""
     import yaml
-    from conftest import REPO
+    from helpers import REPO
 
     from halluflow import jobs
     from halluflow.config import validate_config

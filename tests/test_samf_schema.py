@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 
 from halluflow.errors import InputError
 from halluflow.samf import convert, taxonomy

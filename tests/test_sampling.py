@@ -114,7 +114,7 @@ def test_conformance_with_odes_released_pairs():
     import csv
     from collections import Counter
 
-    from conftest import shared_data
+    from helpers import shared_data
 
     path = shared_data("ode-iridescent-y", "ode_concept_pairs.tsv")
     with open(path) as fh:

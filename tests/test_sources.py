@@ -6,7 +6,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import shared_data
+from helpers import shared_data
 from PIL import Image
 
 from halluflow.errors import ConfigError, InputError

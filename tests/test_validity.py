@@ -236,7 +236,7 @@ def test_demo_with_a_pope_source(default_run, tmp_path):
     """The demo release beside the same three models on POPE (peer label file, placeholder images): the CLI prints
     the table and both correlations, and the workflow target writes the same document."""
     import yaml
-    from conftest import SHARED_DATA
+    from helpers import SHARED_DATA
     from PIL import Image
     from workflow_utils import copy_run, run_snakemake
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 from workflow_utils import ODE_AND_METHOD_RULES, REPO, copy_workflow, jobs_run, run_snakemake
 
 N_QUESTIONS = 8  # enough for both yes and no truths; small enough for the stand-in VLM on one CPU
