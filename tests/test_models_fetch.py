@@ -127,6 +127,13 @@ def test_fetch_stages_models_and_locks_them(hub, standins, tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split()[0] == "main"
     assert len(hub.requests) == seen
+    # Control: the same load with an empty cache fails offline, so the one above read the staged cache.
+    env["HF_HUB_CACHE"] = str(tmp_path / "empty")
+    control = subprocess.run(
+        [sys.executable, "-c", load], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
+    assert control.returncode != 0
+    assert len(hub.requests) == seen
 
     # The lock check passes on the untouched cache ...
     ok = _cli("models", "fetch", "--configfile", str(cfg), "--cache", str(cache), "--check")
@@ -248,3 +255,25 @@ def test_workflow_target_fetches_and_a_run_checks_the_lock(hub, tmp_path):
     assert bad.returncode != 0
     assert f"halluflow: {config_json}: does not match" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "configs" / "offline").glob("*.yaml")))
+def test_offline_try_outs_need_no_download_and_paper_configs_name_their_weights(name):
+    """An offline try-out (configs/offline/X.yaml over configs/X.yaml) fetches nothing; its paper config lists a
+    Hub repo or asset for every model entry it names with Hub weights."""
+    from halluflow.models_fetch import merged_config, plan
+
+    base = str(ROOT / "config.yaml")
+    paper = ROOT / "configs" / f"{name}.yaml"
+    assert plan(merged_config([str(paper), str(ROOT / "configs" / "offline" / f"{name}.yaml")], base=base)) == ([], [])
+    config = merged_config([str(paper)], base=base)
+    hub_models, _ = plan(config)
+    named = {
+        m["args"]["model"]
+        for m in config["models"]
+        if m["backend"] in ("transformers", "vllm")
+        and not m.get("build")
+        and str(m["args"].get("model", "")).count("/") == 1
+        and not str(m["args"]["model"]).startswith(("resources/", ".", "/"))
+    }
+    assert named <= {m.repo for m in hub_models}

@@ -100,10 +100,10 @@ def merged_config(configfiles: list[str], base: str | None = "config.yaml") -> d
 
 
 def _hub_id(model) -> str | None:
-    """`model` when it is a Hub repo id (org/name), None for a local folder, a weights file or nothing."""
+    """`model` when it is a Hub repo id (org/name, or a legacy bare name), None for a local folder or nothing."""
     from .models import _is_local
 
-    if not isinstance(model, str) or not model or _is_local(model) or model.count("/") != 1:
+    if not isinstance(model, str) or not model or _is_local(model) or model.count("/") > 1:
         return None
     return model
 
