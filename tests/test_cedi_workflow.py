@@ -55,6 +55,7 @@ def test_real_standin_vlm_deterministic_transcripts(ode_release, models_cache, t
     assert json.loads((tmp_path / "0" / "truth.json").read_text())["model"]["stand_in"] is True
 
 
+@pytest.mark.slow  # runs Snakemake: stand-in build, CEDI examine and grade
 def test_workflow_on_a_visual_genome_file(tmp_path):
     """`cedi.source: visual_genome` through Snakemake: a generated VG-format scene_graphs.json and placeholder images,
     no ODE stage in the DAG (the target pulls only the stand-in build, cedi_examine and cedi_grade)."""

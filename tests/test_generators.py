@@ -80,6 +80,7 @@ OVERRIDE = {
 }
 
 
+@pytest.mark.slow  # runs the ODE stage through Snakemake with two generators
 def test_release_by_two_generators_has_metrics_by_generator(tmp_path):
     work = copy_workflow(tmp_path / "wf")
     (work / "two.yaml").write_text(yaml.safe_dump(OVERRIDE))

@@ -232,6 +232,7 @@ def test_amber_existence_questions(tmp_path):
     assert doc["correlation"]["kendall"]["value"] == pytest.approx(1 / 3)
 
 
+@pytest.mark.slow  # needs the default run, then runs Snakemake again on a POPE source
 def test_demo_with_a_pope_source(default_run, tmp_path):
     """The demo release beside the same three models on POPE (peer label file, placeholder images): the CLI prints
     the table and both correlations, and the workflow target writes the same document."""

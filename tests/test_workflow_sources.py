@@ -154,6 +154,7 @@ def test_source_plans_no_ode_stage(tmp_path, repo, kind):
         assert f"stage {stage} not planned: " in log, stage
 
 
+@pytest.mark.slow  # builds the stand-in VLM and runs answer + score through Snakemake
 @pytest.mark.parametrize("real", [False, True], ids=["generated", "peer-data"])
 @pytest.mark.parametrize("kind", ["pope", "amber"])
 def test_source_scores_equal_the_cli(tmp_path, repo, built_models, kind, real):
