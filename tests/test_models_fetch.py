@@ -230,6 +230,7 @@ def test_ultralytics_plan_and_lock_entries(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "ultralytics/clip/x.pt").exists()
 
 
+@pytest.mark.slow
 def test_workflow_target_fetches_and_a_run_checks_the_lock(hub, tmp_path):
     """`snakemake models_fetch` writes the lock from the config Snakemake merged; a run with HALLUFLOW_MODELS_LOCK
     set stops at planning, in one line naming the file, once a locked file was changed."""
