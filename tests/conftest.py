@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO
 
 # Tests write only in the clone and temp folders: caches that libraries create in the user's home (matplotlib's font
 # cache, Hugging Face's, anything under ~/.cache) go to a temp folder for this test run, set before any import.
@@ -80,6 +79,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 @pytest.fixture
 def repo() -> Path:
+    from helpers import REPO  # imported here: helpers imports halluflow, after the cache folders above are set
+
     return REPO
 
 
@@ -119,3 +120,41 @@ def served(tmp_path_factory):
     root = build_served_models(tmp_path_factory.mktemp("served"))
     with TransformersServe(root) as server:
         yield server
+
+
+@pytest.fixture
+def release(tmp_path):
+    """A packaged release: two images (dog+frisbee, car+road), yes/no and generative queries."""
+    from helpers import make_packaged_release
+
+    return make_packaged_release(tmp_path)
+
+
+@pytest.fixture
+def ode_release(tmp_path):
+    """A tiny hand-made ODE release and its scene graph: (release folder, graph folder)."""
+    from helpers import make_ode_release
+
+    return make_ode_release(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def prior(tmp_path_factory):
+    """The co-occurrence prior VLM on helpers.make_graph's graph (the model behind tests/chat_server.py)."""
+    from helpers import make_graph
+
+    from halluflow import registry
+
+    graph = make_graph(tmp_path_factory.mktemp("graph"))
+    return registry.create("vlm", {"backend": "prior", "graph": str(graph)})
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A scratch workflow clone holding the static POPE set of helpers.write_pope_set under static/."""
+    from helpers import write_pope_set
+    from workflow_utils import copy_workflow
+
+    work = copy_workflow(tmp_path / "wf")
+    write_pope_set(work / "static")
+    return work

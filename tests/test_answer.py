@@ -6,47 +6,14 @@ from collections import Counter
 
 import polars as pl
 import pytest
+from helpers import make_graph, make_release
 from PIL import Image
-from test_backends_prior import make_graph
 
 from halluflow.answer import STOP_AFTER_ENV, ModelUnderTest, SimulatedCrash, answer_shard, shard_of
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cache import RequestCache
 from halluflow.errors import ConfigError, InputError
-from halluflow.io import write_parquet
 from halluflow.standins import build_standin, register_builder
-
-QUESTIONS = [
-    ("Is there a grass in the picture?", "discriminative", "existence", "grass", ["dog", "grass"]),
-    ("Is there a frisbee in the picture?", "discriminative", "existence", "frisbee", ["dog", "grass"]),
-    ("Is there a unicorn in the picture?", "discriminative", "existence", "unicorn", ["unicorn", "sky"]),
-    ("Please describe this picture.", "generative", "generative", None, ["dog"]),
-    ("Is there a cloud in the picture?", "discriminative", "existence", "cloud", ["cloud", "sky"]),
-    ("Is there a sky in the picture?", "discriminative", "existence", "sky", ["cloud", "sky"]),
-]
-
-
-def make_release(folder, n_images=3):
-    (folder / "images").mkdir(parents=True)
-    for i in range(n_images):
-        Image.new("RGB", (32, 24), (60 * i, 20, 200)).save(folder / "images" / f"img{i}.png")
-    rows = [
-        {
-            "query_id": f"q{i:02d}",
-            "image_id": f"img{i % n_images}",
-            "image": f"images/img{i % n_images}.png",
-            "question": q,
-            "task": task,
-            "query_type": qt,
-            "target": target,
-            "objects": objects,
-        }
-        for i, (q, task, qt, target, objects) in enumerate(QUESTIONS)
-    ]
-    table = pl.DataFrame(rows)
-    write_parquet(folder / "queries.parquet", table)
-    return table
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -4,34 +4,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from helpers import make_graph
 
 from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.prior import article
 from halluflow.errors import InputError
-from halluflow.io import write_parquet
-
-
-def make_graph(folder):
-    nodes = pl.DataFrame(
-        {
-            "node": ["dog", "frisbee", "grass", "unicorn", "sky", "cloud"],
-            "type": ["entity", "entity", "environment", "entity", "environment", "entity"],
-            "frequency": [10, 4, 20, 1, 50, 40],
-            "states": [["brown"], [], ["green"], [], [], ["white"]],
-            "actions": [["running"], [], [], [], [], []],
-        }
-    )
-    edges = pl.DataFrame(
-        {
-            "source": ["dog", "dog", "cloud", "frisbee"],
-            "target": ["frisbee", "grass", "sky", "grass"],
-            "weight": [3, 8, 30, 1],
-        }
-    )
-    write_parquet(folder / "nodes.parquet", nodes)
-    write_parquet(folder / "edges.parquet", edges)
-    return folder
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from helpers import make_graph
 from PIL import Image
-from test_backends_prior import make_graph
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard

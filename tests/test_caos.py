@@ -443,7 +443,6 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
 def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     # Full out-of-domain path: the LLM adds "lighthouse" (not in the vocabulary); the oracle = two co-occurrence
     # prior VLMs (real backends) that both say no (the object is not in their graph) → hallucinated, no tie.
-    from test_extract import ScriptedLLM  # noqa: F401  (registered below by module path)
 
     queries, answers, nodes = _release_tables()
     release = tmp_path / "release"
@@ -464,7 +463,7 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
     )
     nodes.write_parquet(graph / "nodes.parquet")
     pl.DataFrame({"source": ["dog"], "target": ["wall"], "weight": [3]}).write_parquet(graph / "edges.parquet")
-    registry.LLMS.register("scripted-caos", "test_extract:ScriptedLLM")
+    registry.LLMS.register("scripted-caos", "helpers:ScriptedLLM")
     try:
         cfg = {
             "embedders": ["glove"],

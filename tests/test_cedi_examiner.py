@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import polars as pl
 import pytest
-from PIL import Image
 
 from halluflow.backends.base import VLM, BackendInfo
 from halluflow.cedi.examiner import Examiner
@@ -46,70 +44,6 @@ class RejectingVLM(AgreeingVLM):
 
 
 VLMS.register("test_agree", f"{__name__}:AgreeingVLM")
-
-
-@pytest.fixture
-def ode_release(tmp_path) -> tuple[Path, Path]:
-    release, graph = tmp_path / "release", tmp_path / "graph"
-    (release / "images").mkdir(parents=True)
-    graph.mkdir()
-    scenes = pl.DataFrame(
-        {
-            "scene_id": ["s0", "s1", "s2"],
-            "distribution": ["standard", "fictional", "long_tail"],
-            "pair_kind": ["entity_environment", "entity_entity", "entity_entity"],
-            "object_a": ["dog", "cat", "horse"],
-            "object_b": ["beach", "chair", "tree"],
-            "attribute_a": ["run", "sleep", None],
-            "attribute_a_kind": ["action", "action", None],
-            "attribute_a_contrast": ["sit", "jump", None],
-            "attribute_b": ["sunny", None, "green"],
-            "attribute_b_kind": ["state", None, "state"],
-            "attribute_b_contrast": ["gloomy", None, "withered"],
-            "cooccurrence": [10, 0, 1],
-            "variant": [0, 0, 0],
-        }
-    )
-    rows = []
-    for i, s in enumerate(["s0", "s1", "s2"]):
-        Image.new("RGB", (8, 8), (i * 60, 0, 0)).save(release / "images" / f"img{i}.png")
-        rows.append({"query_id": f"q{i}", "image_id": f"img{i}", "image": f"images/img{i}.png", "scene_id": s})
-    write_parquet(release / "scenes.parquet", scenes)
-    write_parquet(release / "queries.parquet", pl.DataFrame(rows))
-    write_parquet(
-        graph / "nodes.parquet",
-        pl.DataFrame(
-            {
-                "node": ["dog", "beach", "cat", "chair", "horse", "tree", "frisbee", "umbrella", "table", "grass"],
-                "type": ["entity", "environment"] + ["entity"] * 8,
-                "frequency": [5] * 10,
-                "states": [
-                    ["brown", "black"],
-                    ["sunny", "gloomy"],
-                    ["white"],
-                    ["wooden"],
-                    [],
-                    ["green", "withered"],
-                    [],
-                    [],
-                    [],
-                    [],
-                ],
-                "actions": [["run", "sit"], [], ["sleep", "jump"], [], ["run"], [], [], [], [], []],
-            }
-        ),
-    )
-    write_parquet(
-        graph / "edges.parquet",
-        pl.DataFrame(
-            {
-                "source": ["beach", "dog", "beach", "cat", "chair", "horse", "grass"],
-                "target": ["umbrella", "frisbee", "dog", "table", "table", "tree", "horse"],
-                "weight": [9, 7, 5, 4, 3, 2, 6],
-            }
-        ),
-    )
-    return release, graph
 
 
 def config(**cedi):

@@ -5,54 +5,14 @@ absent objects come from the file's own co-occurrence, and the grades say which 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from helpers import write_vg
 from PIL import Image
 
 from halluflow.backends.base import BackendInfo
 from halluflow.cedi.pipeline import examine_model, grade_model
 from halluflow.errors import ConfigError, InputError
-
-
-def write_vg(root: Path) -> tuple[Path, Path]:
-    """Three VG entries in the official layout (names lists, relationships with subject_id/object_id)."""
-    entries = [
-        {
-            "image_id": 101,
-            "objects": [
-                {"object_id": 1, "names": ["man"], "attributes": ["tall"]},
-                {"object_id": 2, "names": ["horse"], "attributes": ["brown"]},
-                {"object_id": 3, "names": ["tree"]},
-                {"object_id": 4, "names": ["tree"]},
-            ],
-            "relationships": [
-                {"subject_id": 1, "predicate": "riding", "object_id": 2},
-                {"subject_id": 2, "predicate": "near", "object_id": 3},
-            ],
-        },
-        {
-            "image_id": 102,
-            "objects": [
-                {"object_id": 5, "names": ["man"]},
-                {"object_id": 6, "names": ["dog"]},
-                {"object_id": 7, "names": ["frisbee"], "attributes": ["red"]},
-            ],
-            "relationships": [{"subject": {"object_id": 5}, "predicate": "holding", "object": {"object_id": 7}}],
-        },
-        {
-            "image_id": 103,
-            "objects": [{"object_id": 8, "names": ["horse"]}, {"object_id": 9, "names": ["fence"]}],
-            "relationships": [],
-        },
-    ]
-    images = root / "VG_100K"
-    images.mkdir(parents=True)
-    for i, e in enumerate(entries):  # placeholder pictures, named as VG names its files
-        Image.new("RGB", (16, 16), (40 * i, 80, 120)).save(images / f"{e['image_id']}.jpg")
-    path = root / "scene_graphs.json"
-    path.write_text(json.dumps(entries))
-    return path, images
 
 
 class ScriptedVLM:

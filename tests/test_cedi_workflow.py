@@ -8,7 +8,6 @@ import json
 
 import polars as pl
 import pytest
-from test_cedi_examiner import ode_release  # noqa: F401  (fixture: a tiny hand-made ODE release)
 
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cedi.pipeline import examine_model, grade_model
@@ -60,7 +59,7 @@ def test_workflow_on_a_visual_genome_file(tmp_path):
     """`cedi.source: visual_genome` through Snakemake: a generated VG-format scene_graphs.json and placeholder images,
     no ODE stage in the DAG (the target pulls only the stand-in build, cedi_examine and cedi_grade)."""
     import yaml
-    from test_cedi_sources import write_vg
+    from helpers import write_vg
     from workflow_utils import copy_workflow, jobs_run, run_snakemake
 
     work = copy_workflow(tmp_path / "clone")

@@ -4,80 +4,16 @@ contamination check (`halluflow release contamination`)."""
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import shutil
 
 import polars as pl
 import pytest
 import yaml
-from PIL import Image
+from helpers import png_bytes
 
 from halluflow.cli import main
-from halluflow.io import sha256_bytes
-from halluflow.ode.release import package_release, verify_release
-
-
-def _png(colour, size=(12, 10)) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", size, colour).save(buf, format="PNG")
-    return buf.getvalue()
-
-
-@pytest.fixture
-def release(tmp_path):
-    """A packaged release: two images (dog+frisbee, car+road), yes/no and generative queries."""
-    root = tmp_path / "results"
-    pngs = {"s1-i00": _png((200, 30, 30)), "s2-i00": _png((30, 30, 200), (16, 9))}
-    (root / "images" / "000").mkdir(parents=True)
-    for image_id, data in pngs.items():
-        (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
-    images = pl.DataFrame(
-        {
-            "image_id": list(pngs),
-            "scene_id": ["s1", "s2"],
-            "path": [f"images/000/{i}.png" for i in pngs],
-            "sha256": [sha256_bytes(d) for d in pngs.values()],
-            "model": ["tiny-flux"] * 2,
-            "revision": [None] * 2,
-            "stand_in": [True] * 2,
-        }
-    )
-    accepted = images.select("image_id", "scene_id", "path").with_columns(
-        pl.Series("distribution", ["standard", "fictional"]), pl.lit("entity_entity").alias("pair_kind")
-    )
-    scenes = accepted.select("scene_id", "distribution", "pair_kind")
-    q = [
-        ("q1", "s1-i00", "existence", "discriminative", "Is there a dog in the image?", "yes", ["dog", "frisbee"]),
-        ("q2", "s1-i00", "existence", "discriminative", "Is there a cat in the image?", "no", ["dog", "frisbee"]),
-        ("q3", "s1-i00", "generative", "generative", "Describe this image.", None, ["dog", "frisbee"]),
-        ("q4", "s2-i00", "existence", "discriminative", "Is there a car in the image?", "yes", ["car", "road"]),
-        ("q5", "s2-i00", "generative", "generative", "Describe this image.", None, ["car", "road"]),
-    ]
-    queries = pl.DataFrame(
-        q, schema=["query_id", "image_id", "query_type", "task", "question", "truth", "objects"], orient="row"
-    ).with_columns(
-        pl.format("images/{}.png", pl.col("image_id")).alias("image"),
-        pl.when(pl.col("image_id") == "s1-i00")
-        .then(pl.lit("standard"))
-        .otherwise(pl.lit("fictional"))
-        .alias("distribution"),
-        pl.lit("entity_entity").alias("pair_kind"),
-    )
-    rel = tmp_path / "rel" / "release"
-    package_release(
-        rel,
-        root=root,
-        accepted=accepted,
-        queries=queries,
-        scenes=scenes,
-        images=[images],
-        detections=[],
-        config={"release": "demo"},
-        seed=1,
-        name="demo",
-    )
-    return rel
+from halluflow.ode.release import verify_release
 
 
 def test_release_folder_loads_with_datasets(release, tmp_path, monkeypatch):
@@ -269,7 +205,7 @@ def test_contamination_flags_a_copied_reference_image(release, tmp_path, one_tor
     ref = tmp_path / "reference"
     (ref / "val").mkdir(parents=True)
     for i, colour in enumerate([(10, 200, 10), (240, 240, 0), (0, 120, 120)]):
-        (ref / "val" / f"r{i}.png").write_bytes(_png(colour, (20, 14)))
+        (ref / "val" / f"r{i}.png").write_bytes(png_bytes(colour, (20, 14)))
     shutil.copyfile(release / "images" / "s2-i00.png", ref / "copied.png")
     out = tmp_path / "cont"
     assert main(["release", "contamination", str(release), "--reference", str(ref), "--out", str(out)]) == 0

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import pytest
 from helpers import shared_data
 
 from halluflow import registry
-from halluflow.backends.base import LLM, BackendInfo
 from halluflow.caos.extract import (
     ObjectExtractor,
     Vocabulary,
@@ -97,24 +94,9 @@ def test_parse_llm_objects_is_strict(reply, parsed):
     assert parse_llm_objects(reply) == parsed
 
 
-class ScriptedLLM(LLM):
-    """An LLM backend replying from a {caption substring: reply} table, registered like any backend."""
-
-    def __init__(self, replies: dict):
-        self.replies, self.calls = replies, 0
-
-    def chat(self, messages: Sequence[dict]) -> str:
-        self.calls += 1
-        user = messages[-1]["content"]
-        return next((r for key, r in self.replies.items() if key in user), "I don't know")
-
-    def describe(self) -> BackendInfo:
-        return BackendInfo(role="llm", backend="scripted", model="scripted", stand_in=True)
-
-
 @pytest.fixture
 def llm():
-    registry.LLMS.register("scripted-test", f"{__name__}:ScriptedLLM")
+    registry.LLMS.register("scripted-test", "helpers:ScriptedLLM")
     yield lambda replies: registry.create("llm", {"backend": "scripted-test", "replies": replies})
     registry.LLMS._targets.pop("scripted-test", None)
 

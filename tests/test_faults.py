@@ -8,100 +8,16 @@ Unit-level retry tests live in tests/test_openai_http.py; this file runs Snakema
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import numpy as np
 import polars as pl
 import pytest
-import yaml
 from chat_server import ChatServer
-from PIL import Image
-from test_backends_prior import make_graph
-from workflow_utils import copy_workflow, jobs_run, run_snakemake
+from helpers import OBJECTS, answer_targets, api_overlay
+from workflow_utils import jobs_run, run_snakemake
 
-from halluflow import registry
-
-# Objects of make_graph's vocabulary; one POPE question each (two answer shards split them by query-id hash).
-OBJECTS = ["dog", "frisbee", "grass", "unicorn", "sky", "cloud", "cat", "car"]
+# The fixtures `prior` (the model behind the server) and `workdir` (a clone with the static POPE set) are in conftest.py.
 SUFFIX = " Answer yes or no."
-RELEASE = "faults"
 
 pytestmark = pytest.mark.slow  # runs Snakemake (still part of CI's plain `pytest -q`)
-
-
-def write_pope_set(root: Path) -> Path:
-    """A POPE-format static set: label JSONL + one small PNG per question (the images really travel as data URLs)."""
-    images = root / "images"
-    images.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    lines = []
-    for i, obj in enumerate(OBJECTS):
-        name = f"img{i}.png"
-        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(images / name)
-        lines.append(
-            json.dumps(
-                {
-                    "question_id": i,
-                    "image": name,
-                    "text": f"Is there a {obj} in the image?",
-                    "label": "yes" if i % 2 else "no",
-                }
-            )
-        )
-    (root / "pope.jsonl").write_text("\n".join(lines) + "\n")
-    return root
-
-
-def api_overlay(workdir: Path, server: ChatServer, name: str = "api", api_key_env: str | None = None, **answer) -> Path:
-    """A --configfile that swaps the models under test for one HTTP model answering the static POPE set."""
-    overlay = {
-        "release": RELEASE,
-        "models": [
-            {
-                "name": name,
-                "backend": "openai",
-                "stand_in": False,
-                "args": {
-                    "base_url": server.base_url,
-                    "model": "prior-over-http",
-                    "api_key_env": api_key_env,
-                    "timeout_s": 1.0,  # generous: a loaded CI machine must not time out a normal reply
-                    "max_retries": 3,
-                    "backoff_s": 0.01,
-                    "backoff_max_s": 0.05,
-                    "concurrency": 2,
-                },
-            }
-        ],
-        "answer": {
-            "source": {"kind": "pope", "path": "static/pope.jsonl", "images": "static/images", "annotations": None},
-            **answer,
-        },
-        # Other stages name the default models; they are not part of this proof.
-        "samf": {"enabled": False, "models": None},
-        "cedi": {"enabled": False, "models": None},
-    }
-    path = workdir / f"overlay-{name}.yaml"
-    path.write_text(yaml.safe_dump(overlay))
-    return path
-
-
-def answer_targets(model: str = "api") -> list[str]:
-    return [f"results/{RELEASE}/answers/{model}/{shard:03d}.parquet" for shard in range(2)]
-
-
-@pytest.fixture(scope="module")
-def prior(tmp_path_factory):
-    graph = make_graph(tmp_path_factory.mktemp("graph"))
-    return registry.create("vlm", {"backend": "prior", "graph": str(graph)})
-
-
-@pytest.fixture
-def workdir(tmp_path):
-    work = copy_workflow(tmp_path / "wf")
-    write_pope_set(work / "static")
-    return work
 
 
 def question(obj: str) -> str:

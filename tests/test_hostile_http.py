@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from chat_server import ChatServer, gzip_bomb
-from test_backends_prior import make_graph
+from helpers import make_graph
 
 from halluflow import registry
 from halluflow.cli import main

@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from helpers import make_graph
 from PIL import Image
-from test_backends_prior import make_graph
-from test_export import release  # noqa: F401  (a fixture: a packaged two-image release)
 
 from halluflow.cli import main
 
@@ -217,7 +216,7 @@ def test_corrupt_parquet_in_release_export_is_one_line(packaged, tmp_path, capsy
 
 
 def test_corrupt_parquet_in_release_diff_is_one_line(tmp_path, capsys):
-    from test_lineage import _release as lineage_release
+    from helpers import make_lineage_release as lineage_release
 
     a = lineage_release(tmp_path, "a", [("standard", "dog", "frisbee")])
     b = lineage_release(tmp_path, "b", [("standard", "dog", "grass")])

@@ -21,7 +21,6 @@ import sys
 import polars as pl
 import pytest
 import yaml
-from test_export import release  # noqa: F401  (a fixture: a packaged two-image release)
 
 from halluflow.cli import main
 

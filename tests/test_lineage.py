@@ -6,37 +6,21 @@ import json
 
 import polars as pl
 import pytest
+from helpers import make_lineage_release
 
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.ode.lineage import ancestor_pairs, diff_releases, lineage, pair_key
 
 
-def _release(root, name, pairs, edges=None, parent=None):
-    rel = root / name / "release"
-    rel.mkdir(parents=True)
-    pl.DataFrame(
-        [{"scene_id": f"s{i}", "distribution": d, "object_a": a, "object_b": b} for i, (d, a, b) in enumerate(pairs)]
-    ).write_parquet(rel / "scenes.parquet")
-    pl.DataFrame({"query_type": ["existence"] * len(pairs) + ["generative"]}).write_parquet(rel / "queries.parquet")
-    manifest = {"release": name, "lineage": {"ancestors": lineage(parent) if parent else []}}
-    (rel / "manifest.json").write_text(json.dumps(manifest))
-    if edges is not None:
-        (root / name / "graph").mkdir()
-        pl.DataFrame(edges, schema=["source", "target", "weight"], orient="row").write_parquet(
-            root / name / "graph" / "edges.parquet"
-        )
-    return rel
-
-
 def test_diff_counts_by_hand(tmp_path, capsys):
-    a = _release(
+    a = make_lineage_release(
         tmp_path,
         "a",
         [("standard", "dog", "frisbee"), ("standard", "car", "road"), ("fictional", "fish", "sky")],
         edges=[("dog", "frisbee", 5), ("car", "road", 9), ("fish", "water", 2)],
     )
-    b = _release(
+    b = make_lineage_release(
         tmp_path,
         "b",
         [("standard", "frisbee", "dog"), ("standard", "cat", "sofa"), ("fictional", "fish", "desk")],
@@ -59,8 +43,8 @@ def test_diff_counts_by_hand(tmp_path, capsys):
 
 
 def test_ancestor_pairs_follow_the_chain(tmp_path):
-    a = _release(tmp_path, "a", [("standard", "dog", "frisbee")])
-    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    a = make_lineage_release(tmp_path, "a", [("standard", "dog", "frisbee")])
+    b = make_lineage_release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
     assert [e["release"] for e in lineage(b)] == ["b", "a"]
     assert ancestor_pairs(b) == {pair_key("dog", "frisbee"), pair_key("sofa", "cat")}
     with pytest.raises(InputError, match="config key 'ode.lineage.parent'"):
@@ -158,9 +142,9 @@ def release_pairs_of(rel):
 def test_lineage_holds_when_ancestor_folders_move_or_vanish(tmp_path):
     """The failing example: the grandparent's folder moved, and the exclusion set shrank to the parent's pairs
     without a word. The manifest now carries every ancestor's pair list, so only the parent's folder is read."""
-    a = _release(tmp_path, "a", [("standard", "dog", "frisbee"), ("random", "car", "road")])
-    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
-    c = _release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
+    a = make_lineage_release(tmp_path, "a", [("standard", "dog", "frisbee"), ("random", "car", "road")])
+    b = make_lineage_release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    c = make_lineage_release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
     full = {"dog|frisbee", "car|road", "cat|sofa", "bus|stop"}
     assert ancestor_pairs(c) == full
     entry = lineage(c)[2]
@@ -174,14 +158,14 @@ def test_lineage_holds_when_ancestor_folders_move_or_vanish(tmp_path):
 
 
 def test_an_old_manifest_without_pair_lists_reads_the_folder_or_says_it_is_gone(tmp_path):
-    a = _release(tmp_path, "a", [("standard", "dog", "frisbee")])
-    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    a = make_lineage_release(tmp_path, "a", [("standard", "dog", "frisbee")])
+    b = make_lineage_release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
     # a manifest written before the pair lists: ancestors with n_pairs only
     manifest = json.loads((b / "manifest.json").read_text())
     for e in manifest["lineage"]["ancestors"]:
         del e["pairs"]
     (b / "manifest.json").write_text(json.dumps(manifest))
-    c = _release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
+    c = make_lineage_release(tmp_path, "c", [("standard", "bus", "stop")], parent=b)
     assert ancestor_pairs(c) == {"dog|frisbee", "cat|sofa", "bus|stop"}
     # the child's manifest carries the pairs read from the old ancestor's folder: later moves no longer matter
     assert json.loads((c / "manifest.json").read_text())["lineage"]["ancestors"][1]["pairs"] == ["dog|frisbee"]
@@ -292,9 +276,9 @@ def test_datacard_states_how_far_standard_drifted_over_generations(tmp_path):
 
 def test_diff_counts_ids_that_name_different_content(tmp_path, capsys):
     """Positional ids (the old scheme) reused by a child for other images show up in `release diff`."""
-    a = _release(tmp_path, "a", [("standard", "dog", "frisbee")])
-    b = _release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
-    c = _release(tmp_path, "c", [("standard", "bus", "stop")])
+    a = make_lineage_release(tmp_path, "a", [("standard", "dog", "frisbee")])
+    b = make_lineage_release(tmp_path, "b", [("standard", "cat", "sofa")], parent=a)
+    c = make_lineage_release(tmp_path, "c", [("standard", "bus", "stop")])
     for rel, rows in (
         (
             a,

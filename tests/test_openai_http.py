@@ -8,14 +8,13 @@ import polars as pl
 import pytest
 import yaml
 from chat_server import ChatServer
+from helpers import make_graph, make_question_release
 from PIL import Image
-from test_backends_prior import make_graph
 
 from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.base import VLMRequest
 from halluflow.errors import BackendError, ConfigError
-from halluflow.io import write_parquet
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-write-me"
 
@@ -94,19 +93,9 @@ def test_images_travel_as_data_urls_and_llm_role_works(server, tmp_path):
     assert server.bodies[-1]["max_tokens"] == 64 and server.bodies[-1]["temperature"] == 0.0
 
 
-def make_release(folder, questions):
-    (folder / "images").mkdir(parents=True)
-    rows = []
-    for i, q in enumerate(questions):
-        Image.new("RGB", (16, 16), (i * 40 % 255, 0, 0)).save(folder / "images" / f"img{i}.png")
-        rows.append({"query_id": f"q{i}", "image": f"images/img{i}.png", "question": q, "task": "discriminative"})
-    write_parquet(folder / "queries.parquet", pl.DataFrame(rows))
-    return pl.DataFrame(rows)
-
-
 def test_failures_recorded_not_cached_and_rerun_retries_only_them(server, tmp_path, caplog):
     questions = ["Is there a cloud?", "Is there a dog?", "Is there a sky?", "Is there a unicorn?"]
-    queries = make_release(tmp_path / "release", questions)
+    queries = make_question_release(tmp_path / "release", questions)
     # timeout_s 5: the 12 MB reply must arrive within one attempt even on a loaded machine
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, max_retries=2, timeout_s=5)}
     server.faults["dog"] = ["500"] * 3  # exhausts 1 + 2 retries
@@ -143,7 +132,7 @@ def test_failures_recorded_not_cached_and_rerun_retries_only_them(server, tmp_pa
 
 
 def test_failed_fraction_over_the_limit_fails_the_shard(server, tmp_path):
-    queries = make_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
+    queries = make_question_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, max_retries=0)}
     server.faults["dog"] = ["500"]
     with pytest.raises(BackendError, match="1 of 2 requests failed .*query q1: gave up after 1 attempts: HTTP 500"):
@@ -151,7 +140,7 @@ def test_failed_fraction_over_the_limit_fails_the_shard(server, tmp_path):
 
 
 def test_content_parts_are_joined_and_leading_space_stripped_once(server, tmp_path):
-    queries = make_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
+    queries = make_question_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
     server.faults["cloud"] = ["parts"]  # [{"type": "text", "text": "Y"}, {"type": "text", "text": "es"}]
     server.faults["dog"] = ["space"]  # " No", as transformers serve answers
     vlm = registry.create("vlm", {"backend": "openai", **client_args(server)})
@@ -205,12 +194,12 @@ def test_secrets_echoed_by_the_server_are_redacted_everywhere(server, tmp_path, 
     from halluflow.cli import main
 
     questions = ["Is there a cloud?", "Is there a dog?"]
-    make_release(tmp_path / "release", questions)
+    make_question_release(tmp_path / "release", questions)
     server.faults["cloud"] = ["401-echo", "401-echo"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
     with caplog.at_level("INFO"):
         answer_shard(
-            make_release(tmp_path / "r2", questions),
+            make_question_release(tmp_path / "r2", questions),
             tmp_path / "r2",
             ModelUnderTest(spec),
             tmp_path / "cache",
@@ -254,7 +243,7 @@ def test_secrets_echoed_by_the_server_are_redacted_everywhere(server, tmp_path, 
 
 def test_a_rejection_shared_by_every_request_stops_the_shard(prior, tmp_path):
     questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn"]]
-    queries = make_release(tmp_path / "release", questions)
+    queries = make_question_release(tmp_path / "release", questions)
     # A strict server rejecting an extra_body key (e.g. top_k) rejects every request alike: the first 422 is
     # checked with one probe request (no images, same arguments), rejected alike, so the rest are never sent.
     with ChatServer(prior, reject_fields=("top_k",)) as srv:
@@ -280,7 +269,7 @@ def test_a_rejection_shared_by_every_request_stops_the_shard(prior, tmp_path):
 
 def test_identical_per_request_rejections_fail_only_their_requests(server, tmp_path):
     questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn"]]
-    queries = make_release(tmp_path / "release", questions)
+    queries = make_question_release(tmp_path / "release", questions)
     for q in questions[:3]:  # three identical 400s about each request's own image: the others are fine
         server.faults[q] = ["400-too-large"]
     spec = {"name": "remote", "backend": "openai", "args": client_args(server, concurrency=1)}
@@ -297,7 +286,9 @@ def test_identical_per_request_rejections_fail_only_their_requests(server, tmp_p
 
 
 def test_unserved_model_fails_once_naming_the_served_ids(prior, tmp_path):
-    queries = make_release(tmp_path / "release", [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "cat", "car"]])
+    queries = make_question_release(
+        tmp_path / "release", [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "cat", "car"]]
+    )
     with ChatServer(prior, models=("org/served-model",)) as srv:
         spec = {
             "name": "remote",
@@ -319,7 +310,7 @@ def test_unserved_model_fails_once_naming_the_served_ids(prior, tmp_path):
 
 def test_requests_stay_in_flight_across_batch_boundaries(prior, tmp_path):
     questions = [f"Is there a {o}?" for o in ["cloud", "dog", "sky", "frisbee", "grass", "unicorn", "cat", "car"]]
-    queries = make_release(tmp_path / "release", questions)
+    queries = make_question_release(tmp_path / "release", questions)
     with ChatServer(prior, delay_s=0.2) as srv:
         spec = {
             "name": "remote",
@@ -344,7 +335,7 @@ def test_jitter_differs_between_clients(server):
 
 
 def test_arguments_that_cannot_change_an_answer_keep_the_cache(server, tmp_path):
-    queries = make_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
+    queries = make_question_release(tmp_path / "release", ["Is there a cloud?", "Is there a dog?"])
     spec = {"name": "remote", "backend": "openai", "args": client_args(server)}
     answer_shard(queries, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", tmp_path / "a.parquet")
     posts = server.posts

@@ -7,7 +7,7 @@ import logging
 import re
 
 import pytest
-from test_answer import make_graph, make_release
+from helpers import make_graph, make_release
 
 from halluflow import progress as progress_module
 from halluflow.answer import ModelUnderTest, answer_shard

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from chat_server import ChatServer
-from test_faults import OBJECTS, answer_targets, api_overlay, prior, workdir  # noqa: F401 (fixtures)
+from helpers import OBJECTS, answer_targets, api_overlay
 from workflow_utils import run_snakemake
 
 KEY_ENV = "HALLUFLOW_SECRET_TEST_KEY"

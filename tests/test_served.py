@@ -11,8 +11,8 @@ import json
 import polars as pl
 import pytest
 import yaml
+from helpers import make_question_release
 from served import LLM_ID, VLM_ID
-from test_openai_http import make_release
 from workflow_utils import REPO, copy_workflow, run_snakemake
 
 from halluflow import registry
@@ -44,7 +44,7 @@ QUESTIONS = ["Is there a dog in the image?", "Is there a cat in the image?", "De
 
 
 def test_model_under_test_answers_over_the_server(served, tmp_path):
-    queries = make_release(tmp_path / "release", QUESTIONS)
+    queries = make_question_release(tmp_path / "release", QUESTIONS)
     before = served.requests_for(VLM_ID)
     out, cache = tmp_path / "answers.parquet", tmp_path / "cache"
     stats = answer_shard(queries, tmp_path / "release", ModelUnderTest(spec(served)), cache, out)
@@ -60,7 +60,7 @@ def test_model_under_test_answers_over_the_server(served, tmp_path):
 
 
 def test_server_specific_rejections_stop_early_and_unserved_ids_fail_in_one_line(served, tmp_path):
-    queries = make_release(tmp_path / "release", QUESTIONS * 2)
+    queries = make_question_release(tmp_path / "release", QUESTIONS * 2)
     # transformers serve rejects sampling fields it does not know (vLLM accepts top_k): HTTP 422. A probe request
     # without images, with the same arguments, is rejected alike, so the rest of the shard is recorded as failed
     # without being sent.
@@ -121,7 +121,7 @@ def test_llm_roles_over_the_server(served, tmp_path):
     assert {"dog", "frisbee", "grass"} <= set(extraction.names) and extraction.llm_status in {"ok", "unparsed"}
     assert served.requests_for(LLM_ID) - before == 3 + (before == 0)  # (+ the first use's probe, as above)
     # CAOS oracle member: a served VLM answering yes/no about an out-of-domain object in a real image.
-    make_release(tmp_path / "release", ["unused"])
+    make_question_release(tmp_path / "release", ["unused"])
     vlm_before = served.requests_for(VLM_ID)
     member = ModelUnderTest(spec(served)).backend
     verdict = Oracle([("served", member)]).judge([("q0", str(tmp_path / "release/images/img0.png"), "kite")])[0]
