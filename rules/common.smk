@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
+from halluflow.config import question_resource_files
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
 from halluflow.plan import planning_warnings
@@ -37,6 +38,9 @@ IMAGE_ROUNDS = IMAGE_SHARDS + [
 ]
 SOURCE = config["answer"]["source"]
 PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["parent"]] if p]
+# The noun lexicon, attribute words, synonym table (and a domain's category table): inputs of the rules that read
+# them, hashed by the release
+QUESTION_RESOURCES = question_resource_files(config)
 MODELS = {m["name"]: m for m in config["models"]}
 RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
 STAGES = stage_plan(config)

@@ -29,6 +29,11 @@ rule sample_scenes:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
         parent=PARENT_MANIFEST,
+        # virtual nodes and non-nouns are never drawn; attribute words are cleaned per kind
+        nouns=QUESTION_RESOURCES["nouns"],
+        attribute_words=QUESTION_RESOURCES["attribute_words"],
+        # a domain release's category table (ode.domain.categories)
+        domain=[QUESTION_RESOURCES[k] for k in ("domain_categories",) if k in QUESTION_RESOURCES],
     output:
         scenes=f"{OUT}/scenes/scenes.parquet",
     log:
@@ -53,6 +58,9 @@ rule make_prompts:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
+        # articles of the prompt's objects; the "no" candidates skip synonyms of the image's objects
+        nouns=QUESTION_RESOURCES["nouns"],
+        synonyms=QUESTION_RESOURCES["synonyms"],
     output:
         prompts=f"{OUT}/prompts/prompts.parquet",
     log:

@@ -34,6 +34,10 @@ rule make_queries:
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
         images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
+        # question templates per noun kind, attribute words, synonyms never asked as absent
+        nouns=QUESTION_RESOURCES["nouns"],
+        attribute_words=QUESTION_RESOURCES["attribute_words"],
+        synonyms=QUESTION_RESOURCES["synonyms"],
     output:
         queries=f"{OUT}/queries/queries.parquet",
     log:
@@ -65,6 +69,7 @@ rule package_release:
         parent=PARENT_MANIFEST,
         nodes=rules.build_graph.output.nodes,  # the DATACARD's Standard drift from the graph's top band
         edges=rules.build_graph.output.edges,
+        resources=list(QUESTION_RESOURCES.values()),  # their sha256 go into the manifest and the DATACARD
     output:
         # The manifest, not directory(): Snakemake would drop a .snakemake_timestamp into a directory output,
         # an unlisted file that `halluflow release verify` must reject. The folder is replaced as a whole, once the

@@ -13,6 +13,7 @@ if SOURCE["kind"] == "ode":
             # Cog's hallucination-prone objects: G_H (scoring.cog_graph: hallucination) or the co-occurrence graph
             hallu=rules.build_graph.output.hallu,
             edges=rules.build_graph.output.edges,
+            synonyms=QUESTION_RESOURCES["synonyms"],  # CHAIR's table: a caption's mentions of the truth objects
         output:
             scores=f"{OUT}/scores/{{model}}/answers.parquet",
             metrics=f"{OUT}/metrics/{{model}}.json",

@@ -18,6 +18,7 @@ jobs.package_release(
     name=snakemake.params.name,
     parent=snakemake.params.parent,
     graph_sources=list(snakemake.input.graph_sources),
+    resources=list(snakemake.input.resources),
     nodes=snakemake.input.nodes,
     edges=snakemake.input.edges,
 )

@@ -120,7 +120,7 @@ def test_release_contents_and_determinism(stage):
     assert [x["query_id"] for x in lines] == ["q1", "q2"]
     card = (one / "DATACARD.md").read_text()
     assert "STAND-IN" in card and "| standard | entity_entity | 1 | 2 |" in card
-    assert "keep threshold 0.0 (below the paper's 0.65: images were NOT checked for their objects)" in card
+    assert "keep threshold 0.0: every image is kept whatever the detector scores, so images were NOT checked" in card
     assert "- images rejected by the detector filter: 1\n  - object_a below keep threshold: 1" in card
     assert m1["counts"]["by_query_type"] == [
         {"query_type": "existence", "yes": 1, "no": 0, "open": 0},
@@ -434,3 +434,111 @@ def test_the_datacard_counts_no_questions_the_detector_did_not_check(stage):
     old = package_release(tmp / "o" / "release", **{**kwargs, "queries": queries})
     assert old["counts"]["truths_not_checked"] is None
     assert "not prompted with" not in (tmp / "o" / "release" / "DATACARD.md").read_text()
+
+
+def test_the_datacard_records_every_threshold_the_negative_prompts_the_domain_and_the_resources(stage, tmp_path):
+    """What shaped a release, from its config and inputs: the wording of each keep threshold, whether the negative
+    prompts reached the model, the domain, and the sha256 of every table the questions were built from."""
+    from halluflow.config import question_resource_files, validate_config
+    from halluflow.io import sha256_file
+
+    tmp, kwargs = stage
+    config = validate_config(
+        {
+            "ode": {
+                "filter": {"keep_threshold": 0.2, "exclusion_threshold": 0.6},
+                "domain": {"categories": ["vehicle"], "category_table": "coco"},
+                "prompts": {"negative_prompt": {"entity_environment": ""}},
+            },
+            "detection": {"box_threshold": 0.1},
+        }
+    )
+    sections = {k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection")}
+    resources = question_resource_files(config)  # the domain's category table shaped the scenes too
+    kwargs = {**kwargs, "config": sections, "resources": list(resources.values())}
+    manifest = package_release(tmp / "r" / "release", **kwargs)
+    card = (tmp / "r" / "release" / "DATACARD.md").read_text()
+    # ODE's code's 0.2 is a threshold, not "no check": fainter detections pass, the images were checked
+    assert "keep threshold 0.2: an image is kept when the detector finds each of its objects with at least this" in card
+    assert "below the paper's 0.65 (ODE's released code uses 0.2)" in card and "NOT checked" not in card
+    assert "Exclusion threshold 0.6: an object detected at or above it is never asked as absent" in card
+    assert "Detector box threshold 0.1: weaker boxes are not recorded; at most 50 boxes" in card
+    assert "Count questions: boxes at or above the keep threshold (0.2)" in card
+    # the tiny FLUX with true_cfg_scale unset drops the negative prompt; the entity+environment one is off
+    assert "- Negative prompt, entity+entity: `(missing entity)(bad anatomy)(deformed)" in card
+    assert "- Negative prompt, entity+environment: none" in card
+    assert (
+        "- Negative prompts with generator tiny-flux: DROPPED: a FLUX pipeline uses the negative prompt only " in card
+    )
+    assert (
+        "- Domain (`ode.domain`): categories vehicle (table coco); environments co-occurring with a kept entity kept."
+        in card
+    )
+    # every question resource by its shipped name, with the sha256 of its bytes, in the card and the manifest
+    for path in resources.values():
+        name = "resources/" + path.split("resources/", 1)[1]
+        assert manifest["resources"][name] == sha256_file(path)
+        assert f"- `{name}`: {sha256_file(path)}" in card
+    assert sorted(manifest["resources"]) == [
+        "resources/caos/coco_synonyms.tsv",
+        "resources/vocab/attribute_words.tsv",
+        "resources/vocab/coco_supercategories.tsv",
+        "resources/vocab/nouns.tsv",
+    ]
+    assert str(tmp) not in (tmp / "r" / "release" / "manifest.json").read_text()
+
+    # FLUX with real CFG applies it; the paper's threshold is named as such; no domain = the whole graph
+    sections["synthesis"] = {**sections["synthesis"], "true_cfg_scale": 1.5}
+    sections["ode"] = {
+        **sections["ode"],
+        "domain": None,
+        "filter": {**sections["ode"]["filter"], "keep_threshold": 0.65},
+    }
+    package_release(tmp / "p" / "release", **{**kwargs, "config": sections})
+    card = (tmp / "p" / "release" / "DATACARD.md").read_text()
+    assert "keep threshold 0.65 (the paper's): an image is kept" in card
+    assert "generator tiny-flux: applied (FLUX with true_cfg_scale 1.5" in card
+    assert "- Domain: the whole concept graph (`ode.domain` unset)." in card
+    with pytest.raises(InputError, match="question resource .*missing.tsv: not found"):
+        package_release(tmp / "x" / "release", **{**kwargs, "resources": [str(tmp_path / "missing.tsv")]})
+
+
+# Which rules read each resource that shapes the questions (rules/*.smk inputs).
+READERS = {
+    "resources/vocab/nouns.tsv": {"sample_scenes", "make_prompts", "make_queries", "package_release"},
+    "resources/vocab/attribute_words.tsv": {"sample_scenes", "make_queries", "package_release"},
+    "resources/caos/coco_synonyms.tsv": {"make_prompts", "make_queries", "package_release", "score"},
+    "resources/graph_seed/hallu_edges.tsv": {"build_graph", "package_release"},
+}
+
+
+def test_editing_a_question_resource_reruns_the_steps_that_read_it(tmp_path):
+    """Every output of a finished run present, then one resource edited: with only one rule allowed to run at a time
+    (so a job is never planned because an earlier one would rerun), exactly the rules that read it are planned, each
+    for that file."""
+    import os
+    import time
+
+    from workflow_utils import copy_workflow, run_snakemake
+
+    wf = copy_workflow(tmp_path / "wf")
+    targets = ["results/ode-demo/release/manifest.json", "results/ode-demo/metrics/prior.json"]
+    summary = run_snakemake(wf, "--summary", *targets).stdout.splitlines()[1:]
+    now = time.time()
+    for row in summary:
+        out, _, _, logs, *_ = row.split("\t")
+        for path in [out, *[p for p in logs.split(",") if p and p != "-"]]:
+            (wf / path).parent.mkdir(parents=True, exist_ok=True)
+            (wf / path).touch()
+            os.utime(wf / path, (now, now))
+    rules = sorted(set().union(*READERS.values()))
+
+    def planned(rule):
+        out = run_snakemake(wf, "-n", *targets, "--rerun-triggers", "mtime", "--allowed-rules", rule)
+        return f"rule {rule}:" in out.stdout
+
+    # a rule that does not read the file is planned for nothing, so equality also shows nothing else triggers it
+    for resource, readers in READERS.items():
+        os.utime(wf / resource, (now + 60, now + 60))
+        assert {r for r in rules if planned(r)} == readers, resource
+        os.utime(wf / resource, (now - 60, now - 60))

@@ -226,19 +226,22 @@ def test_workflow_names_a_shipped_file_by_its_local_copy_only_when_it_is_the_sam
     from halluflow.resources import resource_path
 
     monkeypatch.chdir(tmp_path)
-    shipped = [
-        str(resource_path(n)) for n in ("vocab/environments.txt", "graph_seed/nodes.tsv", "graph_seed/edges.tsv")
-    ]
+    # the shipped seed's G_H (hallu_edges.tsv) is read by build_graph too, so it is an input as well
+    names = ("vocab/environments.txt", "graph_seed/nodes.tsv", "graph_seed/edges.tsv", "graph_seed/hallu_edges.tsv")
+    shipped = [str(resource_path(n)) for n in names]
     config = validate_config({})
     assert graph_source_files(config) == shipped  # no resources/ here
     shutil.copytree(REPO / "resources", tmp_path / "resources", ignore=NOT_BUILD_INPUTS)
-    local = ["resources/vocab/environments.txt", "resources/graph_seed/nodes.tsv", "resources/graph_seed/edges.tsv"]
+    local = [f"resources/{n}" for n in names]
     assert graph_source_files(config) == local
     with open(tmp_path / "resources" / "graph_seed" / "edges.tsv", "a") as fh:
         fh.write("dog\tcat\t1\n")  # the job would not read this copy: the installed seed is named instead
-    assert graph_source_files(config) == [*local[:2], shipped[2]]
+    assert graph_source_files(config) == [*local[:2], shipped[2], local[3]]
     config["ode"]["graph"]["source"]["path"] = "my_seed"  # a path the user writes stays theirs
-    assert graph_source_files(config)[1:] == ["my_seed/nodes.tsv", "my_seed/edges.tsv"]
+    assert graph_source_files(config)[1:] == ["my_seed/nodes.tsv", "my_seed/edges.tsv"]  # no G_H there: none read
+    (tmp_path / "my_seed").mkdir()
+    (tmp_path / "my_seed" / "hallu_edges.tsv").write_text("source\ttarget\tweight\n")
+    assert graph_source_files(config)[3:] == ["my_seed/hallu_edges.tsv"]
 
 
 @pytest.mark.parametrize(

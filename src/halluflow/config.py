@@ -21,6 +21,15 @@ from .resources import schema_path, workflow_input
 
 SCHEMA_PATH = Path(os.environ.get("HALLUFLOW_SCHEMA") or schema_path())
 SEED_TABLES = ("nodes.tsv", "edges.tsv")  # what rule build_graph reads of a seed folder
+SEED_HALLU = "hallu_edges.tsv"  # G_H of a seed folder: read by build_graph when the folder has it
+# Shipped tables that shape the scenes, prompts and questions (halluflow.ode.nouns, halluflow.ode.attributes and
+# CHAIR's synonym table of ode.queries / ode.scoring): workflow inputs of the rules that read them, so editing one
+# reruns those steps, and hashed in the release manifest.
+QUESTION_RESOURCES = {
+    "nouns": "vocab/nouns.tsv",
+    "attribute_words": "vocab/attribute_words.tsv",
+    "synonyms": "caos/coco_synonyms.tsv",
+}
 
 
 def _extend_with_defaults(validator_class):
@@ -247,6 +256,17 @@ def section(config: dict, dotted: str) -> Any:
     return node
 
 
+def question_resource_files(config: dict | None = None) -> dict[str, str]:
+    """The QUESTION_RESOURCES as workflow inputs (the checkout's resources/ or the installed files), plus the
+    category table of a domain release (`ode.domain.categories`: COCO's shipped table or the user's file)."""
+    files = {key: workflow_input(name) for key, name in QUESTION_RESOURCES.items()}
+    domain = ((config or {}).get("ode") or {}).get("domain") or {}
+    if domain.get("categories"):
+        table = domain.get("category_table") or "coco"
+        files["domain_categories"] = workflow_input("vocab/coco_supercategories.tsv") if table == "coco" else table
+    return files
+
+
 def graph_source_files(config: dict) -> list[str]:
     """Annotation files rule build_graph reads, so editing one reruns the graph (and everything after it)."""
     graph = config["ode"]["graph"]
@@ -255,6 +275,10 @@ def graph_source_files(config: dict) -> list[str]:
         if source["format"] == "seed":
             seed_dir = source["path"]  # null: the shipped seed
             files += [f"{seed_dir}/{n}" if seed_dir else workflow_input(f"graph_seed/{n}") for n in SEED_TABLES]
+            if not seed_dir:
+                files.append(workflow_input(f"graph_seed/{SEED_HALLU}"))
+            elif Path(seed_dir, SEED_HALLU).is_file():
+                files.append(f"{seed_dir}/{SEED_HALLU}")
         else:
             files += [p for p in (source["path"], source["attribute_queries"], source["attributes"]) if p]
     return files

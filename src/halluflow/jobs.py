@@ -344,10 +344,12 @@ def package_release(
     graph_sources: list[str] = (),
     nodes: str | None = None,
     edges: str | None = None,
+    resources: list[str] = (),
 ) -> dict:
     """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last);
     `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from,
-    `nodes`/`edges` the concept graph (the DATACARD's Standard drift from its top band)."""
+    `nodes`/`edges` the concept graph (the DATACARD's Standard drift from its top band), `resources` the tables
+    that shaped the questions (hashed in the manifest)."""
     from .ode.graph import read_graph
     from .ode.release import package_release as package
 
@@ -366,6 +368,7 @@ def package_release(
         parent=parent,
         graph_sources=list(graph_sources),
         graph=read_graph(nodes, edges) if nodes and edges else None,
+        resources=list(resources),
     )
     log.info("release %s: %d files, stand-ins used: %s", name, len(out["files"]), out["stand_ins_used"])
     return out

@@ -84,19 +84,127 @@ def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
     ]
 
 
+PAPER_KEEP_THRESHOLD = 0.65  # ODE's paper: an image whose entity scores below 0.65 is discarded
+ODE_CODE_KEEP_THRESHOLD = 0.2  # ODE's released code
+
+
+def keep_threshold_text(keep: float) -> str:
+    """What a keep threshold means for the images, in the DATACARD's words."""
+    if keep <= 0:
+        return f"keep threshold {keep}: every image is kept whatever the detector scores, so images were NOT checked for their objects"
+    if keep < PAPER_KEEP_THRESHOLD:
+        return (
+            f"keep threshold {keep}: an image is kept when the detector finds each of its objects with at least this "
+            f"confidence, below the paper's {PAPER_KEEP_THRESHOLD} (ODE's released code uses {ODE_CODE_KEEP_THRESHOLD}), "
+            "so fainter detections pass"
+        )
+    paper = " (the paper's)" if keep == PAPER_KEEP_THRESHOLD else ""
+    return f"keep threshold {keep}{paper}: an image is kept when the detector finds each of its objects with at least this confidence"
+
+
+def threshold_lines(config: dict) -> list[str]:
+    """Every threshold that decided which images and questions a release holds."""
+    filt = (config.get("ode") or {}).get("filter") or {}
+    det = config.get("detection") or {}
+    lines = []
+    if "keep_threshold" in filt:
+        lines.append(f"- Detector filter: {keep_threshold_text(filt['keep_threshold'])} (`ode.filter.keep_threshold`).")
+    if "exclusion_threshold" in filt:
+        lines.append(
+            f"- Exclusion threshold {filt['exclusion_threshold']}: an object detected at or above it is never asked "
+            "as absent (`ode.filter.exclusion_threshold`)."
+        )
+    if "keep_threshold" in filt:
+        lines.append(
+            f"- Count questions: boxes at or above the keep threshold ({filt['keep_threshold']}), overlapping ones "
+            "merged, give the count."
+        )
+    if "box_threshold" in det:
+        lines.append(
+            f"- Detector box threshold {det['box_threshold']}: weaker boxes are not recorded; at most "
+            f"{det.get('max_detections')} boxes per image (`detection.box_threshold`, `detection.max_detections`)."
+        )
+    if "balance" in filt:
+        lines.append(f"- Balanced across distributions: {filt['balance']} (`ode.filter.balance`).")
+    return lines
+
+
+def negative_prompt_lines(config: dict) -> list[str]:
+    """The negative prompts per pair kind and, per generator, whether they reached the model: a FLUX pipeline runs
+    the negative pass only with true_cfg_scale > 1 (see backends/diffusers_synthesizer.py)."""
+    prompts = (config.get("ode") or {}).get("prompts") or {}
+    negative = prompts.get("negative_prompt")
+    synthesis = config.get("synthesis")
+    if negative is None or not synthesis:
+        return []
+    from .prompts import DEFAULT_NEGATIVE, per_kind
+
+    kinds = per_kind(negative, DEFAULT_NEGATIVE, "negative_prompt")
+    lines = [
+        f"- Negative prompt, {kind.replace('_', '+')}: " + (f"`{text}`" if text else "none")
+        for kind, text in kinds.items()
+    ]
+    if not any(kinds.values()):
+        return lines
+    from ..models import generators
+
+    for gen in generators(synthesis):
+        stand_in = gen.get("stand_in") or {}
+        flux = (stand_in.get("enabled") and stand_in.get("builder") == "flux") or "flux" in str(
+            gen.get("model", "")
+        ).lower()
+        scale = gen.get("true_cfg_scale")
+        if gen.get("backend", "diffusers") != "diffusers":
+            state = f"handed to the {gen.get('backend')} backend"
+        elif flux and (scale is None or float(scale) <= 1):
+            state = (
+                f"DROPPED: a FLUX pipeline uses the negative prompt only when synthesis.true_cfg_scale > 1 (here "
+                f"{scale})"
+            )
+        elif flux:
+            state = f"applied (FLUX with true_cfg_scale {scale}: two passes per image)"
+        else:
+            state = "passed to the pipeline (one without a negative_prompt argument drops it; the synthesis log warns)"
+        lines.append(f"- Negative prompts with generator {gen['name']}: {state}.")
+    return lines
+
+
+def domain_line(config: dict) -> str:
+    """The concept domain the release was restricted to (ode.domain, halluflow.ode.domain), or the whole graph."""
+    domain = (config.get("ode") or {}).get("domain")
+    parts = []
+    if domain and domain.get("concepts"):
+        parts.append("concepts " + ", ".join(map(str, domain["concepts"])))
+    if domain and domain.get("categories"):
+        parts.append(
+            "categories " + ", ".join(map(str, domain["categories"])) + f" (table {domain.get('category_table')})"
+        )
+    if domain and domain.get("neighbourhood_of"):
+        parts.append(
+            "within " + f"{domain.get('hops', 1)} hop(s) of " + ", ".join(map(str, domain["neighbourhood_of"]))
+        )
+    if not parts:
+        return "- Domain: the whole concept graph (`ode.domain` unset)."
+    keep_env = domain.get("keep_environments", True)
+    return (
+        "- Domain (`ode.domain`): "
+        + "; ".join(parts)
+        + ("; environments co-occurring with a kept entity kept." if keep_env else "; no other environments.")
+    )
+
+
 def _datacard(
-    name: str, counts: dict, models: list[dict], stand_ins: bool, seed: int, config: dict, lineage_card=()
+    name: str,
+    counts: dict,
+    models: list[dict],
+    stand_ins: bool,
+    seed: int,
+    config: dict,
+    lineage_card=(),
+    resources: dict | None = None,
 ) -> str:
     lines = [f"# Data card: {name}", ""]
-    filt = (config.get("ode") or {}).get("filter") or {}
-    filter_lines = []
-    if "keep_threshold" in filt:
-        keep = filt["keep_threshold"]
-        note = " (below the paper's 0.65: images were NOT checked for their objects)" if keep < 0.65 else ""
-        filter_lines = [
-            f"Detector filter: keep threshold {keep}{note}; exclusion threshold "
-            f"{filt.get('exclusion_threshold')}; balanced: {filt.get('balance', False)}."
-        ]
+    filter_lines = [*threshold_lines(config), *negative_prompt_lines(config), domain_line(config)]
     if stand_ins:
         lines += [
             "> **WARNING: made with randomly initialised STAND-IN models.** Images and detections are noise;",
@@ -113,6 +221,7 @@ def _datacard(
         "concept graph -> scenes (standard / long-tail / random / fictional x entity+entity / entity+environment)",
         "-> text-to-image synthesis -> open-vocabulary detector filter -> queries. "
         f"Master seed {seed}; the full config is in manifest.json.",
+        "",
         *filter_lines,
         "",
         "## Models",
@@ -153,6 +262,15 @@ def _datacard(
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
     lines += ["", *lineage_card]
+    if resources:
+        lines += [
+            "## Resources that shaped the questions",
+            "Shipped or configured tables the scenes, prompts and questions were built from (sha256, also in",
+            "manifest.json under `resources`):",
+            "",
+            *[f"- `{path}`: {sha}" for path, sha in sorted(resources.items())],
+            "",
+        ]
     lines += [
         "## Files",
         "`images/<image_id>.png`, `scenes.parquet`, `queries.parquet`, `queries.jsonl`;",
@@ -176,6 +294,18 @@ def _truths_not_checked(
     threshold = ((config.get("ode") or {}).get("filter") or {}).get("exclusion_threshold", 0.6)
     bad = unverified_truths(queries, accepted_detections(accepted, images, detections), threshold)
     return {"no_object_questions": no_object_questions(queries).height, "not_checked": bad.height}
+
+
+def resource_name(path: str | Path) -> str:
+    """How a manifest names a resource: `resources/<name>` for a table halluflow ships (wherever it is installed:
+    no absolute path of this machine in a release), otherwise the path as the config wrote it."""
+    from ..resources import resource_path
+
+    shipped = resource_path("").resolve()
+    try:
+        return "resources/" + Path(path).resolve().relative_to(shipped).as_posix()
+    except ValueError:
+        return Path(path).as_posix()
 
 
 def rejection_kind(reason: str) -> str:
@@ -247,8 +377,12 @@ def package_release(
     parent: str | None = None,
     graph_sources: list[str] = (),
     graph: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    resources: list[str] = (),
 ) -> dict:
     """Write the release folder (built beside it, then renamed into place) and return the manifest.
+
+    `resources`: the tables that shaped the scenes, prompts and questions (noun lexicon, attribute words, synonym
+    table, G_H seed ...); their sha256 go into the manifest (`resources`) and the DATACARD.
 
     `parent`: the parent release folder (ODE lineage): the manifest records the chain of ancestors it names, with
     their concept pairs. `graph_sources`: annotation files the concept graph was built from; their sha256 go into the
@@ -266,15 +400,33 @@ def package_release(
         if not Path(path).is_file():
             raise InputError(f"graph source {path}: not found")
         sources[str(path)] = sha256_file(path)
+    shaping = {}
+    for path in resources:
+        if not Path(path).is_file():
+            raise InputError(f"question resource {path}: not found")
+        shaping[resource_name(path)] = sha256_file(path)
     safe_name(name, "release name")  # it becomes the default name of export folders and lmms-eval tasks
     # The old release stays whole until the new one is complete (a failure anywhere leaves it as it was).
     with building_folder(release_dir) as tmp:
         manifest = _build(
-            tmp, root, accepted, queries, scenes, images, detections, config, seed, name, rejected, lineage_card
+            tmp,
+            root,
+            accepted,
+            queries,
+            scenes,
+            images,
+            detections,
+            config,
+            seed,
+            name,
+            rejected,
+            lineage_card,
+            shaping,
         )
         manifest["lineage"] = lineage
         manifest["ids"] = ids
         manifest["graph_sources"] = sources
+        manifest["resources"] = shaping
         write_json(tmp / MANIFEST, manifest)
     return manifest
 
@@ -292,6 +444,7 @@ def _build(
     name: str,
     rejected: pl.DataFrame | None,
     lineage_card: list[str] = (),
+    resources: dict | None = None,
 ) -> dict:
     """Every file of the release but manifest.json into `tmp`; returns the manifest without its lineage."""
     sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
@@ -319,7 +472,7 @@ def _build(
     stand_ins = any(m["stand_in"] for m in models)
     counts = _counts(accepted, queries, kept_scenes, rejected)
     counts["truths_not_checked"] = _truths_not_checked(accepted, queries, images, detections, config)
-    card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card)
+    card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card, resources)
     write_text(tmp / "DATACARD.md", card)
     write_hub_files(tmp, name, queries, card)
     files = {}
