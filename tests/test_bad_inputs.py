@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from helpers import make_graph
+from helpers import REPO, make_graph
 from PIL import Image
 
 from halluflow import registry
@@ -28,8 +28,6 @@ from halluflow.samf import workflow as samf_workflow
 from halluflow.samf.operators import load_image as samf_load_image
 from halluflow.sources import load_source
 from halluflow.standins import build_standin
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def png(path: Path, seed: int = 0, size: int = 32) -> Path:

@@ -3,17 +3,15 @@ locations are followed exactly (no guessing), out-of-range values are errors, an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import polars as pl
 import pytest
+from helpers import REPO as ROOT
 
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.metrics.catalogue import CATALOGUE, entry_for_path, markdown
 
-ROOT = Path(__file__).resolve().parents[1]
 # Lists of rows and the keys that name one row (the catalogue's `list[key=value]` steps).
 ROW_KEYS = {"rows": ("group",), "comparisons": ("a", "b"), "sequential": ("position",)}
 

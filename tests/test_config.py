@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
 from halluflow.config import load_config, load_schema, validate_config
 from halluflow.errors import ConfigError
@@ -259,7 +259,7 @@ def test_model_under_test_uses_the_resolver(tmp_path):
     assert prior.args["graph"] == "g"
 
 
-CONFIGS = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted(p.name for p in (REPO / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -267,7 +267,7 @@ def test_every_shipped_config_plans(tmp_path, name):
     """`snakemake -n --configfile config.yaml configs/X.yaml [configs/offline/X.yaml]` plans without error (the
     offline override, where one exists, swaps hub models for ones that load without network)."""
     files = [f"configs/{name}"]
-    if (Path(__file__).resolve().parents[1] / "configs" / "offline" / name).exists():
+    if (REPO / "configs" / "offline" / name).exists():
         files.append(f"configs/offline/{name}")
     proc = _dry_run(tmp_path, *files)
     assert proc.returncode == 0, proc.stderr[-3000:]

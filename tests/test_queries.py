@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 
@@ -302,12 +300,13 @@ def _paper_release(clean: bool):
     accepted, a third of its detector candidates detected and 1-3 boxes counted per object: queries only."""
     import numpy as np
     import yaml
+    from helpers import REPO
 
     from halluflow.ode.graph import DEFAULT_SEED_DIR, hallu_graph, read_seed
     from halluflow.ode.prompts import make_prompts
     from halluflow.ode.sampling import sample_scenes
 
-    paper = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "ode-paper.yaml").read_text())["ode"]
+    paper = yaml.safe_load((REPO / "configs" / "ode-paper.yaml").read_text())["ode"]
     nodes, edges = read_seed(DEFAULT_SEED_DIR)
     scenes = sample_scenes(
         nodes,
@@ -420,10 +419,10 @@ def test_noun_lexicon_is_rederived_from_its_sources(tmp_path):
     import subprocess
     import sys
 
-    from helpers import shared_data
+    from helpers import REPO, shared_data
 
     data = shared_data("visual-genome-bottom-up-vocab").parent  # skips without the peer data
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     out = tmp_path / "nouns.tsv"
     subprocess.run(
         [sys.executable, str(repo / "tools" / "build_nouns.py"), "--data", str(data), "--out", str(out)],

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPO as REPO_ROOT  # the checkout: its config.yaml
 from PIL import Image
 
 from halluflow.backends.base import VLM, BackendInfo
@@ -23,7 +23,6 @@ from halluflow.samf import workflow as W
 from halluflow.samf.metrics import GHRScorer, LexicalSimilarity
 from halluflow.samf.taxonomy import risk_level
 
-REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout: its config.yaml
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+from helpers import REPO as REPO_ROOT  # the checkout: its config.yaml
 from PIL import Image
 
 from halluflow import registry
@@ -18,8 +18,6 @@ from halluflow.backends.base import LLM, VLM, BackendInfo
 from halluflow.config import load_config
 from halluflow.errors import ConfigError, InputError
 from halluflow.samf import workflow as W
-
-REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout: its config.yaml
 
 
 class SycophantVLM(VLM):

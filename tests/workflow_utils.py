@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 # What a clone holds that the workflow needs; never results/, logs/, caches or built stand-in models.
 WORKFLOW_PARTS = (
     "Snakefile",
