@@ -157,6 +157,7 @@ def _cli(*args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow  # runs Snakemake: answers over HTTP, CAOS and CHAIR on the COCO source
 def test_caos_and_chair_on_a_coco_source_through_the_workflow(tmp_path):
     instances, folder, by_bytes = _coco(tmp_path)
     work = copy_workflow(tmp_path / "wf")
