@@ -277,3 +277,47 @@ def test_real_lmms_eval_round_trip(release, tmp_path, capsys, response):  # noqa
     assert _pope(capsys, tmp_path / "imported.jsonl", labels) == direct
     assert per_task["t_all"]["ode_accuracy,none"] == direct["accuracy"]
     assert per_task["t_all"]["ode_yes_ratio,none"] == direct["yes_ratio"]
+
+
+def test_real_vlmevalkit_round_trip(release, tmp_path, capsys):  # noqa: F811
+    """Opt-in: VLMEvalKit's own code builds the exported dataset (the class file, the TSV found by md5 in
+    $LMUData, images decoded), and its Y/N evaluator (POPE_rating) gives `score pope --parser vlmevalkit`'s numbers
+    on the imported predictions. HALLUFLOW_VLMEVALKIT_PATH = a PYTHONPATH under which `import vlmeval` works."""
+    import os
+    import subprocess
+
+    site = os.environ.get("HALLUFLOW_VLMEVALKIT_PATH")
+    if not site:
+        pytest.skip("set HALLUFLOW_VLMEVALKIT_PATH to a PYTHONPATH holding VLMEvalKit to run it for real")
+    out = tmp_path / "vlm"
+    assert main(["release", "export", str(release), "--format", "vlmevalkit", "--out", str(out), "--task", "d"]) == 0
+    (tmp_path / "lmu").mkdir()
+    (tmp_path / "lmu" / "d_POPE.tsv").write_bytes((out / "d_POPE.tsv").read_bytes())
+    pred = tmp_path / "model-v" / "model-v_d_POPE.tsv"
+    pred.parent.mkdir()
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(out)!r})
+import d_vlmevalkit
+from vlmeval.dataset import build_dataset
+from vlmeval.smp import dump
+ds = build_dataset("d_POPE")
+data = ds.data.copy()
+for i in range(len(data)):
+    ds.dump_image(data.iloc[i])
+data["prediction"] = [json.loads({json.dumps(json.dumps(ANSWERS))})[q] for q in data["query_id"]]
+data.pop("image")
+dump(data, {str(pred)!r})
+print("SCORE" + ds.evaluate({str(pred)!r}).to_json(orient="records"))
+"""
+    env = {**os.environ, "PYTHONPATH": site, "LMUData": str(tmp_path / "lmu"), "PRED_FORMAT": "tsv"}
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("SCORE"))
+    overall = next(r for r in json.loads(line[len("SCORE") :]) if r["split"] == "Overall")
+    _import(capsys, "vlmevalkit", pred, "--out", tmp_path / "a.jsonl")
+    mine = _pope(capsys, tmp_path / "a.jsonl", out / "pope_labels.jsonl", "vlmevalkit")
+    assert overall["acc"] == pytest.approx(mine["accuracy"] * 100)
+    assert overall["precision"] == pytest.approx(mine["precision"] * 100)
+    assert overall["recall"] == pytest.approx(mine["recall"] * 100)
+    assert overall["Overall"] == pytest.approx(mine["f1"] * 100)
