@@ -229,3 +229,19 @@ def test_frechet_distance_by_hand():
     # Same covariance, means (1,1) and (4,5): distance = |mu_a - mu_b|^2 = 9 + 16 = 25.
     assert frechet_distance(a, a + [3.0, 4.0]) == pytest.approx(25.0, abs=1e-6)
     assert frechet_distance(a, a) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_odd_task_names_still_make_valid_python(release, tmp_path):
+    """A task name may hold '-' and '.' and start with a digit; the generated functions and modules may not."""
+    out = tmp_path / "odd"
+    for fmt in ("lmms-eval", "vlmevalkit"):
+        assert main(["release", "export", str(release), "--format", fmt, "--out", str(out), "--task", "2025-x.v2"]) == 0
+    folder = out / "2025-x.v2"
+    utils = compile((folder / "utils.py").read_text(), "utils.py", "exec")
+    names = set(utils.co_names)
+    for path in folder.glob("2025-x.v2_*.yaml"):
+        docs = _yaml(path).get("process_docs")
+        assert docs is None or docs[1].split(".")[1] in names, path.name
+    (module,) = out.glob("*_vlmevalkit.py")
+    assert module.stem.isidentifier()
+    compile(module.read_text(), module.name, "exec")

@@ -374,6 +374,12 @@ def _slug(value: str) -> str:
     return slug or "none"
 
 
+def _identifier(name: str) -> str:
+    """A Python name for a generated function or module (`--task 2025-demo` is a valid task name, not a name)."""
+    slug = _slug(name)
+    return f"t_{slug}" if slug[0].isdigit() else slug
+
+
 def lmms_eval_subtasks(task: str, queries: pl.DataFrame) -> list[dict]:
     """One subtask per distribution and per yes/no query kind, one over all yes/no questions and, when the release
     has descriptions, a generative one: [{name, column, value, n, generative}] in a fixed order."""
@@ -402,7 +408,8 @@ def lmms_eval_utils(subtasks: list[dict]) -> str:
     for s in subtasks:
         if s["column"] is not None:
             lines.append(
-                f"\n\ndef process_docs_{s['name']}(dataset):\n    return _select(dataset, {s['column']!r}, {s['value']!r})\n"
+                f"\n\ndef process_docs_{_identifier(s['name'])}(dataset):\n"
+                f"    return _select(dataset, {s['column']!r}, {s['value']!r})\n"
             )
     return "".join(lines)
 
@@ -456,7 +463,7 @@ def lmms_eval_subtask_yaml(s: dict) -> str:
             '    pre_prompt: ""\n'
             '    post_prompt: ""\n'
         )
-    docs = "process_docs_all" if s["column"] is None else f"process_docs_{s['name']}"
+    docs = "process_docs_all" if s["column"] is None else f"process_docs_{_identifier(s['name'])}"
     return head + f"process_docs: !function utils.{docs}\n"
 
 
@@ -671,8 +678,8 @@ def _write_vlmevalkit(release_dir: Path, out: Path, queries: pl.DataFrame, task:
     name = task if "POPE" in task else f"{task}_POPE"
     rows = vlmevalkit_rows(release_dir, queries)
     write_tsv(out / f"{name}.tsv", VLMEVALKIT_COLUMNS, rows)
-    module = f"{_slug(task)}_vlmevalkit"
-    cls = "".join(part.capitalize() for part in _slug(name).split("_")) + "Dataset"
+    module = f"{_identifier(task)}_vlmevalkit"
+    cls = "".join(part.capitalize() for part in _identifier(name).split("_")) + "Dataset"
     md5 = hashlib.md5(read_bytes(out / f"{name}.tsv")).hexdigest()  # VLMEvalKit's own check of its TSV files
     write_text(out / f"{module}.py", VLMEVALKIT_CLASS.format(release=task, name=name, module=module, cls=cls, md5=md5))
     write_jsonl(out / POPE_LABELS, pope_label_rows(queries))
