@@ -468,7 +468,8 @@ def test_the_datacard_records_every_threshold_the_negative_prompts_the_domain_an
     assert "- Negative prompt, entity+entity: `(missing entity)(bad anatomy)(deformed)" in card
     assert "- Negative prompt, entity+environment: none" in card
     assert (
-        "- Negative prompts with generator tiny-flux: DROPPED: a FLUX pipeline uses the negative prompt only " in card
+        "- Negative prompts with generator tiny-flux: DROPPED: a FLUX pipeline uses the negative prompt only when "
+        "synthesis.true_cfg_scale > 1 (here unset)." in card
     )
     assert (
         "- Domain (`ode.domain`): categories vehicle (table coco); environments co-occurring with a kept entity kept."

@@ -158,8 +158,9 @@ def negative_prompt_lines(config: dict) -> list[str]:
             state = f"handed to the {gen.get('backend')} backend"
         elif flux and (scale is None or float(scale) <= 1):
             state = (
-                f"DROPPED: a FLUX pipeline uses the negative prompt only when synthesis.true_cfg_scale > 1 (here "
-                f"{scale})"
+                "DROPPED: a FLUX pipeline uses the negative prompt only when synthesis.true_cfg_scale > 1 (here "
+                + ("unset" if scale is None else str(scale))
+                + ")"
             )
         elif flux:
             state = f"applied (FLUX with true_cfg_scale {scale}: two passes per image)"
