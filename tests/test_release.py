@@ -513,6 +513,7 @@ READERS = {
 }
 
 
+@pytest.mark.slow  # 24 Snakemake dry runs of the whole DAG (about 4 minutes on a loaded two-core machine)
 def test_editing_a_question_resource_reruns_the_steps_that_read_it(tmp_path):
     """Every output of a finished run present, then one resource edited: with only one rule allowed to run at a time
     (so a job is never planned because an earlier one would rerun), exactly the rules that read it are planned, each
