@@ -181,24 +181,29 @@ def png_bytes(colour, size=(12, 10)) -> bytes:
     return buf.getvalue()
 
 
+def write_synthesized_images(root: Path, pngs: dict[str, bytes], scene_ids: list[str], revision=None) -> pl.DataFrame:
+    """PNGs under root/images/000/ as the synthesis stage writes them, and their images table (tiny-flux stand-in)."""
+    (root / "images" / "000").mkdir(parents=True, exist_ok=True)
+    for image_id, data in pngs.items():
+        (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
+    return pl.DataFrame(
+        {
+            "image_id": list(pngs),
+            "scene_id": scene_ids,
+            "path": [f"images/000/{i}.png" for i in pngs],
+            "sha256": [sha256_bytes(d) for d in pngs.values()],
+            "model": ["tiny-flux"] * len(pngs),
+            "revision": [revision] * len(pngs),
+            "stand_in": [True] * len(pngs),
+        }
+    )
+
+
 def make_packaged_release(tmp_path):
     """A packaged release: two images (dog+frisbee, car+road), yes/no and generative queries."""
     root = tmp_path / "results"
     pngs = {"s1-i00": png_bytes((200, 30, 30)), "s2-i00": png_bytes((30, 30, 200), (16, 9))}
-    (root / "images" / "000").mkdir(parents=True)
-    for image_id, data in pngs.items():
-        (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
-    images = pl.DataFrame(
-        {
-            "image_id": list(pngs),
-            "scene_id": ["s1", "s2"],
-            "path": [f"images/000/{i}.png" for i in pngs],
-            "sha256": [sha256_bytes(d) for d in pngs.values()],
-            "model": ["tiny-flux"] * 2,
-            "revision": [None] * 2,
-            "stand_in": [True] * 2,
-        }
-    )
+    images = write_synthesized_images(root, pngs, ["s1", "s2"])
     accepted = images.select("image_id", "scene_id", "path").with_columns(
         pl.Series("distribution", ["standard", "fictional"]), pl.lit("entity_entity").alias("pair_kind")
     )

@@ -9,6 +9,7 @@ import sys
 
 import polars as pl
 import pytest
+from helpers import write_synthesized_images
 from PIL import Image
 
 from halluflow.cli import main
@@ -28,20 +29,7 @@ def stage(tmp_path):
     """A results/<release> folder with two synthesized images, one of them accepted."""
     root = tmp_path / "results"
     pngs = {"a-i00": _png((255, 0, 0)), "b-i00": _png((0, 0, 255))}
-    for image_id, data in pngs.items():
-        (root / "images" / "000").mkdir(parents=True, exist_ok=True)
-        (root / "images" / "000" / f"{image_id}.png").write_bytes(data)
-    images = pl.DataFrame(
-        {
-            "image_id": list(pngs),
-            "scene_id": ["a", "b"],
-            "path": [f"images/000/{i}.png" for i in pngs],
-            "sha256": [sha256_bytes(d) for d in pngs.values()],
-            "model": ["tiny-flux", "tiny-flux"],
-            "revision": ["r1", "r1"],
-            "stand_in": [True, True],
-        }
-    )
+    images = write_synthesized_images(root, pngs, ["a", "b"], revision="r1")
     detections = pl.DataFrame(
         {
             "image_id": ["a-i00"],
