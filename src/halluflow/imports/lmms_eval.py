@@ -84,6 +84,8 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    rows, duplicates = answer_rows(read_samples(args.samples), args.model or default_model(args.samples[0]), "lmms-eval")
+    rows, duplicates = answer_rows(
+        read_samples(args.samples), args.model or default_model(args.samples[0]), "lmms-eval"
+    )
     write_answers(args.out, rows, duplicates, "lmms-eval", args.samples)
     return 0
