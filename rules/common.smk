@@ -17,6 +17,7 @@ from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from halluflow.samf.workflow import groups_for
 from halluflow.samf.workflow import controllers_of as samf_controllers
 from halluflow.samf.workflow import CONTROLLERS as SAMF_CONTROLLERS
+from halluflow.ode.audit import oracle_specs as audit_oracle_specs
 from snakemake.logging import logger
 
 try:
@@ -230,3 +231,8 @@ def get_report_upstream(wildcards):
 
 def get_report_options():
     return {key: config["report"][key] for key in ("gallery_size", "max_boxes", "dpi")}
+
+
+def get_audit_model_inputs(wildcards):
+    """The label audit's oracle members' folders, as the answer stage resolves them (built before the audit)."""
+    return [f for spec in audit_oracle_specs(config, config["audit"]["oracle"]) for f in model_inputs(spec)]

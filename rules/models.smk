@@ -6,7 +6,7 @@
 import os
 
 from halluflow.errors import HalluflowError
-from halluflow.models_fetch import LOCK_ENV, LOCK_NAME, check_lock, fetch
+from halluflow.models_fetch import LOCK_ENV, LOCK_NAME, check_lock
 
 MODELS_FETCH_CACHE = os.environ.get("HALLUFLOW_MODELS_CACHE", "resources/hub-cache")
 
@@ -29,9 +29,8 @@ rule models_fetch:
         lock=f"{MODELS_FETCH_CACHE}/{LOCK_NAME}",
     log:
         "logs/models/models_fetch.log",
-    run:
-        with open(log[0], "w") as fh:
-            try:
-                fetch(config, MODELS_FETCH_CACHE, output.lock, log=lambda line: print(line, file=fh, flush=True))
-            except HalluflowError as exc:
-                raise SystemExit(f"halluflow: {exc}")  # one line (a gated model: how to log in), no traceback
+    conda:
+        # huggingface_hub comes with transformers/diffusers there; the ultralytics files are plain downloads.
+        "../envs/models.yaml"
+    script:
+        "../scripts/models_fetch.py"

@@ -98,14 +98,6 @@ rule package_release:
 # and a stratified sample becomes one annotation page, beside the release (never inside it). Not in `rule all`: ask for
 # results/<release>/audit/audit.json. Recording human labels (`halluflow release audit REL --labels CSV`) needs a
 # person, so it is a command, not a rule.
-from halluflow.ode.audit import oracle_specs as audit_oracle_specs
-
-
-def get_audit_model_inputs(wildcards):
-    # The oracle members' folders, as the answer stage resolves them, are built first.
-    return [f for spec in audit_oracle_specs(config, config["audit"]["oracle"]) for f in model_inputs(spec)]
-
-
 rule release_audit:
     input:
         release=rules.package_release.output.manifest,
