@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from workflow_utils import REPO
+from helpers import REPO
 
 from halluflow.errors import ConfigError
 from halluflow.plan import merged_config, plan_rows, planning_warnings
