@@ -68,9 +68,9 @@ ANSWER_SCHEMA = {
     "status": "String",
     "error": "String",
     "request_hash": "String",
+    "image_sha256": "String",  # the file the model was shown (null: no image): score compare pairs on it
     "stand_in": "Boolean",
     "latency_s": "Float64",
-    "image_sha256": "String",  # the file the model was shown (null: no image): score compare pairs on it
     "truncated": "Boolean",
     "original_chars": "Int64",
     "generation": "String",
@@ -324,6 +324,7 @@ def answer_shard(
                 "status": "ok" if ok else "failed",
                 "error": None if ok else res["error"],
                 "request_hash": key,
+                "image_sha256": request.image_sha256,
                 "stand_in": bool(res.get("stand_in", model.spec_stand_in)),
                 # Wall-clock latency differs run to run; off by default so answer files are byte-reproducible.
                 "latency_s": float(res.get("latency_s") or 0.0) if settings["record_latency"] else None,
@@ -339,7 +340,6 @@ def answer_shard(
         "cache_hits": hits,
         "new": new,
         "failed": failed,
-                "image_sha256": request.image_sha256,
         "truncated": sum(r["truncated"] for r in table_rows),
         "empty": sum(r["answer"] == "" for r in table_rows),
     }
