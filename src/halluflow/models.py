@@ -17,6 +17,7 @@ import functools
 import inspect
 import math
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -244,6 +245,32 @@ def check_backend_args(
     for arg, p in params.items():
         if p.default is p.empty and arg not in args and arg not in filled_in:
             raise ConfigError(f"{who}: argument {arg!r} is required")
+    if args.get("trust_remote_code") is True and "trust_remote_code" in params:
+        model = args.get("model", params["model"].default if "model" in params else None)
+        problem = remote_code_refusal(model, args.get("revision"))
+        if problem:
+            raise ConfigError(f"{who}: {problem}")
+
+
+# A pinned Hub commit: a branch or tag ("main", "v1.0") can move to different code after the run was planned.
+_PINNED_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def remote_code_refusal(model, revision) -> str | None:
+    """Why `trust_remote_code: true` is refused for this model and revision, or None when it is allowed.
+
+    Remote code is the model repo's own Python, run with the user's rights: allowed only for a local folder (whose
+    code is the user's own) or a Hub id pinned to a full commit hash, so the code that runs is the code reviewed.
+    Checked at planning time (check_backend_args) and again by each backend that takes it (library callers)."""
+    if isinstance(model, str) and model.strip() and _is_local(model):
+        return None
+    if isinstance(revision, str) and _PINNED_COMMIT.fullmatch(revision):
+        return None
+    got = f"revision is {revision!r}" if revision is not None else "no revision is given"
+    return (
+        f"trust_remote_code runs the model repo's own Python code, but {got}; pin it with "
+        "revision: <40-hex commit> (or point model at a local folder)"
+    )
 
 
 def _is_local(model: str) -> bool:

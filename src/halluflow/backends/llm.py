@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError, InputError, MissingExtraError
-from ..models import resolve_model_path  # the one model resolver (re-exported for the backends)
+from ..models import remote_code_refusal, resolve_model_path  # the one model resolver (re-exported for the backends)
 from .base import LLM, BackendInfo, SamplingSettings
 
 PACKAGED_LLM_NAME = "smollm2-135m-instruct"
@@ -103,6 +103,26 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def load_pretrained(loader, path: str, model: str, revision: str | None, trust_remote_code: bool, **kwargs):
+    """`loader.from_pretrained` (AutoTokenizer, AutoProcessor, AutoModel*; each passes the flag on to AutoConfig)
+    with remote code as a pinned opt-in: refused unless the model is a local folder or the revision a full commit
+    (the same rule as planning), and a repo that ships its own code without the opt-in is one line, not the
+    loader's traceback."""
+    if trust_remote_code:
+        problem = remote_code_refusal(model, revision)
+        if problem:
+            raise ConfigError(f"model {model!r}: {problem}")
+    try:
+        return loader.from_pretrained(path, revision=revision, trust_remote_code=bool(trust_remote_code), **kwargs)
+    except ValueError as exc:
+        if "trust_remote_code" not in str(exc):
+            raise
+        raise ConfigError(
+            f"model {model!r}: its repo ships its own Python code (auto_map in config.json); to run it, set "
+            "trust_remote_code: true with revision: <40-hex commit> (or point model at a local folder you checked)"
+        ) from None
+
+
 def generation_kwargs(max_new_tokens: int, temperature: float, top_p: float, pad_token_id) -> dict[str, Any]:
     """Greedy unless temperature > 0; sampling is seeded by the caller so outputs stay reproducible."""
     kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": pad_token_id}
@@ -122,6 +142,8 @@ class TransformersLLM(SamplingSettings, LLM):
       revision: hub revision (recorded in outputs).  device: cpu|cuda|auto.  dtype: float32|bfloat16|float16|auto.
       max_new_tokens (64), temperature (0 = greedy), top_p (1.0), seed (0), batch_size (8) for chat_batch,
       system_prompt: prepended as a system message when the conversation has none.  stand_in: label outputs.
+      trust_remote_code: run the model repo's own Python code (false); needs a local folder or a pinned
+             revision (40-hex commit), refused at planning time otherwise.
     """
 
     # Values no run can use, refused at planning time (halluflow.models.check_backend_args).
@@ -140,6 +162,7 @@ class TransformersLLM(SamplingSettings, LLM):
         batch_size: int = 8,
         system_prompt: str | None = None,
         stand_in: bool = False,
+        trust_remote_code: bool = False,
     ):
         try:
             import torch
@@ -155,17 +178,22 @@ class TransformersLLM(SamplingSettings, LLM):
         self.stand_in = stand_in
         self.device = resolve_device(device)
         path = resolve_model_path(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
+        self.trust_remote_code = bool(trust_remote_code)
+        self.tokenizer = load_pretrained(AutoTokenizer, path, model, revision, self.trust_remote_code)
         # Left padding: generation continues every row from its own last token in a batch.
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, revision=revision, dtype=torch_dtype(dtype))
+        self.model = load_pretrained(
+            AutoModelForCausalLM, path, model, revision, self.trust_remote_code, dtype=torch_dtype(dtype)
+        )
         self.model.to(self.device).eval()
         self._torch = torch
 
     def describe(self) -> BackendInfo:
-        return BackendInfo("llm", "transformers", self.model_name, self.revision, self.stand_in)
+        # Remote code is recorded only when on, so manifests of ordinary models stay as they were.
+        extra = {"trust_remote_code": True} if self.trust_remote_code else {}
+        return BackendInfo("llm", "transformers", self.model_name, self.revision, self.stand_in, extra)
 
     def _with_system(self, messages: Sequence[dict], system_prompt: str | None) -> list[dict]:
         messages = [dict(m) for m in messages]

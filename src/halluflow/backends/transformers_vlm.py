@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..errors import MissingExtraError
 from .base import VLM, BackendInfo, VLMRequest, group_by_settings
-from .llm import generation_kwargs, resolve_device, resolve_model_path, torch_dtype
+from .llm import generation_kwargs, load_pretrained, resolve_device, resolve_model_path, torch_dtype
 from .tiny_vlms import build_tiny_smolvlm  # noqa: F401  (scripts and tests build the default stand-in from here)
 
 STANDIN_VLM_NAME = "tiny-smolvlm"
@@ -57,7 +57,9 @@ class TransformersVLM(VLM):
 
     Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype, max_new_tokens (16; requests carry
     their own, set by the answer stage per task), temperature (0 = greedy), top_p, seed, batch_size (8),
-    system_prompt, max_images (images one prompt may carry, default 4; more are tiled into one), stand_in.
+    system_prompt, max_images (images one prompt may carry, default 4; more are tiled into one), stand_in,
+    trust_remote_code (false; InternVL, MiniCPM-V, Phi-3.5-vision ship their own code: allowed only with a local
+    folder or a revision pinned to a 40-hex commit, refused at planning time otherwise).
     """
 
     # Values no run can use, refused at planning time (halluflow.models.check_backend_args).
@@ -83,6 +85,7 @@ class TransformersVLM(VLM):
         system_prompt: str | None = None,
         max_images: int = 4,
         stand_in: bool = False,
+        trust_remote_code: bool = False,
     ):
         try:
             import torch
@@ -99,12 +102,15 @@ class TransformersVLM(VLM):
         self.stand_in = bool(stand_in) or is_standin_folder(model)
         self.device = resolve_device(device)
         path = resolve_model_path(model)
-        self.processor = AutoProcessor.from_pretrained(path, revision=revision)
+        self.trust_remote_code = bool(trust_remote_code)
+        self.processor = load_pretrained(AutoProcessor, path, model, revision, self.trust_remote_code)
         self.tokenizer = self.processor.tokenizer
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForImageTextToText.from_pretrained(path, revision=revision, dtype=torch_dtype(dtype))
+        self.model = load_pretrained(
+            AutoModelForImageTextToText, path, model, revision, self.trust_remote_code, dtype=torch_dtype(dtype)
+        )
         self.model.to(self.device).eval()
         self._torch = torch
 
@@ -115,7 +121,11 @@ class TransformersVLM(VLM):
             self.model_name,
             self.revision,
             self.stand_in,
-            {"architecture": type(self.model).__name__},
+            # Remote code is recorded only when on, so manifests of ordinary models stay as they were.
+            {
+                "architecture": type(self.model).__name__,
+                **({"trust_remote_code": True} if self.trust_remote_code else {}),
+            },
         )
 
     def batches(self, requests: Sequence[VLMRequest]) -> list[tuple[dict, list[int], list[str]]]:
