@@ -116,6 +116,17 @@ def test_llm_with_the_opt_in_runs_the_code_in_its_folder_and_generates(llm_dir):
     assert info["extra"] == {"trust_remote_code": True} and info["model"] == str(llm_dir)
 
 
+def test_blind_baseline_forwards_the_opt_in_to_its_language_model(llm_dir):
+    spec = {"name": "blind-remote", "backend": "blind", "args": {"model": str(llm_dir), "trust_remote_code": True}}
+    vlm = registry.create("vlm", {"backend": "blind", **resolve(spec).args})
+    assert type(vlm.llm.model).__name__ == "TinyRemoteForCausalLM"
+    assert vlm.describe().as_dict()["extra"] == {"image_input": False, "trust_remote_code": True}
+    assert vlm.respond([VLMRequest("q0", "is there a cat ?", max_new_tokens=2)])[0].ok
+    with pytest.raises(ConfigError) as exc:  # the same pin rule through the forwarded signature
+        resolve({**spec, "args": {"model": HUB_ID, "trust_remote_code": True, "revision": "main"}})
+    assert_one_line(str(exc.value), "blind", "pin it with revision")
+
+
 def test_vlm_with_the_opt_in_runs_the_code_in_its_folder_and_answers(vlm_dir, tmp_path):
     from PIL import Image
 

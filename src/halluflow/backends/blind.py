@@ -14,7 +14,7 @@ from .llm import DEFAULT_LLM_DIR, TransformersLLM
 
 class BlindVLM(VLM):
     """Args are TransformersLLM's (model, revision, device, dtype, max_new_tokens, temperature, top_p, seed,
-    batch_size, system_prompt, stand_in); the image of each request is ignored on purpose."""
+    batch_size, system_prompt, stand_in, trust_remote_code); the image of each request is ignored on purpose."""
 
     max_images = 0
 
@@ -25,7 +25,10 @@ class BlindVLM(VLM):
 
     def describe(self) -> BackendInfo:
         info = self.llm.describe()
-        return BackendInfo("vlm", "blind", info.model, info.revision, info.stand_in, {"image_input": False})
+        # The language model's own extras (trust_remote_code when on) travel with it into manifests.
+        return BackendInfo(
+            "vlm", "blind", info.model, info.revision, info.stand_in, {"image_input": False, **info.extra}
+        )
 
     def settings_for(self, request: VLMRequest | None = None) -> dict:
         return self.llm.settings_for(request)
