@@ -211,3 +211,21 @@ def test_cli_answer_run_on_a_folder_with_its_own_code_needs_the_opt_in_then_answ
     capsys.readouterr()
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert code == 0 and len(rows) == len(OBJECTS) and {r["status"] for r in rows} == {"ok"}
+
+
+def test_workflow_dry_run_refuses_a_moving_revision_before_any_job(tmp_path):
+    """`snakemake -n` with a remote-code model on `revision: main`: stopped while planning, one line, no results."""
+    import yaml
+    from workflow_utils import copy_workflow, run_snakemake
+
+    work = copy_workflow(tmp_path / "wf")
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    remote = {"model": HUB_ID, "revision": "main", "trust_remote_code": True, "device": "cuda"}
+    config["models"].append({"name": "internvl", "backend": "transformers", "args": remote})
+    (work / "override.yaml").write_text(yaml.safe_dump(config))
+    proc = run_snakemake(work, "-n", "--configfile", "config.yaml", "override.yaml", check=False, timeout=300)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in said, said[-2000:]
+    index = len(config["models"]) - 1
+    assert f"config key 'models.{index}.args': model 'internvl'" in said and "pin it with revision" in said
+    assert not (work / "results").exists()
