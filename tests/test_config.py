@@ -237,7 +237,13 @@ def test_method_models_all_and_skip(repo):
             "build_local_llm",
         ),
         ({"name": "s", "backend": "vllm", "args": {"model": "org/x"}}, False, True, None, None),
-        ({"name": "o", "backend": "openai", "args": {"model": "gpt"}}, True, False, None, None),
+        (
+            {"name": "o", "backend": "openai", "args": {"model": "gpt", "base_url": "http://127.0.0.1:8000/v1"}},
+            True,
+            False,
+            None,
+            None,
+        ),
     ],
 )
 def test_resolver(spec, gpu_config, gpu, folder, build):
