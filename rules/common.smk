@@ -17,7 +17,7 @@ from halluflow.samf.workflow import judge_specs as samf_judge_specs
 from halluflow.samf.workflow import groups_for
 from halluflow.samf.workflow import controllers_of as samf_controllers
 from halluflow.samf.workflow import CONTROLLERS as SAMF_CONTROLLERS
-from halluflow.ode.audit import oracle_specs as audit_oracle_specs
+from halluflow.models import oracle_specs as audit_oracle_specs
 from snakemake.logging import logger
 
 try:

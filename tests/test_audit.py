@@ -478,7 +478,8 @@ def test_annotation_page_in_headless_chromium(audited, tmp_path):
 
 def test_settings_come_from_schema_then_config_then_options():
     from halluflow.errors import ConfigError
-    from halluflow.ode.audit import audit_settings, oracle_specs
+    from halluflow.models import oracle_specs
+    from halluflow.ode.audit import audit_settings
 
     assert audit_settings({})["margin"] == 0.025 and audit_settings({})["detector"] is None
     cfg = {"audit": {"margin": 0.05, "confidence": 0.9}}

@@ -234,7 +234,8 @@ def test_a_gzip_bomb_is_stopped_at_the_reply_cap(prior, labels, tmp_path, key):
             timeout=300,
         )
     peak = int(proc.stderr.split("PEAK_MB")[1].split()[0])
-    assert peak < 450, peak  # measured: 234 MB (125 MB without the bomb); unbounded decoding needs over 1 GiB
+    # measured: 234 MB alone, up to 482 MB beside other tests (125 MB without the bomb); unbounded decoding: 2.25 GB
+    assert peak < 768, peak
     one_error_line(proc.stderr, "1 of 8 answers failed")
     failed = [r for r in rows(out) if r["status"] == "failed"]
     assert len(failed) == 1 and "larger than 67108864 bytes once decoded" in failed[0]["error"]

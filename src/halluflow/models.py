@@ -375,3 +375,20 @@ def judge_models(judges: dict) -> tuple[list[dict], list[dict]]:
     """(model specs, LLM blocks) among judge specs {"llm": block, "vlm": models: entry, "detector": ...}, for
     `any_on_gpu`: the SAMF jobs run their judges in process, so a judge on a GPU moves the job there."""
     return ([judges["vlm"]] if "vlm" in judges else []), ([judges["llm"]] if "llm" in judges else [])
+
+
+NO_PIXELS = ("blind", "prior")  # backends that never look at the image: no oracle for an image's truth
+
+
+def oracle_specs(config: dict, names: list[str] | None = None) -> list[dict]:
+    """The label audit's oracle model specs (halluflow release audit): `names` from `models:` ([] = no oracle); None: caos.oracle.members, else every
+    `models:` entry whose backend looks at the image (not blind, not prior)."""
+    by_name = {m["name"]: m for m in config.get("models") or []}
+    if names is not None:
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            known = ", ".join(sorted(by_name)) or "none in the config"
+            raise ConfigError(f"audit oracle {unknown[0]!r}: not a `models:` entry ({known})")
+        return [dict(by_name[n]) for n in names]
+    members = oracle_members(config) if (config.get("caos") or {}).get("oracle") else []
+    return members or [dict(m) for m in config.get("models") or [] if m.get("backend") not in NO_PIXELS]

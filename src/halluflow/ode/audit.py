@@ -47,6 +47,7 @@ from ..io import (
     write_parquet,
     write_text,
 )
+from ..models import oracle_specs
 from ..progress import get_logger
 
 log = get_logger(__name__)
@@ -61,7 +62,6 @@ LABELS_JSON = "labels.json"
 DETECTOR_TYPES = ("existence", "counterfactual")
 # Backends that never look at the pixels (a text-only LM, the co-occurrence prior) cannot verify what an image shows;
 # they are left out of the default oracle (naming one with --oracle still uses it).
-NO_PIXELS = ("blind", "prior")
 LABELS = ("yes", "no", "unsure")
 CSV_COLUMNS = ("query_id", "image_id", "query_type", "distribution", "question", "truth", "label")
 SECTION = "## Label audit"
@@ -793,22 +793,6 @@ def with_audit_section(card: str, section: str) -> str:
 
 
 # ---- building the verifiers ---------------------------------------------------------------------------------------
-
-
-def oracle_specs(config: dict, names: list[str] | None = None) -> list[dict]:
-    """The oracle's model specs: `names` from `models:` ([] = no oracle); None: caos.oracle.members, else every
-    `models:` entry whose backend looks at the image (not blind, not prior)."""
-    from ..models import oracle_members
-
-    by_name = {m["name"]: m for m in config.get("models") or []}
-    if names is not None:
-        unknown = [n for n in names if n not in by_name]
-        if unknown:
-            known = ", ".join(sorted(by_name)) or "none in the config"
-            raise ConfigError(f"audit oracle {unknown[0]!r}: not a `models:` entry ({known})")
-        return [dict(by_name[n]) for n in names]
-    members = oracle_members(config) if (config.get("caos") or {}).get("oracle") else []
-    return members or [dict(m) for m in config.get("models") or [] if m.get("backend") not in NO_PIXELS]
 
 
 def audit_settings(config: dict, overrides: dict | None = None) -> dict:
