@@ -349,3 +349,19 @@ def test_cache_put_on_a_read_only_entry_folder_is_one_clear_error(tmp_path, monk
     monkeypatch.setattr("halluflow.cache.write_json", refuse)
     with pytest.raises(InputError, match=r"request cache .*cannot write ab0+\.json \(Permission denied\)"):
         cache.put(key, {"answer": "yes"})
+
+
+def test_a_swapped_release_image_stops_the_shard_before_any_request(tmp_path, prior_spec):
+    """The workflow answers only the images the release states: one swapped for another valid PNG is one line."""
+    from halluflow.io import sha256_file
+
+    release = make_release(tmp_path / "release")
+    stated = {f"images/img{i}.png": sha256_file(tmp_path / "release" / "images" / f"img{i}.png") for i in range(3)}
+    release = release.with_columns(pl.col("image").replace_strict(stated).alias("image_sha256"))
+    out = tmp_path / "answers.parquet"
+    answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c1", out)  # intact: fine
+    Image.new("RGB", (32, 24), (1, 2, 3)).save(tmp_path / "release" / "images" / "img1.png")
+    out2 = tmp_path / "answers2.parquet"
+    with pytest.raises(InputError, match=r"img1\.png: not the image the release was packaged with"):
+        answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c2", out2)
+    assert not out2.exists() and not (tmp_path / "c2").exists()

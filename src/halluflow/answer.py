@@ -218,6 +218,15 @@ def answer_shard(
     image_rows = [r for r in rows if r.get("image")]
     paths = dict(zip((r["image"] for r in image_rows), resolve_images([r["image"] for r in image_rows], image_root)))
     digests = {rel: sha256_file(p) for rel, p in paths.items()}
+    # A release states each image's sha256 (queries' image_sha256): an image swapped since packaging would be
+    # answered as if it were the one the truths were checked on, so the shard stops before any request is paid.
+    for r in image_rows:
+        stated = r.get("image_sha256")
+        if stated and stated != digests[r["image"]]:
+            raise InputError(
+                f"{paths[r['image']]}: not the image the release was packaged with (sha256 {digests[r['image']][:12]}…,"
+                f" the release states {stated[:12]}…); run `halluflow release verify` on the release"
+            )
     cache = RequestCache(cache_dir)
     key_fields = model.key_fields()
 
