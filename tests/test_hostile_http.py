@@ -219,8 +219,10 @@ def test_a_gzip_bomb_is_stopped_at_the_reply_cap(prior, labels, tmp_path, key):
     """1 MB of gzip expanding to 1 GiB: the process peaks far below 1 GiB and the request fails in one line."""
     out = tmp_path / "answers.jsonl"
     script = (
-        "import resource, sys\nfrom halluflow.cli import main\ncode = main(sys.argv[1:])\n"
-        "print('PEAK_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\n"
+        "import re, sys\nfrom halluflow.cli import main\ncode = main(sys.argv[1:])\n"
+        # VmHWM is this process's own peak: ru_maxrss keeps the forking pytest worker's peak across exec on Linux
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
+        "print('PEAK_MB', int(hwm) // 1024, file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
     gzip_bomb()  # built before the server answers (it takes seconds): the request must not time out on it
@@ -234,8 +236,7 @@ def test_a_gzip_bomb_is_stopped_at_the_reply_cap(prior, labels, tmp_path, key):
             timeout=300,
         )
     peak = int(proc.stderr.split("PEAK_MB")[1].split()[0])
-    # measured: 234 MB alone, up to 482 MB beside other tests (125 MB without the bomb); unbounded decoding: 2.25 GB
-    assert peak < 768, peak
+    assert peak < 450, peak  # measured: 234 MB (125 MB without the bomb); unbounded decoding needs over 1 GiB
     one_error_line(proc.stderr, "1 of 8 answers failed")
     failed = [r for r in rows(out) if r["status"] == "failed"]
     assert len(failed) == 1 and "larger than 67108864 bytes once decoded" in failed[0]["error"]
