@@ -9,6 +9,7 @@ run on the configured answer source (`stage_plan`).
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -236,17 +237,32 @@ def stage_plan(config: dict) -> dict[str, str | None]:
     return plan
 
 
-def load_config(path: str | os.PathLike) -> dict:
+def read_config_file(path: str | os.PathLike) -> dict:
+    """One config file as a mapping, not yet validated (the workflow's config.yaml, a --configfile layer)."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ConfigError(f"config file {path} not found")
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a mapping of keys to values")
-    return validate_config(config)
+    return config
+
+
+def merge_config(base: dict, layer: dict) -> dict:
+    """`layer` over `base` as Snakemake merges config files: mappings key by key, every other value (lists too)
+    replaced whole. Returns a new mapping; neither argument is changed."""
+    out = dict(base)
+    for key, value in layer.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge_config(out[key], value) if both else copy.deepcopy(value)
+    return out
+
+
+def load_config(path: str | os.PathLike) -> dict:
+    return validate_config(read_config_file(path))
 
 
 def section(config: dict, dotted: str) -> Any:

@@ -70,32 +70,13 @@ class Asset:
 # ---- what a config names ----------------------------------------------------------------------------------------
 
 
-def _merge(base: dict, over: dict) -> dict:
-    """Snakemake's merge of config files: mappings key by key, every other value (lists too) replaced whole."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def merged_config(configfiles: list[str], base: str | None = "config.yaml") -> dict:
     """The config a workflow run sees: `base` (when it exists) then each file left to right, schema defaults filled."""
-    import yaml
-
-    from .config import validate_config
+    from .config import merge_config, read_config_file, validate_config
 
     config: dict = {}
     for name in ([base] if base and Path(base).is_file() else []) + list(configfiles):
-        path = Path(name)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} not found")
-        try:
-            layer = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        if not isinstance(layer, dict):
-            raise ConfigError(f"{path}: the config must be a mapping of keys to values")
-        config = _merge(config, layer)
+        config = merge_config(config, read_config_file(name))
     return validate_config(config)
 
 

@@ -14,7 +14,6 @@ revision (`planning_warnings`, also logged by the workflow when it builds its DA
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import load_schema, method_llm, method_models, stage_plan, validate_config
+from .config import load_schema, merge_config, method_llm, method_models, read_config_file, stage_plan, validate_config
 from .errors import ConfigError, InputError
 from .models import MODELS_CACHE, resolve, resolve_llm
 
@@ -49,27 +48,6 @@ KEY reaches into sections; VALUE is read as YAML)."""
 
 
 # ---- the config, merged as Snakemake merges it ------------------------------------------------------------------
-def _merge(base: dict, update: dict) -> dict:
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
-
-
-def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise InputError(f"config file {path} not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: the config must be a mapping of keys to values")
-    return data
-
-
 def _override(text: str) -> dict:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -92,11 +70,11 @@ def merged_config(configfiles: list[str], overrides: list[str] = (), base: str |
     workflow validates it."""
     if not Path(base).is_file():
         raise InputError(f"base config {base} not found: run in the workflow's folder or give --base")
-    config = _read_yaml(Path(base))
+    config = read_config_file(base)
     for path in configfiles:
-        _merge(config, _read_yaml(Path(path)))
+        config = merge_config(config, read_config_file(path))
     for text in overrides:
-        _merge(config, _override(text))
+        config = merge_config(config, _override(text))
     return validate_config(config)
 
 
