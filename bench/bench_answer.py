@@ -39,8 +39,8 @@ from PIL import Image
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.devices import set_threads
-from halluflow.registry import create
-from halluflow.standins import build_standin
+from halluflow.models.registry import create
+from halluflow.models.standins import build_standin
 
 
 def requests(n: int, image: str | None) -> list[VLMRequest]:

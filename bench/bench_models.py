@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from halluflow.backends.base import ImagePrompt
-from halluflow.registry import create
-from halluflow.standins import build_standin
+from halluflow.models.registry import create
+from halluflow.models.standins import build_standin
 
 
 def main() -> None:

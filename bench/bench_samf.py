@@ -94,7 +94,7 @@ def bench_metrics(with_judges: bool) -> None:
         print(f"GHR + BHR, Sim_NLP {name:<8} {(time.perf_counter() - t0) / len(answers) * 1000:7.2f} ms per answer")
     if not with_judges:
         return
-    from halluflow.standins import build_standin
+    from halluflow.models.standins import build_standin
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

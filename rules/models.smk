@@ -1,4 +1,4 @@
-# Real weights for compute nodes without internet (halluflow.models_fetch). `snakemake models_fetch` (never part of
+# Real weights for compute nodes without internet (halluflow.models.fetch). `snakemake models_fetch` (never part of
 # the default target; a local rule, so on Slurm it runs on the submit host, which has internet) stages every Hub
 # model and ultralytics file this config names into one cache and writes its lock. A run started with
 # HALLUFLOW_MODELS_LOCK set checks every locked file first (a changed one stops the run in one line) and keeps the
@@ -6,7 +6,7 @@
 import os
 
 from halluflow.errors import HalluflowError
-from halluflow.models_fetch import LOCK_ENV, LOCK_NAME, check_lock
+from halluflow.models.fetch import LOCK_ENV, LOCK_NAME, check_lock
 
 MODELS_FETCH_CACHE = os.environ.get("HALLUFLOW_MODELS_CACHE", "resources/hub-cache")
 

@@ -1,6 +1,6 @@
 # Model folders built offline before any job loads them: tiny random stand-ins (synthesizer, detector, VLMs with
 # a `build:` block) and the packaged SmolLM2 converted into a Hugging Face folder. halluflow.models.resolve names
-# the rule that builds each folder; logic in src/halluflow/standins.py and src/halluflow/backends/.
+# the rule that builds each folder; logic in src/halluflow/models/standins.py and src/halluflow/backends/.
 
 
 rule build_standin_synthesizer:

@@ -3,7 +3,7 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
-from halluflow.standins import build_standin
+from halluflow.models.standins import build_standin
 
 cfg = snakemake.params.stand_in
 path = build_standin(cfg["builder"], snakemake.output.model, seed=cfg["seed"], **cfg["args"])

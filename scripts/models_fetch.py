@@ -5,7 +5,7 @@ log = setup(snakemake)
 
 from pathlib import Path
 
-from halluflow.models_fetch import fetch
+from halluflow.models.fetch import fetch
 
 # The cache is the lock's folder (rules/models.smk: $HALLUFLOW_MODELS_CACHE/models.lock.json).
 fetch(snakemake.config, str(Path(snakemake.output.lock).parent), snakemake.output.lock, log=log.info)

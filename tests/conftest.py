@@ -143,7 +143,7 @@ def prior(tmp_path_factory):
     """The co-occurrence prior VLM on helpers.make_graph's graph (the model behind tests/chat_server.py)."""
     from helpers import make_graph
 
-    from halluflow import registry
+    from halluflow.models import registry
 
     graph = make_graph(tmp_path_factory.mktemp("graph"))
     return registry.create("vlm", {"backend": "prior", "graph": str(graph)})

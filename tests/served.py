@@ -32,7 +32,7 @@ def missing_serve_packages() -> list[str]:
 def build_served_models(root: Path) -> Path:
     """The two model folders under root/resources/models, built as the default workflow builds them."""
     from halluflow.backends.llm import convert_packaged_llm
-    from halluflow.standins import build_standin
+    from halluflow.models.standins import build_standin
 
     if not (root / VLM_ID / "config.json").exists():
         # config.yaml's tiny-smolvlm entry: build {builder: smolvlm, seed: 0, args: {hidden_size: 32, image_size: 64}}

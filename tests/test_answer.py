@@ -13,7 +13,7 @@ from halluflow.answer import STOP_AFTER_ENV, ModelUnderTest, SimulatedCrash, ans
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cache import RequestCache
 from halluflow.errors import ConfigError, InputError
-from halluflow.standins import build_standin, register_builder
+from halluflow.models.standins import build_standin, register_builder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from helpers import REPO
 
-from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.errors import ConfigError, InputError
+from halluflow.models import registry
 
 LLM_DIR = str(REPO / DEFAULT_LLM_DIR)
 

@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 from helpers import make_graph
 
-from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.prior import article
 from halluflow.errors import InputError
+from halluflow.models import registry
 
 
 @pytest.fixture

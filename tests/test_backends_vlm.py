@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.base import VLM, BackendInfo, Result, VLMRequest
 from halluflow.backends.evaluatee import Evaluatee
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm, conversation
 from halluflow.errors import InputError, MissingExtraError
-from halluflow.standins import MARKER, build_standin, register_builder
+from halluflow.models import registry
+from halluflow.models.standins import MARKER, build_standin, register_builder
 
 # stand-in kind -> the transformers class its folder must reload as
 FAMILIES = {

@@ -17,17 +17,17 @@ import pytest
 from helpers import REPO, make_graph
 from PIL import Image
 
-from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.transformers_vlm import load_image
 from halluflow.errors import HalluflowError
+from halluflow.models import registry
+from halluflow.models.standins import build_standin
 from halluflow.ode.detection import detect_shard
 from halluflow.ode.graph import build_graph
 from halluflow.ode.scoring import score_answers
 from halluflow.samf import workflow as samf_workflow
 from halluflow.samf.operators import load_image as samf_load_image
 from halluflow.sources import load_source
-from halluflow.standins import build_standin
 
 
 def png(path: Path, seed: int = 0, size: int = 32) -> Path:

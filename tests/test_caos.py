@@ -11,7 +11,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from halluflow import registry
 from halluflow.backends.base import VLM, BackendInfo, VLMRequest
 from halluflow.caos.extract import ExtractedObject, ObjectExtractor, build_vocabulary
 from halluflow.caos.scores import (
@@ -31,6 +30,7 @@ from halluflow.caos.scores import (
 )
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
+from halluflow.models import registry
 
 R2 = 1 / math.sqrt(2)
 # dog ⟂ cat ⟂ car; frisbee = dog + cat; person = dog + car.  cos(frisbee, dog) = 1/√2, cos(frisbee, person) = 1/2.

@@ -166,9 +166,9 @@ def test_docs_metrics_md_is_generated_from_the_catalogue(tmp_path, capsys):
 
 
 def test_every_number_of_the_caos_summary_is_catalogued():
-    from halluflow import registry
     from halluflow.caos.extract import ExtractedObject, build_vocabulary
     from halluflow.caos.scores import judge_caption, metrics_side_by_side, score
+    from halluflow.models import registry
 
     vectors = {"dog": [1, 0, 0], "cat": [0, 1, 0], "car": [0, 0, 1], "frisbee": [1, 1, 0]}
     embedder = registry.create("embedder", {"backend": "table", "vectors": vectors})

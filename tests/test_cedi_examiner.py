@@ -16,7 +16,7 @@ from halluflow.cedi.pipeline import build_scenes, examine_model, grade_model, vo
 from halluflow.cedi.scene_graph import Synonyms
 from halluflow.errors import ConfigError, InputError
 from halluflow.io import write_parquet
-from halluflow.registry import VLMS
+from halluflow.models.registry import VLMS
 
 
 class AgreeingVLM(VLM):

@@ -11,7 +11,7 @@ import pytest
 
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cedi.pipeline import examine_model, grade_model
-from halluflow.standins import build_standin, register_builder
+from halluflow.models.standins import build_standin, register_builder
 
 
 @pytest.fixture(scope="module")

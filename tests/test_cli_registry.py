@@ -6,8 +6,9 @@ import importlib.util
 
 import pytest
 
-from halluflow import cli, registry
+from halluflow import cli
 from halluflow.errors import ConfigError, MissingExtraError
+from halluflow.models import registry
 
 
 def test_top_level_help_lists_groups(capsys):
@@ -78,7 +79,7 @@ def test_every_scorer_takes_out():
 def test_standin_help_lists_every_kind_of_the_builder_table(capsys):
     """`halluflow --help` and `halluflow standin --help` list the kinds from the builder table itself: a kind
     registered later shows up too (the old one-line help named 4 of the kinds it builds)."""
-    from halluflow import standins
+    from halluflow.models import standins
 
     assert len(standins.builder_kinds()) >= 9
     standins.register_builder("zz_help_kind", lambda out, seed, **cfg: None)

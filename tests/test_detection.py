@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
+from halluflow.models.registry import create
+from halluflow.models.standins import build_standin
 from halluflow.ode.detection import DETECTION_SCHEMA, detect_shard, detector_kwargs, image_labels
-from halluflow.registry import create
-from halluflow.standins import build_standin
 
 
 @pytest.fixture(scope="module")

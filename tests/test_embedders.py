@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from halluflow import registry
 from halluflow.caos.scores import cosine_matrix
 from halluflow.errors import ConfigError, InputError
+from halluflow.models import registry
 
 
 @pytest.fixture(scope="module")

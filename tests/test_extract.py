@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from helpers import shared_data
 
-from halluflow import registry
 from halluflow.caos.extract import (
     ObjectExtractor,
     Vocabulary,
@@ -17,6 +16,7 @@ from halluflow.caos.extract import (
     read_synonym_table,
 )
 from halluflow.errors import InputError
+from halluflow.models import registry
 
 
 @pytest.mark.parametrize(

@@ -18,8 +18,8 @@ import pytest
 from chat_server import ChatServer, gzip_bomb
 from helpers import make_graph
 
-from halluflow import registry
 from halluflow.cli import main
+from halluflow.models import registry
 
 KEY_ENV = "HALLUFLOW_HOSTILE_KEY"
 KEY = "sk-hostile-5b1f0e9c7d3a2b8e4f6a-0c9d"

@@ -276,7 +276,7 @@ def test_ids_come_back_exactly_as_given(pope, tmp_path, capsys):
 
 
 def test_standin_build_refuses_a_folder_that_is_not_a_stand_in(tmp_path, capsys, monkeypatch):
-    from halluflow import standins
+    from halluflow.models import standins
 
     def never(out, seed=0):  # pragma: no cover - the refusal comes first
         raise AssertionError("the builder ran")
@@ -366,7 +366,7 @@ def test_align_reads_process_substitution_like_files():
 
 
 def test_standin_rebuild_replaces_a_stand_in_only_once_the_new_one_is_complete(tmp_path, capsys, monkeypatch):
-    from halluflow import standins
+    from halluflow.models import standins
 
     def build(out, seed=0, fail=False):
         (Path(out) / "weights.bin").write_bytes(bytes([seed]) * 8)

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from hub_server import HubServer
 
-from halluflow.models_fetch import LOCK_ENV
+from halluflow.models.fetch import LOCK_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLVLM = "halluflow-test/tiny-smolvlm"
@@ -31,7 +31,7 @@ GATED = "black-forest-labs/FLUX.1-dev"
 
 @pytest.fixture(scope="module")
 def standins(tmp_path_factory):
-    from halluflow.standins import build_standin
+    from halluflow.models.standins import build_standin
 
     root = tmp_path_factory.mktemp("standins")
     return {
@@ -111,7 +111,7 @@ def test_fetch_stages_models_and_locks_them(hub, standins, tmp_path):
     # Offline: the real backend loads from the cache only; the server (still up) sees no request.
     seen = len(hub.requests)
     load = (
-        "from halluflow import registry\n"
+        "from halluflow.models import registry\n"
         f"vlm = registry.create('vlm', {{'backend': 'transformers', 'model': {SMOLVLM!r}, 'revision': 'main'}})\n"
         f"det = registry.create('detector', {{'backend': 'transformers', 'model': {OWLV2!r}}})\n"
         "print(vlm.describe().revision, type(vlm.model).__name__, type(det.model).__name__)\n"
@@ -157,7 +157,7 @@ def test_fetch_stages_models_and_locks_them(hub, standins, tmp_path):
 
 def test_check_lock_rehashes_a_rewritten_file(hub, tmp_path):
     from halluflow.errors import InputError
-    from halluflow.models_fetch import check_lock, fetch, lock_record, merged_config
+    from halluflow.models.fetch import check_lock, fetch, lock_record, merged_config
 
     cache = tmp_path / "cache"
     cfg = merged_config([str(_config(tmp_path, models=[]))], base=str(ROOT / "config.yaml"))
@@ -195,7 +195,7 @@ def test_ultralytics_plan_and_lock_entries(tmp_path, monkeypatch):
     from ultralytics.utils.downloads import attempt_download_asset
 
     from halluflow.errors import HalluflowError
-    from halluflow.models_fetch import Asset, fetch_asset, merged_config, plan
+    from halluflow.models.fetch import Asset, fetch_asset, merged_config, plan
 
     over = {
         "models": [],
@@ -262,7 +262,7 @@ def test_workflow_target_fetches_and_a_run_checks_the_lock(hub, tmp_path):
 def test_offline_try_outs_need_no_download_and_paper_configs_name_their_weights(name):
     """An offline try-out (configs/offline/X.yaml over configs/X.yaml) fetches nothing; its paper config lists a
     Hub repo or asset for every model entry it names with Hub weights."""
-    from halluflow.models_fetch import merged_config, plan
+    from halluflow.models.fetch import merged_config, plan
 
     base = str(ROOT / "config.yaml")
     paper = ROOT / "configs" / f"{name}.yaml"

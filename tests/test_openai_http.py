@@ -11,10 +11,10 @@ from chat_server import ChatServer
 from helpers import make_graph, make_question_release
 from PIL import Image
 
-from halluflow import registry
 from halluflow.answer import ModelUnderTest, answer_shard
 from halluflow.backends.base import VLMRequest
 from halluflow.errors import BackendError, ConfigError
+from halluflow.models import registry
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-write-me"
 

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 from helpers import OBJECTS, write_pope_set
 
-from halluflow import registry
 from halluflow.backends.base import VLMRequest
 from halluflow.backends.tiny_vlms import _text_config
 from halluflow.cli import main
 from halluflow.errors import ConfigError
-from halluflow.models import check_config_models, resolve, resolve_llm
+from halluflow.models import check_config_models, registry, resolve, resolve_llm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

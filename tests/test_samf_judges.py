@@ -58,7 +58,7 @@ class ScriptedVLM(VLM):
 @pytest.fixture(scope="module")
 def stand_ins(tmp_path_factory):
     pytest.importorskip("transformers")
-    from halluflow.standins import build_standin
+    from halluflow.models.standins import build_standin
 
     root = tmp_path_factory.mktemp("judges")
     return {

@@ -13,10 +13,10 @@ import pytest
 from helpers import REPO as REPO_ROOT  # the checkout: its config.yaml
 from PIL import Image
 
-from halluflow import registry
 from halluflow.backends.base import LLM, VLM, BackendInfo
 from halluflow.config import load_config
 from halluflow.errors import ConfigError, InputError
+from halluflow.models import registry
 from halluflow.samf import workflow as W
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from halluflow.errors import ConfigError, MissingExtraError
 from halluflow.io import read_json
-from halluflow.standins import (
+from halluflow.models.standins import (
     MARKER,
     build_standin,
     builder_kinds,

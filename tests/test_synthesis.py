@@ -11,9 +11,9 @@ import pytest
 from halluflow.backends.base import ImagePrompt
 from halluflow.errors import BackendError, ConfigError, InputError, MissingExtraError
 from halluflow.io import sha256_file, write_parquet
+from halluflow.models.registry import create
+from halluflow.models.standins import build_standin
 from halluflow.ode.synthesis import IMAGE_SCHEMA, read_prompts, synthesize_shard, synthesizer_kwargs
-from halluflow.registry import create
-from halluflow.standins import build_standin
 
 SMALL = dict(steps=2, height=32, width=48)
 

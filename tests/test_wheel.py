@@ -21,7 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 # What the build reads (pyproject.toml, setup.py and the folders they name); copied so that building writes nothing
 # into the checkout (setuptools leaves build/ and *.egg-info beside its input).
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "src", "resources", "schemas")
-NOT_BUILD_INPUTS = shutil.ignore_patterns("models", "__pycache__", "*.egg-info", "build", "dist")
+_NOT_BUILT = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+
+
+def NOT_BUILD_INPUTS(folder: str, names: list[str]) -> set[str]:
+    """What copying the build inputs skips: caches, build leftovers and resources/models (the stand-in cache)."""
+    skipped = set(_NOT_BUILT(folder, names))
+    return skipped | ({"models"} if Path(folder).name == "resources" and "models" in names else set())
+
 
 # POPE: truth yes, yes, yes, no, no; read as yes, yes, no, yes, no -> TP 2, FN 1, FP 1, TN 1.
 POPE_LABELS = [

@@ -15,14 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import registry
 from .backends.base import EMPTY_ANSWER, scrub_surrogates
 from .cache import RequestCache, request_key
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
 from .io import read_text, sha256_file, stable_hash, write_parquet
 from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
-from .models import resolve
+from .models import registry, resolve
 from .progress import progress
 from .sources import original_id, resolve_images
 

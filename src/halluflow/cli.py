@@ -94,14 +94,14 @@ COMMANDS: list[tuple[str, str, str, str]] = [
     (
         "standin",
         "build",
-        "halluflow.standins",
+        "halluflow.models.standins",
         "build a tiny random stand-in model offline, one of: {standin_kinds}",
     ),
     ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
     (
         "models",
         "fetch",
-        "halluflow.models_fetch",
+        "halluflow.models.fetch",
         "stage every weight a config names into one cache for offline jobs and write the lock (or --check it)",
     ),
     (
@@ -155,10 +155,10 @@ def fraction(text: str) -> float:
 
 
 def _help(text: str) -> str:
-    """A command's one-line help. The stand-in kinds are read from the builder table (halluflow.standins), so the
+    """A command's one-line help. The stand-in kinds are read from the builder table (halluflow.models.standins), so the
     list cannot drift from what `standin build` builds; the import happens only when a help text is shown."""
     if "{standin_kinds}" in text:
-        from .standins import builder_kinds
+        from .models.standins import builder_kinds
 
         text = text.replace("{standin_kinds}", ", ".join(builder_kinds()))
     return text

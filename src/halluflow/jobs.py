@@ -136,8 +136,8 @@ def _start_line(job: str, items: int, batch_size: int, kwargs: dict) -> str:
 def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, threads: int = 1) -> None:
     """Rule synthesize: one image shard; the model loads once, images are generated in fixed batches."""
     from .devices import set_threads
+    from .models.registry import create
     from .ode.synthesis import read_prompts, synthesize_shard, synthesizer_kwargs
-    from .registry import create
 
     set_threads(threads)
     root = Path(out).parent.parent  # results/<release>: image paths are relative to it
@@ -164,8 +164,8 @@ def synthesize(prompts: str, shard: str, synthesis: dict, model: str, out: str, 
 def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, out: str, threads: int = 1) -> None:
     """Rule detect: each image's scene objects in one shard; the detector loads once, images go in batches."""
     from .devices import set_threads
+    from .models.registry import create
     from .ode.detection import detect_shard, detector_kwargs, image_labels
-    from .registry import create
 
     set_threads(threads)
     root = Path(images).parent.parent  # image paths are relative to results/<release>
@@ -309,7 +309,7 @@ def make_queries(
 def build_standin_vlm(build: dict, out: str, name: str) -> None:
     """Rule build_standin_vlm: a tiny random VLM with the shared stand-in machinery."""
     from .backends.transformers_vlm import build_tiny_smolvlm
-    from .standins import build_standin, builder_kinds, register_builder
+    from .models.standins import build_standin, builder_kinds, register_builder
 
     if "smolvlm" not in builder_kinds():
         register_builder("smolvlm", build_tiny_smolvlm)

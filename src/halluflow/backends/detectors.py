@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import BackendError, ConfigError, MissingExtraError
-from ..standins import standin_info
+from ..models.standins import standin_info
 from .base import BackendInfo, Detection, Detector
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import BackendError, ConfigError
+from ..models.standins import standin_info
 from ..progress import get_logger
-from ..standins import standin_info
 from .base import BackendInfo, ImagePrompt, Synthesizer
 
 log = get_logger(__name__)

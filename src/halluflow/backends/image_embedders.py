@@ -34,7 +34,7 @@ class TransformersImageEmbedder(ImageEmbedder):
         from transformers import AutoImageProcessor, AutoModel
 
         from ..devices import resolve_device, resolve_dtype
-        from ..standins import standin_info
+        from ..models.standins import standin_info
 
         self.model_name = str(model)
         self.revision = revision

@@ -3,11 +3,11 @@
 As transformers tests itself: a tiny text + vision config, `save_pretrained`, and the backend reloads the folder
 with `AutoProcessor` + `AutoModelForImageTextToText.from_pretrained`, so the real processor (chat template, image
 token expansion, image tiling / grids, pixel_values layout) and `generate` paths run. Answers are noise; the
-stand-in marker written by halluflow.standins labels every output.
+stand-in marker written by halluflow.models.standins labels every output.
 
 Every family shares the real SmolLM2 BPE tokenizer (read from the packaged GGUF, no download) plus the special
 tokens its processor expects, and a ChatML-style chat template whose image placeholder is the family's own.
-Builders for `halluflow.standins.build_standin`: kinds smolvlm, llava, llava_next, qwen2_vl, gemma3.
+Builders for `halluflow.models.standins.build_standin`: kinds smolvlm, llava, llava_next, qwen2_vl, gemma3.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ STANDIN_VLM_NAME = "tiny-smolvlm"
 
 
 def is_standin_folder(model: str) -> bool:
-    """True when the folder carries the stand-in marker written by halluflow.standins.build_standin."""
+    """True when the folder carries the stand-in marker written by halluflow.models.standins.build_standin."""
     try:
-        from ..standins import standin_info
+        from ..models.standins import standin_info
     except ImportError:  # stand-in support absent: only the explicit `stand_in` argument labels outputs
         return False
     return standin_info(model) is not None

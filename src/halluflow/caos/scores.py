@@ -682,8 +682,8 @@ def run_workflow(
     like `halluflow score caos` builds it (truth + frequent objects + COCO/CHAIR synonyms), so both agree."""
     import polars as pl
 
-    from .. import registry
     from ..io import read_json, write_json, write_parquet
+    from ..models import registry
 
     answers_df = pl.concat([read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
     if answers_df is None:
@@ -843,7 +843,7 @@ def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dic
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import registry
+    from ..models import registry
 
     objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
     truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))

@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .. import registry
 from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
+from ..models import registry
 from ..progress import get_logger
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
 from .parser import Vocabulary

@@ -324,7 +324,7 @@ class EmbeddingMatcher:
     """spaCy-style token similarity with an embedder backend: first word with cosine > threshold."""
 
     def __init__(self, backend: str, threshold: float = 0.8, **kwargs):
-        from ..registry import create
+        from ..models.registry import create
 
         self.name = backend
         self.embedder = create("embedder", {"backend": backend, **kwargs})

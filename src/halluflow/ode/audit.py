@@ -811,8 +811,8 @@ def audit_settings(config: dict, overrides: dict | None = None) -> dict:
 
 def standin_detector(manifest: dict, folder: Path):
     """A tiny random OWLv2 with other weights than the release's stand-in (its seed + 1): independent noise."""
-    from ..registry import create
-    from ..standins import build_standin
+    from ..models.registry import create
+    from ..models.standins import build_standin
 
     seed = int((((manifest.get("config") or {}).get("detection") or {}).get("stand_in") or {}).get("seed", 0)) + 1
     model = build_standin("owlv2", folder, seed=seed)
@@ -836,7 +836,7 @@ def run_workflow(
     run `audit_release`. detector: hub id or folder, "none", or None for a stand-in (refused for a release made with
     real models); oracle: names from `models:` ([] none; None: oracle_specs' default)."""
     from ..answer import ModelUnderTest
-    from ..registry import create
+    from ..models.registry import create
 
     cfg = audit_settings(config, overrides)
     release_dir = Path(release_dir)

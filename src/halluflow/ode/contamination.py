@@ -295,8 +295,8 @@ def configure(parser) -> None:
 def run(args) -> int:
     import tempfile
 
-    from ..registry import create
-    from ..standins import build_standin
+    from ..models.registry import create
+    from ..models.standins import build_standin
 
     with tempfile.TemporaryDirectory(prefix="halluflow-dinov2-") as tmp:
         model = args.model

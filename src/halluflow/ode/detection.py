@@ -21,8 +21,8 @@ from ..backends.detectors import _import_ultralytics
 from ..errors import ConfigError, InputError, MissingExtraError
 from ..io import open_rgb, safe_join
 from ..models import detector_kwargs  # noqa: F401 (lives with the model resolver: the DAG needs it without polars)
+from ..models.standins import tiny_clip_tokenizer
 from ..progress import get_logger, progress
-from ..standins import tiny_clip_tokenizer
 
 log = get_logger(__name__)
 

@@ -30,7 +30,7 @@ from ..io import (
     write_parquet,
     write_text,
 )
-from ..models_fetch import lock_record
+from ..models.fetch import lock_record
 from ..progress import progress
 from .export import write_hub_files
 

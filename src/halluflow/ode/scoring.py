@@ -26,7 +26,7 @@ from ..metrics.chair import tokenize
 from ..metrics.parsers import failed_mask, parse_answers, parser_mode
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 from ..metrics.singular import singularize_cached
-from ..models_fetch import lock_record
+from ..models.fetch import lock_record
 
 ANSWER_COLUMNS = ("query_id", "model", "answer", "status")
 QUERY_COLUMNS = ("query_id", "distribution", "pair_kind", "task", "query_type", "attribute_kind", "truth", "objects")

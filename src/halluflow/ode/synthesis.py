@@ -19,8 +19,8 @@ import polars as pl
 from ..backends.base import ImagePrompt, Synthesizer
 from ..errors import BackendError, ConfigError, InputError
 from ..io import read_jsonl, read_parquet, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
+from ..models.standins import tiny_clip_tokenizer, tiny_t5_tokenizer
 from ..progress import get_logger, progress
-from ..standins import tiny_clip_tokenizer, tiny_t5_tokenizer
 
 log = get_logger(__name__)
 

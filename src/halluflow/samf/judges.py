@@ -79,7 +79,7 @@ def backend_record(backend, method: str, spec: Mapping | None = None, role: str 
 
     A built backend describes itself; one never built (no job asked it) is named from its config spec, without
     loading it (`loaded: false`). The spec's `stand_in` flag, or a stand-in marker in the model folder, marks it too."""
-    from ..standins import standin_info
+    from ..models.standins import standin_info
 
     spec = dict(spec or {})
     args = dict(spec.get("args") or {})

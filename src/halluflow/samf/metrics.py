@@ -427,7 +427,7 @@ def similarity_from_config(spec) -> Similarity:
     if spec in (None, "trigram", "lexical"):
         return LexicalSimilarity()
     if isinstance(spec, dict) and "backend" in spec:
-        from .. import registry
+        from ..models import registry
 
         return EmbedderSimilarity(lambda: registry.create("embedder", spec), spec)
     if hasattr(spec, "embed"):

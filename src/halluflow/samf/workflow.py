@@ -170,7 +170,7 @@ JUDGE_KINDS = ("rule", "llm", "vlm")
 def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=None) -> dict:
     """Judge objects from config: `judges` = {"llm": top-level llm spec, "vlm": the `models:` entry named by
     samf.judge_model, "detector": a detector registry spec} (each None when unused)."""
-    from .. import registry
+    from ..models import registry
     from .judges import DetectorOracle, TextJudge, VisualJudge
 
     judges = judges or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import ConfigError, MissingExtraError
+from ..errors import ConfigError, MissingExtraError
 
 # Which pip extra provides a top-level module: used to turn ImportError into an actionable message.
 EXTRA_FOR_MODULE = {

@@ -23,7 +23,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, MissingExtraError
+from ..errors import ConfigError, MissingExtraError
 
 MODELS_CACHE = "resources/models"
 # The packaged SmolLM2-135M-Instruct GGUF converted into a Hugging Face folder by rule build_local_llm.
@@ -287,7 +287,7 @@ def resolve_model_path(model: str) -> str:
     if path.exists():
         return str(path)
     if path.name == LOCAL_LLM_NAME:
-        from .backends.llm import convert_packaged_llm
+        from ..backends.llm import convert_packaged_llm
 
         return str(convert_packaged_llm(path))
     if _is_local(model):

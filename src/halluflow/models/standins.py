@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError, InputError, MissingExtraError
-from .io import read_json, replace_folder, write_json
+from ..errors import ConfigError, InputError, MissingExtraError
+from ..io import read_json, replace_folder, write_json
 
 # Written last into every stand-in folder: backends read it to label their outputs `stand_in: true`.
 MARKER = "halluflow_standin.json"

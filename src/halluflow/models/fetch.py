@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import ConfigError, HalluflowError, InputError
-from .io import sha256_file
+from ..errors import ConfigError, HalluflowError, InputError
+from ..io import sha256_file
 
 LOCK_NAME = "models.lock.json"
 LOCK_VERSION = 1
@@ -72,7 +72,7 @@ class Asset:
 
 def merged_config(configfiles: list[str], base: str | None = "config.yaml") -> dict:
     """The config a workflow run sees: `base` (when it exists) then each file left to right, schema defaults filled."""
-    from .config import merge_config, read_config_file, validate_config
+    from ..config import merge_config, read_config_file, validate_config
 
     config: dict = {}
     for name in ([base] if base and Path(base).is_file() else []) + list(configfiles):
@@ -82,7 +82,7 @@ def merged_config(configfiles: list[str], base: str | None = "config.yaml") -> d
 
 def _hub_id(model) -> str | None:
     """`model` when it is a Hub repo id (org/name, or a legacy bare name), None for a local folder or nothing."""
-    from .models import _is_local
+    from . import _is_local
 
     if not isinstance(model, str) or not model or _is_local(model) or model.count("/") > 1:
         return None
@@ -98,7 +98,7 @@ def _ultralytics_release() -> str:
 
 def plan(config: dict) -> tuple[list[HubModel], list[Asset]]:
     """Every Hub repo and ultralytics file the config's planned stages load, each once with the keys naming it."""
-    from .models import generators, oracle_members
+    from . import generators, oracle_members
 
     hub: dict[tuple[str, str], HubModel] = {}
     assets: dict[str, Asset] = {}
@@ -269,8 +269,8 @@ def fetch(config: dict, cache: str | os.PathLike, lock: str | os.PathLike | None
     """Stage every model of `config` into `cache` and write the lock (default <cache>/models.lock.json)."""
     import logging
 
-    from . import __version__
-    from .io import write_json
+    from .. import __version__
+    from ..io import write_json
 
     # One INFO line per HTTP request (HEAD + GET per file) would bury the one line per model this prints.
     for name in ("httpx", "httpx2", "huggingface_hub"):
