@@ -463,9 +463,28 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
 
 
 def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
+    return render_shell(
+        f"halluflow report — {res.release}",
+        "Hallucination evaluation of vision-language models: ODE release audit, POPE/CHAIR/AMBER scores, CAOS, "
+        "CEDI and SAMF.",
+        page.sections,
+        stand_in,
+        f"built from {_esc(res.release)}/ by <code>halluflow report build</code>",
+    )
+
+
+def render_shell(
+    title: str,
+    intro: str,
+    sections: list[tuple[str, str, str, bool]],
+    stand_in: list[str],
+    footer_html: str,
+    extra_css: str = "",
+) -> str:
+    """The page every halluflow HTML report shares (summary and paper pages): header, stand-in banner, section
+    navigation, sections (id, title, body HTML, ran) and footer."""
     nav = "".join(
-        f'<a href="#{sid}" class="{"ran" if ran else "not-run"}">{_esc(title)}</a>'
-        for sid, title, _, ran in page.sections
+        f'<a href="#{sid}" class="{"ran" if ran else "not-run"}">{_esc(title)}</a>' for sid, title, _, ran in sections
     )
     banner = (
         (
@@ -477,15 +496,12 @@ def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
     )
     body = "".join(
         f'<section id="{sid}" class="{"ran" if ran else "not-run"}"><h2>{_esc(title)}</h2>{content}</section>'
-        for sid, title, content, ran in page.sections
+        for sid, title, content, ran in sections
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>halluflow report — {_esc(res.release)}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>halluflow report — {_esc(res.release)}</h1>"
-        f"<p>Hallucination evaluation of vision-language models: ODE release audit, POPE/CHAIR/AMBER scores, CAOS, "
-        f"CEDI and SAMF.</p></header>{banner}<nav>{nav}</nav><main>{body}</main>"
-        f"<footer>halluflow {_esc(__version__)} · built from {_esc(res.release)}/ by <code>halluflow report build</code>"
-        "</footer></body></html>\n"
+        f"<title>{_esc(title)}</title><style>{CSS}{extra_css}</style></head><body>"
+        f"<header><h1>{_esc(title)}</h1><p>{_esc(intro)}</p></header>{banner}<nav>{nav}</nav><main>{body}</main>"
+        f"<footer>halluflow {_esc(__version__)} · {footer_html}</footer></body></html>\n"
     )

@@ -1,0 +1,301 @@
+"""One standalone HTML page per paper (ODE, CAOS, CEDI, UniHall/SAMF) from "paper section" JSON files.
+
+Each method's own code writes its sections (`halluflow.io.write_json`, no import of this module needed):
+
+    {"paper": "caos", "section": "fig3", "title": ..., "caption": "models, judges, sizes ...",
+     "stand_ins": ["tiny-smolvlm", ...],            # every stand-in / fallback used; [] = none
+     "tables": [{"id", "title", "columns", "rows", "metrics": [catalogue keys], "note"?}],
+     "figures": [{"id", "title", "file": "fig.png" (relative to the JSON's folder), "caption", "metrics"}]}
+
+`render_paper` refuses, in one line naming the file and the key, a section whose shape is wrong, whose figure file
+is missing or not a PNG, or whose `metrics` name a key the metric catalogue lacks; a table column (or a long table's
+`metric` cell) that names one of the table's catalogue keys is checked against that entry's range and carries the
+entry's definition as a tooltip and a footnote. The page shows the stand-in banner whenever any section lists a
+stand-in. Look and page shell are the report summary's (halluflow.report.summary).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..io import read_bytes, read_json, write_text
+from ..metrics.catalogue import CATALOGUE, Metric
+from .summary import _esc, _Page, render_shell
+
+PAPERS = {
+    "ode": 'Tu, Hu, Sang, "ODE: Open-Set Evaluation of Hallucinations in Multimodal Large Language Models" (CVPR 2025)',
+    "caos": 'CAOS: "context-aware object similarity" for open-vocabulary object hallucination in captions',
+    "cedi": 'Li et al., "Contextualized Evaluation of Vision Language Models through Dynamic, Multi-turn '
+    'Interactions" (CEDI)',
+    "samf": "UniHall / SAMF (EvalHall): static vs fuzzed hallucination by category, heuristic vs RL controllers",
+}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# on top of the summary's style: the section caption (who produced it) and the metric footnotes
+CSS = """
+p.caption { margin:0 0 8px; }
+ol.notes { font-size:12px; padding-left:22px; }
+ol.notes li { margin:3px 0; }
+a.fn { text-decoration:none; color:var(--accent); font-size:10px; margin-left:2px; }
+th[title], td[title], span[title] { cursor:help; }
+"""
+# on top of the summary's style: the section caption (who produced it) and the metric footnotes
+CSS = """
+p.caption { margin:0 0 8px; }
+ol.notes { font-size:12px; color:var(--ink); padding-left:22px; }
+ol.notes li { margin:3px 0; }
+a.fn { text-decoration:none; color:var(--accent); font-size:10px; margin-left:2px; }
+th[title], td[title], span[title] { cursor:help; }
+"""
+
+_SECTION_KEYS = {
+    "paper": str,
+    "section": str,
+    "title": str,
+    "caption": str,
+    "stand_ins": list,
+    "tables": list,
+    "figures": list,
+}
+_TABLE_KEYS = {"id": str, "title": str, "columns": list, "rows": list, "metrics": list}
+_FIGURE_KEYS = {"id": str, "title": str, "file": str, "caption": str, "metrics": list}
+
+
+def _require(obj: Any, keys: dict[str, type], where: str) -> None:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected an object, got {type(obj).__name__}")
+    for key, kind in keys.items():
+        if key not in obj:
+            raise InputError(f"{where}.{key}: missing")
+        if not isinstance(obj[key], kind):
+            raise InputError(f"{where}.{key}: expected {kind.__name__}, got {type(obj[key]).__name__}")
+
+
+def _metrics(keys: list, where: str) -> list[Metric]:
+    out = []
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise InputError(f"{where}.metrics[{i}]: expected a catalogue key (string), got {key!r}")
+        if key not in CATALOGUE:
+            raise InputError(
+                f"{where}.metrics[{i}]: {key!r} is not in the metric catalogue (halluflow.metrics.catalogue, "
+                "docs/metrics.md)"
+            )
+        out.append(CATALOGUE[key])
+    return out
+
+
+def _column_entry(column: str, entries: list[Metric]) -> Metric | None:
+    """The table's catalogue entry a column header names: its key, the key's last part, or its label."""
+    for e in entries:
+        if column in (e.name, e.label) or e.name.endswith("." + column):
+            return e
+    return None
+
+
+def load_section(path: str | Path, paper: str) -> dict:
+    """One section file, checked: shape, paper, figure files, catalogue keys and the values of keyed columns."""
+    path = Path(path)
+    doc = read_json(path)
+    where = str(path)
+    _require(doc, _SECTION_KEYS, where)
+    if doc["paper"] != paper:
+        raise InputError(f"{where}.paper: {doc['paper']!r}, but this page is the {paper!r} paper")
+    for i, name in enumerate(doc["stand_ins"]):
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"{where}.stand_ins[{i}]: expected a non-empty string, got {name!r}")
+    seen: set[str] = set()
+    for i, table in enumerate(doc["tables"]):
+        tw = f"{where}: tables[{i}]"
+        _require(table, _TABLE_KEYS, tw)
+        if table["id"] in seen:
+            raise InputError(f"{tw}.id: {table['id']!r} used twice in this section")
+        seen.add(table["id"])
+        if "note" in table and not isinstance(table["note"], str):
+            raise InputError(f"{tw}.note: expected str, got {type(table['note']).__name__}")
+        if not all(isinstance(c, str) for c in table["columns"]):
+            raise InputError(f"{tw}.columns: every column name must be a string")
+        entries = _metrics(table["metrics"], tw)
+        keyed = [_column_entry(c, entries) for c in table["columns"]]
+        metric_col = table["columns"].index("metric") if "metric" in table["columns"] else None
+        for r, row in enumerate(table["rows"]):
+            if not isinstance(row, list) or len(row) != len(table["columns"]):
+                size = len(row) if isinstance(row, list) else type(row).__name__
+                raise InputError(f"{tw}.rows[{r}]: expected {len(table['columns'])} cells (the columns), got {size}")
+            for c, cell in enumerate(row):
+                cw = f"{tw}.rows[{r}][{c}]"
+                if cell is not None and not isinstance(cell, (str, int, float)):
+                    raise InputError(f"{cw}: a cell is a string, a number or null, got {type(cell).__name__}")
+                if keyed[c] is not None and isinstance(cell, (int, float)) and not isinstance(cell, bool):
+                    CATALOGUE.check(keyed[c].name, cell, f"{cw} ({table['columns'][c]})")
+            if metric_col is not None and row[metric_col] is not None:
+                key = row[metric_col]
+                if key not in table["metrics"]:
+                    raise InputError(
+                        f"{tw}.rows[{r}]: metric {key!r} is not one of the table's metrics (its catalogue keys)"
+                    )
+    for i, fig in enumerate(doc["figures"]):
+        fw = f"{where}: figures[{i}]"
+        _require(fig, _FIGURE_KEYS, fw)
+        if fig["id"] in seen:
+            raise InputError(f"{fw}.id: {fig['id']!r} used twice in this section")
+        seen.add(fig["id"])
+        _metrics(fig["metrics"], fw)
+        file = path.parent / fig["file"]
+        if Path(fig["file"]).is_absolute() or ".." in Path(fig["file"]).parts:
+            raise InputError(f"{fw}.file: {fig['file']!r} must be a path inside the section's folder")
+        if not file.is_file():
+            raise InputError(f"{fw}.file: {file} does not exist")
+        data = read_bytes(file)
+        if not data.startswith(PNG_MAGIC):
+            raise InputError(f"{fw}.file: {file} is not a PNG image")
+        fig["_png"] = data
+    return doc
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return '<td class="na">n/a</td>'
+    if isinstance(value, bool):
+        return f'<td class="text">{"yes" if value else "no"}</td>'
+    if isinstance(value, int):
+        return f"<td>{value}</td>"
+    if isinstance(value, float):
+        return f"<td>{value:.4g}</td>"
+    return f'<td class="text">{_esc(value)}</td>'
+
+
+class _Notes:
+    """The page's footnotes: one per catalogue entry, numbered in order of first use."""
+
+    def __init__(self) -> None:
+        self.order: list[Metric] = []
+
+    def ref(self, entry: Metric) -> str:
+        if entry not in self.order:
+            self.order.append(entry)
+        n = self.order.index(entry) + 1
+        return f'<sup><a href="#metric-{n}" class="fn">{n}</a></sup>'
+
+    @staticmethod
+    def tooltip(entry: Metric) -> str:
+        better = f", {entry.better} is better" if entry.better else ""
+        return f"{entry.name}: {entry.label}. {entry.definition} Range {entry.range_text}{better}."
+
+    def html(self) -> str:
+        items = "".join(
+            f'<li id="metric-{i}"><code>{_esc(e.name)}</code> — <b>{_esc(e.label)}</b>: {_esc(e.definition)} '
+            f"Range {_esc(e.range_text)}{', ' + _esc(e.better) + ' is better' if e.better else ''}; unit "
+            f"{_esc(e.unit)}. Failed answers: {_esc(e.failed)} <i>{_esc(e.reference)}</i></li>"
+            for i, e in enumerate(self.order, 1)
+        )
+        return f'<ol class="notes">{items}</ol>'
+
+
+def _table_html(table: dict, notes: _Notes) -> str:
+    entries = [CATALOGUE[k] for k in table["metrics"]]
+    head = []
+    for column in table["columns"]:
+        entry = _column_entry(column, entries)
+        if entry is None:
+            head.append(f"<th>{_esc(column)}</th>")
+        else:
+            head.append(f'<th title="{_esc(notes.tooltip(entry))}">{_esc(column)}{notes.ref(entry)}</th>')
+    metric_col = table["columns"].index("metric") if "metric" in table["columns"] else None
+    body = []
+    for row in table["rows"]:
+        cells = []
+        for c, value in enumerate(row):
+            if c == metric_col and value is not None:
+                entry = CATALOGUE[value]
+                cells.append(
+                    f'<td class="text" title="{_esc(notes.tooltip(entry))}">{_esc(entry.label)}{notes.ref(entry)}</td>'
+                )
+            else:
+                cells.append(_cell(value))
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    # keys no column or row names still get their footnote: every number in the table is one of them
+    loose = [e for e in entries if not any(_column_entry(c, [e]) for c in table["columns"])]
+    if metric_col is not None:
+        loose = [e for e in loose if not any(row[metric_col] == e.name for row in table["rows"])]
+    keys = (
+        '<p class="note">Numbers from the metric catalogue: '
+        + ", ".join(f'<span title="{_esc(notes.tooltip(e))}">{_esc(e.label)}{notes.ref(e)}</span>' for e in loose)
+        + "</p>"
+        if loose
+        else ""
+    )
+    note = f'<p class="note">{_esc(table["note"])}</p>' if table.get("note") else ""
+    return (
+        f'<h3 id="{_esc(table["id"])}">{_esc(table["title"])}</h3><div class="scroll"><table><thead><tr>'
+        f"{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{keys}{note}"
+    )
+
+
+def _figure_html(fig: dict, page: _Page, notes: _Notes, section: str) -> str:
+    refs = ", ".join(
+        f'<span title="{_esc(notes.tooltip(CATALOGUE[k]))}">{_esc(CATALOGUE[k].label)}{notes.ref(CATALOGUE[k])}</span>'
+        for k in fig["metrics"]
+    )
+    img = page.image(f"{section}_{fig['id']}", fig["_png"], fig["title"], fig["caption"])
+    return f'<h3 id="{_esc(section)}-{_esc(fig["id"])}">{_esc(fig["title"])}</h3>{img}' + (
+        f'<p class="note">Metrics drawn: {refs}</p>' if refs else ""
+    )
+
+
+def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> None:
+    """Write the standalone page of `paper` (ode, caos, cedi, samf) from its section files to `out`."""
+    if paper not in PAPERS:
+        raise InputError(f"unknown paper {paper!r}: one of {', '.join(sorted(PAPERS))}")
+    if not sections:
+        raise InputError(f"paper {paper!r}: no section files given")
+    docs = [load_section(p, paper) for p in sections]
+    ids = [d["section"] for d in docs]
+    for i, sid in enumerate(ids):
+        if sid in ids[:i]:
+            raise InputError(f"{sections[i]}.section: {sid!r} is also the id of {sections[ids.index(sid)]}")
+    out = Path(out)
+    page = _Page(out, embed=True, dpi=110)
+    notes = _Notes()
+    stand_in: list[str] = []
+    for doc in docs:
+        for name in doc["stand_ins"]:
+            if name not in stand_in:
+                stand_in.append(name)
+        body = f'<p class="caption">{_esc(doc["caption"])}</p>'
+        if doc["stand_ins"]:
+            body += f'<p class="warn">Stand-ins in this section: {_esc(", ".join(doc["stand_ins"]))}.</p>'
+        body += "".join(_figure_html(f, page, notes, doc["section"]) for f in doc["figures"])
+        body += "".join(_table_html(t, notes) for t in doc["tables"])
+        if not doc["figures"] and not doc["tables"]:
+            body += '<p class="note">This section has no figures or tables.</p>'
+        page.add(f"sec-{doc['section']}", doc["title"], body)
+    page.add("metric-notes", "Metric definitions", notes.html() if notes.order else "<p>No catalogue numbers.</p>")
+    html = render_shell(
+        f"halluflow — {paper.upper()} paper layout",
+        f"{PAPERS[paper]}: the paper's tables and figures, computed by halluflow.",
+        page.sections,
+        stand_in,
+        footer_html=f'{len(docs)} section file(s) · <a href="summary.html">report summary</a>',
+        extra_css=CSS,
+    )
+    write_text(out, html)
+
+
+CLI_EPILOG = """examples:
+  halluflow report paper caos results/caos/caos/paper/*.json --out results/caos/report/paper_caos.html
+  snakemake paper_caos --configfile configs/caos.yaml   # the same page, its sections computed first"""
+
+
+def configure(parser) -> None:
+    parser.add_argument("paper", choices=sorted(PAPERS), help="which paper's page")
+    parser.add_argument("sections", nargs="+", help="paper-section JSON files (figures beside them)")
+    parser.add_argument("--out", required=True, help="HTML file to write")
+
+
+def run(args) -> int:
+    render_paper(args.paper, args.sections, args.out)
+    print(args.out)
+    return 0

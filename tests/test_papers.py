@@ -1,0 +1,161 @@
+"""The paper-page renderer (halluflow.report.papers.render_paper): section shape, catalogue keys, figure files,
+stand-in banner, one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import zlib
+
+import pytest
+
+from halluflow.errors import InputError
+from halluflow.report.papers import render_paper
+
+
+def _png(path, rgb=(200, 30, 30)) -> None:
+    # a real 2x2 PNG written by hand (the renderer must not care who drew it)
+    raw = b"".join(b"\x00" + bytes(rgb) * 2 for _ in range(2))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
+
+
+def _section(folder, **changes):
+    folder.mkdir(parents=True, exist_ok=True)
+    _png(folder / "fig.png")
+    doc = {
+        "paper": "caos",
+        "section": "fig3",
+        "title": "Per-model object metrics (CAOS Fig. 3 layout)",
+        "caption": "Models: tiny-a, tiny-b; oracle: none; 4 images.",
+        "stand_ins": [],
+        "tables": [
+            {
+                "id": "objects",
+                "title": "Objects",
+                "columns": ["model", "precision", "recall"],
+                "rows": [["tiny-a", 0.5, 0.25], ["tiny-b", None, 1.0]],
+                "metrics": ["caos.objects.precision", "caos.objects.recall"],
+                "note": "n/a: no object named",
+            },
+            {
+                "id": "long",
+                "title": "Long form",
+                "columns": ["model", "metric", "value"],
+                "rows": [["tiny-a", "pope.f1", 0.75]],
+                "metrics": ["pope.f1"],
+            },
+        ],
+        "figures": [
+            {"id": "bars", "title": "Bars", "file": "fig.png", "caption": "the bars", "metrics": ["pope.f1"]},
+        ],
+    }
+    doc.update(changes)
+    path = folder / "section.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_page_has_figures_tables_and_definitions(tmp_path):
+    path = _section(tmp_path / "caos")
+    out = tmp_path / "report" / "paper_caos.html"
+    render_paper("caos", [path], out)
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == 1
+    assert "CAOS Fig. 3 layout" in page and "Models: tiny-a, tiny-b" in page
+    assert 'id="stand-in-banner"' not in page
+    # each number traced: the column header's tooltip and the footnote carry the catalogue's definition
+    from halluflow.metrics.catalogue import CATALOGUE
+
+    for key in ("caos.objects.precision", "caos.objects.recall", "pope.f1"):
+        assert f"<code>{key}</code>" in page
+        assert CATALOGUE[key].label in page
+    assert 'title="caos.objects.precision:' in page
+    assert "<td>0.5</td>" in page and '<td class="na">n/a</td>' in page
+
+
+def test_stand_in_banner(tmp_path):
+    a = _section(tmp_path / "a", stand_ins=["tiny-smolvlm"])
+    b = _section(tmp_path / "b", section="fig4", stand_ins=["rule fallback extraction"])
+    out = tmp_path / "p.html"
+    render_paper("caos", [a, b], out)
+    page = out.read_text()
+    assert 'id="stand-in-banner"' in page
+    assert "tiny-smolvlm, rule fallback extraction" in page
+    assert "Stand-ins in this section: tiny-smolvlm." in page
+
+
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"tables": [{"id": "t", "title": "T", "columns": ["a", "b"], "rows": [[1]], "metrics": []}]}, "rows[0]"),
+        ({"tables": [{"id": "t", "title": "T", "columns": ["a"], "rows": [], "metrics": ["pope.nope"]}]}, "pope.nope"),
+        ({"figures": [{"id": "f", "title": "F", "file": "gone.png", "caption": "", "metrics": []}]}, "gone.png"),
+        ({"figures": [{"id": "f", "title": "F", "file": "section.json", "caption": "", "metrics": []}]}, "not a PNG"),
+        ({"figures": [{"id": "f", "title": "F", "file": "../x.png", "caption": "", "metrics": []}]}, "inside"),
+        ({"stand_ins": "tiny"}, "stand_ins"),
+        ({"caption": None}, "caption"),
+        ({"paper": "ode"}, "paper"),
+        (
+            {
+                "tables": [
+                    {
+                        "id": "t",
+                        "title": "T",
+                        "columns": ["precision"],
+                        "rows": [[1.5]],
+                        "metrics": ["caos.objects.precision"],
+                    }
+                ]
+            },
+            "outside the range",
+        ),
+        (
+            {"tables": [{"id": "t", "title": "T", "columns": ["metric"], "rows": [["pope.f1"]], "metrics": []}]},
+            "pope.f1",
+        ),
+    ],
+)
+def test_bad_section_refused_naming_file_and_key(tmp_path, changes, needle):
+    path = _section(tmp_path / "s", **changes)
+    out = tmp_path / "p.html"
+    with pytest.raises(InputError) as err:
+        render_paper("caos", [path], out)
+    msg = str(err.value)
+    assert "\n" not in msg and str(path) in msg and needle in msg
+    assert not out.exists()
+
+
+def test_missing_key_and_duplicate_section(tmp_path):
+    path = _section(tmp_path / "s")
+    doc = json.loads(path.read_text())
+    del doc["tables"][0]["rows"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"tables\[0\]\.rows: missing"):
+        render_paper("caos", [path], tmp_path / "p.html")
+    a, b = _section(tmp_path / "a"), _section(tmp_path / "b")
+    with pytest.raises(InputError, match="fig3"):
+        render_paper("caos", [a, b], tmp_path / "p.html")
+    with pytest.raises(InputError, match="unknown paper"):
+        render_paper("pope", [a], tmp_path / "p.html")
+
+
+def test_bad_section_is_one_line_in_a_script(tmp_path):
+    # what a paper rule's log shows: one line naming the file, no traceback
+    path = _section(tmp_path / "s", tables=[{"id": "t", "title": "T", "columns": [], "rows": [], "metrics": ["x.y"]}])
+    code = (
+        "import sys\nfrom halluflow.cli import main\n"
+        f"sys.exit(main(['report', 'paper', 'caos', {str(path)!r}, '--out', {str(tmp_path / 'p.html')!r}]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "x.y" in lines[0] and str(path) in lines[0], proc.stderr
