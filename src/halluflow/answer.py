@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .backends.base import EMPTY_ANSWER, scrub_surrogates
+from .backends.base import EMPTY_ANSWER
 from .cache import RequestCache, request_key
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
-from .io import read_text, sha256_file, stable_hash, write_parquet
+from .io import read_text, scrub_surrogates, sha256_file, stable_hash, write_parquet
 from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
 from .models import registry, resolve
 from .progress import progress
@@ -408,7 +408,7 @@ CLI_EPILOG = """examples:
 
 
 def configure(parser) -> None:
-    from .cli import fraction, positive_int
+    from .argtypes import fraction, positive_int
 
     parser.add_argument("--source", choices=["pope", "amber", "ode"], required=True, help="kind of question file")
     parser.add_argument(

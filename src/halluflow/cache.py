@@ -15,9 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .backends.base import scrub_surrogates
 from .errors import InputError
-from .io import read_json, stable_hash, write_json
+from .io import read_json, scrub_surrogates, stable_hash, write_json
 from .progress import get_logger
 
 log = get_logger(__name__)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import math
 import os
 import sys
 
@@ -125,39 +124,6 @@ EPILOG = """examples:
   halluflow sg ged --truth truth_sg.json --pred pred_sg.json
   halluflow plan --configfile configs/ode-paper.yaml
 run `halluflow GROUP COMMAND --help` for the options and examples of each command."""
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (a timeout of -1 or nan would hang or never start)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {value}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:  # also false for nan
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
 
 
 def _help(text: str) -> str:

@@ -16,6 +16,7 @@ import contextvars
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -23,6 +24,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import InputError
+
+# A lone UTF-16 surrogate (JSON "\ud800" decodes to one) cannot be encoded as UTF-8: the cache, the parquet and the
+# logs would all fail on it, so reply texts carry U+FFFD in its place.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _current_umask() -> int:

@@ -6,21 +6,14 @@ tests run the real code path. `describe()` feeds manifests and reports (model id
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
+from ..io import scrub_surrogates
 from ..metrics.parsers import is_failed
 
-# A lone UTF-16 surrogate (JSON "\ud800" decodes to one) cannot be encoded as UTF-8: the cache, the parquet and the
-# logs would all fail on it, so reply texts carry U+FFFD in its place.
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 EMPTY_ANSWER = "empty answer (the model returned no text or only whitespace)"
-
-
-def scrub_surrogates(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from datetime import timezone
 from typing import Any, Callable, Sequence
 
 from ..errors import BackendError, ConfigError, InputError
-from .base import LLM, VLM, BackendInfo, Result, VLMRequest, finish_result, scrub_surrogates
+from ..io import scrub_surrogates
+from .base import LLM, VLM, BackendInfo, Result, VLMRequest, finish_result
 
 log = logging.getLogger("halluflow.backends.openai")
 # httpx logs one INFO line per request with its URL (a base_url's credentials included): it would flood Slurm logs.

@@ -791,7 +791,7 @@ Without an oracle every object is judged against the truth: hallucinated = extra
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from ..cli import positive_int
+    from ..argtypes import positive_int
 
     parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
     parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")

@@ -56,7 +56,7 @@ examples:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--truth", required=True, help="truth scene graph JSON")
     parser.add_argument("--pred", required=True, help="predicted scene graph JSON")
-    from ..cli import positive_float
+    from ..argtypes import positive_float
 
     parser.add_argument(
         "--timeout",

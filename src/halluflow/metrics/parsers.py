@@ -141,7 +141,7 @@ def check_failed(
 
 
 def add_max_failed_argument(parser) -> None:
-    from ..cli import fraction
+    from ..argtypes import fraction
 
     parser.add_argument(
         "--max-failed-fraction",

@@ -878,7 +878,7 @@ def run_workflow(
 
 
 def configure(parser) -> None:
-    from ..cli import fraction, positive_int
+    from ..argtypes import fraction, positive_int
 
     parser.add_argument("release", help="release folder (holds manifest.json)")
     parser.add_argument("--out", help="audit folder (default: results/<release>/audit beside the release folder)")

@@ -339,7 +339,7 @@ def configure(parser) -> None:
     parser.add_argument(
         "--release", default=None, help="ode: release name recorded in source_inf (default: the folder name)"
     )
-    from ..cli import positive_int
+    from ..argtypes import positive_int
 
     parser.add_argument(
         "--limit", type=positive_int, default=None, help="keep this many items, round-robin over types (seeded)"
