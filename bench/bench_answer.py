@@ -37,8 +37,8 @@ from pathlib import Path
 from PIL import Image
 
 from halluflow.backends.base import VLMRequest
-from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.devices import set_threads
+from halluflow.models import LOCAL_LLM
 from halluflow.models.registry import create
 from halluflow.models.standins import build_standin
 
@@ -302,7 +302,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--max-new-tokens", type=int, default=6)
-    ap.add_argument("--llm", default=DEFAULT_LLM_DIR, help="blind model folder (default: the converted SmolLM2)")
+    ap.add_argument("--llm", default=LOCAL_LLM, help="blind model folder (default: the converted SmolLM2)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--vs-raw", action="store_true", help="transformers backend vs a plain generate loop (see above)")
     ap.add_argument("--kinds", nargs="+", default=["llava", "llava_next", "qwen2_vl", "gemma3", "smolvlm"])

@@ -3,7 +3,7 @@ from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
 
-from halluflow.backends.llm import convert_packaged_llm
+from halluflow.models.packaged import convert_packaged_llm
 
 path = convert_packaged_llm(snakemake.output.model)
 log.info("converted the packaged SmolLM2 GGUF into %s", path)

@@ -31,7 +31,7 @@ def missing_serve_packages() -> list[str]:
 
 def build_served_models(root: Path) -> Path:
     """The two model folders under root/resources/models, built as the default workflow builds them."""
-    from halluflow.backends.llm import convert_packaged_llm
+    from halluflow.models.packaged import convert_packaged_llm
     from halluflow.models.standins import build_standin
 
     if not (root / VLM_ID / "config.json").exists():

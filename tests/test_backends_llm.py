@@ -6,11 +6,10 @@ import pytest
 from helpers import REPO
 
 from halluflow.backends.base import VLMRequest
-from halluflow.backends.llm import DEFAULT_LLM_DIR
 from halluflow.errors import ConfigError, InputError
-from halluflow.models import registry
+from halluflow.models import LOCAL_LLM, registry
 
-LLM_DIR = str(REPO / DEFAULT_LLM_DIR)
+LLM_DIR = str(REPO / LOCAL_LLM)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -146,10 +146,10 @@ def test_real_smollm2_extractor_follows_the_json_format():
     # and objects it names that the caption never mentions are dropped.
     from helpers import REPO
 
-    from halluflow.backends.llm import DEFAULT_LLM_DIR
+    from halluflow.models import LOCAL_LLM
 
     backend = registry.create(
-        "llm", {"backend": "transformers", "model": str(REPO / DEFAULT_LLM_DIR), "max_new_tokens": 24}
+        "llm", {"backend": "transformers", "model": str(REPO / LOCAL_LLM), "max_new_tokens": 24}
     )
     ex = ObjectExtractor(build_vocabulary(synonyms=True), llm=backend).extract(
         "A brown dog lies on a sofa next to a lamp."

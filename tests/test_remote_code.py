@@ -228,3 +228,38 @@ def test_workflow_dry_run_refuses_a_moving_revision_before_any_job(tmp_path):
     index = len(config["models"]) - 1
     assert f"config key 'models.{index}.args': model 'internvl'" in said and "pin it with revision" in said
     assert not (work / "results").exists()
+
+
+def test_vllm_backend_takes_remote_code_under_the_same_pin_rule(monkeypatch):
+    """The vLLM engine backend: refused at planning time on a moving revision (also through engine_args), and with a
+    pin the flag reaches vllm.LLM and the manifest record. vLLM needs a GPU, so its LLM class is replaced by one
+    that records its arguments (the backend's own code runs unchanged)."""
+    import sys
+    import types
+
+    moving = {"model": HUB_ID, "revision": "main", "trust_remote_code": True}
+    for args, key, said in (
+        (moving, "models.0.args", "pin it with revision: <40-hex commit>"),
+        (
+            {"model": HUB_ID, "revision": COMMIT, "engine_args": {"trust_remote_code": True}},
+            "models.0.args",
+            "engine_args.trust_remote_code is not taken",
+        ),
+    ):
+        with pytest.raises(ConfigError) as exc:
+            check_config_models({"models": [{"name": "internvl", "backend": "vllm", "args": args}]})
+        assert_one_line(str(exc.value), f"config key {key!r}", "'internvl'", said)
+    check_config_models({"models": [{"name": "internvl", "backend": "vllm", "args": {**moving, "revision": COMMIT}}]})
+
+    engines: list[dict] = []
+    fake = types.ModuleType("vllm")
+    fake.LLM = lambda **kwargs: engines.append(kwargs)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    with pytest.raises(ConfigError) as exc:  # library callers: refused before the engine is built
+        registry.create("vlm", {"backend": "vllm", **moving})
+    assert_one_line(str(exc.value), f"model {HUB_ID!r}", "revision is 'main'") and not engines
+    vlm = registry.create("vlm", {"backend": "vllm", **moving, "revision": COMMIT})
+    assert engines[-1]["trust_remote_code"] is True and engines[-1]["revision"] == COMMIT
+    assert vlm.describe().as_dict()["extra"] == {"trust_remote_code": True}
+    registry.create("vlm", {"backend": "vllm", "model": HUB_ID})
+    assert engines[-1]["trust_remote_code"] is False  # off by default, whatever vLLM's own default

@@ -1,15 +1,16 @@
 """Blind baseline: a text-only LLM answers the question without seeing the image (the standard "blind" control).
 
 A model that scores well blind exposes question-template leakage or language priors in a benchmark; the offline
-default uses the REAL SmolLM2-135M-Instruct (see backends/llm.py), so its answers are genuine, just image-free.
+default uses the REAL SmolLM2-135M-Instruct (see halluflow.models.packaged), so its answers are genuine, just image-free.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from ..models import LOCAL_LLM
 from .base import VLM, BackendInfo, VLMRequest, group_by_settings
-from .llm import DEFAULT_LLM_DIR, TransformersLLM
+from .llm import TransformersLLM
 
 
 class BlindVLM(VLM):
@@ -20,7 +21,7 @@ class BlindVLM(VLM):
 
     FORWARDS_ARGS_TO = TransformersLLM  # the declared signature the config's arguments are checked against
 
-    def __init__(self, model: str = DEFAULT_LLM_DIR, **llm_args):
+    def __init__(self, model: str = LOCAL_LLM, **llm_args):
         self.llm = TransformersLLM(model=model, **llm_args)
 
     def describe(self) -> BackendInfo:

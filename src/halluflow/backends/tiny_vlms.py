@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from .llm import load_packaged_tokenizer
+from ..models.packaged import load_packaged_tokenizer
 
 
 def chat_template(image_placeholder: str) -> str:

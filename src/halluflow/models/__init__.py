@@ -245,6 +245,9 @@ def check_backend_args(
     for arg, p in params.items():
         if p.default is p.empty and arg not in args and arg not in filled_in:
             raise ConfigError(f"{who}: argument {arg!r} is required")
+    if isinstance(args.get("engine_args"), dict) and "trust_remote_code" in args["engine_args"]:
+        # vLLM's engine_args reach the engine unchecked: remote code must come through the pinned argument.
+        raise ConfigError(f"{who}: engine_args.trust_remote_code is not taken; set trust_remote_code as its own argument")
     if args.get("trust_remote_code") is True and "trust_remote_code" in params:
         model = args.get("model", params["model"].default if "model" in params else None)
         problem = remote_code_refusal(model, args.get("revision"))
@@ -287,7 +290,7 @@ def resolve_model_path(model: str) -> str:
     if path.exists():
         return str(path)
     if path.name == LOCAL_LLM_NAME:
-        from ..backends.llm import convert_packaged_llm
+        from .packaged import convert_packaged_llm
 
         return str(convert_packaged_llm(path))
     if _is_local(model):
