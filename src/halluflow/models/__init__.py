@@ -247,7 +247,9 @@ def check_backend_args(
             raise ConfigError(f"{who}: argument {arg!r} is required")
     if isinstance(args.get("engine_args"), dict) and "trust_remote_code" in args["engine_args"]:
         # vLLM's engine_args reach the engine unchecked: remote code must come through the pinned argument.
-        raise ConfigError(f"{who}: engine_args.trust_remote_code is not taken; set trust_remote_code as its own argument")
+        raise ConfigError(
+            f"{who}: engine_args.trust_remote_code is not taken; set trust_remote_code as its own argument"
+        )
     if args.get("trust_remote_code") is True and "trust_remote_code" in params:
         model = args.get("model", params["model"].default if "model" in params else None)
         problem = remote_code_refusal(model, args.get("revision"))
