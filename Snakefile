@@ -31,6 +31,8 @@ include: "rules/caos.smk"
 include: "rules/cedi.smk"
 include: "rules/samf.smk"
 include: "rules/report.smk"
+# One page per paper in its layout (snakemake paper_ode | paper_caos | paper_samf | paper_cedi); not in `rule all`.
+include: "rules/paper.smk"
 # What `rule all` asks for: the final files of the planned stages.
 include: "rules/targets.smk"
 

@@ -32,6 +32,7 @@ PAPERS = {
     'Interactions" (CEDI)',
     "samf": "UniHall / SAMF (EvalHall): static vs fuzzed hallucination by category, heuristic vs RL controllers",
 }
+LONG_TABLE = 16  # rows shown open; a longer table is folded under its row count
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # on top of the summary's style: the section caption (who produced it) and the metric footnotes
 CSS = """
@@ -40,6 +41,7 @@ ol.notes { font-size:12px; padding-left:22px; }
 ol.notes li { margin:3px 0; }
 a.fn { text-decoration:none; color:var(--accent); font-size:10px; margin-left:2px; }
 th[title], td[title], span[title] { cursor:help; }
+th.text { text-align:left; }
 """
 # on top of the summary's style: the section caption (who produced it) and the metric footnotes
 CSS = """
@@ -48,6 +50,7 @@ ol.notes { font-size:12px; color:var(--ink); padding-left:22px; }
 ol.notes li { margin:3px 0; }
 a.fn { text-decoration:none; color:var(--accent); font-size:10px; margin-left:2px; }
 th[title], td[title], span[title] { cursor:help; }
+th.text { text-align:left; }
 """
 
 _SECTION_KEYS = {
@@ -197,12 +200,14 @@ class _Notes:
 def _table_html(table: dict, notes: _Notes) -> str:
     entries = [CATALOGUE[k] for k in table["metrics"]]
     head = []
-    for column in table["columns"]:
+    for c, column in enumerate(table["columns"]):
         entry = _column_entry(column, entries)
+        # a text column's header sits left, over its cells (numbers stay right-aligned)
+        text = ' class="text"' if any(isinstance(row[c], str) for row in table["rows"]) else ""
         if entry is None:
-            head.append(f"<th>{_esc(column)}</th>")
+            head.append(f"<th{text}>{_esc(column)}</th>")
         else:
-            head.append(f'<th title="{_esc(notes.tooltip(entry))}">{_esc(column)}{notes.ref(entry)}</th>')
+            head.append(f'<th{text} title="{_esc(notes.tooltip(entry))}">{_esc(column)}{notes.ref(entry)}</th>')
     metric_col = table["columns"].index("metric") if "metric" in table["columns"] else None
     body = []
     for row in table["rows"]:
@@ -228,10 +233,13 @@ def _table_html(table: dict, notes: _Notes) -> str:
         else ""
     )
     note = f'<p class="note">{_esc(table["note"])}</p>' if table.get("note") else ""
-    return (
-        f'<h3 id="{_esc(table["id"])}">{_esc(table["title"])}</h3><div class="scroll"><table><thead><tr>'
-        f"{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{keys}{note}"
+    grid = (
+        f'<div class="scroll"><table><thead><tr>{"".join(head)}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+    if len(body) > LONG_TABLE:  # the figure above carries a long table's numbers; the rows stay one click away
+        grid = f"<details><summary>{len(body)} rows</summary>{grid}</details>"
+    return f'<h3 id="{_esc(table["id"])}">{_esc(table["title"])}</h3>{grid}{keys}{note}'
 
 
 def _figure_html(fig: dict, page: _Page, notes: _Notes, section: str) -> str:
@@ -269,9 +277,9 @@ def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> Non
             body += f'<p class="warn">Stand-ins in this section: {_esc(", ".join(doc["stand_ins"]))}.</p>'
         body += "".join(_figure_html(f, page, notes, doc["section"]) for f in doc["figures"])
         body += "".join(_table_html(t, notes) for t in doc["tables"])
-        if not doc["figures"] and not doc["tables"]:
-            body += '<p class="note">This section has no figures or tables.</p>'
-        page.add(f"sec-{doc['section']}", doc["title"], body)
+        # a section without figures or tables is a part whose stage did not run: its caption says what to run
+        ran = bool(doc["figures"] or doc["tables"])
+        page.add(f"sec-{doc['section']}", doc["title"], body, ran=ran)
     page.add("metric-notes", "Metric definitions", notes.html() if notes.order else "<p>No catalogue numbers.</p>")
     html = render_shell(
         f"halluflow — {paper.upper()} paper layout",

@@ -1,0 +1,77 @@
+# One page per paper in its own layout (`snakemake paper_ode`, `paper_caos`, `paper_samf`, `paper_cedi`):
+# results/<release>/report/paper_<paper>.html, built by halluflow.report.papers.render_paper from "paper section"
+# JSON files. The ODE, CAOS and SAMF sections are written here from the stages' results
+# (halluflow.report.paper_sections); other rules add their own section files to a page's `sections` input
+# (CEDI's comparison, ODE's fine-tuning). Not in `rule all`: ask for the target.
+
+
+def paper_upstream(*stages):
+    # The planned stages' final files (rules/targets.smk); a stage that is not planned says "not run" on the page.
+    found = stage_targets()
+    return [t for stage in stages for t in found.get(stage, [])]
+
+
+def validity_input(wildcards):
+    # Fig. 1/4 and 7 of ODE: the validity view, planned when validity.source is set (rules/score.smk)
+    return [rules.release_validity.output.validity] if "release_validity" in dir(rules) else []
+
+
+rule paper_ode:
+    input:
+        upstream=lambda wildcards: paper_upstream("score", "diagnosis"),
+        validity=validity_input,
+        sections=[],
+    output:
+        page=f"{OUT}/report/paper_ode.html",
+        sections=directory(f"{OUT}/paper/ode"),
+    log:
+        f"{LOGS}/paper/ode.log",
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        paper="ode",
+    script:
+        "../scripts/paper.py"
+
+
+rule paper_caos:
+    input:
+        upstream=lambda wildcards: paper_upstream("score", "caos"),
+        sections=[],
+    output:
+        page=f"{OUT}/report/paper_caos.html",
+        sections=directory(f"{OUT}/paper/caos"),
+    log:
+        f"{LOGS}/paper/caos.log",
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        paper="caos",
+    script:
+        "../scripts/paper.py"
+
+
+rule paper_samf:
+    input:
+        upstream=lambda wildcards: paper_upstream("samf"),
+        sections=[],
+    output:
+        page=f"{OUT}/report/paper_samf.html",
+        sections=directory(f"{OUT}/paper/samf"),
+    log:
+        f"{LOGS}/paper/samf.log",
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        paper="samf",
+    script:
+        "../scripts/paper.py"
