@@ -33,13 +33,14 @@ rule paper_ode:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         paper="ode",
+        models=list(MODELS),
     script:
         "../scripts/paper.py"
 
 
 rule paper_caos:
     input:
-        upstream=lambda wildcards: paper_upstream("score", "caos"),
+        upstream=lambda wildcards: paper_upstream("caos"),  # each caos_score reads its model's metrics
         sections=[],
     output:
         page=f"{OUT}/report/paper_caos.html",
@@ -53,6 +54,7 @@ rule paper_caos:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         paper="caos",
+        models=method_models(config, "caos"),
     script:
         "../scripts/paper.py"
 
@@ -73,5 +75,7 @@ rule paper_samf:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
     params:
         paper="samf",
+        models=method_models(config, "samf"),
     script:
         "../scripts/paper.py"
+

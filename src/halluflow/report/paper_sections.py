@@ -88,10 +88,16 @@ def _bars(ax, groups: list[str], series: dict[str, list[float | None]], colours:
 
 
 # ---- ODE ------------------------------------------------------------------------------------------------------------
-def ode_sections(root: str | Path, folder: str | Path) -> list[Path]:
+def _models(res: Results, models: list[str] | None) -> list[str]:
+    """The run's models (the config's, in its order) that have results; None: every model in the folder."""
+    found = res.models()
+    return [m for m in models if m in found] if models is not None else found
+
+
+def ode_sections(root: str | Path, folder: str | Path, models: list[str] | None = None) -> list[Path]:
     res = Results(root)
     w = _Writer("ode", folder)
-    docs = {m: res.metrics(m) for m in res.models()}
+    docs = {m: res.metrics(m) for m in _models(res, models)}
     stand_ins = _model_stand_ins(res, docs)
     queries, images = res.queries(), res.accepted()
     manifest = res.manifest() or {}
@@ -99,22 +105,24 @@ def ode_sections(root: str | Path, folder: str | Path) -> list[Path]:
         f"release {res.release}: {0 if images is None else images.height} accepted images, "
         f"{0 if queries is None else queries.height} questions"
     )
+    names = list(docs)
     models = _models_text(docs)
-    _ode_fig6(res, w, models, sizes, stand_ins)
+    _ode_fig6(res, w, names, models, sizes, stand_ins)
     _ode_validity(res, w, models, stand_ins)
-    _ode_fig8(res, w, models, sizes, stand_ins)
-    _ode_fig9(res, w, manifest, models, sizes, stand_ins)
+    _ode_fig8(res, w, names, models, sizes, stand_ins)
+    _ode_fig9(res, w, manifest, names, models, sizes, stand_ins)
     return w.paths
 
 
-def _ode_fig6(res: Results, w: _Writer, models: str, sizes: str, stand_ins: list[str]) -> None:
+def _ode_fig6(res: Results, w: _Writer, names: list[str], models: str, sizes: str, stand_ins: list[str]) -> None:
     rates = hallucination_by_distribution(res)
+    rates = None if rates is None else rates.filter(pl.col("model").is_in(names))
     title = "Results per distribution (ODE Fig. 6 layout)"
     caption = (
         f"Share of answers the release's scorer marked hallucinated, per scene distribution (standard, long-tail, "
         f"random, fictional) and task. Models: {models}; judged by the release's truth (the scorer), {sizes}."
     )
-    if rates is None:
+    if rates is None or not rates.height:
         w.section("fig6", title, caption + " Not run: no scores/<model>/answers.parquet.", stand_ins)
         return
     fig = figures.rates_by_distribution(rates)
@@ -240,10 +248,10 @@ def _ode_validity(res: Results, w: _Writer, models: str, stand_ins: list[str]) -
     )
 
 
-def _ode_fig8(res: Results, w: _Writer, models: str, sizes: str, stand_ins: list[str]) -> None:
+def _ode_fig8(res: Results, w: _Writer, names: list[str], models: str, sizes: str, stand_ins: list[str]) -> None:
     title = "Clustered concept × hallucination matrix (ODE Fig. 8 layout)"
     figs, rows = [], []
-    for model in res.models():
+    for model in names:
         png = res.diagnosis_png(model)
         matrix = res.table(f"diagnosis/{model}.parquet")
         if png is None or matrix is None:
@@ -286,7 +294,9 @@ def _ode_fig8(res: Results, w: _Writer, models: str, sizes: str, stand_ins: list
     w.section("fig8", title, caption, stand_ins, tables=[table], figs=figs)
 
 
-def _ode_fig9(res: Results, w: _Writer, manifest: dict, models: str, sizes: str, stand_ins: list[str]) -> None:
+def _ode_fig9(
+    res: Results, w: _Writer, manifest: dict, names: list[str], models: str, sizes: str, stand_ins: list[str]
+) -> None:
     from ..ode.release import domain_line
 
     config = manifest.get("config") or {}
@@ -303,7 +313,7 @@ def _ode_fig9(res: Results, w: _Writer, manifest: dict, models: str, sizes: str,
         )
         return
     rows = []
-    for model in res.models():
+    for model in names:
         doc = res.metrics(model) or {}
         for dist in DISTRIBUTIONS:
             if dist in (doc.get("by_distribution") or {}):
@@ -374,10 +384,10 @@ def _caos_stand_ins(doc: dict) -> list[str]:
     return out
 
 
-def caos_sections(root: str | Path, folder: str | Path) -> list[Path]:
+def caos_sections(root: str | Path, folder: str | Path, models: list[str] | None = None) -> list[Path]:
     res = Results(root)
     w = _Writer("caos", folder)
-    docs = {m: res.caos(m) for m in res.models()}
+    docs = {m: res.caos(m) for m in _models(res, models)}
     docs = {m: d for m, d in docs.items() if d}
     if not docs:
         w.section(
@@ -404,6 +414,14 @@ def caos_sections(root: str | Path, folder: str | Path) -> list[Path]:
 
 def _where(model: str) -> str:
     return f"caos/{model}.json"
+
+
+def _read(doc: dict, model: str, key: str, embedder: str | None):
+    return CATALOGUE.read(doc, key, _where(model), embedder=embedder) if embedder else None
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
 
 
 def _caos_fig3(w, docs, embedders, who, stand_ins, stand) -> None:
@@ -435,25 +453,27 @@ def _caos_fig3(w, docs, embedders, who, stand_ins, stand) -> None:
         "rows": e_rows,
         "metrics": [k for _, k in FIG3_EMBEDDED],
     }
-    ncol = 1 + len(embedders)
-    fig, axes = plt.subplots(1, ncol, figsize=(4.6 * ncol, 3.6), squeeze=False)
+    # The paper's Fig. 3 axes, one panel per embedder, with its normalisations: objects per caption / 5, CAOS_avg x 2
+    axes_def = [(c, lambda m, e, c=c: values[(m, c)]) for c, _, _ in FIG3 if c != "objects per caption"]
+    axes_def.insert(2, ("objects per caption ÷ 5", lambda m, e: _scaled(values[(m, "objects per caption")], 0.2)))
+    for label, key, scale in (("CAOS_T/X", "caos.caos_t_over_x", 1), ("CAOS_X/K", "caos.caos_x_over_k", 1)) + (
+        ("CAOS_avg × 2", "caos.caos_avg", 2),
+    ):
+        axes_def.append((label, lambda m, e, key=key, scale=scale: _scaled(_read(docs[m], m, key, e), scale)))
+    ncol = max(1, len(embedders))
+    fig, axes = plt.subplots(1, ncol, figsize=(5.6 * ncol, 3.8), squeeze=False, sharey=True)
     colours = figures.model_colours(models)
-    bounded = [c for c, _, _ in FIG3 if c != "objects per caption"]
-    _bars(axes[0][0], bounded, {m: [values[(m, c)] for c in bounded] for m in models}, colours)
-    axes[0][0].set_title("objects (fractions)")
-    axes[0][0].set_ylim(0, 1.05)
-    for ax, emb in zip(axes[0][1:], embedders):
-        labels = [c for c, _ in FIG3_EMBEDDED]
-        series = {m: [CATALOGUE.read(docs[m], k, _where(m), embedder=emb) for _, k in FIG3_EMBEDDED] for m in models}
-        _bars(ax, labels, series, colours)
-        ax.set_title(f"CAOS with {emb}")
+    for ax, emb in zip(axes[0], embedders or [None]):
+        _bars(ax, [a for a, _ in axes_def], {m: [f(m, emb) for _, f in axes_def] for m in models}, colours)
+        ax.set_title(f"{emb}" if emb else "no embedder")
     axes[0][-1].legend(title="model", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     png = w.figure("fig3", fig, "", stand)
     w.section(
         "fig3",
         "Per-model object metrics and CAOS (CAOS Fig. 3 layout)",
-        who + " Objects per caption is in the table (not a fraction).",
+        who + " Drawn as in the paper: objects per caption divided by 5, 1 − CHAIR_s, CAOS_avg multiplied by 2; the "
+        "tables hold the measured values.",
         stand_ins,
         tables=[plain, embedded],
         figs=[
@@ -461,7 +481,7 @@ def _caos_fig3(w, docs, embedders, who, stand_ins, stand) -> None:
                 "id": "fig3",
                 "title": "Precision, recall, 1 − CHAIR_s, POPE-F1 and CAOS per model",
                 "file": png,
-                "caption": "Left: object metrics; right: CAOS scores and ratios with each embedder.",
+                "caption": "One panel per embedder (the object metrics do not depend on it); bars per model.",
                 "metrics": [k for _, k, _ in FIG3] + [k for _, k in FIG3_EMBEDDED],
             }
         ],
@@ -648,10 +668,10 @@ def _judge_stand_ins(judges: dict | None) -> list[str]:
     return out
 
 
-def samf_sections(root: str | Path, folder: str | Path) -> list[Path]:
+def samf_sections(root: str | Path, folder: str | Path, models: list[str] | None = None) -> list[Path]:
     res = Results(root)
     w = _Writer("samf", folder)
-    docs = {m: res.json(f"fuzz/{m}/comparison.json") for m in res.models()}
+    docs = {m: res.json(f"fuzz/{m}/comparison.json") for m in _models(res, models)}
     docs = {m: d for m, d in docs.items() if d}
     title = "GHR / BHR / SHR / GHS per category, static vs fuzzed, per controller (UniHall / SAMF layout)"
     if not docs:
@@ -771,11 +791,19 @@ def _samf_agreement(w: _Writer, docs: dict, who: str, stand_ins: list[str]) -> N
 SECTION_WRITERS = {"ode": ode_sections, "caos": caos_sections, "samf": samf_sections}
 
 
-def build_paper(paper: str, root: str | Path, folder: str | Path, extra: list[str | Path], out: str | Path) -> None:
+def build_paper(
+    paper: str,
+    root: str | Path,
+    folder: str | Path,
+    extra: list[str | Path],
+    out: str | Path,
+    models: list[str] | None = None,
+) -> None:
     """Rules paper_<paper>: this run's sections of `paper` (none for a paper whose sections other rules write) into
-    `folder`, then the page from them and the `extra` section files other rules wrote."""
+    `folder`, then the page from them and the `extra` section files other rules wrote. `models`: the config's models
+    of the paper's method (results of other configs in the same release folder stay off the page)."""
     from .papers import render_paper
 
     Path(folder).mkdir(parents=True, exist_ok=True)
-    own = SECTION_WRITERS[paper](root, folder) if paper in SECTION_WRITERS else []
+    own = SECTION_WRITERS[paper](root, folder, models) if paper in SECTION_WRITERS else []
     render_paper(paper, [*own, *extra], out)
