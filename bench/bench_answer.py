@@ -210,7 +210,8 @@ def bench_openai(args) -> list[dict]:
 
     import polars as pl
 
-    from halluflow.answer import ModelUnderTest, answer_shard
+    from halluflow.answer import answer_shard
+    from halluflow.models.model import ModelUnderTest
 
     httpd = None
     base_url, model = args.base_url, args.model

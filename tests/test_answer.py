@@ -9,10 +9,11 @@ import pytest
 from helpers import make_graph, make_release
 from PIL import Image
 
-from halluflow.answer import STOP_AFTER_ENV, ModelUnderTest, SimulatedCrash, answer_shard, shard_of
+from halluflow.answer import STOP_AFTER_ENV, SimulatedCrash, answer_shard, shard_of
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm
 from halluflow.cache import RequestCache
 from halluflow.errors import ConfigError, InputError
+from halluflow.models.model import ModelUnderTest
 from halluflow.models.standins import build_standin, register_builder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -16,10 +16,11 @@ import pytest
 from browser import chromium, console_errors, require_chromium
 from PIL import Image
 
-from halluflow.backends.base import BackendInfo, Detection, Detector, Result
+from halluflow.backends.base import VLM, BackendInfo, Detection, Detector, Result
 from halluflow.cli import main
 from halluflow.errors import InputError
 from halluflow.io import sha256_bytes
+from halluflow.models.model import Model
 from halluflow.ode.audit import (
     allocate,
     apply_labels,
@@ -200,7 +201,7 @@ class ColourDetector(Detector):
         return out
 
 
-class ColourOracle:
+class ColourOracle(VLM):
     """An oracle member that reads the image's colour: yes when the question names the object shown (and says
     'red' only of a red image); `abstain` answers neither yes nor no."""
 
@@ -210,7 +211,10 @@ class ColourOracle:
     def describe(self):
         return BackendInfo(role="vlm", backend="colour", model=self.name, revision=None, stand_in=False)
 
-    def run(self, requests):
+    def answer(self, requests):
+        return [r.text for r in self.answer_results(requests)]
+
+    def answer_results(self, requests):
         out = []
         for r in requests:
             with Image.open(r.image_path) as im:
@@ -229,7 +233,10 @@ def audited(tmp_path):
         release,
         out,
         detector=ColourDetector(),
-        oracle_members=[ColourOracle("reader"), ColourOracle("mute", abstain=True)],
+        oracle_members=[
+            Model("vlm", ColourOracle("reader"), name="reader"),
+            Model("vlm", ColourOracle("mute", abstain=True), name="mute"),
+        ],
         margin=0.3,
     )
     return release, out, summary

@@ -10,12 +10,12 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
 from halluflow.backends.base import VLM, BackendInfo, Result, VLMRequest
-from halluflow.backends.evaluatee import Evaluatee
 from halluflow.backends.transformers_vlm import build_tiny_smolvlm, conversation
 from halluflow.errors import InputError, MissingExtraError
 from halluflow.models import registry
+from halluflow.models.model import GenerateConfig, Model, ModelUnderTest
 from halluflow.models.standins import MARKER, build_standin, register_builder
 
 # stand-in kind -> the transformers class its folder must reload as
@@ -244,9 +244,11 @@ def test_respond_strips_answers_and_tiles_extra_images(images):
     assert tiled.size == (round(80 * 190 / 60) + 50, 190)
 
 
-def test_evaluatee_stamps_answer_length_and_counts_failures(monkeypatch):
+def test_model_under_test_stamps_answer_length_and_counts_failures(monkeypatch):
     monkeypatch.setitem(registry.VLMS._targets, "echo", "test_backends_vlm:EchoVLM")
-    ev = Evaluatee({"name": "e", "backend": "echo", "stand_in": True}, max_new_tokens=9, method="test")
+    ev = Model.under_test(
+        {"name": "e", "backend": "echo", "stand_in": True}, config=GenerateConfig(max_new_tokens=9), method="test"
+    )
     out = ev.answer([VLMRequest("a", "q"), VLMRequest("b", "please fail"), VLMRequest("c", "q", max_new_tokens=2)])
     assert out == ["0 9", "", "0 2"] and ev.failed == 1
     assert ev.describe().stand_in is True  # the spec's label, though the backend does not know it

@@ -17,10 +17,11 @@ import pytest
 from helpers import REPO, make_graph
 from PIL import Image
 
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
 from halluflow.backends.transformers_vlm import load_image
 from halluflow.errors import HalluflowError
 from halluflow.models import registry
+from halluflow.models.model import ModelUnderTest
 from halluflow.models.standins import build_standin
 from halluflow.ode.detection import detect_shard
 from halluflow.ode.graph import build_graph

@@ -257,7 +257,7 @@ def test_resolver(spec, gpu_config, gpu, folder, build):
 
 
 def test_model_under_test_uses_the_resolver(tmp_path):
-    from halluflow.answer import ModelUnderTest
+    from halluflow.models.model import ModelUnderTest
 
     spec = {"name": "v", "backend": "transformers", "build": {"builder": "smolvlm"}, "args": {}}
     assert ModelUnderTest(spec, models_cache=tmp_path).args["model"] == str(tmp_path / "v")

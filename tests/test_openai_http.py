@@ -11,10 +11,11 @@ from chat_server import ChatServer
 from helpers import make_graph, make_question_release
 from PIL import Image
 
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
 from halluflow.backends.base import VLMRequest
 from halluflow.errors import BackendError, ConfigError
 from halluflow.models import registry
+from halluflow.models.model import ModelUnderTest
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-write-me"
 

@@ -10,7 +10,8 @@ import pytest
 from helpers import make_graph, make_release
 
 from halluflow import progress as progress_module
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
+from halluflow.models.model import ModelUnderTest
 
 
 def test_line_by_hand():

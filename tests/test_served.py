@@ -15,9 +15,10 @@ from helpers import make_question_release
 from served import LLM_ID, VLM_ID
 from workflow_utils import REPO, copy_workflow, run_snakemake
 
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
 from halluflow.errors import BackendError
 from halluflow.models import registry
+from halluflow.models.model import ModelUnderTest
 
 pytestmark = pytest.mark.slow  # starts a server process and loads two models (~30 s)
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from .backends.base import EMPTY_ANSWER
-from .cache import RequestCache, request_key
+from .cache import RequestCache
 from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
 from .io import read_text, scrub_surrogates, sha256_file, stable_hash, write_parquet
 from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
-from .models import registry, resolve
+from .models import MODELS_CACHE
+from .models.model import ModelUnderTest, vlm_request, vlm_request_key
 from .progress import progress
 from .sources import original_id, resolve_images
 
@@ -29,27 +29,6 @@ log = logging.getLogger("halluflow.answer")
 
 # Test hook: stop (as if killed) after this many NEW answers were cached, to prove a rerun repeats none of them.
 STOP_AFTER_ENV = "HALLUFLOW_ANSWER_STOP_AFTER"
-
-# Backend arguments that cannot change an answer: left out of the cache key so e.g. a bigger batch or another
-# server address still hits the cache.
-NON_SEMANTIC_ARGS = frozenset(
-    {
-        "batch_size",
-        "device",
-        "concurrency",
-        "timeout_s",
-        "max_retries",
-        "max_reply_bytes",
-        "backoff_s",
-        "backoff_max_s",
-        "api_key_env",
-        "base_url",
-        "stand_in",
-        "tensor_parallel_size",
-        "gpu_memory_utilization",
-        "queries",
-    }
-)
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "yes_no_suffix": " Answer yes or no.",
@@ -100,100 +79,6 @@ def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
     return text, False, len(text)
 
 
-class ModelUnderTest:
-    """A config `models:` entry with its backend built lazily (a fully cached shard never loads the model)."""
-
-    def __init__(
-        self,
-        spec: dict,
-        graph_dir: str | None = None,
-        queries=None,
-        models_cache: str | os.PathLike = "resources/models",
-    ):
-        for key in ("name", "backend"):
-            if key not in spec:
-                raise ConfigError(f"models entry {spec!r}: missing key {key!r}")
-        resolved = resolve(spec, models_cache)  # the workflow's resolver: same folder the DAG built
-        self.name = spec["name"]
-        self.backend_name = spec["backend"]
-        self.args = dict(resolved.args)
-        self.spec_stand_in = bool(spec.get("stand_in", False))
-        self.build = spec.get("build")
-        if resolved.reads_graph and graph_dir is not None:
-            self.args["graph"] = str(graph_dir)
-        self._queries = queries
-        self._backend = None
-
-    @property
-    def backend(self):
-        if self._backend is None:
-            self._backend = registry.create("vlm", {"backend": self.backend_name, **self.args})
-            if self._queries is not None:
-                self._backend.bind_queries(self._queries)
-        return self._backend
-
-    def describe(self):
-        """The backend's description; a spec marked stand_in labels it stand-in whatever the backend knows."""
-        info = self.backend.describe()
-        info.stand_in = bool(info.stand_in or self.spec_stand_in)
-        return info
-
-    def bind(self, queries) -> None:
-        """Hand the query table to backends that use scene context (the prior); others ignore it."""
-        self._queries = queries
-        if self._backend is not None:
-            self._backend.bind_queries(queries)
-
-    @property
-    def loaded(self) -> bool:
-        return self._backend is not None
-
-    def key_fields(self) -> dict:
-        semantic = {k: v for k, v in sorted(self.args.items()) if k not in NON_SEMANTIC_ARGS}
-        return {
-            "backend": self.backend_name,
-            "model": self.args.get("model"),
-            "revision": self.args.get("revision"),
-            "args": semantic,
-            "build": self.build,
-        }
-
-    def run(self, requests) -> list:
-        """One Result per request (text stripped, failures as errors, fallbacks as notes): backend.respond."""
-        return self.backend.respond(requests)
-
-    def run_stream(self, batches):
-        """Yield (batch index, position in the batch, Result) for every request AS ITS ANSWER ARRIVES, so the caller
-        caches each one at once (a job killed after 7 of 8 replies keeps 7). A backend that queues requests
-        (respond_futures: the served `openai` one) gets every batch up front, so the server keeps its configured
-        number of requests in flight across batch boundaries; others answer batch by batch, each Result carrying
-        its share of the batch's time as latency."""
-        from concurrent.futures import as_completed
-
-        if not any(batches):
-            return  # a fully cached shard never loads the model
-        backend = self.backend
-        if not hasattr(backend, "respond_futures"):
-            for b, requests in enumerate(batches):
-                start = time.perf_counter()
-                results = self.run(requests)
-                for i, result in enumerate(results):
-                    if result.latency_s is None:
-                        result.latency_s = (time.perf_counter() - start) / max(1, len(results))
-                    yield b, i, result
-            return
-        queued = {}
-        for b, requests in enumerate(batches):
-            for i, future in enumerate(backend.respond_futures(requests)):
-                queued[future] = (b, i)
-        try:
-            for future in as_completed(queued):
-                yield (*queued[future], future.result())
-        finally:  # a crash or an early stop must not leave queued requests to be sent
-            for future in queued:
-                future.cancel()
-
-
 def answer_shard(
     queries,
     image_root: str | os.PathLike,
@@ -206,8 +91,6 @@ def answer_shard(
 ) -> dict:
     """Answer the shard's queries, write answers/<model>/<shard>.parquet, return counts for the log."""
     import polars as pl
-
-    from .backends.base import VLMRequest
 
     settings = {**DEFAULT_SETTINGS, **(settings or {})}
     model.bind(queries)
@@ -234,21 +117,15 @@ def answer_shard(
         task = r.get("task") or "discriminative"
         limit = int(settings["max_new_tokens"].get(task, settings["max_new_tokens"]["discriminative"]))
         image = r.get("image")
-        request = VLMRequest(
-            request_id=str(r["query_id"]),
-            prompt=prompt_for(r, settings),
-            image_path=str(paths[image]) if image else None,
+        request = vlm_request(
+            r["query_id"],
+            prompt_for(r, settings),
+            paths[image] if image else None,
             image_sha256=digests[image] if image else None,
             task=task,
             max_new_tokens=limit,
         )
-        key = request_key(
-            **key_fields,
-            prompt=request.prompt,
-            history=list(request.history),
-            image_sha256=request.image_sha256,
-            max_new_tokens=limit,
-        )
+        key = vlm_request_key(key_fields, request)
         planned.append((r, request, key, limit))
 
     results: dict[str, dict] = {}
@@ -373,7 +250,7 @@ def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, thread
     src = settings["source"]
     queries, image_root = source_queries(src, params["release"])
     model = ModelUnderTest(
-        params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", "resources/models")
+        params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", MODELS_CACHE)
     )
     engine_settings = {k: v for k, v in settings.items() if k != "source"}
     return answer_shard(

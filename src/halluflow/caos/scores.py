@@ -43,9 +43,11 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..backends.base import VLM
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl, read_parquet, write_text
 from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
+from ..models.model import Model, vlm_request
 from ..progress import get_logger, progress
 from .extract import (
     COCO_FREQUENCY,
@@ -158,7 +160,7 @@ class Oracle:
 
     def __init__(
         self,
-        members: Sequence[tuple[str, object]],
+        members: Sequence[tuple[str, Model | VLM]],
         rule: str = "majority",
         tie: str = "absent",
         question: str = ORACLE_QUESTION,
@@ -166,18 +168,18 @@ class Oracle:
         if not members:
             raise ConfigError("config key 'caos.oracle.members': the oracle needs at least one VLM")
         vote([], rule, tie)  # validates the rule names up front
-        self.members, self.rule, self.tie, self.question = list(members), rule, tie, question
+        # Every member answers through a Model: the one call path (cache, failure records) of all model roles.
+        self.members = [
+            (n, m if isinstance(m, Model) else Model("vlm", m, name=n, method="caos oracle")) for n, m in members
+        ]
+        self.rule, self.tie, self.question = rule, tie, question
 
     def judge(self, items: Sequence[tuple[str, str | None, str]]) -> list[OracleVerdict]:
-        """items: (request_id, image_path, object). One batch per member, so a model is loaded once."""
-        from ..backends.base import VLMRequest
-
+        """items: (request_id, image_path, object). One batch per member, so a model is loaded once; a failed
+        answer abstains."""
         if not items:
             return []
-        requests = [
-            VLMRequest(request_id=f"{rid}:{obj}", prompt=self.question.format(obj=obj), image_path=path)
-            for rid, path, obj in items
-        ]
+        requests = [vlm_request(f"{rid}:{obj}", self.question.format(obj=obj), path) for rid, path, obj in items]
         parsed: list[list[str | None]] = [[] for _ in items]
         for name, vlm in self.members:
             texts = vlm.answer(requests)
@@ -719,22 +721,21 @@ def run_workflow(
             raise ConfigError(
                 "config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)"
             )
-        llm = registry.create("llm", _backend_spec(spec))
+        llm = Model.llm(_backend_spec(spec), method="caos extractor")
     oracle, oracle_models = None, []
     if oracle_members:
-        from ..answer import ModelUnderTest
-
         # Built like the answer stage builds a model under test (stand-in folders, the prior's graph), so a
         # `models:` entry means the same backend in both roles.
         members = []
         for i, m in enumerate(oracle_members):
-            mut = ModelUnderTest(
+            member = Model.under_test(
                 {"name": f"oracle-{i}", **m},
                 graph_dir=str(Path(nodes).parent) if nodes else None,
                 models_cache=models_cache,
+                method="caos oracle",
             )
-            members.append((mut.name, mut.backend))
-            oracle_models.append(mut)
+            members.append((member.name, member))
+            oracle_models.append(member)
         o = cfg["oracle"]
         oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
     embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}

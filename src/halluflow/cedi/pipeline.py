@@ -14,10 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
-from ..models import registry
+from ..models.model import GenerateConfig, Model
 from ..progress import get_logger
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
 from .parser import Vocabulary
@@ -112,7 +111,7 @@ def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool)
     spec = settings.get("llm") or config.get("llm")
     if not spec:
         raise ConfigError("config key 'cedi.llm': an llm backend is needed for question_writer/parser 'llm'")
-    return registry.create("llm", spec)
+    return Model.llm(spec, method="cedi")
 
 
 def read_table(path: str | Path, columns: Sequence[str]):
@@ -358,11 +357,11 @@ def examine_model(
     vlm = (
         vlm
         if vlm is not None
-        else Evaluatee(
+        else Model.under_test(
             model_spec,
             graph_dir=graph_dir,
             models_cache=models_cache,
-            max_new_tokens=int(s.get("max_new_tokens", 64)),
+            config=GenerateConfig(max_new_tokens=int(s.get("max_new_tokens", 64))),
             method="cedi",
         )
     )

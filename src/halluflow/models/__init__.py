@@ -4,7 +4,7 @@
 backend loads (None for hub ids and servers), the workflow rule that builds that folder first (the stand-in VLM
 builder, or the SmolLM2 conversion), whether a job running it needs a GPU or an API slot, whether it reads the
 concept graph, and the backend arguments with the built folder filled in. Snakemake input functions, the Slurm
-resources of every model rule, and `halluflow.answer.ModelUnderTest` all use this one answer, so a model cannot be
+resources of every model rule, and `halluflow.models.model.ModelUnderTest` all use this one answer, so a model cannot be
 resolved one way when planned and another way when run. The same answer checks the backend arguments against the
 backend's declared signature (names, types, bounds), so a typo or an impossible value is one line at planning time,
 before any job runs or any request is paid.

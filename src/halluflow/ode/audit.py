@@ -255,14 +255,14 @@ def oracle_verdicts(
     """query_id, oracle_yes/no/abstain and oracle_says: every member answers each item's own question (one batch per
     member, so a model loads once), parsed and combined by CAOS's oracle parser and vote (a tie under
     `tie: exclude` and a failed answer decide nothing)."""
-    from ..backends.base import VLMRequest
     from ..caos.scores import oracle_yes_no, vote
+    from ..models.model import vlm_request
 
     requests = [
-        VLMRequest(
-            request_id=r["query_id"],
-            prompt=r["question"] + suffix,
-            image_path=str(release_dir / r["image"]),
+        vlm_request(
+            r["query_id"],
+            r["question"] + suffix,
+            release_dir / r["image"],
             task="discriminative",
             max_new_tokens=max_new_tokens,
         )
@@ -270,7 +270,7 @@ def oracle_verdicts(
     ]
     parsed: list[list[str | None]] = [[] for _ in requests]
     for mut in members:
-        results = mut.run(requests)
+        results = mut.generate(requests)
         if len(results) != len(requests):
             raise InputError(f"oracle member {mut.name!r} returned {len(results)} answers for {len(requests)}")
         for row, result in zip(parsed, results):
@@ -603,8 +603,8 @@ def audit_release(
 ) -> dict:
     """Run the verifiers over every yes/no item, draw the sample, write the page; returns audit.json's content.
 
-    `detector`: a detector backend (None: not run); `oracle_members`: ModelUnderTest-like objects with .name,
-    .run(requests) and .describe() (empty: no oracle). Writes only inside `out_dir`."""
+    `detector`: a detector backend (None: not run); `oracle_members`: vlm Models (halluflow.models.model.Model:
+    .name, .generate(requests), .describe()); empty: no oracle. Writes only inside `out_dir`."""
     release_dir, out_dir = Path(release_dir), Path(out_dir)
     _check_out(release_dir, out_dir)
     manifest, items = read_release(release_dir)
@@ -835,7 +835,7 @@ def run_workflow(
     """`release audit` and rule release_audit: build the verifiers from the `audit:` settings (audit_settings) and
     run `audit_release`. detector: hub id or folder, "none", or None for a stand-in (refused for a release made with
     real models); oracle: names from `models:` ([] none; None: oracle_specs' default)."""
-    from ..answer import ModelUnderTest
+    from ..models.model import Model
     from ..models.registry import create
 
     cfg = audit_settings(config, overrides)
@@ -844,7 +844,9 @@ def run_workflow(
     manifest, _ = read_release(release_dir)
     queries = read_parquet(release_dir / "queries.parquet")
     members = [
-        ModelUnderTest(s, graph_dir=str(release_dir.parent / "graph"), queries=queries, models_cache=models_cache)
+        Model.under_test(
+            s, graph_dir=release_dir.parent / "graph", queries=queries, models_cache=models_cache, method="audit oracle"
+        )
         for s in oracle_specs(config, cfg["oracle"])
     ]
     vote_rule = ((config.get("caos") or {}).get("oracle") or {}).get("vote", "majority")

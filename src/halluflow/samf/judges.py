@@ -9,15 +9,15 @@ records that its rule fallback decided (never a silent number).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..backends.base import VLMRequest
+from ..backends.base import LLM, VLM
 from ..errors import BackendError, ConfigError
-from ..io import sha256_file, stable_hash
+from ..io import stable_hash
+from ..models.model import GenerateConfig, Model, image_sha256, vlm_request
 from ..progress import get_logger
 
 log = get_logger(__name__)
@@ -67,6 +67,12 @@ def _is_factory(backend, method: str) -> bool:
     return callable(backend) and not hasattr(backend, method)
 
 
+def _loaded(backend, method: str) -> bool:
+    if isinstance(backend, Model):
+        return backend.loaded
+    return backend is not None and not _is_factory(backend, method)
+
+
 def _built(backend, method: str):
     """`backend`, or what a zero-argument factory returns: judges, detectors and embedders load on first use, so
     a configured one that no job asks (a training job never scores SHR/GHS) costs nothing."""
@@ -83,7 +89,7 @@ def backend_record(backend, method: str, spec: Mapping | None = None, role: str 
 
     spec = dict(spec or {})
     args = dict(spec.get("args") or {})
-    loaded = backend is not None and not _is_factory(backend, method)
+    loaded = _loaded(backend, method)
     if loaded:
         info = backend.describe().as_dict()
     else:
@@ -106,7 +112,6 @@ class Judge:
     """Asks a judge backend one prompt and parses the reply; counts calls and failures for the summary."""
 
     kind = ""
-    method = ""  # the backend method this judge calls (tells a built backend from its factory)
 
     def __init__(self, spec: Mapping | None = None) -> None:
         self.asked = 0
@@ -132,92 +137,63 @@ class Judge:
     def stats(self) -> dict:
         return {"kind": self.kind, "asked": self.asked, "failed": self.failed}
 
-    def _backend(self):
-        raise NotImplementedError
-
     def describe(self) -> dict:
         """stats() and the judge's model (backend_record): what a summary file records about this judge."""
-        return {**self.stats(), "model": backend_record(self._backend(), self.method, self.spec, self.kind)}
+        return {**self.stats(), "model": backend_record(self.model, "", self.spec, self.kind)}
 
 
 class TextJudge(Judge):
-    """The judge as a text `llm` backend: it reads the question, answers and response, never the image."""
+    """The judge as a text `llm` model: it reads the question, answers and response, never the image."""
 
     kind = "llm"
-    method = "chat"
 
-    def __init__(self, llm, spec: Mapping | None = None) -> None:
+    def __init__(self, llm: Model | LLM, spec: Mapping | None = None) -> None:
         super().__init__(spec)
-        self._llm = llm
-
-    def _backend(self):
-        return self._llm
+        self.model = llm if isinstance(llm, Model) else Model("llm", llm, method="samf judge")
 
     @property
-    def llm(self):
-        self._llm = _built(self._llm, "chat")
-        return self._llm
+    def llm(self) -> LLM:
+        return self.model.backend
 
     def _reply(self, prompt, image_path):
-        return self.llm.chat([{"role": "user", "content": prompt}])
+        return self.model.chat([{"role": "user", "content": prompt}])
 
 
 class VisualJudge(Judge):
-    """The judge as a `vlm` backend: the prompt goes with the instance's image, so the judge can check the
+    """The judge as a `vlm` model: the prompt goes with the instance's image, so the judge can check the
     response against the pixels (GHS(y | I, G, N), eq. 30), not only against the annotated answers."""
 
     kind = "vlm"
-    method = "answer"
 
-    def __init__(self, vlm, max_new_tokens: int = 96, spec: Mapping | None = None) -> None:
+    def __init__(self, vlm: Model | VLM, max_new_tokens: int = 96, spec: Mapping | None = None) -> None:
         super().__init__(spec)
-        self._vlm, self.max_new_tokens = vlm, int(max_new_tokens)
-        self._digests: dict[str, str] = {}
-
-    def _backend(self):
-        return self._vlm
+        self.model = vlm if isinstance(vlm, Model) else Model("vlm", vlm, method="samf judge")
+        self.max_new_tokens = int(max_new_tokens)
 
     @property
-    def vlm(self):
-        self._vlm = _built(self._vlm, "answer")
-        return self._vlm
+    def vlm(self) -> VLM:
+        return self.model.backend
 
     def _reply(self, prompt, image_path):
-        sha = None
-        if image_path is not None:
-            sha = self._digests.get(image_path) or self._digests.setdefault(image_path, sha256_file(image_path))
-        # Requests that carry their own generation settings get the judge's reply length; older ones take it per call.
-        own = {"max_new_tokens": self.max_new_tokens} if "max_new_tokens" in _REQUEST_FIELDS else {}
-        request = VLMRequest(f"judge-{stable_hash([prompt, sha])[:16]}", prompt, image_path, sha, **own)
-        if hasattr(self.vlm, "respond"):
-            result = self.vlm.respond([request])[0]
-        elif hasattr(self.vlm, "answer_results"):
-            try:
-                result = self.vlm.answer_results([request], max_new_tokens=self.max_new_tokens)[0]
-            except TypeError:
-                result = self.vlm.answer_results([request])[0]
-        else:
-            try:
-                return self.vlm.answer([request], max_new_tokens=self.max_new_tokens)[0]
-            except TypeError:  # a backend without per-call length
-                return self.vlm.answer([request])[0]
+        sha = None if image_path is None else image_sha256(image_path)
+        request = vlm_request(f"judge-{stable_hash([prompt, sha])[:16]}", prompt, image_path, image_sha256=sha)
+        result = self.model.generate([request], GenerateConfig(max_new_tokens=self.max_new_tokens))[0]
         if result.error is not None:
             raise BackendError(str(result.error))
         return result.text
 
 
-_REQUEST_FIELDS = {f.name for f in dataclasses.fields(VLMRequest)}
-
-
 def as_judge(backend) -> Judge | None:
-    """A Judge from a Judge, an `llm` backend (chat) or a `vlm` backend (answer); None stays None."""
+    """A Judge from a Judge, an `llm` or `vlm` Model, or an `llm` / `vlm` backend; None stays None."""
     if backend is None or isinstance(backend, Judge):
         return backend
-    if hasattr(backend, "chat"):
+    if isinstance(backend, Model):
+        return TextJudge(backend) if backend.role == "llm" else VisualJudge(backend)
+    if isinstance(backend, LLM):
         return TextJudge(backend)
-    if hasattr(backend, "answer"):
+    if isinstance(backend, VLM):
         return VisualJudge(backend)
-    raise ConfigError(f"samf judge: {type(backend).__name__} is neither an llm (chat) nor a vlm (answer) backend")
+    raise ConfigError(f"samf judge: {type(backend).__name__} is neither an llm nor a vlm backend")
 
 
 # ---------------------------------------------------------------------------------------------- Sim_NLP

@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..backends.evaluatee import Evaluatee
 from ..errors import ConfigError, InputError
 from ..io import atomic_path, dumps_json, read_json, read_parquet, safe_join, write_json, write_parquet
+from ..models.model import GenerateConfig, Model
 from ..progress import get_logger
 from . import convert
 from .schema import group_of, load_instances, write_instances
@@ -170,7 +170,7 @@ JUDGE_KINDS = ("rule", "llm", "vlm")
 def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=None) -> dict:
     """Judge objects from config: `judges` = {"llm": top-level llm spec, "vlm": the `models:` entry named by
     samf.judge_model, "detector": a detector registry spec} (each None when unused)."""
-    from ..models import registry
+    from ..models import MODELS_CACHE, registry
     from .judges import DetectorOracle, TextJudge, VisualJudge
 
     judges = judges or {}
@@ -184,19 +184,18 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
             raise ConfigError(
                 f"config key {where}: samf.judge or samf.verifier is {key} but no {key} backend is configured"
             )
+        # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
         if key == "llm":
-            built[key] = TextJudge(lambda spec=spec: registry.create("llm", spec), spec=spec)
+            built[key] = TextJudge(Model.llm(spec, method="samf judge"), spec=spec)
         else:
-            from ..answer import ModelUnderTest
-
-            # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
-            model = ModelUnderTest(spec, graph_dir=graph_dir, models_cache=models_cache or "resources/models")
+            model = Model.under_test(
+                spec, graph_dir=graph_dir, models_cache=models_cache or MODELS_CACHE, method="samf judge"
+            )
             # Named from the resolved entry (a stand-in's folder included) until the judge is first asked.
-            resolved = {"name": model.name, "backend": model.backend_name, "args": model.args}
+            mut = model.under
+            resolved = {"name": mut.name, "backend": mut.backend_name, "args": mut.args}
             built[key] = VisualJudge(
-                lambda model=model: model.backend,
-                samf.get("judge_max_new_tokens", 96),
-                spec={**resolved, "stand_in": model.spec_stand_in},
+                model, samf.get("judge_max_new_tokens", 96), spec={**resolved, "stand_in": mut.spec_stand_in}
             )
     detector = samf.get("detector") or {}
     if detector.get("enabled"):
@@ -279,9 +278,13 @@ def _log_table(what: str, model: str, df: pl.DataFrame, suite: MetricSuite) -> N
     )
 
 
-def _evaluatee(samf, spec, models_cache, graph_dir) -> Evaluatee:
-    return Evaluatee(
-        spec, graph_dir=graph_dir, models_cache=models_cache, max_new_tokens=samf["max_new_tokens"], method="samf"
+def _evaluatee(samf, spec, models_cache, graph_dir) -> Model:
+    return Model.under_test(
+        spec,
+        graph_dir=graph_dir,
+        models_cache=models_cache,
+        config=GenerateConfig(max_new_tokens=samf["max_new_tokens"]),
+        method="samf",
     )
 
 
