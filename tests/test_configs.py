@@ -78,12 +78,26 @@ def test_config_plans_without_its_override(workdir, name):
     assert "Job stats:" in plan.stdout + plan.stderr
 
 
+def assert_paper_page(workdir, out: str, paper: str, figures: list[str], stand_in: str) -> str:
+    """The paper target's page: each named figure embedded, the stand-in banner naming `stand_in`, every section
+    file it was built from beside it (rule paper_<paper>, halluflow.report.papers)."""
+    page = (workdir / out / "report" / f"paper_{paper}.html").read_text()
+    for fig in figures:
+        assert re.search(rf'<h3 id="{re.escape(fig)}">[^<]+</h3><figure><img src="data:image/png;base64,', page), fig
+    banner = re.search(r'<div class="banner" id="stand-in-banner">([^<]+)</div>', page)
+    assert banner and stand_in in banner.group(1)
+    sections = sorted((workdir / out / "paper" / paper).glob("*.json"))
+    assert sections and all(json.loads(p.read_text())["paper"] == paper for p in sections)
+    return page
+
+
 def test_ode_paper_offline(workdir):
     out = "results/ode-paper-offline"
     run_snakemake(
         workdir,
         f"{out}/release/manifest.json",
         f"{out}/metrics/prior.json",
+        "paper_ode",  # the ODE paper's page, from the same run
         "--cores",
         "2",
         *configfiles("ode-paper"),
@@ -107,18 +121,54 @@ def test_ode_paper_offline(workdir):
     # The paper's pair lists (8 = 4 distributions x 2 pair kinds), shrunk to one pair each, one image per scene.
     assert queries["image"].n_unique() <= 8 and queries.height > 0
     assert json.loads((workdir / out / "metrics" / "prior.json").read_text())["n_answers"] == queries.height
+    # ODE's Fig. 6 and one clustered matrix per model (Fig. 8) on the page; Fig. 1/4 and 7 say what to run
+    page = assert_paper_page(workdir, out, "ode", ["fig6-fig6", "fig8-fig8_0", "fig8-fig8_1"], "model tiny-smolvlm")
+    assert "Not run: set validity.source" in page and "ODE Fig. 9 layout" in page
 
 
 def test_cedi_offline(workdir):
     target = "results/ode-demo/cedi/tiny-smolvlm/grades.json"
-    run_snakemake(workdir, target, "--cores", "2", *configfiles("cedi"))
+    run_snakemake(workdir, target, "paper_cedi", "--cores", "2", *configfiles("cedi"))
     turns = pl.read_parquet(workdir / "results/ode-demo/cedi/tiny-smolvlm/transcripts.parquet")
     assert set(turns["question_writer"]) == {"llm"} and turns.height >= 3
-    assert json.loads((workdir / target).read_text())
+    grades = json.loads((workdir / target).read_text())
+    # CEDI's paper page: the radar's axes come from >= 4 graders on the SAME transcripts of >= 3 examiners
+    section = json.loads((workdir / "results/ode-demo/cedi/paper/section.json").read_text())
+    radar = section["tables"][0]
+    rows = [dict(zip(radar["columns"], r)) for r in radar["rows"]]
+    assert len({r["grader"] for r in rows}) >= 4 and len({r["examiner"] for r in rows}) >= 3
+    for setting in {r["setting"] for r in rows}:
+        examiner, history = setting.split("/")
+        sel = turns.filter((pl.col("examiner") == examiner) & (pl.col("history") == history))
+        block = grades["comparison"][setting]
+        assert block["chair"]["n_captions"] + block["chair"]["n_failed"] == sel.height
+        assert block["valor"]["conversations"] == sel["conversation_id"].n_unique()
+        assert grades["summary"][setting]["turn_hallucination"]["n"] == sel.height
+    page = (workdir / "results/ode-demo/report/paper_cedi.html").read_text()
+    assert "data:image/png;base64" in page and section["stand_ins"]
 
 
 def test_samf_offline(workdir):
     target = "results/ode-demo/fuzz/prior/comparison.json"
-    run_snakemake(workdir, target, "--cores", "2", *configfiles("samf"))
+    run_snakemake(workdir, target, "paper_samf", "--cores", "2", *configfiles("samf"))
     summary = json.loads((workdir / target).read_text())
     assert summary
+    # both controllers side by side on the same instances, per category, static vs fuzzed
+    page = assert_paper_page(workdir, "results/ode-demo", "samf", ["categories-categories_prior"], "SAMF")
+    for cell in ("hill_climb (heuristic)", "ucb (RL)", '<td class="text">static</td>', '<td class="text">fuzzed</td>'):
+        assert cell in page, cell
+    assert "Not run: no human labels given" in page  # Table 4 needs samf.agreement.labels
+
+
+def test_caos_offline(workdir):
+    # The oracle path for real: an ensemble of two stand-in VLMs judges every out-of-domain object
+    run_snakemake(workdir, "paper_caos", "--cores", "2", *configfiles("caos"))
+    doc = json.loads((workdir / "results/ode-demo/caos/prior.json").read_text())
+    members = doc["oracle"]["members"]
+    assert [m["name"] for m in members] == ["tiny-smolvlm", "tiny-smolvlm-b"] and all(m["stand_in"] for m in members)
+    assert doc["objects"]["n_oracle_judged"] == doc["objects"]["n_out_of_domain"] > 0
+    page = assert_paper_page(
+        workdir, "results/ode-demo", "caos", ["fig3-fig3", "fig4-fig4", "fig5-fig5"], "oracle member tiny-smolvlm-b"
+    )
+    assert "oracle ensemble [tiny-smolvlm (STAND-IN), tiny-smolvlm-b (STAND-IN)]" in page
+    assert "blind-smollm2" not in page  # the default run's third model is not one of this config's models

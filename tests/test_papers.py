@@ -159,3 +159,17 @@ def test_bad_section_is_one_line_in_a_script(tmp_path):
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "x.y" in lines[0] and str(path) in lines[0], proc.stderr
+
+
+def test_summary_links_the_paper_pages_that_exist(tmp_path):
+    from halluflow.report.summary import build_summary
+
+    root = tmp_path / "results" / "rel"
+    report = root / "report"
+    report.mkdir(parents=True)
+    build_summary(root, report / "summary.html")
+    assert 'href="paper_' not in (report / "summary.html").read_text()
+    render_paper("caos", [_section(tmp_path / "s")], report / "paper_caos.html")
+    build_summary(root, report / "summary.html")
+    page = (report / "summary.html").read_text()
+    assert '<a href="paper_caos.html">CAOS paper layout</a>' in page and 'href="paper_ode.html"' not in page

@@ -247,7 +247,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
     for sid in progress(steps, desc="report sections"):
         title = dict((s[0], s[1]) for s in SECTIONS)[sid]
         if sid == "overview":
-            page.add(sid, title, _overview(res, models, stand_in))
+            page.add(sid, title, _overview(res, models, stand_in) + _paper_links(out))
         elif sid == "counts":
             counts, reasons = counts_table(res), rejection_reasons(res)
             if counts is None:
@@ -460,6 +460,17 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
     if stand_in:
         body += f'<p class="note">Stand-in models were used in: {_esc(", ".join(stand_in))}.</p>'
     return body
+
+
+def _paper_links(out: Path) -> str:
+    """Links to the paper pages beside this page (rules paper_<paper>, halluflow.report.papers) that exist."""
+    from .papers import PAPERS
+
+    built = [p for p in PAPERS if (out.parent / f"paper_{p}.html").is_file()]
+    if not built:
+        return '<p class="note">Paper pages: none built yet (<code>snakemake paper_ode</code>, paper_caos, paper_samf, paper_cedi).</p>'
+    links = " · ".join(f'<a href="paper_{p}.html">{p.upper()} paper layout</a>' for p in built)
+    return f'<p class="note" id="paper-pages">Paper pages: {links}</p>'
 
 
 def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
