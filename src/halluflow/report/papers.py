@@ -292,6 +292,12 @@ def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> Non
     write_text(out, html)
 
 
+CLI_DESCRIPTION = (
+    "Render one paper's standalone page (ODE, CAOS, CEDI or SAMF layout) from paper-section JSON files: {paper, "
+    "section, title, caption (models, judges, sizes), stand_ins [...], tables [{id, title, columns, rows, metrics "
+    "[catalogue keys], note?}], figures [{id, title, file (PNG beside the JSON), caption, metrics}]}. A bad shape, a "
+    "missing figure or an unknown catalogue key is refused in one line naming the file and the key."
+)
 CLI_EPILOG = """examples:
   halluflow report paper caos results/caos/caos/paper/*.json --out results/caos/report/paper_caos.html
   snakemake paper_caos --configfile configs/caos.yaml   # the same page, its sections computed first"""
