@@ -57,3 +57,25 @@ rule cedi_grade:
         config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
     script:
         "../scripts/cedi_grade.py"
+
+
+rule cedi_comparison:
+    # CEDI's comparison for the paper page (contract: rules/paper.smk's paper_cedi reads `section`): every examiner's
+    # transcripts scored by every grader, the radar with the paper's normalisation, per-turn curves, premise
+    # rejection and error types, from each model's grades.json.
+    input:
+        grades=expand(rules.cedi_grade.output.grades, model=method_models(config, "cedi")),
+    output:
+        section=f"{OUT}/cedi/paper/section.json",
+        figures=multiext(f"{OUT}/cedi/paper/", "radar.png", "per_turn.png", "error_types.png"),
+    log:
+        f"{LOGS}/cedi_comparison.log",
+    conda:
+        "../envs/cedi.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        models=method_models(config, "cedi"),
+    script:
+        "../scripts/cedi_comparison.py"

@@ -9,13 +9,22 @@ objects in order (most relevant first). A switch choice that cannot be honoured 
 `switch_honoured`) beside the regular question asked instead. The switch and the question wording come from the
 `llm` backend (strict JSON, validated) or from the deterministic templates (offline default; also the fallback
 whenever an LLM reply does not parse).
-Baselines: the caption examiner ("describe the image") and the prompt-only examiner (context only, no state machine).
+With `question_writer: llm` the LLM also WRITES the adversarial questions (a plausible object it names, checked absent
+from the truth graph) and the unanswerable ones (a premise of one or more steps, at least one of them false of the
+truth graph), from the scene graph, as CEDI's examiner does; a reply that does not validate falls back to the
+templates, and every turn records which wrote it (`question_source`: llm_generated | llm (a reworded template) |
+template).
+Baselines compared in the paper: the caption examiner ("describe the image"), the prompt-only examiner (the LLM writes
+each question from the user's context and the conversation alone, no scene graph; templates offline) and a POPE
+examiner (Li et al., "Evaluating Object Hallucination in Large Vision-Language Models": yes/no existence questions,
+truth objects plus random, popular and adversarial negatives, each asked alone).
 Conversations run in lock-step so the evaluatee answers one batch per round (one `VLM.answer` call per round).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -23,14 +32,27 @@ from ..backends.base import VLMRequest
 from ..errors import ConfigError
 from ..io import stable_hash
 from ..progress import get_logger, progress
-from .parser import TruthView, Vocabulary, attr_el, judge_turn, obj_el, parse_json_reply, rel_el, turn_claims
-from .scene_graph import SceneGraph
+from .parser import (
+    TruthView,
+    Vocabulary,
+    attr_el,
+    claim_element,
+    graph_text,
+    judge_turn,
+    obj_el,
+    parse_json_reply,
+    rel_el,
+    split_el,
+    turn_claims,
+)
+from .scene_graph import SceneGraph, normalize
 
 log = get_logger(__name__)
 
 QUESTION_TYPES = ("regular", "follow_up", "adversarial", "unanswerable")
 END = "end"
-EXAMINERS = ("cedi", "caption", "prompt_only")
+EXAMINERS = ("cedi", "caption", "prompt_only", "pope")
+POPE_STRATEGIES = ("random", "popular", "adversarial")
 HISTORY_MODES = ("with", "without")
 CAPTION_PROMPT = "Describe the image in detail."
 
@@ -39,6 +61,7 @@ DEFAULTS: dict[str, Any] = {
     "min_end_round": 6,
     "end_votes": 2,
     "prompt_only_rounds": 4,
+    "pope_objects": 3,
     "question_writer": "template",
     "switch": "random",
     "switch_weights": {"regular": 1.0, "follow_up": 1.0, "adversarial": 1.0, "unanswerable": 1.0, "end": 1.0},
@@ -54,6 +77,7 @@ class Scene:
     image_sha256: str | None
     truth: SceneGraph
     neighbours: list[str] = field(default_factory=list)  # concept-graph neighbours, heaviest edge first, absent
+    popular: list[str] = field(default_factory=list)  # the source's most frequent objects, most frequent first, absent
     contrasts: dict[str, list[str]] = field(default_factory=dict)  # object → ODE's mined contrasting attribute(s)
     scene_id: str | None = None
     distribution: str | None = None
@@ -149,17 +173,24 @@ class QuestionBank:
         for r in scene.truth.relations:  # one entry per ordered pair: its first (canonical) predicate
             preds.setdefault((by_id[r.subject], by_id[r.object]), syn.predicate(r.predicate))
         self.relations = sorted((s, p, o) for (s, o), p in preds.items())
-        truth_names = {n for n, _ in self.objects}
-        # absent = no truth object under any synonym of the source in use (a "couch" is not absent beside a sofa)
-        self.absent = [
-            syn.object_name(n)
-            for n in scene.neighbours
-            if not any(syn.names_match(t, syn.object_name(n)) for t in truth_names)
-        ]
+        self.absent = self.absent_of(scene.neighbours)
         self.used_absent: list[str] = []
         # the context's relevant objects, most relevant first: each regular question takes the next one, as CEDI's
         # examiner pops its selected nodes (set by `steer`)
         self.relevant: list[str] = []
+
+    def present(self, name: str) -> bool:
+        """Whether a truth object has this name under any synonym of the source in use (a "couch" beside a sofa)."""
+        syn = self.vocab.synonyms
+        return any(syn.names_match(t, syn.object_name(name)) for t, _ in self.objects)
+
+    def absent_of(self, names: Sequence[str]) -> list[str]:
+        """Canonical names, in the given order, of those that are not in the image."""
+        canon = dict.fromkeys(self.vocab.synonyms.object_name(n) for n in names)
+        return [n for n in canon if not self.present(n)]
+
+    def fresh_absent(self) -> list[str]:
+        return [a for a in self.absent if a not in self.used_absent]
 
     def steer(self, ctx: Context) -> None:
         truth_names = {n for n, _ in self.objects}
@@ -181,7 +212,7 @@ class QuestionBank:
         return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
     def _next_absent(self, rng: random.Random) -> str | None:
-        fresh = [a for a in self.absent if a not in self.used_absent]
+        fresh = self.fresh_absent()
         if not fresh:
             return None
         # strongest co-occurrence first (the most plausible absent object), as in the anchor's adversarial sampling
@@ -340,6 +371,87 @@ class QuestionBank:
         )
         return Question("prompt_only", text, obj_el(name), False, [obj_el(name)], None, name)
 
+    def pope(self, rng: random.Random, n: int) -> list[Question]:
+        """POPE's protocol on this image: `n` truth objects ("yes") and `n` absent objects ("no") per negative
+        strategy (POPE: random = any vocabulary object, popular = the most frequent objects of the source,
+        adversarial = the objects co-occurring most with the truth), asked as "Is there a <object> in the image?",
+        in a seeded order. A strategy with fewer candidates asks fewer."""
+        truth_names = list(dict.fromkeys(name for name, _ in self.objects))
+        pool = sorted(self.absent_of(sorted(self.vocab.objects)))
+        picks = {
+            "yes": rng.sample(truth_names, min(n, len(truth_names))),
+            "random": rng.sample(pool, min(n, len(pool))),
+            "popular": self.absent_of(self.scene.popular)[:n],
+            "adversarial": self.absent[:n],
+        }
+        qs = [
+            Question(
+                f"pope_{kind}",
+                f"Is there {self._a(x)} in the image?",
+                "yes" if kind == "yes" else "no",
+                False,
+                [],
+                obj_el(x),
+                x,
+            )
+            for kind, names in picks.items()
+            for x in names
+        ]
+        rng.shuffle(qs)
+        return qs
+
+    def generated(self, state: str, data: Any, truth: TruthView) -> Question | None:
+        """An LLM-written adversarial or unanswerable question (`generate_messages`), validated against the truth
+        graph: the adversarial object must be absent, named in a yes/no question; at least one element of the
+        unanswerable question's premise must be false of the image (`TruthView.definitely_false`) and its objects
+        named in the question. None when the reply does not validate (the caller falls back to the templates)."""
+        if not isinstance(data, dict) or not _question_text(data.get("question")):
+            return None
+        text = data["question"].strip()
+        syn = self.vocab.synonyms
+        if state == "adversarial":
+            name = data.get("object")
+            if not isinstance(name, str) or not normalize(name) or len(normalize(name).split()) > 3:
+                return None
+            canon = syn.object_name(normalize(name))
+            if self.present(canon) or not _names_in(text, [normalize(name), canon]) or not _YES_NO.search(text):
+                return None
+            self.vocab.add(canon)
+            self.used_absent.append(canon)
+            return Question("adversarial", text, "no", False, [], obj_el(canon), canon, source="llm_generated")
+        items = data.get("premise")
+        if not isinstance(items, list) or not 1 <= len(items) <= 4 or not all(isinstance(i, dict) for i in items):
+            return None
+        elements = [claim_element(i, syn) for i in items]
+        if any(el is None for el in elements):
+            return None
+        false = [el for el in elements if truth.definitely_false(el)]
+        if not false:
+            return None
+        hinge = split_el(false[0])
+        hinge_objects = [hinge[1]] + ([hinge[3]] if hinge[0] == "relation" else [])
+        if not all(_names_in(text, [o]) for o in hinge_objects):
+            return None
+        for el in elements:  # the grader's parser must know every word the premise uses
+            parts = split_el(el)
+            self.vocab.add(parts[1], [parts[2]] if parts[0] == "attribute" else [])
+            if parts[0] == "relation":
+                self.vocab.add(parts[3])
+        premise = [false[0]] + [el for el in dict.fromkeys(elements) if el != false[0]]  # the hinge first
+        return Question("unanswerable", text, "reject", True, premise, None, hinge[1], source="llm_generated")
+
+
+_YES_NO = re.compile(r"(^|[.!?,:;]\s*)(is|are|was|were|do|does|did|can|could|have|has|would|will)\b", re.I)
+
+
+def _question_text(text: Any) -> bool:
+    return isinstance(text, str) and text.strip().endswith("?") and 0 < len(text.strip()) <= 300
+
+
+def _names_in(text: str, names: Sequence[str]) -> bool:
+    low = text.lower()
+    return any(re.search(rf"\b{re.escape(n.lower())}", low) for n in names)
+
 
 # ---- the switch (state machine) ---------------------------------------------------------------------------------
 
@@ -378,6 +490,61 @@ WRITER_SYSTEM = (
     "You rewrite an examiner's question so that it sounds natural for the user described below, keeping every "
     'object it names and its meaning. Reply with JSON only: {"question": "..."}'
 )
+
+
+# CEDI's examiner asks its LLM for the adversarial and unanswerable questions themselves, from the scene graph.
+GENERATE_SYSTEM = {
+    "adversarial": (
+        "You are an examiner testing whether an assistant hallucinates about an image whose scene graph you know. "
+        "Write ONE yes/no question, natural for the user below, about an object that is NOT in the image but would "
+        "plausibly be there (it often appears with the objects of the scene). Reply with JSON only: "
+        '{"object": "<the absent object>", "question": "..."}'
+    ),
+    "unanswerable": (
+        "You are an examiner testing whether an assistant hallucinates about an image whose scene graph you know. "
+        "Write ONE question, natural for the user below, that rests on a FALSE premise: it takes for granted an "
+        "object that is not there, an attribute an object does not have, or a relation that does not hold; it may "
+        'chain steps ("What is written on the mug next to the laptop?" when there is no mug). A correct answer '
+        "must reject the premise. List what the question takes for granted. Reply with JSON only: "
+        '{"premise": [{"object": "mug"}, {"object": "mug", "attribute": "red"}, '
+        '{"subject": "mug", "predicate": "next to", "object": "laptop"}], "question": "..."}'
+    ),
+}
+GENERATED_TYPES = tuple(GENERATE_SYSTEM)
+
+
+def generate_messages(state: str, ctx: Context, bank: QuestionBank) -> list[dict]:
+    absent = ", ".join(bank.fresh_absent()[:8]) or "(none known: choose one yourself)"
+    user = (
+        f"User: {ctx.background} {ctx.user_goal}\nScene graph: {graph_text(bank.scene.truth)}\n"
+        f"Plausible objects that are not in the image: {absent}\n"
+        f"Already asked about: {', '.join(bank.used_absent) or 'nothing'}"
+    )
+    return [{"role": "system", "content": GENERATE_SYSTEM[state]}, {"role": "user", "content": user}]
+
+
+PROMPT_ONLY_SYSTEM = (
+    "You are the user described below, talking with an assistant about a photo. You know nothing about the photo "
+    "beyond what the conversation says. Ask your next question towards your goal. Reply with JSON only: "
+    '{"question": "..."}'
+)
+
+
+def prompt_only_messages(ctx: Context, history: Sequence[tuple[str, str]]) -> list[dict]:
+    """The prompt-only examiner's request: the user's context and the conversation so far, no scene graph."""
+    convo = "\n".join(f"You: {q}\nAssistant: {a}" for q, a in history[-4:])
+    return [
+        {"role": "system", "content": PROMPT_ONLY_SYSTEM},
+        {"role": "user", "content": f"You: {ctx.background} {ctx.user_goal}\n{convo}".rstrip()},
+    ]
+
+
+def parse_prompt_only(reply: str) -> Question | None:
+    data = parse_json_reply(reply)
+    text = data.get("question") if isinstance(data, dict) else None
+    if not _question_text(text):
+        return None
+    return Question("prompt_only", text.strip(), None, False, [], None, None, source="llm_generated")
 
 
 def switch_messages(ctx: Context, history: Sequence[tuple[str, str]], states: Sequence[str]) -> list[dict]:
@@ -427,6 +594,7 @@ class Conversation:
     done: bool = False
     end_votes: int = 0
     pending: Question | None = None
+    plan: list[Question] = field(default_factory=list)  # the POPE examiner's fixed question list
 
     @property
     def conversation_id(self) -> str:
@@ -471,24 +639,25 @@ class Examiner:
     def _start_all(self, scenes, examiners, history_modes) -> list[Conversation]:
         # The seed ignores the history mode and the model: with the template writer, both modes and every model get
         # the same questions, so differences come from the evaluatee alone.
-        keys = [
-            (s, e, m)
-            for s in scenes
-            for e in examiners
-            for m in (history_modes if e != "caption" else history_modes[:1])
-        ]
+        # caption: one turn, asked once; POPE: every question asked alone, as POPE does (history "without")
+        modes = {"caption": history_modes[:1], "pope": ["without"]}
+        keys = [(s, e, m) for s in scenes for e in examiners for m in modes.get(e, history_modes)]
         rngs = [random.Random(int(stable_hash(["cedi", self.seed, s.image_id, e])[:16], 16)) for s, e, _ in keys]
         contexts: list[Context | None] = [None] * len(keys)
-        if self.llm_writer:
-            contexts = [
-                parse_context(r, s) for r, (s, _, _) in zip(self._chat([context_messages(s) for s, _, _ in keys]), keys)
-            ]
+        if self.llm_writer:  # the caption and POPE prompts are fixed: only CEDI and prompt-only read a context
+            framed = [i for i, (_, e, _) in enumerate(keys) if e in ("cedi", "prompt_only")]
+            replies = self._chat([context_messages(keys[i][0]) for i in framed])
+            for i, reply in zip(framed, replies):
+                contexts[i] = parse_context(reply, keys[i][0])
         convos = []
         for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
             ctx = ctx or template_context(s, rng)
             bank = QuestionBank(s, self.vocab)
             bank.steer(ctx)
-            convos.append(Conversation(s, e, m, rng, bank, ctx, TruthView.of(s.truth, self.vocab.synonyms)))
+            c = Conversation(s, e, m, rng, bank, ctx, TruthView.of(s.truth, self.vocab.synonyms))
+            if e == "pope":
+                c.plan = bank.pope(rng, int(self.cfg["pope_objects"]))
+            convos.append(c)
         return convos
 
     def _switch(self, items: list[tuple[Conversation, list[str]]]) -> list[tuple[str, str | None]]:
@@ -514,6 +683,7 @@ class Examiner:
         """The next question of every active conversation (None → the conversation is over)."""
         out: list[tuple[Conversation, Question]] = []
         to_switch: list[tuple[Conversation, list[str]]] = []
+        prompt_only: list[Conversation] = []
         for c in convos:
             r = len(c.turns)
             if c.examiner == "caption":
@@ -521,11 +691,16 @@ class Examiner:
                     c.done = True
                 else:
                     out.append((c, Question("caption", CAPTION_PROMPT, None, False, [], None, None)))
+            elif c.examiner == "pope":
+                if r >= len(c.plan):
+                    c.done = True
+                else:
+                    out.append((c, c.plan[r]))
             elif c.examiner == "prompt_only":
                 if r >= self.cfg["prompt_only_rounds"]:
                     c.done = True
                 else:
-                    out.append((c, c.bank.prompt_only(c.rng, c.context, r)))
+                    prompt_only.append(c)
             elif r >= self.cfg["max_rounds"]:
                 c.done = True
             else:
@@ -549,12 +724,29 @@ class Examiner:
                     c.end_votes = 0
                     chosen.append((c, pick))
             pending = again
+        # The LLM writes the prompt-only examiner's questions and CEDI's adversarial / unanswerable ones (one
+        # chat_batch for all); a reply that does not validate leaves the template question, which says so.
+        gen = [(c, state) for c, (state, _) in chosen if state in GENERATED_TYPES] if self.llm_writer else []
+        asks = [prompt_only_messages(c.context, c.history()) for c in prompt_only] if self.llm_writer else []
+        replies = self._chat(asks + [generate_messages(state, c.context, c.bank) for c, state in gen])
+        for c, reply in zip(prompt_only, replies[: len(asks)] or [""] * len(prompt_only)):
+            out.append((c, parse_prompt_only(reply) or c.bank.prompt_only(c.rng, c.context, len(c.turns))))
+        written = {
+            id(c): c.bank.generated(state, parse_json_reply(reply), c.truth_view)
+            for (c, state), reply in zip(gen, replies[len(asks) :])
+        }
+        rewrite: list[tuple[Conversation, Question]] = []
         for c, (state, source) in chosen:
-            q = self._make(c, state, c.pending)
+            q = written.get(id(c))
+            if q is None:
+                q = self._make(c, state, c.pending)
+                rewrite.append((c, q))
+            else:
+                q.switch_choice, q.switch_honoured = state, True
             q.switch_source = source
             out.append((c, q))
-        if self.llm_writer:
-            for (_, q), reply in zip(out, self._chat([rewrite_messages(c.context, q) for c, q in out])):
+        if self.llm_writer:  # the CEDI examiner's template questions are reworded for the user (baselines: as is)
+            for (_, q), reply in zip(rewrite, self._chat([rewrite_messages(c.context, q) for c, q in rewrite])):
                 text = parse_rewrite(reply, q)
                 if text:
                     q.text, q.source = text, "llm"
@@ -595,7 +787,8 @@ class Examiner:
             if m not in HISTORY_MODES:
                 raise ConfigError(f"config key 'cedi.history': unknown mode {m!r} (known: with, without)")
         convos = self._start_all(scenes, examiners, history_modes)
-        rounds = max(self.cfg["max_rounds"], self.cfg["prompt_only_rounds"], 1)
+        pope_turns = (1 + len(POPE_STRATEGIES)) * int(self.cfg["pope_objects"])
+        rounds = max(self.cfg["max_rounds"], self.cfg["prompt_only_rounds"], pope_turns, 1)
         for _ in progress(range(rounds), desc=f"cedi {model}"):
             batch = [
                 (

@@ -150,6 +150,22 @@ def error_types(turns: Sequence[Mapping[str, Any]]) -> dict:
     }
 
 
+def premise_rejection(turns: Sequence[Mapping[str, Any]]) -> dict:
+    """The paper's "premise rejection or refusal" on questions with a false premise (the unanswerable type): judged
+    false-premise turns whose answer rejected the premise or declined (not hallucinated) / judged false-premise
+    turns; `n_refused` counts the declines among them."""
+    fp = [t for t in turns if t.get("false_premise")]
+    judged = [t for t in fp if t["hallucinated"] is not None]
+    rejected = [t for t in judged if not t["hallucinated"]]
+    return {
+        "n": len(fp),
+        "n_judged": len(judged),
+        "n_rejected": len(rejected),
+        "n_refused": sum(1 for t in rejected if t.get("answer_label") == "refuse"),
+        "rate": round(len(rejected) / len(judged), 6) if judged else None,
+    }
+
+
 def _sources(turns: Sequence[Mapping[str, Any]], column: str) -> dict:
     out: dict[str, int] = {}
     for t in turns:
@@ -319,6 +335,7 @@ def grade_transcripts(
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
             "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
             "error_types": error_types(sel),
+            "premise_rejection": premise_rejection(sel),
             "judged_by": _judges_of(rs, sel, configured_parser),
         }
         if norm:
@@ -352,9 +369,10 @@ def grade_transcripts(
             "fell_back": parsers.get("rule_fallback", 0)
             + (len(rows) if configured_parser == "llm" and not use_llm else 0),
         },
+        # the LLM writes CEDI's questions and the prompt-only examiner's (caption and POPE prompts are fixed)
         "question_writer": {
             "configured": settings.get("question_writer", "template"),
-            "used": _sources(cedi_turns, "question_source"),
+            "used": _sources([t for t in turns if t["examiner"] in ("cedi", "prompt_only")], "question_source"),
         },
         "switch": {"configured": settings.get("switch", "random"), "used": _sources(cedi_turns, "switch_source")},
         "turn_judge": {"configured": configured_parser, "used": _sources(turns, "judge")},
@@ -362,7 +380,9 @@ def grade_transcripts(
     for key in ("question_writer", "switch"):
         used = fallbacks[key]["used"]
         fallbacks[key]["fell_back"] = (
-            sum(v for k, v in used.items() if k != "llm") if fallbacks[key]["configured"] == "llm" else 0
+            sum(v for k, v in used.items() if k not in ("llm", "llm_generated"))
+            if fallbacks[key]["configured"] == "llm"
+            else 0
         )
     judges = fallbacks["turn_judge"]["used"]
     fallbacks["turn_judge"]["fell_back"] = (

@@ -415,6 +415,24 @@ class TruthView:
             truth = self.relations.get((o, s)) if p == "next to" else None  # "next to" is symmetric
         return None if truth is None or p in truth else "relation"
 
+    def definitely_false(self, el: str) -> bool:
+        """Whether a PRESUPPOSED element is false of the image, not merely unannotated: an absent object; an attribute
+        of an absent object, or of an object whose truth attributes do not include it (only for objects the truth
+        describes); a relation with an absent end, or whose pair the truth relates by other predicates."""
+        parts = split_el(el)
+        if parts[0] == "object":
+            return self.resolve(parts[1]) is None
+        if parts[0] == "attribute":
+            name = self.resolve(parts[1])
+            return name is None or (bool(self.attrs.get(name)) and parts[2] not in self.attrs[name])
+        s, o = self.resolve(parts[1]), self.resolve(parts[3])
+        if s is None or o is None:
+            return True
+        preds = self.relations.get((s, o), set()) | (
+            self.relations.get((o, s), set()) if parts[2] == "next to" else set()
+        )
+        return bool(preds) and parts[2] not in preds
+
 
 def judge_turn(
     tc: TurnClaims, truth_label: str | None, false_premise: bool, truth: TruthView, vocab: Vocabulary
@@ -552,6 +570,23 @@ def expected_answer(truth: str | None, false_premise: bool) -> str | None:
     return truth if truth in {"yes", "no"} else None
 
 
+def claim_element(item: Mapping[str, Any], synonyms: Synonyms) -> str | None:
+    """The scene-graph element an LLM reply names as {"object"}, {"object", "attribute"} or {"subject", "predicate",
+    "object"} (other keys ignored), with canonical names; None when it is none of these."""
+    words = {k: item.get(k) for k in ("subject", "predicate", "object", "attribute")}
+    given = {k: v for k, v in words.items() if v is not None}
+    if not all(isinstance(v, str) and normalize(v) for v in given.values()):
+        return None
+    if set(given) == {"subject", "predicate", "object"}:
+        s_, p_, o_ = synonyms.object_name(given["subject"]), synonyms.predicate(given["predicate"]), given["object"]
+        return rel_el(s_, p_, synonyms.object_name(o_))
+    if set(given) == {"object", "attribute"}:
+        return attr_el(synonyms.object_name(given["object"]), normalize(given["attribute"]))
+    if set(given) == {"object"}:
+        return obj_el(synonyms.object_name(given["object"]))
+    return None
+
+
 def parse_judgement(
     reply: str, synonyms: Synonyms, kinds: Sequence[str]
 ) -> tuple[bool | None, str | None, list[tuple[str, bool]]] | None:
@@ -574,18 +609,8 @@ def parse_judgement(
     for item in raw:
         if not isinstance(item, dict) or not isinstance(item.get("present"), bool):
             return None
-        words = {k: item.get(k) for k in ("subject", "predicate", "object", "attribute")}
-        given = {k: v for k, v in words.items() if v is not None}
-        if not all(isinstance(v, str) and normalize(v) for v in given.values()):
-            return None
-        if set(given) == {"subject", "predicate", "object"}:
-            s_, p_, o_ = synonyms.object_name(given["subject"]), synonyms.predicate(given["predicate"]), given["object"]
-            el = rel_el(s_, p_, synonyms.object_name(o_))
-        elif set(given) == {"object", "attribute"}:
-            el = attr_el(synonyms.object_name(given["object"]), normalize(given["attribute"]))
-        elif set(given) == {"object"}:
-            el = obj_el(synonyms.object_name(given["object"]))
-        else:
+        el = claim_element(item, synonyms)
+        if el is None:
             return None
         claims.append((el, item["present"]))
     claims += [(o, True) for el, pos in list(claims) if pos for o in implied(el)]

@@ -18,8 +18,9 @@ from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
 from ..models.model import GenerateConfig, Model
 from ..progress import get_logger
+from .comparison import compare_graders, graders_of
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
-from .parser import Vocabulary
+from .parser import Vocabulary, split_el
 from .scene_graph import (
     NAME_SOURCES,
     SceneGraph,
@@ -148,6 +149,16 @@ def neighbours_of(edges, names: Sequence[str], exclude: set[str]) -> list[str]:
     return sorted(best, key=lambda o: (-best[o], o))
 
 
+def popular_of(edges, exclude: set[str], n: int = 50) -> list[str]:
+    """The concept graph's most frequent objects (weighted degree = summed co-occurrence), most frequent first (ties
+    by name), leaving out `exclude`: POPE's "popular" negatives."""
+    weight: dict[str, int] = {}
+    for s, t, w in edges.select("source", "target", "weight").iter_rows():
+        for node in (s, t):
+            weight[node] = weight.get(node, 0) + int(w)
+    return [o for o in sorted(weight, key=lambda o: (-weight[o], o)) if o not in exclude][:n]
+
+
 def detected_labels(accepted: str | Path | None) -> dict[str, set[str]]:
     """Objects the detector saw in each image (filtered/accepted.parquet `detected`): never asked as absent, as ODE
     excludes them from its "no" questions."""
@@ -200,6 +211,7 @@ def build_scenes(
                 image_sha256=sha256_file(image),
                 truth=truth,
                 neighbours=neighbours_of(edges, names, set(names) | seen.get(str(row["image_id"]), set())),
+                popular=popular_of(edges, set(names) | seen.get(str(row["image_id"]), set())),
                 contrasts=contrasts,
                 scene_id=str(row["scene_id"]),
                 distribution=scene.get("distribution"),
@@ -260,6 +272,11 @@ def build_annotation_scenes(
     graphs, files = annotation_graphs(source, scene_graphs)
     syn = vocab.synonyms
     co = cooccurrence_neighbours(graphs, syn)
+    frequency: dict[str, int] = {}  # images showing each object: POPE's "popular" ranking over the same file
+    for g in graphs.values():
+        for name in g.names(syn):
+            frequency[name] = frequency.get(name, 0) + 1
+    ranked = sorted(frequency, key=lambda o: (-frequency[o], o))
     images_dir = Path(images_dir)
     if not images_dir.is_dir():
         raise InputError(f"config key 'cedi.images_dir': {images_dir} is not a folder")
@@ -278,7 +295,8 @@ def build_annotation_scenes(
                 if other not in names:
                     best[other] = max(best.get(other, 0), w)
         neighbours = sorted(best, key=lambda o: (-best[o], o))
-        for other in neighbours:
+        popular = [o for o in ranked if o not in names][:50]
+        for other in neighbours + popular:
             vocab.add(other)
         image = _image_file(images_dir, image_id, files.get(image_id))
         out.append(
@@ -288,6 +306,7 @@ def build_annotation_scenes(
                 image_sha256=sha256_file(image),
                 truth=truth,
                 neighbours=neighbours,
+                popular=popular,
                 scene_id=image_id,
                 distribution=source,
             )
@@ -381,7 +400,10 @@ def examine_model(
         {
             "model": info.as_dict(),
             "source": source,
-            "graphs": {sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours} for sc in scenes},
+            "graphs": {
+                sc.image_id: {**sc.truth.to_dict(), "neighbours": sc.neighbours, "popular": sc.popular[:20]}
+                for sc in scenes
+            },
         },
     )
     log.info("cedi: %d turns over %d images for %s", len(rows), len(scenes), model_spec["name"])
@@ -395,10 +417,23 @@ def load_truth_graphs(path: str | Path) -> tuple[dict[str, SceneGraph], dict, di
         raise InputError(f"{path}: expected {{'graphs': {{image_id: scene graph}}}}")
     graphs, neighbours = {}, {}
     for image_id, g in data["graphs"].items():
-        neighbours[image_id] = [str(n) for n in g.get("neighbours") or []] if isinstance(g, dict) else []
-        g = {k: v for k, v in g.items() if k != "neighbours"} if isinstance(g, dict) else g
+        neighbours[image_id] = (
+            [str(n) for n in (g.get("neighbours") or []) + (g.get("popular") or [])] if isinstance(g, dict) else []
+        )
+        g = {k: v for k, v in g.items() if k not in ("neighbours", "popular")} if isinstance(g, dict) else g
         graphs[image_id] = SceneGraph.from_dict(g, source=f"{path} [{image_id}]")
     return graphs, data.get("model", {}), neighbours
+
+
+def vocab_from_questions(turns: Sequence[Mapping[str, Any]], vocab: Vocabulary) -> None:
+    """Objects and attributes the examiner's questions named (an LLM-written absent object or false premise may lie
+    outside the concept graph): the grader's parser must recognise them in the answers."""
+    for t in turns:
+        for el in list(t.get("premise") or []) + ([t["probe"]] if t.get("probe") else []):
+            parts = split_el(el)
+            vocab.add(parts[1], [parts[2]] if parts[0] == "attribute" else [])
+            if parts[0] == "relation":
+                vocab.add(parts[3])
 
 
 def grade_model(
@@ -425,12 +460,27 @@ def grade_model(
         for name in names:
             vocab.add(name)
     turns = read_table(transcripts, ["conversation_id", "image_id", "turn", "answer", "premise", "probe"]).to_dicts()
-    llm = llm_of(config, s, s.get("parser", "rule") == "llm")
+    vocab_from_questions(turns, vocab)
+    graders = graders_of(s)
+    valor_llm = "valor" in graders and s.get("valor_extractor", "rule") == "llm"
+    llm = llm_of(config, s, s.get("parser", "rule") == "llm" or valor_llm)
     instances, why = ged_instances_of(s)
     grades, per_turn, preds = grade_transcripts(
-        turns, truths, vocab, {**s, "ged_instances": instances, "ged_instances_rule": why}, llm=llm
+        turns,
+        truths,
+        vocab,
+        {**s, "ged_instances": instances, "ged_instances_rule": why},
+        llm=llm if s.get("parser", "rule") == "llm" else None,
     )
     grades["model"] = model_info
+    llm_info = llm.describe().as_dict() if llm is not None else None
+    comparison, described, valor_fb = compare_graders(
+        turns, truths, vocab, grades["summary"], s, llm=llm if valor_llm else None, llm_info=llm_info
+    )
+    grades["comparison"] = comparison
+    grades["graders"] = {"graders": graders, "described": described, "llm": llm_info}
+    if "valor" in graders:
+        grades["fallbacks"]["valor_extractor"] = valor_fb
     write_parquet(out_per_turn, pl.DataFrame(per_turn, schema=polars_schema(PER_TURN_SCHEMA), orient="row"))
     write_json(out_pred, preds)
     write_json(out_grades, grades)

@@ -991,6 +991,127 @@ def _cedi_entries() -> list[Metric]:
             CEDI_REF,
         )
     )
+    out += _cedi_comparison_entries()
+    return out
+
+
+def _cedi_comparison_entries() -> list[Metric]:
+    """CEDI's examiners x graders comparison (grades.json `comparison.<examiner>/<history>`, halluflow.cedi.comparison)
+    and the premise-rejection rate beside each setting's summary."""
+    c = "comparison.{setting}."
+    valor_ref = (
+        'Qiu, Hu, Dou, Peng, "VALOR-EVAL: Holistic Coverage and Faithfulness Evaluation of Large Vision-Language '
+        'Models" (VALOR-style grader on CEDI transcripts)'
+    )
+    on_answers = "over the answers of one examiner/history setting (one answer = one caption)"
+    out = [
+        Metric(
+            f"cedi.comparison.{k}",
+            f"CHAIR_{k[-1]} (CEDI transcripts)",
+            "cedi",
+            f"{c}chair.{k}",
+            what + " " + on_answers + ", CHAIR's COCO vocabulary against the truth graph's objects",
+            CHAIR_REF,
+            0,
+            1,
+            "lower",
+            CAPTION_FAILED,
+        )
+        for k, what in (
+            ("chair_s", "answers naming >= 1 object outside the truth / answers"),
+            ("chair_i", "mentions of objects outside the truth / all object mentions"),
+        )
+    ]
+    out += [
+        _count(f"cedi.comparison.chair.{k}", k, "cedi", f"{c}chair.{k}", f"CHAIR on CEDI transcripts: {k}", CHAIR_REF)
+        for k in ("n_captions", "n_mentions", "n_hallucinated_mentions", "n_hallucinated_captions", "n_failed")
+    ]
+    for key, better, what in (
+        (
+            "faith_i",
+            "higher",
+            "extracted items the truth graph supports / extracted items, pooled over objects, "
+            "attributes and relations (faithfulness = precision)",
+        ),
+        (
+            "coverage_i",
+            "higher",
+            "truth-graph items the answers matched / truth items, pooled over kinds (coverage = recall)",
+        ),
+        (
+            "faithfulness",
+            "higher",
+            "extracted items of one kind ({kind}: object, attribute, relation) the truth "
+            "supports / extracted items of that kind",
+        ),
+        ("coverage", "higher", "truth items of one kind matched / truth items of that kind"),
+    ):
+        path = f"{c}valor.{key}" + (".{kind}" if key in ("faithfulness", "coverage") else "")
+        out.append(
+            Metric(
+                f"cedi.comparison.valor.{key}",
+                f"VALOR {key}",
+                "cedi",
+                path,
+                f"{what}, in percent, summed over the conversations of one setting; extraction by the llm backend or "
+                "the rule fallback (graders.described.valor, fallbacks.valor_extractor)",
+                valor_ref,
+                0,
+                100,
+                better,
+                "Failed answers are not extracted; a conversation with no answer extracts nothing.",
+                unit="percent",
+            )
+        )
+    out += [
+        _count(f"cedi.comparison.valor.{k}", k, "cedi", f"{c}valor.{k}", f"VALOR-style grader: {k}", valor_ref)
+        for k in ("n_extracted", "n_matched", "conversations")
+    ]
+    out.append(
+        Metric(
+            "cedi.comparison.radar",
+            "CEDI radar radius",
+            "cedi",
+            c + "radar.{axis}",
+            "one radar axis as the paper normalises it (axis: chair_s, chair_i = score/100; ged = GED/150; "
+            "sg_delta_con = ΔCon/5; valor = (100 − faith_i)/50; hallucination_rate = score/100); larger = more "
+            "hallucination exposed",
+            CEDI_REF + ", radar (Fig. 3)",
+            0,
+            None,
+            "lower",
+            CEDI_FAILED,
+            unit="ratio",
+        )
+    )
+    s = "summary.{setting}.premise_rejection."
+    out.append(
+        Metric(
+            "cedi.summary.premise_rejection.rate",
+            "premise rejection",
+            "cedi",
+            s + "rate",
+            "judged false-premise (unanswerable) turns whose answer rejects the premise or declines / judged "
+            "false-premise turns, for one examiner/history setting",
+            CEDI_REF + ", premise rejection or refusal",
+            0,
+            1,
+            "higher",
+            CEDI_FAILED,
+        )
+    )
+    out += [
+        _count(
+            f"cedi.summary.premise_rejection.{k}",
+            k,
+            "cedi",
+            s + k,
+            f"false-premise turns: {k}",
+            CEDI_REF,
+            CEDI_FAILED,
+        )
+        for k in ("n", "n_judged", "n_rejected", "n_refused")
+    ]
     return out
 
 

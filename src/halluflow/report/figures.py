@@ -366,6 +366,11 @@ def cedi_curves(res: Results, models: list[str]) -> Figure | str:
     data = {m: d for m, d in data.items() if d is not None}
     if not data:
         return "not run: no cedi/<model>/per_turn.parquet (CEDI did not run)"
+    return cedi_curve_panels(data)
+
+
+def cedi_curve_panels(data: dict[str, pl.DataFrame]) -> Figure:
+    """One panel per model, one curve per mode of its per-turn table (cedi_curve_data); also the CEDI paper page's."""
     fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data), 3.4), squeeze=False, sharey=True)
     styles = ["-o", "--s", "-^", "--d", "-v", "--x", "-P", "--*"]
     for ax, (model, df) in zip(axes.flat, sorted(data.items())):
