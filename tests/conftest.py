@@ -139,6 +139,17 @@ def ode_release(tmp_path):
 
 
 @pytest.fixture(scope="module")
+def vlm_family_dirs(tmp_path_factory):
+    """Tiny random stand-ins of the five VLM families (halluflow.backends.tiny_vlms), built offline once per module."""
+    from helpers import VLM_FAMILIES
+
+    from halluflow.models.standins import build_standin
+
+    root = tmp_path_factory.mktemp("vlm-families")
+    return {kind: build_standin(kind, root / kind, seed=0) for kind in VLM_FAMILIES}
+
+
+@pytest.fixture(scope="module")
 def prior(tmp_path_factory):
     """The co-occurrence prior VLM on helpers.make_graph's graph (the model behind tests/chat_server.py)."""
     from helpers import make_graph

@@ -34,6 +34,10 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
+# Stand-in kinds of the VLM families people evaluate (halluflow.backends.tiny_vlms): one per processor layout.
+VLM_FAMILIES = ("smolvlm", "llava", "llava_next", "qwen2_vl", "gemma3")
+
+
 def make_graph(folder):
     """A six-node co-occurrence graph (nodes.parquet, edges.parquet) for the prior VLM."""
     nodes = pl.DataFrame(

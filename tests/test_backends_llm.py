@@ -58,5 +58,11 @@ def test_blind_vlm_ignores_the_image_and_supports_history(llm):
     assert with_image[0] == llm.chat([{"role": "user", "content": q}])
     history = blind.answer([VLMRequest("c", "And a cat?", None, history=(("Is there a dog?", "Yes."),))])
     assert isinstance(history[0], str)
-    assert blind.describe().extra == {"image_input": False}
+    # How the language model runs is recorded with it (dtype auto = float32 on the CPU; sdpa chosen by auto).
+    assert blind.describe().extra == {
+        "image_input": False,
+        "device": "cpu",
+        "dtype": "float32",
+        "attn_implementation": "sdpa",
+    }
     assert len(blind.answer([VLMRequest("d", q, None, max_new_tokens=1)])[0].split()) <= 2  # the request's own length

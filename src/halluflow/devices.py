@@ -1,14 +1,27 @@
-"""Device and dtype choice shared by the torch backends (synthesis, detection, local VLMs).
+"""Device, dtype, attention and batch-size choice shared by the torch backends (synthesis, detection, VLMs, LLMs).
 
 `device: auto` means CUDA when a GPU is visible (Slurm GPU jobs), else the CPU (laptops, CI); `dtype: auto`
-means bfloat16 on CUDA and float32 on the CPU, where half precision is slow or unsupported.
+means bfloat16 on CUDA and float32 on the CPU, where half precision is slow or unsupported. `attn_implementation:
+auto` means flash_attention_2 on CUDA when flash-attn is installed and the model supports it, else sdpa where the
+model supports it, else eager. On CUDA, image batches (FLUX, the detector) are sized to a memory budget measured
+on the GPU itself (`batch_for_budget`, `probe_batch_size`); on the CPU the configured batch size stands.
 """
 
 from __future__ import annotations
 
+import importlib.util
+from typing import Callable
+
 from .errors import ConfigError
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+# Budget batching never grows a batch past this: beyond it an image stage is compute-bound on any GPU we know,
+# and a larger batch only delays the first checkpointed images of a shard.
+MAX_BUDGET_BATCH = 64
+# Share of the GPU memory that is free when a stage starts that its batches may use (the rest absorbs the
+# allocator's fragmentation and other processes on the GPU).
+FREE_MEMORY_SHARE = 0.9
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -29,6 +42,73 @@ def resolve_dtype(dtype: str = "auto", device: str = "cpu"):
     if dtype == "auto":
         dtype = "bfloat16" if device.startswith("cuda") else "float32"
     return getattr(torch, dtype)
+
+
+def flash_attn_installed() -> bool:
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def choose_attn_implementation(
+    requested: str, device: str, *, flash_installed: bool, supports_flash: bool, supports_sdpa: bool
+) -> str:
+    """The attention kernel a model runs with: `requested` unless it is auto, then the fastest the installed
+    packages and the model class support on this device (flash-attn runs on CUDA only)."""
+    if requested not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"attn_implementation {requested!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}")
+    if requested != "auto":
+        return requested
+    if device.startswith("cuda") and flash_installed and supports_flash:
+        return "flash_attention_2"
+    return "sdpa" if supports_sdpa else "eager"
+
+
+def batch_for_budget(
+    budget_bytes: float, fixed_bytes: float, per_item_bytes: float, cap: int = MAX_BUDGET_BATCH
+) -> int:
+    """The largest batch whose predicted peak (fixed + n x per item) fits the budget, at least 1, at most `cap`."""
+    if per_item_bytes <= 0:
+        return max(1, int(cap))
+    n = int((budget_bytes - fixed_bytes) // per_item_bytes)
+    return max(1, min(int(cap), n))
+
+
+def probe_batch_size(
+    run: Callable[[int], object], device: str, configured: int, memory_budget_mb: float | None = None
+) -> tuple[int, dict]:
+    """Batch size for an image stage: on the CPU (or with memory_budget_mb 0) the configured one; on CUDA the
+    largest batch that fits the budget (memory_budget_mb, default FREE_MEMORY_SHARE of the memory free now).
+
+    The cost of one item is measured, not guessed: `run(n)` runs one small pass of n items (one denoising step, one
+    detector forward) and the peaks of n = 1 and n = 2 (torch.cuda.max_memory_allocated) give fixed and per-item
+    bytes. Returns (batch size, what was measured), the second recorded by the backend's describe()."""
+    configured = max(1, int(configured))
+    if not device.startswith("cuda") or memory_budget_mb == 0:
+        return configured, {"batch_size": configured, "batch_source": "configured"}
+    import torch
+
+    torch.cuda.synchronize(device)
+    peaks = []
+    for n in (1, 2):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        run(n)
+        torch.cuda.synchronize(device)
+        peaks.append(torch.cuda.max_memory_allocated(device))
+    per_item = max(0, peaks[1] - peaks[0])
+    fixed = peaks[0] - per_item
+    if memory_budget_mb is None:
+        free, _ = torch.cuda.mem_get_info(device)
+        budget = FREE_MEMORY_SHARE * free + torch.cuda.memory_allocated(device)
+    else:
+        budget = float(memory_budget_mb) * 2**20
+    size = batch_for_budget(budget, fixed, per_item)
+    return size, {
+        "batch_size": size,
+        "batch_source": "memory budget",
+        "memory_budget_mb": round(budget / 2**20),
+        "per_item_mb": round(per_item / 2**20, 1),
+        "fixed_mb": round(fixed / 2**20),
+    }
 
 
 def set_threads(n: int) -> None:

@@ -3,6 +3,10 @@ DINO through AutoModelForZeroShotObjectDetection) and `UltralyticsDetector` (YOL
 a closed-vocabulary YOLO with a class map). ODE (Tu, Hu, Sang, CVPR 2025, §3.2) filters its images with YOLO-World
 v2-L prompted with the pair's objects (github Iridescent-y/ODE). Boxes are recorded in pixel coordinates of the
 original image; thresholds for filtering live in the filter stage (halluflow.ode.filtering).
+
+On CUDA both batch to a memory budget (`memory_budget_mb`, default 90% of the free GPU memory), measured by two
+probe forwards of 1 and 2 blank images (halluflow.devices.probe_batch_size); on the CPU `detection.batch_size`
+stands.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ from typing import Sequence
 from ..errors import BackendError, ConfigError, MissingExtraError
 from ..models.standins import standin_info
 from .base import BackendInfo, Detection, Detector
+from .llm import apply_attention
+
+# What a budget probe detects: images of a common photo size and a typical per-image vocabulary (the processors
+# resize every image to the model's own input size, so the probe's size matters little).
+PROBE_IMAGE_SIZE = (640, 480)
+PROBE_LABELS = ("person", "dog", "cat", "car", "chair", "table", "cup", "tree")
 
 
 def _keep_best(dets: list[Detection], max_detections: int) -> list[Detection]:
@@ -29,7 +39,40 @@ def _clip_box(box, width: int, height: int) -> tuple[float, float, float, float]
     return (min(max(x0, 0.0), w), min(max(y0, 0.0), h), min(max(x1, 0.0), w), min(max(y1, 0.0), h))
 
 
-class TransformersDetector(Detector):
+def check_budget(memory_budget_mb) -> float | None:
+    if memory_budget_mb is None:
+        return None
+    if float(memory_budget_mb) < 0:
+        raise ConfigError(
+            f"detection.memory_budget_mb must be >= 0 (0 = the configured batch size), got {memory_budget_mb}"
+        )
+    return float(memory_budget_mb)
+
+
+class BudgetBatching:
+    """fit_batch_size for detectors: on CUDA the batch that fits `memory_budget_mb`, measured once by probing."""
+
+    device: str
+    memory_budget_mb: float | None = None
+    batching: dict = {}
+
+    def fit_batch_size(self, configured: int) -> int:
+        from PIL import Image
+
+        from ..devices import probe_batch_size
+
+        sizes = self.__dict__.setdefault("_batch_sizes", {})
+        key = (self.device, configured)
+        if key not in sizes:
+
+            def probe(n: int):
+                self.detect([Image.new("RGB", PROBE_IMAGE_SIZE)] * n, [list(PROBE_LABELS)] * n)
+
+            sizes[key], self.batching = probe_batch_size(probe, self.device, configured, self.memory_budget_mb)
+        return sizes[key]
+
+
+class TransformersDetector(BudgetBatching, Detector):
     """Zero-shot detectors of transformers. OWL models score each query box against each label directly;
     Grounding DINO scores boxes against text tokens, so a label's score is the max over its own tokens (the
     phrase decoding of the stock post-processor can return merged or partial phrases that are not a label)."""
@@ -42,10 +85,12 @@ class TransformersDetector(Detector):
         model: str,
         revision: str | None = None,
         device: str = "auto",
-        dtype: str = "float32",
+        dtype: str = "auto",
         box_threshold: float = 0.1,
         max_detections: int = 100,
         prompt_template: str = "{label}",
+        memory_budget_mb: float | None = None,
+        attn_implementation: str = "auto",
     ):
         from ..devices import resolve_device, resolve_dtype
 
@@ -63,6 +108,7 @@ class TransformersDetector(Detector):
         self.dtype = resolve_dtype(dtype, self.device)
         self.box_threshold, self.max_detections = float(box_threshold), int(max_detections)
         self.prompt_template = prompt_template
+        self.memory_budget_mb = check_budget(memory_budget_mb)
         self.standin = standin_info(self.model_id)
         try:
             self.processor = AutoProcessor.from_pretrained(self.model_id, revision=revision)
@@ -76,6 +122,7 @@ class TransformersDetector(Detector):
                 f"detection.model {self.model_id!r} (revision {revision!r}) could not be loaded: "
                 f"{str(exc).splitlines()[0]}"
             ) from exc
+        self.attn_implementation = apply_attention(self.model, attn_implementation, self.device)
         self.model_type = self.model.config.model_type
         if self.model_type not in self.OWL + self.GROUNDING:
             raise ConfigError(
@@ -90,7 +137,14 @@ class TransformersDetector(Detector):
             model=self.model_id,
             revision=self.revision,
             stand_in=self.standin is not None,
-            extra={"model_type": self.model_type, "box_threshold": self.box_threshold},
+            extra={
+                "model_type": self.model_type,
+                "box_threshold": self.box_threshold,
+                "device": self.device,
+                "dtype": str(self.dtype).removeprefix("torch."),
+                "attn_implementation": self.attn_implementation,
+                **self.batching,
+            },
         )
 
     def detect(self, images: Sequence, labels: Sequence[Sequence[str]]) -> list[list[Detection]]:
@@ -219,7 +273,7 @@ def _weights_file(model: str) -> str:
     return model
 
 
-class UltralyticsDetector(Detector):
+class UltralyticsDetector(BudgetBatching, Detector):
     """YOLO-World / YOLOE prompted with the labels (set_classes), or a closed-vocabulary YOLO whose class names
     are matched to labels through `class_map` {label: class name} (labels equal to a class name map to it)."""
 
@@ -233,8 +287,9 @@ class UltralyticsDetector(Detector):
         imgsz: int = 640,
         class_map: dict | None = None,
         open_vocabulary: str | bool = "auto",
-        dtype: str = "float32",
+        dtype: str = "auto",
         prompt_template: str = "{label}",
+        memory_budget_mb: float | None = None,
     ):
         from ..devices import resolve_device
 
@@ -244,8 +299,9 @@ class UltralyticsDetector(Detector):
         self.box_threshold, self.max_detections, self.imgsz = float(box_threshold), int(max_detections), int(imgsz)
         self.class_map = dict(class_map or {})
         self.prompt_template = prompt_template
+        self.memory_budget_mb = check_budget(memory_budget_mb)
         # ultralytics has one reduced precision (FP16 on a GPU); revision is recorded only (weights are files).
-        self.half = dtype in ("float16", "bfloat16") and self.device.startswith("cuda")
+        self.half = dtype in ("auto", "float16", "bfloat16") and self.device.startswith("cuda")
         self.standin = standin_info(self.model_id)
         try:
             self.model = ultralytics.YOLO(_weights_file(self.model_id))
@@ -274,7 +330,13 @@ class UltralyticsDetector(Detector):
             model=self.model_id,
             revision=self.revision,
             stand_in=self.standin is not None,
-            extra={"open_vocabulary": self.open_vocabulary, "box_threshold": self.box_threshold},
+            extra={
+                "open_vocabulary": self.open_vocabulary,
+                "box_threshold": self.box_threshold,
+                "device": self.device,
+                "half": self.half,
+                **self.batching,
+            },
         )
 
     def _set_classes(self, classes: tuple[str, ...]) -> None:

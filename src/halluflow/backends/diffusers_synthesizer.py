@@ -1,5 +1,9 @@
 """The diffusers synthesizer backend (registry role `synthesizer`): any diffusers text-to-image pipeline, FLUX.1-dev
 by default (ODE, Tu, Hu, Sang, CVPR 2025, §3.2 generates with FLUX.1-dev), loaded lazily, one generator per image.
+
+On CUDA the batch size follows a memory budget (`memory_budget_mb`, default 90% of the free GPU memory): one
+1-step probe each of 1 and 2 images measures the pipeline's fixed and per-image peak (halluflow.devices). On the CPU
+the configured `synthesis.batch_size` stands, so CPU runs keep their bytes.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ class DiffusersSynthesizer(Synthesizer):
         width: int = 128,
         call_args: dict | None = None,
         true_cfg_scale: float | None = None,
+        memory_budget_mb: float | None = None,
+        attn_implementation: str = "auto",
     ):
-        from ..devices import resolve_device, resolve_dtype
+        from ..devices import ATTN_IMPLEMENTATIONS, resolve_device, resolve_dtype
 
         try:
             import torch  # noqa: F401
@@ -52,6 +58,19 @@ class DiffusersSynthesizer(Synthesizer):
         self.call_args = dict(call_args or {})
         self.true_cfg_scale = None if true_cfg_scale is None else float(true_cfg_scale)
         self.standin = standin_info(self.model)
+        if memory_budget_mb is not None and float(memory_budget_mb) < 0:
+            raise ConfigError(
+                f"synthesis.memory_budget_mb must be >= 0 (0 = the configured batch size), got {memory_budget_mb}"
+            )
+        self.memory_budget_mb = None if memory_budget_mb is None else float(memory_budget_mb)
+        if attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ConfigError(
+                f"synthesis.attn_implementation {attn_implementation!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}"
+            )
+        self.requested_attention = attn_implementation
+        self.attn_implementation: str | None = None  # known once the pipeline is loaded
+        self.batching: dict[str, Any] = {}
+        self._batch_sizes: dict[tuple[str, int], int] = {}
         self._warned: set[str] = set()
         self._pipe = None
         self._pipeline_class = DiffusionPipeline
@@ -80,6 +99,7 @@ class DiffusersSynthesizer(Synthesizer):
             self._accepted = accepted
             pipe.to(self.device)
             pipe.set_progress_bar_config(disable=True)
+            self.attn_implementation = _set_attention(pipe, self.requested_attention, self.device)
             self._pipe = pipe
         return self._pipe
 
@@ -136,21 +156,45 @@ class DiffusersSynthesizer(Synthesizer):
             model=self.model,
             revision=self.revision,
             stand_in=self.standin is not None,
-            extra={k: v for k, v in self.settings().items() if k != "weights"},
+            extra={
+                **{k: v for k, v in self.settings().items() if k != "weights"},
+                "device": self.device,
+                **({"attn_implementation": self.attn_implementation} if self.attn_implementation else {}),
+                **self.batching,
+            },
         )
 
-    def generate(self, prompts: Sequence[ImagePrompt]):
-        import torch
+    def fit_batch_size(self, configured: int) -> int:
+        """The configured batch size on the CPU; on CUDA the largest that fits the memory budget (measured once)."""
+        from ..devices import probe_batch_size
 
+        key = (self.device, configured)
+        if key not in self._batch_sizes:
+
+            def probe(n: int):  # one denoising step: its peak is every step's, and the VAE decode runs too
+                self._run([ImagePrompt(f"probe{i}", "a photo", "", i) for i in range(n)], steps=1)
+
+            size, self.batching = probe_batch_size(probe, self.device, configured, self.memory_budget_mb)
+            if size != configured:
+                log.info("synthesis: batches of %d images fit the memory budget (%s)", size, self.batching)
+            self._batch_sizes[key] = size
+        return self._batch_sizes[key]
+
+    def generate(self, prompts: Sequence[ImagePrompt]):
         if not prompts:
             return []
+        return self._run(prompts, self.steps)
+
+    def _run(self, prompts: Sequence[ImagePrompt], steps: int):
+        import torch
+
         # CPU generators: the same seed gives the same starting noise on any device.
         pipe = self.pipe
         generators = [torch.Generator("cpu").manual_seed(int(p.seed)) for p in prompts]
         kwargs = dict(
             prompt=[p.prompt for p in prompts],
             generator=generators,
-            num_inference_steps=self.steps,
+            num_inference_steps=steps,
             guidance_scale=self.guidance,
             height=self.height,
             width=self.width,
@@ -160,6 +204,30 @@ class DiffusersSynthesizer(Synthesizer):
         kwargs.update(self.negative_args([p.negative_prompt or "" for p in prompts]))
         with torch.inference_mode():
             return list(pipe(**kwargs).images)
+
+
+def _set_attention(pipe, requested: str, device: str) -> str:
+    """Put the denoiser on the attention kernel devices.choose_attn_implementation picks (diffusers' "flash"
+    backend for flash_attention_2; its default is torch's sdpa) and return the one it runs with."""
+    from ..devices import choose_attn_implementation, flash_attn_installed
+
+    denoiser = getattr(pipe, "transformer", None) or getattr(pipe, "unet", None)
+    can_switch = hasattr(denoiser, "set_attention_backend")
+    want = choose_attn_implementation(
+        requested, device, flash_installed=flash_attn_installed(), supports_flash=can_switch, supports_sdpa=True
+    )
+    backend = {"flash_attention_2": "flash", "flash_attention_3": "_flash_3", "flex_attention": "flex"}.get(want)
+    if want == "eager":
+        backend = "_native_math"
+    if backend is None or not can_switch:
+        return "sdpa"
+    try:
+        denoiser.set_attention_backend(backend)
+    except (ValueError, ImportError, RuntimeError) as exc:
+        if requested != "auto":
+            raise ConfigError(f"synthesis.attn_implementation {requested!r}: {str(exc).splitlines()[0]}") from None
+        return "sdpa"
+    return want
 
 
 def _weights_fingerprint(model: str) -> Any:

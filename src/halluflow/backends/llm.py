@@ -8,28 +8,41 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..devices import choose_attn_implementation, flash_attn_installed, resolve_device, resolve_dtype
 from ..errors import ConfigError, InputError, MissingExtraError
 from ..models import LOCAL_LLM, remote_code_refusal, resolve_model_path
 from .base import LLM, BackendInfo, SamplingSettings
 
 
-def torch_dtype(name: str):
-    import torch
-
-    if name == "auto":
-        return "auto"
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-    except KeyError:
-        raise ConfigError(f"dtype {name!r}: expected one of float32, bfloat16, float16, auto") from None
+def torch_dtype(name: str, device: str = "cpu"):
+    """The torch dtype of `dtype: name` on `device`: auto = bfloat16 on CUDA, float32 on the CPU (as for FLUX and
+    the detector), never the checkpoint's own dtype (a float16 checkpoint on a CPU would be slow or fail)."""
+    return resolve_dtype(name, device)
 
 
-def resolve_device(device: str) -> str:
-    import torch
+def apply_attention(model, requested: str, device: str) -> str:
+    """Switch a loaded, placed model to the attention kernel `choose_attn_implementation` picks and return the one
+    it runs with (recorded by describe()). transformers loads with sdpa where the model supports it (eager
+    otherwise), so auto changes a model only where flash-attn is installed, on CUDA, for a model that supports it."""
+    want = choose_attn_implementation(
+        requested,
+        device,
+        flash_installed=flash_attn_installed(),
+        supports_flash=bool(getattr(model, "_supports_flash_attn", False)),
+        supports_sdpa=bool(getattr(model, "_supports_sdpa", False)),
+    )
+    if want != attention_of(model):
+        try:
+            model.set_attn_implementation(want)
+        except (ValueError, ImportError, RuntimeError) as exc:
+            if requested != "auto":  # auto keeps what transformers chose; an explicit choice that fails is an error
+                raise ConfigError(f"attn_implementation {requested!r}: {str(exc).splitlines()[0]}") from None
+    return attention_of(model)
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+
+def attention_of(model) -> str:
+    impl = getattr(model.config, "_attn_implementation", None)
+    return impl if isinstance(impl, str) else str(impl)
 
 
 def load_pretrained(loader, path: str, model: str, revision: str | None, trust_remote_code: bool, **kwargs):
@@ -52,6 +65,15 @@ def load_pretrained(loader, path: str, model: str, revision: str | None, trust_r
         ) from None
 
 
+def runtime_info(backend) -> dict[str, Any]:
+    """How a local model runs (device, dtype, attention kernel): recorded by describe() in every summary."""
+    return {
+        "device": backend.device,
+        "dtype": str(backend.dtype).removeprefix("torch."),
+        "attn_implementation": backend.attn_implementation,
+    }
+
+
 def generation_kwargs(max_new_tokens: int, temperature: float, top_p: float, pad_token_id) -> dict[str, Any]:
     """Greedy unless temperature > 0; sampling is seeded by the caller so outputs stay reproducible."""
     kwargs: dict[str, Any] = {"max_new_tokens": int(max_new_tokens), "pad_token_id": pad_token_id}
@@ -68,7 +90,9 @@ class TransformersLLM(SamplingSettings, LLM):
     Args (config `llm:` block or `registry.create("llm", {"backend": "transformers", ...})`):
       model: local folder or hub id; default resources/models/smollm2-135m-instruct (built from the packaged GGUF
              on first use when missing; the workflow builds it in rule build_local_llm).
-      revision: hub revision (recorded in outputs).  device: cpu|cuda|auto.  dtype: float32|bfloat16|float16|auto.
+      revision: hub revision (recorded in outputs).  device: cpu|cuda|auto.  dtype: auto (bfloat16 on CUDA, float32
+             on the CPU) | float32 | bfloat16 | float16.  attn_implementation: auto (flash_attention_2 on CUDA with
+             flash-attn installed, else sdpa, else eager) | eager | sdpa | flash_attention_2; recorded in describe().
       max_new_tokens (64), temperature (0 = greedy), top_p (1.0), seed (0), batch_size (8) for chat_batch,
       system_prompt: prepended as a system message when the conversation has none.  stand_in: label outputs.
       trust_remote_code: run the model repo's own Python code (false); needs a local folder or a pinned
@@ -83,7 +107,7 @@ class TransformersLLM(SamplingSettings, LLM):
         model: str = LOCAL_LLM,
         revision: str | None = None,
         device: str = "cpu",
-        dtype: str = "float32",
+        dtype: str = "auto",
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -92,6 +116,7 @@ class TransformersLLM(SamplingSettings, LLM):
         system_prompt: str | None = None,
         stand_in: bool = False,
         trust_remote_code: bool = False,
+        attn_implementation: str = "auto",
     ):
         try:
             import torch
@@ -113,15 +138,18 @@ class TransformersLLM(SamplingSettings, LLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.dtype = torch_dtype(dtype, self.device)
         self.model = load_pretrained(
-            AutoModelForCausalLM, path, model, revision, self.trust_remote_code, dtype=torch_dtype(dtype)
+            AutoModelForCausalLM, path, model, revision, self.trust_remote_code, dtype=self.dtype
         )
         self.model.to(self.device).eval()
+        self.attn_implementation = apply_attention(self.model, attn_implementation, self.device)
         self._torch = torch
 
     def describe(self) -> BackendInfo:
         # Remote code is recorded only when on, so manifests of ordinary models stay as they were.
         extra = {"trust_remote_code": True} if self.trust_remote_code else {}
+        extra.update(runtime_info(self))
         return BackendInfo("llm", "transformers", self.model_name, self.revision, self.stand_in, extra)
 
     def _with_system(self, messages: Sequence[dict], system_prompt: str | None) -> list[dict]:

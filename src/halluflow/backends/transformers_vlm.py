@@ -3,8 +3,10 @@
 Nothing here depends on the model family (LLaVA, LLaVA-NeXT, Qwen2-VL, Gemma 3, Idefics3/SmolVLM ...): prompts go
 through the processor's own chat template (`apply_chat_template`, one {"type": "image"} part per image), and
 everything the processor returns (pixel_values of whatever shape, image_sizes, image_grid_thw, token_type_ids ...)
-is passed to `generate`. Requests are grouped by generation settings and image count, sorted by prompt length and
-batched with left padding, so each batch is padded once and little is wasted. Multi-turn history (CEDI examiner
+is passed to `generate`. Requests are grouped by generation settings and image count, sorted by image size and
+prompt length and batched with left padding, so each batch pads its prompts (and, for families whose image-token
+count or tile count follows the image size, its pixel_values) to near neighbours; answers come back in request order
+and equal the unbatched ones under greedy decoding (tests/test_batching.py, five families). Multi-turn history (CEDI examiner
 conversations) is replayed with the images attached to the first user turn. Offline stand-ins of these families:
 halluflow.backends.tiny_vlms.
 """
@@ -15,7 +17,15 @@ from typing import Sequence
 
 from ..errors import MissingExtraError
 from .base import VLM, BackendInfo, VLMRequest, group_by_settings
-from .llm import generation_kwargs, load_pretrained, resolve_device, resolve_model_path, torch_dtype
+from .llm import (
+    apply_attention,
+    generation_kwargs,
+    load_pretrained,
+    resolve_device,
+    resolve_model_path,
+    runtime_info,
+    torch_dtype,
+)
 from .tiny_vlms import build_tiny_smolvlm  # noqa: F401  (scripts and tests build the default stand-in from here)
 
 STANDIN_VLM_NAME = "tiny-smolvlm"
@@ -34,6 +44,24 @@ def load_image(path: str):
     from ..io import open_rgb
 
     return open_rgb(path)
+
+
+def image_size(path: str) -> tuple[int, int]:
+    """(width, height) read from the file's header only; (0, 0) for a missing or unreadable file, which the real
+    load later reports with its name."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except (OSError, ValueError):
+        return (0, 0)
+
+
+def batch_order(indices: list[int], texts: Sequence[str], sizes: Sequence[tuple]) -> list[int]:
+    """Indices sorted so neighbours share image sizes, then prompt lengths: a batch then pads its pixel_values
+    (tiles, patch grids) and its prompts to near neighbours. Ties keep request order, so the order is stable."""
+    return sorted(indices, key=lambda i: (sizes[i], len(texts[i]), i))
 
 
 def conversation(request: VLMRequest, system_prompt: str | None = None) -> list[dict]:
@@ -55,7 +83,9 @@ def conversation(request: VLMRequest, system_prompt: str | None = None) -> list[
 class TransformersVLM(VLM):
     """A VLM under test loaded with AutoProcessor + AutoModelForImageTextToText.
 
-    Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype, max_new_tokens (16; requests carry
+    Args: model (folder or hub id), revision, device (cpu|cuda|auto), dtype (auto: bfloat16 on CUDA, float32 on the
+    CPU), attn_implementation (auto: flash_attention_2 on CUDA with flash-attn installed, else sdpa where the model
+    supports it, else eager; the one used is in describe()), max_new_tokens (16; requests carry
     their own, set by the answer stage per task), temperature (0 = greedy), top_p, seed, batch_size (8),
     system_prompt, max_images (images one prompt may carry, default 4; more are tiled into one), stand_in,
     trust_remote_code (false; InternVL, MiniCPM-V, Phi-3.5-vision ship their own code: allowed only with a local
@@ -76,7 +106,7 @@ class TransformersVLM(VLM):
         model: str,
         revision: str | None = None,
         device: str = "cpu",
-        dtype: str = "float32",
+        dtype: str = "auto",
         max_new_tokens: int = 16,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -86,6 +116,7 @@ class TransformersVLM(VLM):
         max_images: int = 4,
         stand_in: bool = False,
         trust_remote_code: bool = False,
+        attn_implementation: str = "auto",
     ):
         try:
             import torch
@@ -108,10 +139,12 @@ class TransformersVLM(VLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.dtype = torch_dtype(dtype, self.device)
         self.model = load_pretrained(
-            AutoModelForImageTextToText, path, model, revision, self.trust_remote_code, dtype=torch_dtype(dtype)
+            AutoModelForImageTextToText, path, model, revision, self.trust_remote_code, dtype=self.dtype
         )
         self.model.to(self.device).eval()
+        self.attn_implementation = apply_attention(self.model, attn_implementation, self.device)
         self._torch = torch
 
     def describe(self) -> BackendInfo:
@@ -125,6 +158,7 @@ class TransformersVLM(VLM):
             {
                 "architecture": type(self.model).__name__,
                 **({"trust_remote_code": True} if self.trust_remote_code else {}),
+                **runtime_info(self),
             },
         )
 
@@ -132,18 +166,20 @@ class TransformersVLM(VLM):
         """(settings, request indices, templated prompts) per generate call.
 
         A call needs one generation config and, for the processor, one image count per prompt; within a group
-        prompts are sorted by length so each batch pads to a near neighbour, not to the longest prompt overall."""
+        requests are sorted by image size, then prompt length (batch_order), so each batch pads to a near neighbour,
+        not to the longest prompt or largest image overall."""
         texts = [
             self.processor.apply_chat_template(
                 conversation(r, self.settings_for(r)["system_prompt"]), add_generation_prompt=True
             )
             for r in requests
         ]
+        sizes = [tuple(image_size(p) for p in r.images) for r in requests]
         out = []
         for (_, settings), idx in group_by_settings(
             requests, lambda r: (len(r.images), tuple(sorted(self.settings_for(r).items())))
         ):
-            idx.sort(key=lambda i: (len(texts[i]), i))
+            idx = batch_order(idx, texts, sizes)
             for start in range(0, len(idx), self.batch_size):
                 chunk = idx[start : start + self.batch_size]
                 out.append((dict(settings), chunk, [texts[i] for i in chunk]))

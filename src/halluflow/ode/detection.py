@@ -245,6 +245,8 @@ def detect_shard(
     per box, each with the image's `vocabulary` (its labels); a null row for an image without boxes."""
     if batch_size < 1:
         raise ConfigError(f"detection.batch_size must be >= 1, got {batch_size}")
+    if len(images):  # on CUDA the backend sizes batches to its memory budget; on the CPU batch_size stands
+        batch_size = detector.fit_batch_size(batch_size)
     info = detector.describe()
     rows = []
     records = images.select("image_id", "path").sort("image_id").to_dicts()

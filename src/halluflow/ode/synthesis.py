@@ -175,6 +175,8 @@ def synthesize_shard(
     """
     if batch_size < 1:
         raise ConfigError(f"synthesis.batch_size must be >= 1, got {batch_size}")
+    if len(prompts):  # on CUDA the backend sizes batches to its memory budget; on the CPU batch_size stands
+        batch_size = synthesizer.fit_batch_size(batch_size)
     root = Path(root)
     bad = [i for i in prompts["image_id"].to_list() if not _SAFE_ID.match(i)]
     if bad:
