@@ -236,3 +236,14 @@ def get_report_options():
 def get_audit_model_inputs(wildcards):
     """The label audit's oracle members' folders, as the answer stage resolves them (built before the audit)."""
     return [f for spec in audit_oracle_specs(config, config["audit"]["oracle"]) for f in model_inputs(spec)]
+
+
+def get_paper_upstream(*stages):
+    """Inputs of a paper page (rules/paper.smk): the planned stages' final files (stage_targets, rules/targets.smk);
+    a stage that is not planned says "not run" on the page."""
+    return lambda wildcards: [t for stage in stages for t in stage_targets().get(stage, [])]
+
+
+def get_paper_validity(wildcards):
+    # ODE's Fig. 1/4 and 7: the validity view, planned when validity.source is set (rules/score.smk)
+    return [rules.release_validity.output.validity] if SOURCE["kind"] == "ode" and config["validity"]["source"] else []

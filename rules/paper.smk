@@ -5,21 +5,10 @@
 # (CEDI's comparison, ODE's fine-tuning). Not in `rule all`: ask for the target.
 
 
-def paper_upstream(*stages):
-    # The planned stages' final files (rules/targets.smk); a stage that is not planned says "not run" on the page.
-    found = stage_targets()
-    return [t for stage in stages for t in found.get(stage, [])]
-
-
-def validity_input(wildcards):
-    # Fig. 1/4 and 7 of ODE: the validity view, planned when validity.source is set (rules/score.smk)
-    return [rules.release_validity.output.validity] if "release_validity" in dir(rules) else []
-
-
 rule paper_ode:
     input:
-        upstream=lambda wildcards: paper_upstream("score", "diagnosis"),
-        validity=validity_input,
+        upstream=get_paper_upstream("score", "diagnosis"),
+        validity=get_paper_validity,
         sections=[],
     output:
         page=f"{OUT}/report/paper_ode.html",
@@ -40,7 +29,7 @@ rule paper_ode:
 
 rule paper_caos:
     input:
-        upstream=lambda wildcards: paper_upstream("caos"),  # each caos_score reads its model's metrics
+        upstream=get_paper_upstream("caos"),  # each caos_score reads its model's metrics
         sections=[],
     output:
         page=f"{OUT}/report/paper_caos.html",
@@ -61,7 +50,7 @@ rule paper_caos:
 
 rule paper_samf:
     input:
-        upstream=lambda wildcards: paper_upstream("samf"),
+        upstream=get_paper_upstream("samf"),
         sections=[],
     output:
         page=f"{OUT}/report/paper_samf.html",
@@ -79,21 +68,3 @@ rule paper_samf:
     script:
         "../scripts/paper.py"
 
-
-rule paper_cedi:
-    input:
-        sections=[rules.cedi_comparison.output.section],  # CEDI's examiners x graders section (rules/cedi.smk)
-    output:
-        page=f"{OUT}/report/paper_cedi.html",
-        sections=directory(f"{OUT}/paper/cedi"),
-    log:
-        f"{LOGS}/paper/cedi.log",
-    conda:
-        "../envs/report.yaml"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
-    params:
-        paper="cedi",
-    script:
-        "../scripts/paper.py"

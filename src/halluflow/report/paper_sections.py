@@ -53,6 +53,12 @@ class _Writer:
         figures.write_png(self.folder / f"{name}.png", figures.to_png(figures.stamp_stand_in(fig, stand_in)))
         return f"{name}.png"
 
+    def legend_figure(self, name: str, fig, axes, stand_in: bool, legend: str | None = None, title: str = "") -> str:
+        """The figure with the legend of its panels right of the last one (the paper's layout), saved."""
+        axes[0][-1].legend(title=legend, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        fig.tight_layout()
+        return self.figure(name, fig, title, stand_in)
+
     def section(self, sid: str, title: str, caption: str, stand_ins: list[str], tables=(), figs=()) -> None:
         path = self.folder / f"{sid}.json"
         doc = {
@@ -466,9 +472,7 @@ def _caos_fig3(w, docs, embedders, who, stand_ins, stand) -> None:
     for ax, emb in zip(axes[0], embedders or [None]):
         _bars(ax, [a for a, _ in axes_def], {m: [f(m, emb) for _, f in axes_def] for m in models}, colours)
         ax.set_title(f"{emb}" if emb else "no embedder")
-    axes[0][-1].legend(title="model", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    png = w.figure("fig3", fig, "", stand)
+    png = w.legend_figure("fig3", fig, axes, stand, "model")
     w.section(
         "fig3",
         "Per-model object metrics and CAOS (CAOS Fig. 3 layout)",
@@ -504,9 +508,7 @@ def _caos_fig4(w, docs, embedders, who, stand_ins, stand) -> None:
         ax.set_ylabel("CAOS_K")
         ax.set_title(f"CAOS_K with {emb}")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    png = w.figure("fig4", fig, "", stand)
+    png = w.legend_figure("fig4", fig, axes, stand)
     w.section(
         "fig4",
         "CAOS_K for k = 1..10 (CAOS Fig. 4 layout)",
@@ -561,9 +563,7 @@ def _caos_fig5(w, docs, embedders, who, stand_ins, stand) -> None:
             ax, list(SUBSETS), {m: [_subset_value(docs[m], m, emb, s, score) for s in SUBSETS] for m in models}, colours
         )
         ax.set_title(f"{CATALOGUE['caos.' + score].label} ({emb})")
-    axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    png = w.figure("fig5", fig, "", stand)
+    png = w.legend_figure("fig5", fig, axes, stand)
     w.section(
         "fig5",
         "CAOS on the object subsets (CAOS Fig. 5 layout)",
@@ -740,9 +740,7 @@ def _samf_figure(w: _Writer, model: str, rows: list[list[Any]], stand: bool) -> 
         _bars(ax, categories, series)
         ax.set_title(metric.upper())
         ax.set_ylim(0, 1.05)
-    axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    png = w.figure(f"categories_{model}", fig, f"{model}: static vs fuzzed per category", stand)
+    png = w.legend_figure(f"categories_{model}", fig, axes, stand, title=f"{model}: static vs fuzzed per category")
     return {
         "id": f"categories_{model}",
         "title": f"{model}: static vs each controller's fuzzed instances",

@@ -76,6 +76,15 @@ def _require(obj: Any, keys: dict[str, type], where: str) -> None:
             raise InputError(f"{where}.{key}: expected {kind.__name__}, got {type(obj[key]).__name__}")
 
 
+def _item(obj: Any, keys: dict[str, type], where: str, seen: set[str]) -> str:
+    """A table or figure of a section: its keys, and an id no other table or figure of the section uses."""
+    _require(obj, keys, where)
+    if obj["id"] in seen:
+        raise InputError(f"{where}.id: {obj['id']!r} used twice in this section")
+    seen.add(obj["id"])
+    return where
+
+
 def _metrics(keys: list, where: str) -> list[Metric]:
     out = []
     for i, key in enumerate(keys):
@@ -111,11 +120,7 @@ def load_section(path: str | Path, paper: str) -> dict:
             raise InputError(f"{where}.stand_ins[{i}]: expected a non-empty string, got {name!r}")
     seen: set[str] = set()
     for i, table in enumerate(doc["tables"]):
-        tw = f"{where}: tables[{i}]"
-        _require(table, _TABLE_KEYS, tw)
-        if table["id"] in seen:
-            raise InputError(f"{tw}.id: {table['id']!r} used twice in this section")
-        seen.add(table["id"])
+        tw = _item(table, _TABLE_KEYS, f"{where}: tables[{i}]", seen)
         if "note" in table and not isinstance(table["note"], str):
             raise InputError(f"{tw}.note: expected str, got {type(table['note']).__name__}")
         if not all(isinstance(c, str) for c in table["columns"]):
@@ -140,11 +145,7 @@ def load_section(path: str | Path, paper: str) -> dict:
                         f"{tw}.rows[{r}]: metric {key!r} is not one of the table's metrics (its catalogue keys)"
                     )
     for i, fig in enumerate(doc["figures"]):
-        fw = f"{where}: figures[{i}]"
-        _require(fig, _FIGURE_KEYS, fw)
-        if fig["id"] in seen:
-            raise InputError(f"{fw}.id: {fig['id']!r} used twice in this section")
-        seen.add(fig["id"])
+        fw = _item(fig, _FIGURE_KEYS, f"{where}: figures[{i}]", seen)
         _metrics(fig["metrics"], fw)
         file = path.parent / fig["file"]
         if Path(fig["file"]).is_absolute() or ".." in Path(fig["file"]).parts:
