@@ -27,6 +27,8 @@ include: "rules/images.smk"
 include: "rules/release.smk"
 include: "rules/answer.smk"
 include: "rules/score.smk"
+# ODE's fine-tuning loop (planned only when finetune.enabled): needs the answer and score rules above.
+include: "rules/finetune.smk"
 include: "rules/caos.smk"
 include: "rules/cedi.smk"
 include: "rules/samf.smk"

@@ -18,6 +18,7 @@ from halluflow.samf.workflow import groups_for
 from halluflow.samf.workflow import controllers_of as samf_controllers
 from halluflow.samf.workflow import CONTROLLERS as SAMF_CONTROLLERS
 from halluflow.models import oracle_specs as audit_oracle_specs
+from halluflow.ode.finetune import check_config as check_finetune_config, finetune_model, train_release_dir
 from snakemake.logging import logger
 
 try:
@@ -247,3 +248,36 @@ def get_paper_upstream(*stages):
 def get_paper_validity(wildcards):
     # ODE's Fig. 1/4 and 7: the validity view, planned when validity.source is set (rules/score.smk)
     return [rules.release_validity.output.validity] if SOURCE["kind"] == "ode" and config["validity"]["source"] else []
+
+
+# ---- ODE fine-tuning loop (rules/finetune.smk) ----
+def finetune_params(wildcards, name):
+    """What the fine-tuning jobs read: the method, both releases, the base model, the answer and scoring settings."""
+    release = SOURCE["path"] or ode_release_dir()
+    settings = {
+        k: v for k, v in config["finetune"].items() if k not in ("enabled", "model", "train_release", "methods")
+    }
+    return {
+        "method": wildcards.method,
+        "train_release": train_release_dir(config),
+        "eval_release": release,
+        "release": release,
+        "spec": MODELS[name],
+        "base": {
+            **{k: RESOLVED[name].args.get(k) for k in ("model", "revision", "device", "dtype")},
+            "stand_in": bool(MODELS[name].get("stand_in") or RESOLVED[name].args.get("stand_in")),
+        },
+        "answer": config["answer"],
+        "scoring": config["scoring"],
+        "settings": settings,
+        "seed": config["seed"],
+        "graph": str(Path(rules.build_graph.output.nodes).parent),
+        "nodes": str(rules.build_graph.output.nodes),
+        "hallu": str(rules.build_graph.output.hallu),
+        "edges": str(rules.build_graph.output.edges),
+        "cache": f"{OUT}/cache/{name}",
+        "cache_root": f"{OUT}/cache",
+        "models_cache": MODELS_CACHE,
+        "model_dir": str(expand(rules.ode_finetune_train.output.model, method=wildcards.method)[0]),
+        "record": str(expand(rules.ode_finetune_train.output.record, method=wildcards.method)[0]),
+    }
