@@ -86,10 +86,10 @@ def test_apply_attention_switches_to_flash_only_on_cuda_with_flash_attn(monkeypa
 
 
 def test_batch_for_budget():
-    assert batch_for_budget(10_000, 2_000, 1_000) == 8
-    assert batch_for_budget(10_000, 2_000, 1_000, cap=5) == 5
-    assert batch_for_budget(1_000, 2_000, 1_000) == 1  # never below one item: the stage then fails loudly on OOM
-    assert batch_for_budget(10_000, 2_000, 0) == devices.MAX_BUDGET_BATCH
+    assert batch_for_budget(10_000, 2_000, 1_000, cap=64) == 8
+    assert batch_for_budget(10_000, 2_000, 1_000, cap=5) == 5  # the configured size is a cap, never grown
+    assert batch_for_budget(1_000, 2_000, 1_000, cap=8) == 1  # never below one item: the stage then fails loudly
+    assert batch_for_budget(10_000, 2_000, 0, cap=8) == 8
 
 
 def test_the_cpu_keeps_the_configured_batch_size_without_probing():
@@ -98,6 +98,7 @@ def test_the_cpu_keeps_the_configured_batch_size_without_probing():
 
     assert probe_batch_size(never, "cpu", 4) == (4, {"batch_size": 4, "batch_source": "configured"})
     assert probe_batch_size(never, "cuda", 4, memory_budget_mb=0)[0] == 4  # 0 = the configured size on CUDA too
+    assert probe_batch_size(never, "cuda", 1)[0] == 1  # nothing to cut
 
 
 class FakeCuda:
@@ -126,7 +127,7 @@ class FakeCuda:
 def test_a_simulated_gpu_batches_to_its_measured_memory_budget(monkeypatch):
     gpu = FakeCuda(fixed_mb=24_000, per_item_mb=3_000, free_mb=50_000, resident_mb=23_000)
     gpu.install(monkeypatch)
-    size, info = probe_batch_size(gpu.run, "cuda", 4)
+    size, info = probe_batch_size(gpu.run, "cuda", 32)
     # budget = 0.9 x 50,000 free + 23,000 resident = 68,000 MB; (68,000 - 24,000) / 3,000 = 14.67 -> 14
     assert gpu.calls == [1, 2] and size == 14
     assert info == {
@@ -136,8 +137,10 @@ def test_a_simulated_gpu_batches_to_its_measured_memory_budget(monkeypatch):
         "per_item_mb": 3_000.0,
         "fixed_mb": 24_000,
     }
-    assert probe_batch_size(gpu.run, "cuda", 4, memory_budget_mb=36_000)[0] == 4  # (36,000 - 24,000) / 3,000
-    assert probe_batch_size(gpu.run, "cuda", 4, memory_budget_mb=1_000)[0] == 1
+    # where the configured batch fits, it stands (images stay the same on every GPU and across restarts)
+    assert probe_batch_size(gpu.run, "cuda", 8) == (8, {**info, "batch_size": 8, "batch_source": "configured"})
+    assert probe_batch_size(gpu.run, "cuda", 32, memory_budget_mb=36_000)[0] == 4  # (36,000 - 24,000) / 3,000
+    assert probe_batch_size(gpu.run, "cuda", 32, memory_budget_mb=1_000)[0] == 1
 
 
 def test_flux_and_the_detector_batch_to_the_budget_on_a_simulated_gpu(tmp_path, monkeypatch):
@@ -166,10 +169,10 @@ def test_flux_and_the_detector_batch_to_the_budget_on_a_simulated_gpu(tmp_path, 
 
     monkeypatch.setattr(synth, "_run", fake_run)
     # budget 0.9 x 40,000 + 30,000 = 66,000 MB: (66,000 - 30,000) / 5,000 = 7 images per batch
-    assert synth.fit_batch_size(4) == 7 and runs == [(1, 1), (2, 1)]  # one denoising step per probe
-    assert synth.fit_batch_size(4) == 7 and len(runs) == 2  # measured once
+    assert synth.fit_batch_size(16) == 7 and runs == [(1, 1), (2, 1)]  # one denoising step per probe
+    assert synth.fit_batch_size(16) == 7 and len(runs) == 2  # measured once
     assert synth.describe().extra["batch_source"] == "memory budget"
     detector.device = "cuda"
     seen = []
     monkeypatch.setattr(detector, "detect", lambda images, labels: (seen.append(len(images)), gpu.run(len(images))))
-    assert detector.fit_batch_size(8) == 7 and seen == [1, 2]
+    assert detector.fit_batch_size(16) == 7 and seen == [1, 2]

@@ -3,8 +3,9 @@
 `device: auto` means CUDA when a GPU is visible (Slurm GPU jobs), else the CPU (laptops, CI); `dtype: auto`
 means bfloat16 on CUDA and float32 on the CPU, where half precision is slow or unsupported. `attn_implementation:
 auto` means flash_attention_2 on CUDA when flash-attn is installed and the model supports it, else sdpa where the
-model supports it, else eager. On CUDA, image batches (FLUX, the detector) are sized to a memory budget measured
-on the GPU itself (`batch_for_budget`, `probe_batch_size`); on the CPU the configured batch size stands.
+model supports it, else eager. On CUDA, image batches (FLUX, the detector) never exceed a memory budget measured
+on the GPU itself (`batch_for_budget`, `probe_batch_size`): the configured batch size is the most a batch holds, cut
+to what fits; on the CPU the configured batch size stands.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from .errors import ConfigError
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 ATTN_IMPLEMENTATIONS = ("auto", "eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
-# Budget batching never grows a batch past this: beyond it an image stage is compute-bound on any GPU we know,
-# and a larger batch only delays the first checkpointed images of a shard.
-MAX_BUDGET_BATCH = 64
 # Share of the GPU memory that is free when a stage starts that its batches may use (the rest absorbs the
 # allocator's fragmentation and other processes on the GPU).
 FREE_MEMORY_SHARE = 0.9
@@ -62,9 +60,7 @@ def choose_attn_implementation(
     return "sdpa" if supports_sdpa else "eager"
 
 
-def batch_for_budget(
-    budget_bytes: float, fixed_bytes: float, per_item_bytes: float, cap: int = MAX_BUDGET_BATCH
-) -> int:
+def batch_for_budget(budget_bytes: float, fixed_bytes: float, per_item_bytes: float, cap: int) -> int:
     """The largest batch whose predicted peak (fixed + n x per item) fits the budget, at least 1, at most `cap`."""
     if per_item_bytes <= 0:
         return max(1, int(cap))
@@ -76,13 +72,16 @@ def probe_batch_size(
     run: Callable[[int], object], device: str, configured: int, memory_budget_mb: float | None = None
 ) -> tuple[int, dict]:
     """Batch size for an image stage: on the CPU (or with memory_budget_mb 0) the configured one; on CUDA the
-    largest batch that fits the budget (memory_budget_mb, default FREE_MEMORY_SHARE of the memory free now).
+    configured one cut to the largest batch that fits the budget (memory_budget_mb, default FREE_MEMORY_SHARE of
+    the memory free now). A cap, never a growth: where the configured batch fits, batches and so images stay the
+    same on every GPU and across restarts (the resume key holds each batch); where it does not, the job runs
+    smaller batches instead of failing out of memory. To fill a large GPU, raise batch_size.
 
     The cost of one item is measured, not guessed: `run(n)` runs one small pass of n items (one denoising step, one
     detector forward) and the peaks of n = 1 and n = 2 (torch.cuda.max_memory_allocated) give fixed and per-item
     bytes. Returns (batch size, what was measured), the second recorded by the backend's describe()."""
     configured = max(1, int(configured))
-    if not device.startswith("cuda") or memory_budget_mb == 0:
+    if not device.startswith("cuda") or memory_budget_mb == 0 or configured == 1:
         return configured, {"batch_size": configured, "batch_source": "configured"}
     import torch
 
@@ -101,10 +100,10 @@ def probe_batch_size(
         budget = FREE_MEMORY_SHARE * free + torch.cuda.memory_allocated(device)
     else:
         budget = float(memory_budget_mb) * 2**20
-    size = batch_for_budget(budget, fixed, per_item)
+    size = batch_for_budget(budget, fixed, per_item, cap=configured)
     return size, {
         "batch_size": size,
-        "batch_source": "memory budget",
+        "batch_source": "configured" if size == configured else "memory budget",
         "memory_budget_mb": round(budget / 2**20),
         "per_item_mb": round(per_item / 2**20, 1),
         "fixed_mb": round(fixed / 2**20),

@@ -204,8 +204,8 @@ class Backend(ABC):
         """Model id, revision and whether this is a stand-in: recorded in manifests and reports."""
 
     def fit_batch_size(self, configured: int) -> int:
-        """Items per call of an image stage (synthesis, detection): the configured batch size, unless the backend
-        sizes its batches to a GPU memory budget (halluflow.devices.probe_batch_size)."""
+        """Items per call of an image stage (synthesis, detection): the configured batch size, which a GPU backend
+        cuts to what fits its memory budget (halluflow.devices.probe_batch_size)."""
         return configured
 
 

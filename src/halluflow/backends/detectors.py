@@ -4,9 +4,9 @@ a closed-vocabulary YOLO with a class map). ODE (Tu, Hu, Sang, CVPR 2025, §3.2)
 v2-L prompted with the pair's objects (github Iridescent-y/ODE). Boxes are recorded in pixel coordinates of the
 original image; thresholds for filtering live in the filter stage (halluflow.ode.filtering).
 
-On CUDA both batch to a memory budget (`memory_budget_mb`, default 90% of the free GPU memory), measured by two
-probe forwards of 1 and 2 blank images (halluflow.devices.probe_batch_size); on the CPU `detection.batch_size`
-stands.
+On CUDA a batch of either never exceeds a memory budget (backend argument `memory_budget_mb`, default 90% of the
+GPU memory free at the first batch): two probe forwards of 1 and 2 blank images measure the cost of an image and
+`detection.batch_size` is cut to what fits (halluflow.devices.probe_batch_size); on the CPU it stands.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def check_budget(memory_budget_mb) -> float | None:
 
 
 class BudgetBatching:
-    """fit_batch_size for detectors: on CUDA the batch that fits `memory_budget_mb`, measured once by probing."""
+    """fit_batch_size for detectors: on CUDA the configured batch cut to what fits `memory_budget_mb` (probed once)."""
 
     device: str
     memory_budget_mb: float | None = None

@@ -1,9 +1,10 @@
 """The diffusers synthesizer backend (registry role `synthesizer`): any diffusers text-to-image pipeline, FLUX.1-dev
 by default (ODE, Tu, Hu, Sang, CVPR 2025, §3.2 generates with FLUX.1-dev), loaded lazily, one generator per image.
 
-On CUDA the batch size follows a memory budget (`memory_budget_mb`, default 90% of the free GPU memory): one
-1-step probe each of 1 and 2 images measures the pipeline's fixed and per-image peak (halluflow.devices). On the CPU
-the configured `synthesis.batch_size` stands, so CPU runs keep their bytes.
+On CUDA a batch never exceeds a memory budget (backend argument `memory_budget_mb`, default 90% of the GPU memory
+free at the first batch): one 1-step probe each of 1 and 2 images measures the pipeline's fixed and per-image peak,
+and `synthesis.batch_size` is cut to what fits (halluflow.devices.probe_batch_size). On the CPU the configured
+batch size stands, so CPU runs keep their bytes.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class DiffusersSynthesizer(Synthesizer):
         )
 
     def fit_batch_size(self, configured: int) -> int:
-        """The configured batch size on the CPU; on CUDA the largest that fits the memory budget (measured once)."""
+        """The configured batch size; on CUDA cut to the largest that fits the memory budget (measured once)."""
         from ..devices import probe_batch_size
 
         key = (self.device, configured)
