@@ -281,3 +281,8 @@ def finetune_params(wildcards, name):
         "model_dir": str(expand(rules.ode_finetune_train.output.model, method=wildcards.method)[0]),
         "record": str(expand(rules.ode_finetune_train.output.record, method=wildcards.method)[0]),
     }
+
+
+def get_finetune_section(wildcards):
+    # ODE's Fig. 10/11 section on the ODE paper page (rules/paper.smk), planned only with finetune.enabled
+    return [rules.ode_finetune.output.section] if config["finetune"]["enabled"] else []

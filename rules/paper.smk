@@ -9,7 +9,7 @@ rule paper_ode:
     input:
         upstream=get_paper_upstream("score", "diagnosis"),
         validity=get_paper_validity,
-        sections=[],
+        sections=get_finetune_section,  # ODE's fine-tuning section (rules/finetune.smk), [] when finetune is off
     output:
         page=f"{OUT}/report/paper_ode.html",
         sections=directory(f"{OUT}/paper/ode"),
