@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command that sets up halluflow on a fresh Linux machine: a virtual environment in .venv with the
 # library, Snakemake (+ Slurm executor plugin), torch, diffusers, transformers (+ what `transformers serve` needs),
-# ultralytics and the offline models.
+# ultralytics, TRL + peft (ODE's fine-tuning loop) and the offline models.
 # Re-running it is cheap: pip skips what is already installed.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -24,7 +24,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, MissingExtraError
 from ..io import building_folder, read_json, write_bytes, write_json
 from .lineage import release_pairs
 
@@ -162,7 +162,10 @@ def _load(model_path: str, revision: str | None, dtype: str):
 
 
 def _trainer(method: str, model, processor, dataset, settings: dict, work: str, device: str, dtype: str):
-    from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+    try:
+        from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(f"fine-tuning needs {exc.name!r}: pip install 'halluflow[finetune]'") from exc
 
     common = {
         "output_dir": work,
