@@ -173,3 +173,45 @@ def test_summary_links_the_paper_pages_that_exist(tmp_path):
     build_summary(root, report / "summary.html")
     page = (report / "summary.html").read_text()
     assert '<a href="paper_caos.html">CAOS paper layout</a>' in page and 'href="paper_ode.html"' not in page
+
+
+def _validity_row(model, ode, real, stand_in=False):
+    def side(v):
+        return {"value": v, "ci_low": v - 0.05, "ci_high": v + 0.05, "n": 40, "n_failed": 0, "parser": "first_word"}
+
+    diff = {"value": ode - real, "ci_low": ode - real - 0.1, "ci_high": ode - real + 0.1}
+    return {"model": model, "ode": side(ode), "real": side(real), "difference": diff, "stand_in": stand_in}
+
+
+def test_ode_validity_sections_from_the_validity_view(tmp_path):
+    # ODE Fig. 1/4 (both datasets per model) and Fig. 7 (their difference) from validity/validity.json
+    from halluflow.report.paper_sections import ode_sections
+
+    root = tmp_path / "results" / "rel"
+    (root / "metrics").mkdir(parents=True)
+    (root / "validity").mkdir()
+    for m in ("a", "b"):
+        (root / "metrics" / f"{m}.json").write_text(json.dumps({"model": m, "stand_in": m == "b"}))
+    doc = {
+        "metric": "pope.accuracy",
+        "real": {"source": "pope", "results": "results/coco", "labels": "x.json", "n_concepts": 80},
+        "shared_concepts": ["dog", "cat", "car"],
+        "n_questions": {"ode": 60, "real": 90},
+        "n_resamples": 200,
+        "seed": 0,
+        "models": [_validity_row("a", 0.8, 0.9), _validity_row("b", 0.7, 0.6, stand_in=True)],
+        "correlation": {"spearman": {"value": None, "undefined": "2 model(s) with both scores"}},
+    }
+    (root / "validity" / "validity.json").write_text(json.dumps(doc))
+    paths = ode_sections(root, tmp_path / "sections", models=["a", "b"])
+    by_id = {json.loads(p.read_text())["section"]: json.loads(p.read_text()) for p in paths}
+    fig7 = by_id["fig7"]["tables"][0]
+    assert fig7["rows"] == [["a", pytest.approx(-0.1), pytest.approx(-0.2), pytest.approx(0.0, abs=1e-9)], fig7["rows"][1]]
+    assert by_id["fig1_4"]["tables"][0]["rows"][1] == ["b", 0.6, 0.7]
+    assert "model b (stand-in)" in by_id["fig7"]["stand_ins"] and "3 concepts" in by_id["fig7"]["caption"]
+    out = tmp_path / "paper_ode.html"
+    render_paper("ode", paths, out)
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == 2 and "spearman undefined" in page
+    # the run's other sections say what to run
+    assert 'class="not-run"><h2>Results per distribution' in page
