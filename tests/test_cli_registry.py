@@ -94,3 +94,25 @@ def test_standin_help_lists_every_kind_of_the_builder_table(capsys):
     finally:
         standins._BUILDERS.pop("zz_help_kind")
     assert ", ".join(kinds) in top and f"kinds: {', '.join(kinds)}" in own
+
+
+def test_registry_refuses_a_class_of_another_role_in_one_line():
+    from halluflow.backends.base import VLM
+
+    class NotAnLLM(VLM):
+        def answer(self, requests):
+            return []
+
+        def describe(self):
+            raise NotImplementedError
+
+    reg = registry.Registry("llm", "halluflow.backends.base:LLM")
+    with pytest.raises(
+        ConfigError, match=r"^llm backend 'v': \S+NotAnLLM does not subclass halluflow\.backends\.base\.LLM"
+    ):
+        reg.register("v", NotAnLLM)
+    reg.register("prior", "halluflow.backends.prior:LanguagePriorVLM")  # a string entry is checked when created
+    with pytest.raises(ConfigError, match="LanguagePriorVLM does not subclass"):
+        reg.create("prior")
+    assert "\n" not in str(pytest.raises(ConfigError, reg.resolve, "prior").value)
+    assert all(reg.base_cls for reg in registry.REGISTRIES.values())

@@ -2,7 +2,9 @@
 
 A registry maps a short name to "package.module:Class" and imports it only when used, so the heavy
 stacks (torch, diffusers, ultralytics, vllm) load only in the jobs that need them. Unknown names fail
-with the list of known ones; a missing optional package fails with the pip extra to install.
+with the list of known ones; a missing optional package fails with the pip extra to install. Each registry names
+its role's base class (as lm-evaluation-harness's `Registry("model", base_cls=LM)`): a class that does not subclass
+it is refused in one line when registered as a class, or when a "module:Class" entry is first resolved.
 """
 
 from __future__ import annotations
@@ -29,12 +31,34 @@ EXTRA_FOR_MODULE = {
 
 
 class Registry:
-    def __init__(self, role: str):
-        self.role = role
-        self._targets: dict[str, str] = {}
+    """Args: role (names it in messages); base_cls: "module:Class" of the role's base class (imported when a
+    backend is first resolved, so importing the registry stays cheap), or None for no check."""
 
-    def register(self, name: str, target: str) -> None:
+    def __init__(self, role: str, base_cls: str | None = None):
+        self.role = role
+        self.base_cls = base_cls
+        self._targets: dict[str, str | type] = {}
+
+    def register(self, name: str, target: str | type) -> None:
+        """`target`: "package.module:Class" (imported when first used) or the class itself (checked now)."""
+        if isinstance(target, type):
+            self._check(name, target)
+        elif not isinstance(target, str) or ":" not in target:
+            raise ConfigError(f"{self.role} backend {name!r}: register a class or a 'package.module:Class' string")
         self._targets[name] = target
+
+    def _check(self, name: str, cls) -> type:
+        if self.base_cls is None:
+            return cls
+        module_name, _, attr = self.base_cls.partition(":")
+        base = getattr(importlib.import_module(module_name), attr)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            shown = f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+            raise ConfigError(
+                f"{self.role} backend {name!r}: {shown} does not subclass {module_name}.{attr} (the {self.role} role's "
+                "base class)"
+            )
+        return cls
 
     def names(self) -> list[str]:
         return sorted(self._targets)
@@ -42,7 +66,10 @@ class Registry:
     def resolve(self, name: str) -> type:
         if name not in self._targets:
             raise ConfigError(f"unknown {self.role} backend {name!r}; known: {', '.join(self.names())}")
-        module_name, _, attr = self._targets[name].partition(":")
+        target = self._targets[name]
+        if isinstance(target, type):
+            return target
+        module_name, _, attr = target.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -53,18 +80,19 @@ class Registry:
             raise MissingExtraError(
                 f"{self.role} backend {name!r} needs the package {missing!r}: pip install 'halluflow[{extra}]'"
             ) from exc
-        return getattr(module, attr)
+        return self._check(name, getattr(module, attr))
 
     def create(self, name: str, **kwargs: Any) -> Any:
         return self.resolve(name)(**kwargs)
 
 
-SYNTHESIZERS = Registry("synthesizer")
-DETECTORS = Registry("detector")
-VLMS = Registry("vlm")
-LLMS = Registry("llm")
-EMBEDDERS = Registry("embedder")
-IMAGE_EMBEDDERS = Registry("image_embedder")
+_BASE = "halluflow.backends.base"
+SYNTHESIZERS = Registry("synthesizer", f"{_BASE}:Synthesizer")
+DETECTORS = Registry("detector", f"{_BASE}:Detector")
+VLMS = Registry("vlm", f"{_BASE}:VLM")
+LLMS = Registry("llm", f"{_BASE}:LLM")
+EMBEDDERS = Registry("embedder", f"{_BASE}:Embedder")
+IMAGE_EMBEDDERS = Registry("image_embedder", f"{_BASE}:Backend")
 
 REGISTRIES = {
     "synthesizer": SYNTHESIZERS,
