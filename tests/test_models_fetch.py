@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import write_pope_set
 from hub_server import HubServer
 
 from halluflow.models.fetch import LOCK_ENV
@@ -278,3 +279,93 @@ def test_offline_try_outs_need_no_download_and_paper_configs_name_their_weights(
         and not str(m["args"]["model"]).startswith(("resources/", ".", "/"))
     }
     assert named <= {m.repo for m in hub_models}
+
+
+def test_pin_writes_the_locked_commits_into_a_copy_of_the_config(hub, tmp_path):
+    """`--pin`: the last --configfile, its `revision: main` entries set to the commits the lock resolved; planned
+    again, the pinned config names only commits and the planning warning about moving revisions is gone."""
+    from halluflow.models.fetch import merged_config, plan
+    from halluflow.plan import planning_warnings
+
+    cache, cfg, pinned = tmp_path / "cache", _config(tmp_path), tmp_path / "pinned.yaml"
+    base = ("models", "fetch", "--configfile", "configs/offline/ode-paper.yaml", str(cfg), "--cache", str(cache))
+    done = _cli(*base, "--pin", str(pinned))
+    assert done.returncode == 0, done.stderr
+    commits = {repo: hub.repos[repo].commit for repo in (SMOLVLM, OWLV2)}
+    assert f"pinned 2 revision(s) of {cfg} in {pinned}" in done.stdout
+    layer = yaml.safe_load(pinned.read_text())
+    assert layer["models"][0]["args"]["revision"] == commits[SMOLVLM]
+    assert layer["models"][1] == {"name": "prior", "backend": "prior", "args": {"threshold": 0.1}}  # untouched
+    assert layer["detection"]["revision"] == commits[OWLV2]
+    assert pinned.read_text().startswith(f"# {cfg.name} with the revisions pinned")
+
+    before = merged_config([str(ROOT / "configs/offline/ode-paper.yaml"), str(cfg)], base=str(ROOT / "config.yaml"))
+    after = merged_config([str(ROOT / "configs/offline/ode-paper.yaml"), str(pinned)], base=str(ROOT / "config.yaml"))
+    assert {(m.repo, m.revision) for m in plan(after)[0]} == set(commits.items())
+    assert any("hub-smolvlm (main)" in line for line in planning_warnings(before))
+    assert not any("hub-smolvlm" in line or "detection (" in line for line in planning_warnings(after))
+    # --check pins from the existing lock, with no download (the server sees no request)
+    seen, again = len(hub.requests), tmp_path / "again.yaml"
+    checked = _cli(*base, "--check", "--pin", str(again))
+    assert checked.returncode == 0, checked.stderr
+    assert yaml.safe_load(again.read_text()) == layer and len(hub.requests) == seen
+
+
+def _lock(path: Path, commit: str) -> Path:
+    doc = {"version": 1, "models": [{"repo": SMOLVLM, "revision": "main", "commit": commit, "files": []}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_answer_cache_and_model_records_key_on_the_locked_commit(tmp_path, monkeypatch):
+    """With a lock in use the request cache keys on the commit it staged, not the requested `main`: a lock whose
+    commit moved gives other keys (a rerun asks again); a served model with the same id is not the lock's."""
+    from halluflow.answer import ModelUnderTest
+    from halluflow.backends.base import BackendInfo
+
+    spec = {"name": "hub-smolvlm", "backend": "transformers", "args": {"model": SMOLVLM, "revision": "main"}}
+    served = {"name": "api", "backend": "openai", "args": {"base_url": "http://x/v1", "model": SMOLVLM}}
+    monkeypatch.delenv(LOCK_ENV, raising=False)
+    unlocked = ModelUnderTest(spec).key_fields()
+    served_key = ModelUnderTest(served).key_fields()
+    assert unlocked["revision"] == "main"
+    keys = {}
+    for commit in ("a" * 40, "b" * 40):
+        monkeypatch.setenv(LOCK_ENV, str(_lock(tmp_path / f"{commit[0]}.json", commit)))
+        keys[commit] = ModelUnderTest(spec).key_fields()
+        assert keys[commit]["revision"] == commit
+        assert ModelUnderTest(served).key_fields() == served_key
+        info = BackendInfo("vlm", "transformers", SMOLVLM, "main")
+        assert info.as_dict()["commit"] == commit
+        assert "commit" not in BackendInfo("vlm", "openai", SMOLVLM, None).as_dict()
+    assert len({str(k) for k in (unlocked, *keys.values())}) == 3
+
+
+@pytest.mark.slow
+def test_a_moved_lock_commit_misses_the_answer_cache(hub, tmp_path):
+    """End to end, offline on the staged cache: the same answer run again hits its cache; with the lock's commit
+    changed (a re-fetch after `main` moved) every request is asked again."""
+    cache = tmp_path / "cache"
+    staged = _cli("models", "fetch", "--configfile", str(_config(tmp_path)), "--cache", str(cache))
+    assert staged.returncode == 0, staged.stderr
+    pope = write_pope_set(tmp_path / "pope")
+    argv = ["answer", "run", "--source", "pope", "--questions", str(pope / "pope.jsonl"), "--images"]
+    argv += [str(pope / "images"), "--backend", "transformers", "--arg", f"model={SMOLVLM}", "--arg", "revision=main"]
+    argv += ["--arg", "device=cpu", "--out", str(tmp_path / "a.jsonl"), "--cache", str(tmp_path / "answers")]
+    env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache / "hub")}
+
+    def run(lock_path: Path) -> dict:
+        done = _cli(*argv, env={**env, LOCK_ENV: str(lock_path)})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    locked = cache / "models.lock.json"
+    first = run(locked)
+    assert first["new"] == first["queries"] > 0 and first["cache_hits"] == 0
+    assert run(locked)["cache_hits"] == first["queries"]
+    moved = json.loads(locked.read_text())
+    entry = next(m for m in moved["models"] if m["repo"] == SMOLVLM)
+    entry["commit"] = "f" * 40
+    (tmp_path / "moved.json").write_text(json.dumps(moved))
+    again = run(tmp_path / "moved.json")
+    assert again["cache_hits"] == 0 and again["new"] == first["queries"]

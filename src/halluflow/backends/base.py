@@ -111,11 +111,18 @@ class BackendInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The record every output keeps of a model; with a models lock in use (HALLUFLOW_MODELS_LOCK) also the
+        commit the lock staged it at, so a summary names the exact weights even when it asked for `main`."""
+        from ..models.fetch import locked_commit
+
+        # a served model's weights are the server's, whatever repo id it answers to
+        commit = locked_commit(self.model, self.revision) if self.backend != "openai" else None
         return {
             "role": self.role,
             "backend": self.backend,
             "model": self.model,
             "revision": self.revision,
+            **({"commit": commit} if commit else {}),
             "stand_in": self.stand_in,
             **({"extra": self.extra} if self.extra else {}),
         }

@@ -47,6 +47,7 @@ from ..backends.base import VLM
 from ..errors import ConfigError, InputError
 from ..io import dumps_json, read_jsonl, read_parquet, write_text
 from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
+from ..models import MODELS_CACHE
 from ..models.model import Model, vlm_request
 from ..progress import get_logger, progress
 from .extract import (
@@ -671,7 +672,7 @@ def run_workflow(
     model: str,
     oracle_members: Sequence[Mapping] = (),
     default_llm: Mapping | None = None,
-    models_cache: str = "resources/models",
+    models_cache: str = MODELS_CACHE,
     out_summary: str,
     out_objects: str,
     out_captions: str,

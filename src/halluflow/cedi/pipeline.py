@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
+from ..models import MODELS_CACHE
 from ..models.model import GenerateConfig, Model
 from ..progress import get_logger
 from .comparison import compare_graders, graders_of
@@ -351,7 +352,7 @@ def examine_model(
     out_transcripts: str | Path,
     out_truth: str | Path,
     vlm=None,
-    models_cache: str | Path = "resources/models",
+    models_cache: str | Path = MODELS_CACHE,
     accepted: str | Path | None = None,
 ) -> int:
     """Run every configured examiner and history mode for one model; returns the number of turns written.

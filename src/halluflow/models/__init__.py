@@ -32,8 +32,6 @@ LOCAL_LLM = f"{MODELS_CACHE}/{LOCAL_LLM_NAME}"
 
 # Backends that load local weights through transformers (their `device` decides CPU or GPU).
 _TORCH_BACKENDS = ("transformers", "blind")
-# Default `device` of each torch backend when the spec leaves it out (the backends' own defaults).
-_DEFAULT_DEVICE = "cpu"
 
 
 @dataclass(frozen=True)
@@ -54,12 +52,23 @@ class ResolvedModel:
         return []
 
 
-def _wants_gpu(backend: str, args: dict, gpu_available: bool) -> bool:
+def default_device(role: str, backend: str) -> str:
+    """The `device` a backend runs on when the spec leaves it out: the default its own signature declares (written
+    once, in the backend; "cpu" for the transformers vlm and llm and the blind baseline), "cpu" when the backend
+    cannot be imported here (a missing extra: its job reports that)."""
+    signature = backend_signature(role, backend)
+    param = signature[0].get("device") if signature else None
+    if param is None or param.default is param.empty:
+        return "cpu"
+    return str(param.default)
+
+
+def _wants_gpu(backend: str, args: dict, gpu_available: bool, role: str = "vlm") -> bool:
     if backend == "vllm":
         return True
     if backend not in _TORCH_BACKENDS:
         return False
-    device = str(args.get("device", _DEFAULT_DEVICE))
+    device = str(args.get("device") or default_device(role, backend))
     return device.startswith("cuda") or (device == "auto" and gpu_available)
 
 
@@ -94,7 +103,7 @@ def resolve(
         backend=backend,
         folder=str(folder) if folder else None,
         build_rule=build_rule,
-        gpu=_wants_gpu(backend, args, gpu_available),
+        gpu=_wants_gpu(backend, args, gpu_available, role),
         api=backend == "openai",
         reads_graph=reads_graph,
         args=args,

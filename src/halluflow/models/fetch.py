@@ -8,7 +8,10 @@ detector weights and, for YOLO-World, the CLIP ViT-B/32 text encoder ultralytics
 downloads them with `huggingface_hub.snapshot_download` (pinned to the commit the requested revision resolved to)
 and ultralytics' own asset fetcher, and writes a lock: per model the repo id, the requested revision, the resolved
 commit and every file with its size and sha256. Jobs then run with HF_HUB_OFFLINE=1 against that cache, and
-`check_lock` refuses a cached file whose sha256 is not the locked one, in one line naming the file.
+`check_lock` refuses a cached file whose sha256 is not the locked one, in one line naming the file. `--pin FILE`
+writes a copy of the last --configfile with each revision the lock resolved replaced by its commit, so a config on
+`revision: main` is pinned in one step; `locked_commit` gives the commit a run's lock holds for a repo (the answer
+cache keys on it and model descriptions record it).
 
 Stand-ins (`build:` blocks, `stand_in.enabled`), servers (`openai`), the prior and the packaged embedders (GloVe,
 MiniLM) download nothing and are not listed.
@@ -16,6 +19,7 @@ MiniLM) download nothing and are not listed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -44,7 +48,7 @@ CLIP_VIT_B32_URL = (
     "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af/ViT-B-32.pt"
 )
 # Backends that load Hub weights by id (the served `openai` backend and the `prior` load none here).
-_HUB_BACKENDS = ("transformers", "blind", "vllm")
+HUB_BACKENDS = ("transformers", "blind", "vllm")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _AUTH_HELP = (
     "accept its terms on its Hub page if it is gated, then authenticate: `huggingface-cli login` (or `hf auth login`)"
@@ -111,7 +115,7 @@ def plan(config: dict) -> tuple[list[HubModel], list[Asset]]:
 
     def add_spec(role: str, spec: dict) -> None:
         args = spec.get("args") or {}
-        if spec.get("backend") in _HUB_BACKENDS and not spec.get("build"):
+        if spec.get("backend") in HUB_BACKENDS and not spec.get("build"):
             add(role, args.get("model"), args.get("revision"))
 
     for spec in config.get("models") or []:
@@ -125,7 +129,7 @@ def plan(config: dict) -> tuple[list[HubModel], list[Asset]]:
         ("caos.llm", caos.get("llm")),
         ("cedi.llm", (config.get("cedi") or {}).get("llm")),
     ):
-        if isinstance(block, dict) and block.get("backend", "transformers") in _HUB_BACKENDS:
+        if isinstance(block, dict) and block.get("backend", "transformers") in HUB_BACKENDS:
             args = block["args"] if isinstance(block.get("args"), dict) else block
             add(key, args.get("model"), args.get("revision"))
     synthesis = config.get("synthesis")
@@ -407,6 +411,65 @@ def lock_record(lock: str | os.PathLike | None = None) -> dict | None:
     }
 
 
+@functools.lru_cache(maxsize=8)
+def _lock_commits(path: str, mtime_ns: int) -> dict[tuple[str, str], str]:
+    return {(m["repo"], m["revision"]): m["commit"] for m in read_lock(path)["models"]}
+
+
+def locked_commit(repo, revision=None, lock: str | os.PathLike | None = None) -> str | None:
+    """The commit the run's lock (HALLUFLOW_MODELS_LOCK, or `lock`) staged `repo` at for the requested `revision`
+    (None: main); None without a lock or for a model the lock does not hold (a local folder, a served id)."""
+    lock = lock or os.environ.get(LOCK_ENV)
+    if not lock or not isinstance(repo, str):
+        return None
+    path = Path(lock)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        read_lock(path)  # the one-line "no such lock file"
+        raise
+    return _lock_commits(str(path), mtime).get((repo, str(revision or "main")))
+
+
+def pin_config(configfile: str | os.PathLike, doc: dict, out: str | os.PathLike) -> list[str]:
+    """Write `configfile` to `out` with every Hub model's revision set to the commit the lock `doc` resolved it to
+    (a served `openai` model keeps its arguments: its weights are the server's). Returns "repo @ commit" per change.
+    YAML comments do not survive the rewrite; the file's first lines say where it came from."""
+    import yaml
+
+    from ..config import read_config_file
+    from ..io import write_text
+
+    commits = {(m["repo"], m["revision"]): m["commit"] for m in doc["models"]}
+    layer = read_config_file(configfile)
+    changed: list[str] = []
+
+    def walk(node, backend=None) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, backend)
+            return
+        if not isinstance(node, dict):
+            return
+        backend = node.get("backend", backend)
+        repo = node.get("model")
+        if isinstance(repo, str) and (backend is None or backend in HUB_BACKENDS):
+            commit = commits.get((repo, str(node.get("revision") or "main")))
+            if commit and node.get("revision") != commit:
+                node["revision"] = commit
+                changed.append(f"{repo} @ {commit}")
+        for value in node.values():
+            walk(value, backend)
+
+    walk(layer)
+    header = (
+        f"# {Path(configfile).name} with the revisions pinned to the commits `halluflow models fetch` staged\n"
+        f"# (lock sha256 {doc.get('sha256', '?')[:12]}…, endpoint {doc.get('endpoint')}); written by --pin.\n"
+    )
+    write_text(out, header + yaml.safe_dump(layer, sort_keys=False, allow_unicode=True))
+    return changed
+
+
 # ---- `halluflow models fetch` -------------------------------------------------------------------------------------
 
 CLI_DESCRIPTION = (
@@ -417,6 +480,7 @@ CLI_DESCRIPTION = (
 CLI_EPILOG = f"""examples:
   halluflow models fetch --configfile configs/ode-paper.yaml --cache /shared/halluflow-models
   halluflow models fetch --configfile configs/ode-paper.yaml --cache /shared/halluflow-models --check
+  halluflow models fetch --configfile configs/ode-paper.yaml --cache /shared/halluflow-models --pin pinned.yaml
 then, on the compute nodes (no internet):
   export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/shared/halluflow-models/{HUB_SUBDIR}
   export {LOCK_ENV}=/shared/halluflow-models/{LOCK_NAME}
@@ -433,6 +497,13 @@ def configure(parser) -> None:
     )
     parser.add_argument("--check", action="store_true", help="verify the cache against the lock; download nothing")
     parser.add_argument("--dry-run", action="store_true", help="list what would be downloaded; download nothing")
+    parser.add_argument(
+        "--pin",
+        metavar="FILE",
+        default=None,
+        help="also write the last --configfile to FILE with every Hub revision set to the commit in the lock "
+        "(with --check: from the existing lock)",
+    )
 
 
 def run(args) -> int:
@@ -441,6 +512,7 @@ def run(args) -> int:
         doc = check_lock(args.out or Path(args.cache) / LOCK_NAME, args.cache)
         n = len(locked_files(doc, Path(args.cache)))
         print(f"{n} locked files match {args.out or Path(args.cache) / LOCK_NAME}")
+        _pin(args, doc, args.out or Path(args.cache) / LOCK_NAME)
         return 0
     hub_models, assets = plan(config)
     if args.dry_run:
@@ -457,4 +529,11 @@ def run(args) -> int:
         print(f"export {key}={value}")
     if doc["assets"]:
         print(f"yolo settings weights_dir={Path(args.cache).resolve() / ULTRALYTICS_SUBDIR}")
+    _pin(args, doc, args.out or Path(args.cache) / LOCK_NAME)
     return 0
+
+
+def _pin(args, doc: dict, lock: str | os.PathLike) -> None:
+    if args.pin:
+        changed = pin_config(args.configfile[-1], {**doc, "sha256": sha256_file(lock)}, args.pin)
+        print(f"pinned {len(changed)} revision(s) of {args.configfile[-1]} in {args.pin}: {', '.join(changed) or '-'}")

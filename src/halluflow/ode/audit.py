@@ -828,7 +828,7 @@ def run_workflow(
     config: dict,
     overrides: dict | None = None,
     *,
-    models_cache: str = "resources/models",
+    models_cache: str = MODELS_CACHE,
     seed: int | None = None,
     max_side: int = 512,
 ) -> dict:
