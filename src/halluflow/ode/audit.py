@@ -47,7 +47,7 @@ from ..io import (
     write_parquet,
     write_text,
 )
-from ..models import oracle_specs
+from ..models import MODELS_CACHE, oracle_specs
 from ..progress import get_logger
 
 log = get_logger(__name__)
