@@ -34,10 +34,9 @@ LOGS = f"logs/{RELEASE}"
 BENCH = f"benchmarks/{RELEASE}"
 IMAGE_SHARDS = [f"{i:03d}" for i in range(config["shards"]["images"])]
 ANSWER_SHARDS = [f"{i:03d}" for i in range(config["shards"]["answers"])]
-# Generation rounds: round 0 is the image shard itself, a regenerated round is "<shard>-a<attempt>".
-IMAGE_ROUNDS = IMAGE_SHARDS + [
-    f"{s}-a{a}" for s in IMAGE_SHARDS for a in range(1, config["synthesis"].get("max_attempts", 1))
-]
+# Regeneration rounds after the image shards (round 0). A keep threshold <= 0 rejects no image (detector scores
+# are >= 0), so then no round is planned at all.
+REGEN_ROUNDS = config["synthesis"]["max_attempts"] - 1 if config["ode"]["filter"]["keep_threshold"] > 0 else 0
 SOURCE = config["answer"]["source"]
 PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["parent"]] if p]
 # The noun lexicon, attribute words, synonym table (and a domain's category table): inputs of the rules that read
@@ -58,6 +57,8 @@ for _stage, _reason in STAGES.items():
         logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
 for _line in planning_warnings(config):  # stand-ins outside the demo, moving revisions: one line each
     logger.warning(f"halluflow: warning: {_line}")
+# What a synthesize job reads of its generator: raising synthesis.max_attempts adds rounds, it never redoes images.
+get_synthesis_params = lambda wildcards: {k: v for k, v in get_generator(wildcards).items() if k != "max_attempts"}
 
 
 def name_pattern(names):
@@ -100,12 +101,31 @@ STANDIN_VLMS = [name for name, r in RESOLVED.items() if r.build_rule == "build_s
 
 # ---- regeneration rounds (rules/images.smk) ----
 def previous_round(wildcards):
-    """The round before regeneration round `attempt` of a shard: its images and detections."""
-    name = wildcards.shard if int(wildcards.attempt) == 1 else f"{wildcards.shard}-a{int(wildcards.attempt) - 1}"
+    """The images and detections of every job of the round before regeneration round `attempt`."""
+    jobs = round_jobs(int(wildcards.attempt) - 1)
     return {
-        "images": expand(rules.synthesize.output.table, shard=name)[0],
-        "detections": expand(rules.detect.output.table, shard=name)[0],
+        "images": expand(rules.synthesize.output.table, shard=jobs),
+        "detections": expand(rules.detect.output.table, shard=jobs),
     }
+
+def round_jobs(attempt):
+    """The jobs of generation round `attempt`: the image shards, then the jobs checkpoint retry_prompts planned."""
+    if attempt == 0:
+        return IMAGE_SHARDS
+    plan = checkpoints.retry_prompts.get(attempt=attempt).output.prompts
+    return sorted(set(pl.read_parquet(plan, columns=["shard"])["shard"]))
+
+
+def image_rounds():
+    """Every job of every round, in round order: a round without jobs ends the regeneration."""
+    jobs = list(IMAGE_SHARDS)
+    for attempt in range(1, REGEN_ROUNDS + 1):
+        planned = round_jobs(attempt)
+        if not planned:
+            break
+        jobs += planned
+    return jobs
+
 
 
 # ---- answer + score ----
@@ -116,6 +136,10 @@ def get_answer_source_input(wildcards):
     if SOURCE["kind"] == "coco":
         return [SOURCE["annotations"]]  # `path` is the image folder: the answer job checks every image it reads
     return [p for p in (SOURCE["path"], SOURCE["annotations"]) if p]
+get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds())
+get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds())
+
+
 
 
 def ode_release_dir():

@@ -23,7 +23,7 @@ rule synthesize:
         runtime=lambda wildcards, attempt: 120 * attempt,
         gpu=1,
     params:
-        synthesis=get_generator,
+        synthesis=get_synthesis_params,
         model=lambda wildcards: stage_model(get_generator(wildcards)),
     script:
         "../scripts/synthesize.py"
@@ -55,17 +55,21 @@ rule detect:
         "../scripts/detect.py"
 
 
-# Regeneration rounds (synthesis.max_attempts > 1): a round's prompts are the previous round's rejects of the shard,
-# with new seeds and the missed objects stressed; its images and detections are "<shard>-a<attempt>" tables.
-rule retry_prompts:
+# Regeneration rounds (synthesis.max_attempts > 1), each planned from the previous round's rejects over all shards:
+# checkpoint retry_prompts writes round n's prompts (new seeds, the missed objects stressed), each row with the
+# round job that regenerates it. Jobs "<shard>-a<n>" (GPU) exist only for planned rows, packed up to one
+# first-round shard's size per job, so a round costs jobs in proportion to its rejects: none when there are none.
+checkpoint retry_prompts:
     input:
         unpack(previous_round),
         prompts=rules.make_prompts.output.prompts,
         scenes=rules.sample_scenes.output.scenes,
     output:
-        prompts=f"{OUT}/prompts/retry/{{shard}}-a{{attempt}}.parquet",
+        prompts=f"{OUT}/prompts/retry/a{{attempt}}.parquet",
     log:
-        f"{LOGS}/retry_prompts/{{shard}}-a{{attempt}}.log",
+        f"{LOGS}/retry_prompts/a{{attempt}}.log",
+    benchmark:
+        f"{BENCH}/retry_prompts/a{{attempt}}.tsv"
     wildcard_constraints:
         attempt=r"[1-9]\d*",
     conda:
@@ -76,6 +80,8 @@ rule retry_prompts:
     params:
         keep_threshold=config["ode"]["filter"]["keep_threshold"],
         seed=config["seed"],
+        # one text-to-image model per image shard: a round job packs only shards of one model
+        generators=[g["name"] for g in SHARD_GENERATORS],
     script:
         "../scripts/ode_retry_prompts.py"
 

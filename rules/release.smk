@@ -4,8 +4,8 @@
 
 rule filter_images:
     input:
-        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
-        detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
+        images=get_round_images,
+        detections=get_round_detections,
         scenes=rules.sample_scenes.output.scenes,
     output:
         accepted=f"{OUT}/filtered/accepted.parquet",
@@ -33,7 +33,7 @@ rule make_queries:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
-        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
+        images=get_round_images,
         # question templates per noun kind, attribute words, synonyms never asked as absent
         nouns=QUESTION_RESOURCES["nouns"],
         attribute_words=QUESTION_RESOURCES["attribute_words"],
@@ -63,8 +63,8 @@ rule package_release:
         rejected=rules.filter_images.output.rejected,
         queries=rules.make_queries.output.queries,
         scenes=rules.sample_scenes.output.scenes,
-        images=expand(rules.synthesize.output.table, shard=IMAGE_ROUNDS),
-        detections=expand(rules.detect.output.table, shard=IMAGE_ROUNDS),
+        images=get_round_images,
+        detections=get_round_detections,
         graph_sources=graph_source_files(config),
         parent=PARENT_MANIFEST,
         nodes=rules.build_graph.output.nodes,  # the DATACARD's Standard drift from the graph's top band

@@ -1,4 +1,5 @@
-# Rule retry_prompts: the previous round's rejected images of one shard -> prompts of regeneration round <attempt>.
+# Checkpoint retry_prompts: the previous round's rejected images of every shard -> the plan of regeneration round
+# <attempt> (its prompts, each with the round job that regenerates it).
 from halluflow.snakemake_glue import setup
 
 log = setup(snakemake)
@@ -7,12 +8,12 @@ from halluflow import jobs
 
 jobs.retry_prompts(
     prompts=snakemake.input.prompts,
-    images=snakemake.input.images,
-    detections=snakemake.input.detections,
+    images=list(snakemake.input.images),
+    detections=list(snakemake.input.detections),
     scenes=snakemake.input.scenes,
-    shard=snakemake.wildcards.shard,
     attempt=int(snakemake.wildcards.attempt),
     keep_threshold=snakemake.params.keep_threshold,
     seed=snakemake.params.seed,
+    generators=snakemake.params.generators,
     out=snakemake.output.prompts,
 )

@@ -11,6 +11,11 @@ One scratch clone lives through the story (module fixture `story`):
 Checks: the manifest and the answer table are byte-identical to the uninterrupted `default_run`'s; no finished
 shard or cached request is recomputed (job counts, inode + mtime, the cache's hit count); after every kill no final
 path holds a partial file (every parquet / PNG / JSON / JSONL there parses) and temporaries are only `.part` names.
+
+A second story (module fixture `regen`) runs regeneration rounds on a copy of the finished default run: with a keep
+threshold that rejects images, SIGKILL the workflow in the middle of round 1 (one round job finished, the other
+mid-job), rerun, and check that every round ran exactly the jobs its plan asked for, each with images, and that
+nothing finished before the kill was redone.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import polars as pl
 import pytest
 import yaml
 from PIL import Image
-from workflow_utils import copy_workflow, jobs_run, run_snakemake, snakemake_cmd
+from workflow_utils import copy_run, copy_workflow, jobs_run, run_snakemake, snakemake_cmd
 
 pytestmark = pytest.mark.slow
 
@@ -233,3 +238,83 @@ def test_killed_answer_job_repeats_no_finished_request(story):
     assert hits == len(story["cached_stamp"]), log[-2000:]
     base = (story["base"] / story["answers"]).read_bytes()
     assert (story["work"] / story["answers"]).read_bytes() == base
+
+
+@pytest.fixture(scope="module")
+def regen(default_run, tmp_path_factory):
+    """Regeneration rounds (max_attempts 3, keep threshold 0.2: the noise detector fails most images) on a copy of
+    the finished default run, killed in the middle of round 1 and rerun."""
+    work = copy_run(default_run["dir"], tmp_path_factory.mktemp("regen"))
+    release = yaml.safe_load((work / "config.yaml").read_text())["release"]
+    out = work / "results" / release
+    overlay = work / "regen.yaml"
+    overlay.write_text("synthesis: {max_attempts: 3}\node: {filter: {keep_threshold: 0.2}}\n")
+    args = ("--cores", "2", "--configfile", "config.yaml", str(overlay), "--")
+    target = f"results/{release}/filtered/accepted.parquet"
+    facts: dict = {"work": work, "out": out, "release": release}
+
+    def round_one_mid():
+        plan = out / "prompts/retry/a1.parquet"
+        if not plan.exists():
+            return None
+        jobs = sorted(set(pl.read_parquet(plan)["shard"]))
+        done = [j for j in jobs if (out / f"images/{j}.parquet").exists()]
+        mid = [j for j in jobs if (out / f"images/{j}.resume.jsonl").exists() and j not in done]
+        return (done, mid[0]) if mid and (done or len(jobs) == 1) else None
+
+    proc = start(work, *args, target)
+    facts["done"], facts["mid"] = wait_for(proc, round_one_mid, "a round-1 job in the middle of its images")
+    facts["kill_out"] = kill_everything(proc, work)
+    facts["unreadable"] = unreadable_final_files(work / "results")
+    facts["plan_stamp"] = stamp([out / "prompts/retry/a1.parquet"])
+    facts["done_stamp"] = stamp([out / f"images/{j}.parquet" for j in facts["done"]])
+    sidecar = out / f"images/{facts['mid']}.resume.jsonl"
+    facts["mid_ids"] = [json.loads(line)["image_id"] for line in sidecar.read_text().splitlines() if line.strip()]
+
+    run_snakemake(work, "--unlock", *args, target)
+    rerun = run_snakemake(work, "--rerun-incomplete", *args, target)
+    facts["rerun_jobs"] = jobs_run(rerun)
+    again = run_snakemake(work, *args, target)
+    facts["again_out"] = again.stdout + again.stderr
+    return facts
+
+
+def test_regeneration_rounds_run_the_jobs_their_plans_ask_for(regen):
+    out = regen["out"]
+    rejected = pl.read_parquet(out / "filtered/rejected.parquet")
+    accepted = pl.read_parquet(out / "filtered/accepted.parquet")
+    previous = rejected.filter(pl.col("attempt") == 0)
+    assert previous.height > 0, "keep threshold 0.2 should reject images of the noise detector"
+    rounds = 0
+    for attempt in (1, 2):
+        plan = pl.read_parquet(out / f"prompts/retry/a{attempt}.parquet")
+        # a round regenerates exactly the previous round's rejects, each in one planned job
+        assert sorted(plan["image_id"]) == sorted(previous["image_id"]), attempt
+        assert set(plan["attempt"]) <= {attempt}
+        jobs = sorted(set(plan["shard"]))
+        tables = sorted(p.name.removesuffix(".parquet") for p in (out / "images").glob(f"*-a{attempt}.parquet"))
+        assert tables == jobs, (attempt, tables, jobs)  # no job the plan did not ask for, none empty
+        for job in jobs:
+            images = pl.read_parquet(out / f"images/{job}.parquet")
+            assert sorted(images["image_id"]) == sorted(plan.filter(pl.col("shard") == job)["image_id"])
+            assert (out / f"detections/{job}.parquet").exists()
+        rounds += bool(jobs)
+        previous = rejected.filter(pl.col("attempt") == attempt)
+    assert rounds == 2
+    # every regenerated image that passed is accepted on its round; one row per image id in the release
+    assert set(accepted["attempt"]) - {0} and accepted["image_id"].n_unique() == accepted.height
+    assert "Nothing to be done" in regen["again_out"]
+
+
+def test_crash_in_the_middle_of_a_round_resumes_it(regen):
+    assert regen["unreadable"] == []
+    jobs = regen["rerun_jobs"]
+    # the round's plan and its finished job are kept (only round 2 is planned after the kill); the killed job and
+    # the round's jobs not yet started run once, then round 2's
+    assert jobs.get("retry_prompts") == 1 and stamp(Path(p) for p in regen["plan_stamp"]) == regen["plan_stamp"]
+    assert stamp(Path(p) for p in regen["done_stamp"]) == regen["done_stamp"]
+    planned = {a: set(pl.read_parquet(regen["out"] / f"prompts/retry/a{a}.parquet")["shard"]) for a in (1, 2)}
+    assert jobs.get("synthesize_retry") == len(planned[1]) - len(regen["done"]) + len(planned[2]), jobs
+    assert "synthesize" not in jobs and "detect" not in jobs, jobs  # first-round images are never redone
+    log = (regen["work"] / "logs" / regen["release"] / "synthesize" / f"{regen['mid']}.log").read_text()
+    assert regen["mid_ids"] and f"({len(regen['mid_ids'])} reused from a previous run)" in log, log[-2000:]

@@ -258,8 +258,9 @@ def test_rejected_image_is_regenerated_and_accepted_on_a_later_attempt(synth, tm
     images0, dets0 = round_(read_prompts(tmp_path / "prompts.parquet", "000"), "000")
     scores = filter_images(images0, dets0, scenes, keep_threshold=0.0, exclusion_threshold=1.0)[0]["max_score_a"]
     keep = float(scores.median())  # about half of round 0 fails
-    retry = retry_prompts(prompts, images0, dets0, scenes, attempt=1, seed=9, keep_threshold=keep, shard="000-a1")
+    retry = retry_prompts(prompts, images0, dets0, scenes, attempt=1, seed=9, keep_threshold=keep)
     assert 0 < retry.height < 6 and set(retry["attempt"]) == {1} and set(retry["shard"]) == {"000-a1"}
+    assert set(retry["source_shard"]) == {"000"}  # the round job "000-a1" holds image shard 000's rejects
     assert all(p == "a dog in a grass, (clear and obvious dog)(Photography)" for p in retry["prompt"])
     assert not set(retry["seed"]) & set(prompts["seed"])
     write_parquet(tmp_path / "retry.parquet", retry)
@@ -278,3 +279,43 @@ def test_rejected_image_is_regenerated_and_accepted_on_a_later_attempt(synth, tm
     assert audit.height == later.height and set(audit["attempt"]) == {0}  # its failed first attempt is kept
     assert accepted["image_id"].n_unique() == accepted.height  # one image per id in the release
     assert accepted.height + rejected.filter(pl.col("attempt") == 1).height == 6
+
+
+def test_round_jobs_are_packed_by_rejects_and_generator():
+    """A regeneration round's jobs: consecutive image shards packed up to the largest first-round shard, never
+    across text-to-image models; a shard's rejects never split; no rejects, no job."""
+    from halluflow.ode.filtering import pack_round
+
+    prompts = pl.DataFrame({"shard": [f"{i % 4:03d}" for i in range(40)]})  # 4 shards of 10 images
+    rejects = ["000"] * 3 + ["001"] * 6 + ["002"] * 2 + ["003"] * 9
+    assert pack_round(prompts, rejects, 1) == {"000": "000-a1", "001": "000-a1", "002": "002-a1", "003": "003-a1"}
+    assert pack_round(prompts, ["001", "003"], 2) == {"001": "001-a2", "003": "001-a2"}
+    # shards 000-001 are one model's, 002-003 another's: a job never holds both
+    split = pack_round(prompts, ["001", "002"], 1, generators=["flux", "flux", "sd", "sd"])
+    assert split == {"001": "001-a1", "002": "002-a1"}
+    assert pack_round(prompts, [], 1) == {}
+
+
+def test_packed_round_job_gives_the_images_of_per_shard_jobs(synth, tmp_path):
+    """Batches never mix image shards: an image regenerated in a job holding several shards' rejects is byte for
+    byte the image a job of its shard alone makes (batched kernels round differently, so packing must not move
+    batch boundaries)."""
+    a, b = _prompts(3, shard="000"), _prompts(3, shard="001")
+    b = b.with_columns(("b" + pl.col("image_id")).alias("image_id"), (pl.col("seed") + 50).alias("seed"))
+    alone = pl.concat(
+        [synthesize_shard(t, tmp_path / "alone", s, synth, batch_size=2) for t, s in ((a, "000"), (b, "001"))]
+    )
+    write_parquet(
+        tmp_path / "plan.parquet",
+        pl.concat([a, b]).rename({"shard": "source_shard"}).with_columns(pl.lit("000-a1").alias("shard")),
+    )
+    rows = read_prompts(tmp_path / "plan.parquet", "000-a1")
+    assert rows["source_shard"].to_list() == ["000"] * 3 + ["001"] * 3  # each image shard's rows together
+    packed = synthesize_shard(rows, tmp_path / "packed", "000-a1", synth, batch_size=2)
+    assert dict(zip(packed["image_id"], packed["sha256"])) == dict(zip(alone["image_id"], alone["sha256"]))
+    from halluflow.ode.filtering import batches
+
+    ids = [[r["image_id"] for r in batch] for batch in batches(rows.to_dicts(), 2)]
+    assert ids == [["img-0", "img-1"], ["img-2"], ["bimg-0", "bimg-1"], ["bimg-2"]]
+    # a first-round shard (no source_shard column) is cut in fixed batches as before
+    assert [len(batch) for batch in batches(_prompts(5).to_dicts(), 2)] == [2, 2, 1]

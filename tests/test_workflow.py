@@ -10,7 +10,7 @@ import sys
 import polars as pl
 import pytest
 import yaml
-from workflow_utils import jobs_run, run_snakemake
+from workflow_utils import copy_run, jobs_run, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +24,18 @@ def test_default_run_finishes_and_rerun_does_nothing(default_run):
     print(f"default workflow: {default_run['seconds']:.0f} s")
     rerun = run_snakemake(default_run["dir"], "--cores", "2")
     assert "Nothing to be done" in rerun.stdout + rerun.stderr, jobs_run(rerun)
+
+
+def test_more_attempts_without_rejections_run_no_regeneration_job(default_run, tmp_path):
+    # Raising synthesis.max_attempts on a finished run whose keep threshold (0.0, the demo's) rejects nothing plans
+    # no regeneration round at all (no checkpoint, no GPU job) and redoes no first-round image.
+    work = copy_run(default_run["dir"], tmp_path / "attempts")
+    overlay = tmp_path / "attempts.yaml"
+    overlay.write_text("synthesis: {max_attempts: 3}\n")
+    release = yaml.safe_load((work / "config.yaml").read_text())["release"]
+    target = f"results/{release}/filtered/accepted.parquet"
+    dry = run_snakemake(work, "-n", "--configfile", "config.yaml", str(overlay), "--", target)
+    assert "Nothing to be done" in dry.stdout + dry.stderr, jobs_run(dry)
 
 
 def test_release_verify_and_tamper(default_run, tmp_path):

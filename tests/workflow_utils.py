@@ -98,11 +98,12 @@ def run_snakemake(
 
 
 def jobs_run(proc: subprocess.CompletedProcess) -> dict[str, int]:
-    """Count finished jobs per rule from Snakemake's log ("rule NAME:" headers of executed jobs)."""
+    """Count finished jobs per rule from Snakemake's log ("rule NAME:" headers of executed jobs, "checkpoint NAME:"
+    for checkpoints)."""
     counts: dict[str, int] = {}
     for line in (proc.stdout + proc.stderr).splitlines():
         line = line.strip()
-        if (line.startswith("rule ") or line.startswith("localrule ")) and line.endswith(":"):
+        if line.startswith(("rule ", "localrule ", "checkpoint ", "localcheckpoint ")) and line.endswith(":"):
             name = line.split()[1].rstrip(":")
             counts[name] = counts.get(name, 0) + 1
     return counts

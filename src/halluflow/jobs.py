@@ -169,10 +169,8 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
 
     set_threads(threads)
     root = Path(images).parent.parent  # image paths are relative to results/<release>
-    image_table = read_parquet(images)
-    labels = image_labels(
-        image_table, read_parquet(scenes), read_parquet(prompts), scenes_path=scenes, prompts_path=prompts
-    )
+    image_table, prompt_table = read_parquet(images), read_parquet(prompts)
+    labels = image_labels(image_table, read_parquet(scenes), prompt_table, scenes_path=scenes, prompts_path=prompts)
     kwargs = detector_kwargs(detection, model)
     log.info(
         "%s; %.1f labels per image",
@@ -181,7 +179,11 @@ def detect(images: str, prompts: str, scenes: str, detection: dict, model: str, 
     )
     detector = create("detector", kwargs)
     log.info("detector: %s", detector.describe().as_dict())
-    write_parquet(out, detect_shard(image_table, labels, root, detector, detection["batch_size"]))
+    # a regeneration round's plan names each image's own shard: batches never mix shards
+    sources = None
+    if "source_shard" in prompt_table.columns:
+        sources = dict(prompt_table.select("image_id", "source_shard").iter_rows())
+    write_parquet(out, detect_shard(image_table, labels, root, detector, detection["batch_size"], sources))
 
 
 def filter_images(
@@ -212,26 +214,31 @@ def filter_images(
 
 
 def round_name(shard: str, attempt: str | int | None = None) -> str:
-    """The table name of a shard's generation round: the shard itself, then "<shard>-a<attempt>"."""
+    """The table name of a generation round's job: the image shard itself, then "<shard>-a<attempt>"."""
     return f"{shard}-a{int(attempt)}" if attempt else shard
 
 
 def retry_prompts(
     prompts: str,
-    images: str,
-    detections: str,
+    images: list[str],
+    detections: list[str],
     scenes: str,
-    shard: str,
     attempt: int,
     keep_threshold: float,
     seed: int,
     out: str,
+    generators: list[str] | None = None,
 ) -> None:
-    """Rule retry_prompts: the previous round's rejected images of one shard -> prompts of round `attempt`."""
+    """Checkpoint retry_prompts: the previous round's rejected images of every shard -> the plan of round
+    `attempt` (its prompts, each with the round job that regenerates it; no rows = the round has no job)."""
     from .ode.filtering import read_rounds
     from .ode.filtering import retry_prompts as retry
 
-    image_table, detection_table = read_rounds([images], [detections])
+    if images:
+        image_table, detection_table = read_rounds(images, detections)
+    else:  # the previous round had no job (asked for explicitly): nothing to regenerate
+        image_table = pl.DataFrame(schema={"image_id": pl.String, "scene_id": pl.String, "path": pl.String})
+        detection_table = pl.DataFrame(schema={"image_id": pl.String, "label": pl.String, "score": pl.Float64})
     table = retry(
         read_parquet(prompts),
         image_table,
@@ -240,10 +247,17 @@ def retry_prompts(
         attempt=int(attempt),
         seed=seed,
         keep_threshold=keep_threshold,
-        shard=round_name(shard, attempt),
+        generators=generators,
     )
     write_parquet(out, table)
-    log.info("shard %s attempt %s: %d of %d images to regenerate", shard, attempt, table.height, image_table.height)
+    log.info(
+        "attempt %s: %d of %d images of the previous round to regenerate, in %d job(s) %s",
+        attempt,
+        table.height,
+        image_table.height,
+        table["shard"].n_unique(),
+        dict(table.group_by("shard").len().sort("shard").iter_rows()),
+    )
 
 
 def make_queries(

@@ -23,6 +23,7 @@ from ..io import open_rgb, safe_join
 from ..models import detector_kwargs  # noqa: F401 (lives with the model resolver: the DAG needs it without polars)
 from ..models.standins import tiny_clip_tokenizer
 from ..progress import get_logger, progress
+from .filtering import batches
 
 log = get_logger(__name__)
 
@@ -239,10 +240,17 @@ def image_labels(
 
 
 def detect_shard(
-    images: pl.DataFrame, labels: dict[str, list[str]], root: str | os.PathLike, detector: Detector, batch_size: int = 8
+    images: pl.DataFrame,
+    labels: dict[str, list[str]],
+    root: str | os.PathLike,
+    detector: Detector,
+    batch_size: int = 8,
+    source_shards: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """Run the detector over a shard's images (paths relative to `root`) and return the detection table: one row
-    per box, each with the image's `vocabulary` (its labels); a null row for an image without boxes."""
+    per box, each with the image's `vocabulary` (its labels); a null row for an image without boxes.
+    `source_shards` (image id -> make_prompts shard) is given for a regeneration round's job, which holds the rejects
+    of several image shards: batches then never mix them (filtering.batches)."""
     if batch_size < 1:
         raise ConfigError(f"detection.batch_size must be >= 1, got {batch_size}")
     if len(images):  # on CUDA the backend sizes batches to its memory budget; on the CPU batch_size stands
@@ -250,8 +258,11 @@ def detect_shard(
     info = detector.describe()
     rows = []
     records = images.select("image_id", "path").sort("image_id").to_dicts()
-    batches = [records[i : i + batch_size] for i in range(0, len(records), batch_size)]
-    for batch in progress(batches, desc="detect", unit="batch"):
+    if source_shards:
+        records = sorted(
+            ({**r, "source_shard": source_shards[r["image_id"]]} for r in records), key=lambda r: r["source_shard"]
+        )  # stable: image ids stay sorted within each image shard
+    for batch in progress(batches(records, batch_size), desc="detect", unit="batch"):
         pil = []
         for r in batch:
             path = safe_join(root, r["path"])

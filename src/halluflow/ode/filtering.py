@@ -219,17 +219,20 @@ def retry_prompts(
     attempt: int,
     seed: int,
     keep_threshold: float,
-    shard: str,
+    generators: list[str] | None = None,
 ) -> pl.DataFrame:
-    """Prompts of regeneration round `attempt` (>= 1) for one shard: the images of the previous round that the
-    detector rejected (an object below the keep threshold), each with a new seed and its original prompt (from
+    """Prompts of regeneration round `attempt` (>= 1) over every image shard: the images of the previous round that
+    the detector rejected (an object below the keep threshold), each with a new seed and its original prompt (from
     make_prompts, so tags never pile up round after round) stressing the objects it missed. Balancing is not a
-    rejection here: it happens once, over the final accepted images."""
+    rejection here: it happens once, over the final accepted images.
+
+    Each row keeps its make_prompts shard as `source_shard` and gets the round's job as `shard` (see `pack_round`):
+    a round costs jobs in proportion to its rejects, and a round without rejects is an empty table (no job)."""
     from .prompts import image_seed
 
     if attempt < 1:
         raise ConfigError(f"retry_prompts: attempt must be >= 1, got {attempt}")
-    _require(prompts, ("image_id", "prompt", "seed"), "prompt table")
+    _require(prompts, ("image_id", "prompt", "seed", "shard"), "prompt table")
     _, rejected = filter_images(
         images, detections, scenes, keep_threshold=keep_threshold, exclusion_threshold=1.0, balance=False
     )
@@ -245,16 +248,58 @@ def retry_prompts(
         .list.drop_nulls()
         .alias("missing"),
     )
-    out = prompts.drop("attempt", strict=False).join(failed, on="image_id", how="inner").sort("image_id")
+    out = (
+        prompts.drop("attempt", "source_shard", strict=False)
+        .rename({"shard": "source_shard"})
+        .join(failed, on="image_id", how="inner")
+        .sort("source_shard", "image_id")
+    )
+    jobs = pack_round(prompts, out["source_shard"].to_list(), attempt, generators)
     return out.with_columns(
         pl.Series(
             "prompt", [stress_missing(p, m) for p, m in zip(out["prompt"], out["missing"].to_list())], dtype=pl.String
         ),
         # a new seed per round: the same noise would draw the same picture again
         pl.Series("seed", [image_seed(seed, f"{i}/attempt{attempt}") for i in out["image_id"]], dtype=pl.Int64),
-        pl.lit(shard).alias("shard"),
+        pl.Series("shard", [jobs[s] for s in out["source_shard"]], dtype=pl.String),
         pl.lit(attempt, pl.Int64).alias("attempt"),
     ).drop("missing")
+
+
+def pack_round(
+    prompts: pl.DataFrame, rejected_shards: list[str], attempt: int, generators: list[str] | None = None
+) -> dict[str, str]:
+    """The job of each image shard's rejects in regeneration round `attempt`: consecutive image shards are packed
+    into one job "<first shard>-a<attempt>" while it holds at most as many images as the largest first-round shard
+    (so a round job fits the same GPU time) and they share a text-to-image model (`generators`: one name per image
+    shard, in shard order, as the workflow assigns them). A shard's rejects are never split across jobs, so an
+    image's batch neighbours are those of its own shard, however the round is packed (see `batches`)."""
+    capacity = max(prompts.group_by("shard").len()["len"].max() or 1, 1)
+    counts: dict[str, int] = {}
+    for shard in rejected_shards:
+        counts[shard] = counts.get(shard, 0) + 1
+    generator = (lambda s: generators[int(s)]) if generators else (lambda s: None)
+    jobs, first, size = {}, None, 0
+    for shard in sorted(counts):
+        if first is None or size + counts[shard] > capacity or generator(shard) != generator(first):
+            first, size = shard, 0
+        jobs[shard] = f"{first}-a{int(attempt)}"
+        size += counts[shard]
+    return jobs
+
+
+def batches(rows: list[dict], batch_size: int) -> list[list[dict]]:
+    """Fixed batches of a shard job's rows (in order), never mixing image shards (`source_shard`, absent in a
+    first-round job): batched kernels round differently from single images, so an image's pixels and scores depend
+    on its batch, and this keeps them a function of its own image shard alone, not of how a round was packed."""
+    out: list[list[dict]] = []
+    for row in rows:
+        last = out[-1] if out else None
+        if last and len(last) < batch_size and last[0].get("source_shard") == row.get("source_shard"):
+            last.append(row)
+        else:
+            out.append([row])
+    return out
 
 
 def balance_distributions(accepted: list[dict], seed: int) -> tuple[list[dict], list[dict]]:

@@ -21,6 +21,7 @@ from ..errors import BackendError, ConfigError, InputError
 from ..io import read_jsonl, read_parquet, safe_join, sha256_bytes, sha256_file, stable_hash, write_bytes, write_jsonl
 from ..models.standins import tiny_clip_tokenizer, tiny_t5_tokenizer
 from ..progress import get_logger, progress
+from .filtering import batches
 
 log = get_logger(__name__)
 
@@ -145,6 +146,12 @@ def read_prompts(path: str | os.PathLike, shard: str | None = None) -> pl.DataFr
     df = df.select(
         [pl.col(c).cast(t) for c, t in PROMPT_COLUMNS.items()]
         + [(pl.col("attempt") if "attempt" in df.columns else pl.lit(0)).cast(pl.Int64).alias("attempt")]
+        # a regeneration round's job holds the rejects of several image shards: each row's own (make_prompts) shard
+        + [
+            (pl.col("source_shard") if "source_shard" in df.columns else pl.col("shard"))
+            .cast(pl.Utf8)
+            .alias("source_shard")
+        ]
     )
     dup = df.filter(pl.col("image_id").is_duplicated())["image_id"].unique().sort().to_list()
     if dup:
@@ -155,7 +162,7 @@ def read_prompts(path: str | os.PathLike, shard: str | None = None) -> pl.DataFr
             raise InputError(f"{path}: null {col} in row of image_id {bad['image_id'][0]!r}")
     if shard is not None:
         df = df.filter(pl.col("shard") == shard)
-    return df.sort("image_id")
+    return df.sort("source_shard", "image_id")
 
 
 def _png_bytes(image) -> bytes:
@@ -189,8 +196,7 @@ def synthesize_shard(
     rows = prompts.to_dicts()
     records: dict[str, dict] = {}
     reused = 0
-    batches = [rows[i : i + batch_size] for i in range(0, len(rows), batch_size)]
-    for batch in progress(batches, desc=f"synthesize shard {shard}", unit="batch"):
+    for batch in progress(batches(rows, batch_size), desc=f"synthesize shard {shard}", unit="batch"):
         key = stable_hash(
             {
                 "model": info.model,
