@@ -50,6 +50,8 @@ STANDIN_SYNTHESIZERS = {g["stand_in"]["name"]: g["stand_in"] for g in SHARD_GENE
 
 
 get_generator = lambda wildcards: SHARD_GENERATORS[int(wildcards.shard)]
+# What a synthesize job reads of its generator: raising synthesis.max_attempts adds rounds, it never redoes images.
+get_synthesis_params = lambda wildcards: {k: v for k, v in get_generator(wildcards).items() if k != "max_attempts"}
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():
@@ -57,8 +59,6 @@ for _stage, _reason in STAGES.items():
         logger.info(f"halluflow: stage {_stage} not planned: {_reason}")
 for _line in planning_warnings(config):  # stand-ins outside the demo, moving revisions: one line each
     logger.warning(f"halluflow: warning: {_line}")
-# What a synthesize job reads of its generator: raising synthesis.max_attempts adds rounds, it never redoes images.
-get_synthesis_params = lambda wildcards: {k: v for k, v in get_generator(wildcards).items() if k != "max_attempts"}
 
 
 def name_pattern(names):
@@ -100,14 +100,6 @@ STANDIN_VLMS = [name for name, r in RESOLVED.items() if r.build_rule == "build_s
 
 
 # ---- regeneration rounds (rules/images.smk) ----
-def previous_round(wildcards):
-    """The images and detections of every job of the round before regeneration round `attempt`."""
-    jobs = round_jobs(int(wildcards.attempt) - 1)
-    return {
-        "images": expand(rules.synthesize.output.table, shard=jobs),
-        "detections": expand(rules.detect.output.table, shard=jobs),
-    }
-
 def round_jobs(attempt):
     """The jobs of generation round `attempt`: the image shards, then the jobs checkpoint retry_prompts planned."""
     if attempt == 0:
@@ -127,6 +119,18 @@ def image_rounds():
     return jobs
 
 
+def previous_round(wildcards):
+    """The images and detections of every job of the round before regeneration round `attempt`."""
+    jobs = round_jobs(int(wildcards.attempt) - 1)
+    return {
+        "images": expand(rules.synthesize.output.table, shard=jobs),
+        "detections": expand(rules.detect.output.table, shard=jobs),
+    }
+
+
+get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds())
+get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds())
+
 
 # ---- answer + score ----
 def get_answer_source_input(wildcards):
@@ -136,10 +140,6 @@ def get_answer_source_input(wildcards):
     if SOURCE["kind"] == "coco":
         return [SOURCE["annotations"]]  # `path` is the image folder: the answer job checks every image it reads
     return [p for p in (SOURCE["path"], SOURCE["annotations"]) if p]
-get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds())
-get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds())
-
-
 
 
 def ode_release_dir():
