@@ -182,11 +182,18 @@ class ModelUnderTest:
         return self._backend is not None
 
     def key_fields(self) -> dict:
+        from .fetch import HUB_BACKENDS, locked_commit
+
         semantic = {k: v for k, v in sorted(self.args.items()) if k not in NON_SEMANTIC_ARGS}
+        revision = self.args.get("revision")
+        # With a models lock the weights are those of the locked commit, not of whatever `main` is now: a
+        # re-fetch that moved the commit must miss the cache (without a lock the requested revision keys it).
+        if self.backend_name in HUB_BACKENDS:
+            revision = locked_commit(self.args.get("model"), revision) or revision
         return {
             "backend": self.backend_name,
             "model": self.args.get("model"),
-            "revision": self.args.get("revision"),
+            "revision": revision,
             "args": semantic,
             "build": self.build,
         }
