@@ -23,7 +23,6 @@ rule answer:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=on_gpu(),
-        api_calls=get_api_calls,
     params:
         answer=get_answer_params,
     script:

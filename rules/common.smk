@@ -1,6 +1,7 @@
 # Input functions shared by the stage files. The config's meaning is checked once, here, by the library
 # (halluflow.config); models are resolved by halluflow.models, the same resolver the jobs use. Rules name each
 # other's files through `rules.<name>.output.<key>`, so every artifact path is written once, in its producing rule.
+import os
 import re
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import polars as pl
 
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.config import question_resource_files
+from halluflow.backends.concurrency import STATE_ENV as SERVER_STATE_ENV
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
 from halluflow.plan import planning_warnings
@@ -32,6 +34,9 @@ RELEASE = config["release"]
 OUT = f"results/{RELEASE}"
 LOGS = f"logs/{RELEASE}"
 BENCH = f"benchmarks/{RELEASE}"
+# Every job of this run that talks to a served model shares one adaptive window per server through a small state
+# file here (halluflow.backends.concurrency), so parallel answer jobs against one server neither flood nor starve it.
+os.environ.setdefault(SERVER_STATE_ENV, os.path.abspath(f"{OUT}/.servers"))
 IMAGE_SHARDS = [f"{i:03d}" for i in range(config["shards"]["images"])]
 ANSWER_SHARDS = [f"{i:03d}" for i in range(config["shards"]["answers"])]
 # Regeneration rounds after the image shards (round 0). A keep threshold <= 0 rejects no image (detector scores
@@ -92,7 +97,8 @@ def on_gpu(models=(), llms=(), own=True):
 
 
 def get_api_calls(wildcards):
-    # Throttle HTTP models across jobs with `snakemake --resources api_calls=N`.
+    # Throttle HTTP helper models across jobs with `snakemake --resources api_calls=N` (answer jobs need no
+    # throttle: their served models share one adaptive window per server, see SERVER_STATE_ENV above).
     return int(RESOLVED[wildcards.model].api)
 
 

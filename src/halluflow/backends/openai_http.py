@@ -1,10 +1,12 @@
 """OpenAI-compatible chat-completions backends (vLLM, SGLang, Ollama, OpenAI, `transformers serve`) for the `vlm`
 and `llm` roles.
 
-Images travel as base64 data URLs; requests run on one bounded thread pool per client, so `concurrency` requests
-stay in flight across batch boundaries; 429/5xx/timeouts/connection errors/malformed or empty replies are retried
-with exponential backoff + jitter (Retry-After honoured per RFC 9110, capped by backoff_max_s), then recorded as a
-failure that the answer stage does not cache, so a rerun retries it. A 3xx/4xx fails its own request; the rest of
+Images travel as base64 data URLs; requests run on one thread pool per client and stay in flight across batch
+boundaries: as many as the server's adaptive window allows (halluflow.backends.concurrency: one window per server,
+shared by the clients and processes that use it, bounded by max_concurrency), or exactly `concurrency` when that is
+set. 429/5xx/timeouts/connection errors/malformed or empty replies are retried with exponential backoff + jitter
+(Retry-After honoured per RFC 9110, capped by backoff_max_s; with the adaptive window it also pauses the server's
+new requests), then recorded as a failure that the answer stage does not cache, so a rerun retries it. A 3xx/4xx fails its own request; the rest of
 the shard is not sent only when the rejection is provably shared (401, 404, 405, a redirect, or a probe request
 rejected alike). One deadline (timeout_s) bounds each attempt from connect through status line, headers and the last
 body byte, and a reply is decoded only up to max_reply_bytes. The API key is read from an environment variable
@@ -15,8 +17,10 @@ or prints it, and httpx's per-request log lines (which carry the URL) are silenc
 
 from __future__ import annotations
 
+import atexit
 import base64
 import email.utils
+import heapq
 import json
 import logging
 import mimetypes
@@ -33,12 +37,14 @@ from typing import Any, Callable, Sequence
 
 from ..errors import BackendError, ConfigError, InputError
 from ..io import scrub_surrogates
+from . import concurrency as adaptive
 from .base import LLM, VLM, BackendInfo, Result, VLMRequest, finish_result
 
 log = logging.getLogger("halluflow.backends.openai")
 # httpx logs one INFO line per request with its URL (a base_url's credentials included): it would flood Slurm logs.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
+atexit.register(adaptive.close_all)  # leave the shared server windows, so other processes take this one's share
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # Rejections that are the same for every request of a configuration (the key, the model or path): the rest of the
@@ -254,8 +260,10 @@ class OpenAIClient:
 
     Args: base_url (e.g. http://localhost:8000/v1), model, api_key_env (NAME of the env var holding the key; null =
     no auth, e.g. a local vLLM), timeout_s (60: one deadline per attempt, connect to last byte), max_retries (5),
-    backoff_s (1.0: first wait, doubled each retry), backoff_max_s (60: also caps Retry-After), concurrency
-    (4 requests in flight), max_tokens (64), temperature (0), top_p (1), seed (0, sent for servers that support it),
+    backoff_s (1.0: first wait, doubled each retry), backoff_max_s (60: also caps Retry-After), concurrency (null:
+    the adaptive window of halluflow.backends.concurrency; a number: exactly that many requests in flight, never
+    adapted), max_concurrency (256: the adaptive window's bound), start_concurrency (16: its first size),
+    latency_tolerance (0.5: a round's median latency above (1 + this) x the baseline cuts it), max_tokens (64), temperature (0), top_p (1), seed (0, sent for servers that support it),
     max_tokens_field ("max_tokens"; "max_completion_tokens" for newer OpenAI models), extra_body (dict merged into
     each request; server-specific, see docs/models.md), max_reply_bytes (64 MiB: a reply is read, decoded, up to
     this size and failed beyond it), revision (recorded only), stand_in.
@@ -268,6 +276,9 @@ class OpenAIClient:
         "backoff_s": (">=", 0),
         "backoff_max_s": (">=", 0),
         "concurrency": (">=", 1),
+        "max_concurrency": (">=", 1),
+        "start_concurrency": (">=", 1),
+        "latency_tolerance": (">", 0),
         "max_tokens": (">=", 1),
         "temperature": (">=", 0),
         "top_p": (">=", 0),
@@ -283,7 +294,10 @@ class OpenAIClient:
         max_retries: int = 5,
         backoff_s: float = 1.0,
         backoff_max_s: float = 60.0,
-        concurrency: int = 4,
+        concurrency: int | None = None,
+        max_concurrency: int = adaptive.DEFAULT_MAX_CONCURRENCY,
+        start_concurrency: int = adaptive.DEFAULT_START_CONCURRENCY,
+        latency_tolerance: float = adaptive.DEFAULT_LATENCY_TOLERANCE,
         max_tokens: int = 64,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -320,7 +334,21 @@ class OpenAIClient:
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.backoff_max_s = float(backoff_max_s)
-        self.concurrency = int(concurrency)
+        # Fixed: exactly `concurrency` threads, no window. Adaptive: max_concurrency threads, each attempt waits for
+        # a place in the server's window (shared with the other clients and processes that talk to it).
+        self.concurrency = None if concurrency is None else int(concurrency)
+        self.max_concurrency = int(max_concurrency)
+        self.pool_size = self.concurrency or self.max_concurrency
+        self.window = (
+            None
+            if self.concurrency is not None
+            else adaptive.window_for(
+                f"{url.scheme}://{url.host}:{url.port or ''}{url.path}",
+                self.max_concurrency,
+                int(start_concurrency),
+                float(latency_tolerance),
+            )
+        )
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.top_p = float(top_p)
@@ -341,6 +369,7 @@ class OpenAIClient:
         self._local = threading.local()
         self._conns: list[_Conn] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._ssl = None
         self._checked = False
         self._unserved: str | None = None
         self._verdicts: dict[str, bool] = {}  # rejection text -> whether a probe proved it shared
@@ -387,7 +416,11 @@ class OpenAIClient:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             httpx = self._httpx
+            with self._lock:
+                if self._ssl is None:  # one context for every connection: building one costs ~20 ms of CPU
+                    self._ssl = httpx.create_ssl_context()
             http = httpx.Client(
+                verify=self._ssl,
                 headers=self._headers,
                 timeout=httpx.Timeout(self.timeout_s),
                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
@@ -422,9 +455,7 @@ class OpenAIClient:
             _shutdown(conn.sock)
 
         conn.fired = False
-        watchdog = threading.Timer(timeout_s, fire)
-        watchdog.daemon = True
-        watchdog.start()
+        alarm = _WATCHDOG.arm(deadline, fire)
         try:
             request = conn.http.build_request(method, url, json=body, extensions={"timeout": timeouts, "trace": trace})
             response = conn.http.send(request, stream=True)
@@ -442,7 +473,7 @@ class OpenAIClient:
                 raise httpx.ReadTimeout("deadline passed") from None
             raise
         finally:
-            watchdog.cancel()
+            _WATCHDOG.disarm(alarm)
         return response.status_code, response.headers, data
 
     def _once(self, body: dict) -> str:
@@ -531,8 +562,13 @@ class OpenAIClient:
         last = ""
         for attempt in range(self.max_retries + 1):
             try:
-                return self._result(self._once(body), None, attempt + 1, start)
+                text = self._attempt(body)
+                if attempt == 0:
+                    start = self._sent_at  # a request's latency starts when it is sent, not while it waits its turn
+                return self._result(text, None, attempt + 1, start)
             except RetryableError as exc:
+                if attempt == 0:
+                    start = self._sent_at
                 last = self.excerpt(str(exc))
                 if attempt == self.max_retries:
                     break
@@ -540,10 +576,37 @@ class OpenAIClient:
                 log.warning("request failed (%s); retry %d/%d in %.2f s", last, attempt + 1, self.max_retries, delay)
                 time.sleep(delay)
             except Rejected as exc:
+                if attempt == 0:
+                    start = self._sent_at
                 error = self.excerpt(str(exc), 1000)
                 self._judge(exc, error)
                 return self._result(None, error, attempt + 1, start)
         return self._result(None, f"gave up after {self.max_retries + 1} attempts: {last}", self.max_retries + 1, start)
+
+    @property
+    def _sent_at(self) -> float:
+        return getattr(self._local, "sent_at", time.monotonic())
+
+    def _attempt(self, body: dict) -> str:
+        """One attempt within the server's window: a place is taken before it is sent and given back with what
+        happened (its latency when answered, the status and Retry-After when refused), so the window adapts."""
+        window = self.window
+        if window is None:
+            self._local.sent_at = time.monotonic()
+            return self._once(body)
+        window.acquire()
+        sent = self._local.sent_at = time.monotonic()
+        outcome: tuple = (None, None, None)
+        try:
+            text = self._once(body)
+            outcome = (time.monotonic() - sent, None, None)
+            return text
+        except RetryableError as exc:
+            retry_after = None if exc.retry_after is None else min(exc.retry_after, self.backoff_max_s)
+            outcome = (None, exc.status, retry_after)
+            raise
+        finally:
+            window.release(*outcome)
 
     # ---- is the model served? ----------------------------------------------------------------------------------
     def served_models(self) -> list[str] | None:
@@ -629,10 +692,11 @@ class OpenAIClient:
         max_tokens: int | None = None,
         overrides: dict | None = None,
     ) -> Future:
-        """Queue one request on the client's pool: `concurrency` requests stay in flight however callers batch."""
+        """Queue one request on the client's pool: requests stay in flight however callers batch (as many as the
+        window allows, or `concurrency`)."""
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
+                self._pool = ThreadPoolExecutor(max_workers=self.pool_size, thread_name_prefix="openai")
         return self._pool.submit(self.complete, messages, max_tokens, overrides)
 
     def complete_many(
@@ -643,7 +707,7 @@ class OpenAIClient:
     ) -> list[Result]:
         """`overrides`: one dict per conversation (max_tokens, temperature, top_p, seed of that request)."""
         per = [dict(o) for o in overrides] if overrides is not None else [{} for _ in conversations]
-        if len(conversations) <= 1 or self.concurrency == 1:
+        if len(conversations) <= 1 or self.pool_size == 1:
             return [self.complete(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)]
         return _results(
             [self.submit(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)]
@@ -656,6 +720,56 @@ class OpenAIClient:
             conns, self._conns = self._conns, []
         for conn in conns:
             conn.http.close()
+
+
+class _Watchdog:
+    """One thread for every attempt's deadline (a threading.Timer per attempt started a thread per request, a third
+    of the client's CPU time per request): arm() schedules a callback at a monotonic deadline, disarm() cancels it."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._cancelled: set[int] = set()
+        self._fired: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: float, callback: Callable[[], None]) -> int:
+        with self._cond:
+            self._next += 1
+            token = self._next
+            first = not self._heap or deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (deadline, token, callback))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="openai-deadlines", daemon=True)
+                self._thread.start()
+            elif first:
+                self._cond.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            if token in self._fired:
+                self._fired.discard(token)
+            else:
+                self._cancelled.add(token)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][1] in self._cancelled:
+                        self._cancelled.discard(heapq.heappop(self._heap)[1])
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        _, token, callback = heapq.heappop(self._heap)
+                        self._fired.add(token)
+                        break
+                    self._cond.wait(min(self._heap[0][0] - now, 1.0) if self._heap else 1.0)
+            callback()  # outside the lock: it shuts a socket
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _results(futures: Sequence[Future]) -> list[Result]:
