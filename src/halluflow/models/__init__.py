@@ -22,6 +22,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..errors import ConfigError, MissingExtraError
 
@@ -32,6 +33,49 @@ LOCAL_LLM = f"{MODELS_CACHE}/{LOCAL_LLM_NAME}"
 
 # Backends that load local weights through transformers (their `device` decides CPU or GPU).
 _TORCH_BACKENDS = ("transformers", "blind")
+
+
+ROLES = ("vlm", "llm", "detector", "synthesizer", "embedder", "image_embedder")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of any role (model under test, LLM, judge, detector, synthesizer, embedder), whatever config shape
+    it came from: a `models:` entry {name, backend, args, build, stand_in} (the vlm role, and an llm block written
+    that way), a flat block {backend, **arguments} (`llm:`, `caos.llm`, embedders, detector specs). `args` are the
+    backend's constructor arguments; `build` names a stand-in recipe; `stand_in` labels the model's outputs."""
+
+    role: str
+    backend: str
+    name: str
+    args: dict = field(default_factory=dict, hash=False)
+    build: Any = None
+    stand_in: bool = False
+
+    @classmethod
+    def of(cls, role: str, raw: "ModelSpec | Mapping[str, Any]", default_backend: str | None = None) -> "ModelSpec":
+        """The spec of `raw` in `role`; ConfigError names what is missing or malformed."""
+        if isinstance(raw, ModelSpec):
+            return raw
+        if role not in ROLES:
+            raise ConfigError(f"model role {role!r}: expected one of {', '.join(ROLES)}")
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{role} model spec {raw!r}: expected a mapping with a 'backend'")
+        backend = raw.get("backend") or default_backend
+        if not backend:
+            raise ConfigError(f"model spec {dict(raw)!r}: missing key 'backend'")
+        name = str(raw.get("name") or backend)
+        if role == "vlm" or isinstance(raw.get("args"), dict):  # the `models:` shape
+            if not isinstance(raw.get("args") or {}, dict):
+                raise ConfigError(f"model {name!r}: 'args' must be a mapping of backend arguments")
+            args = dict(raw.get("args") or {})
+            return cls(role, str(backend), name, args, raw.get("build"), bool(raw.get("stand_in", False)))
+        args = {k: v for k, v in raw.items() if k not in ("backend", "name")}
+        return cls(role, str(backend), name, args, None, bool(args.get("stand_in", False)))
+
+    def registry_spec(self) -> dict:
+        """{backend, **args}: what halluflow.models.registry.create builds."""
+        return {"backend": self.backend, **self.args}
 
 
 @dataclass(frozen=True)
@@ -73,19 +117,19 @@ def _wants_gpu(backend: str, args: dict, gpu_available: bool, role: str = "vlm")
 
 
 def resolve(
-    spec: dict, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False, role: str = "vlm"
+    spec: ModelSpec | dict,
+    models_cache: str | os.PathLike = MODELS_CACHE,
+    gpu_available: bool = False,
+    role: str = "vlm",
 ) -> ResolvedModel:
-    """Resolve one model spec {name, backend, args, build, ...}; `gpu_available` = config key `gpu` (device auto).
-    Its arguments are checked against the `role` backend's signature (ConfigError naming the model and argument)."""
-    backend = spec.get("backend")
-    if not backend:
-        raise ConfigError(f"model spec {spec!r}: missing key 'backend'")
-    name = str(spec.get("name") or backend)
-    if not isinstance(spec.get("args") or {}, dict):
-        raise ConfigError(f"model {name!r}: 'args' must be a mapping of backend arguments")
-    args = dict(spec.get("args") or {})
+    """Resolve one model spec (a ModelSpec, or a `models:` entry {name, backend, args, build, ...} read as one);
+    `gpu_available` = config key `gpu` (device auto). Its arguments are checked against the `role` backend's
+    signature (ConfigError naming the model and argument). Used at planning (rules, halluflow plan) and at run time
+    (ModelUnderTest, Model.llm), so a model is resolved one way."""
+    spec = ModelSpec.of(role, spec)
+    role, backend, name, args = spec.role, spec.backend, spec.name, dict(spec.args)
     folder = build_rule = None
-    if spec.get("build"):
+    if spec.build:
         folder = str(args.get("model") or Path(models_cache) / name)
         build_rule = "build_standin_vlm"
     elif backend in _TORCH_BACKENDS:
@@ -94,7 +138,7 @@ def resolve(
             folder = None  # a hub id: transformers resolves it from its cache
     if folder and not build_rule and Path(folder) == Path(models_cache) / LOCAL_LLM_NAME:
         folder, build_rule = str(Path(models_cache) / LOCAL_LLM_NAME), "build_local_llm"
-    if spec.get("build"):
+    if spec.build:
         args["model"] = str(folder)  # only a stand-in's folder is implied; other specs keep their args (cache keys)
     reads_graph = backend == "prior" and not args.get("graph")
     check_backend_args(role, backend, args, name, filled_in=("graph",) if reads_graph else ())
@@ -113,19 +157,12 @@ def resolve(
 def resolve_llm(
     llm: dict | None, models_cache: str | os.PathLike = MODELS_CACHE, gpu_available: bool = False
 ) -> ResolvedModel | None:
-    """The `llm:` block (CEDI examiner/parser, CAOS extractor, SAMF judge) resolved like a model under test."""
+    """The `llm:` block (CEDI examiner/parser, CAOS extractor, SAMF judge) resolved like a model under test: flat
+    {backend, **arguments} or the `models:` shape {backend, args}; the backend defaults to transformers."""
     if not llm:
         return None
-    if isinstance(llm.get("args"), dict):  # the `models:` shape {backend, args} (caos.llm takes both)
-        args = dict(llm["args"])
-    else:
-        args = {k: v for k, v in llm.items() if k != "backend"}
-    return resolve(
-        {"name": "llm", "backend": llm.get("backend", "transformers"), "args": args},
-        models_cache,
-        gpu_available,
-        role="llm",
-    )
+    spec = ModelSpec.of("llm", llm, default_backend="transformers")
+    return resolve(ModelSpec("llm", spec.backend, "llm", spec.args), models_cache, gpu_available, role="llm")
 
 
 def check_config_models(config: dict, models_cache: str | os.PathLike = MODELS_CACHE) -> None:

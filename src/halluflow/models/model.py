@@ -28,7 +28,7 @@ from ..cache import RequestCache, request_key
 from ..errors import BackendError, ConfigError
 from ..io import sha256_file, stable_hash
 from ..progress import get_logger
-from . import MODELS_CACHE, registry, resolve
+from . import MODELS_CACHE, ModelSpec, registry, resolve
 
 log = get_logger(__name__)
 
@@ -39,9 +39,6 @@ NON_SEMANTIC_ARGS = frozenset(
         "batch_size",
         "device",
         "concurrency",
-        "max_concurrency",
-        "start_concurrency",
-        "latency_tolerance",
         "timeout_s",
         "max_retries",
         "max_reply_bytes",
@@ -295,14 +292,18 @@ class Model:
         return cls("vlm", mut, **kwargs)
 
     @classmethod
-    def llm(cls, spec: Mapping[str, Any], **kwargs: Any) -> Model:
-        """An `llm:` block {backend, ...args} as a lazily built llm Model, keyed by its semantic arguments."""
-        spec = dict(spec)
-        args = {k: v for k, v in sorted(spec.items()) if k != "backend" and k not in NON_SEMANTIC_ARGS}
-        fields = {"role": "llm", "backend": spec.get("backend"), "args": args}
-        kwargs.setdefault("key_fields", fields)
-        kwargs.setdefault("name", str(spec.get("name") or spec.get("model") or spec.get("backend")))
-        return cls("llm", lambda: registry.create("llm", spec), **kwargs)
+    def llm(
+        cls, spec: ModelSpec | Mapping[str, Any], models_cache: str | os.PathLike = MODELS_CACHE, **kwargs: Any
+    ) -> Model:
+        """An `llm:` block (flat {backend, **arguments} or {backend, args}; backend transformers by default) as a
+        lazily built llm Model: resolved by the planning resolver (the same arguments, checked the same way), keyed
+        by its semantic arguments."""
+        spec = ModelSpec.of("llm", spec, default_backend="transformers")
+        args = resolve(spec, models_cache, role="llm").args
+        semantic = {k: v for k, v in sorted(args.items()) if k not in NON_SEMANTIC_ARGS}
+        kwargs.setdefault("key_fields", {"role": "llm", "backend": spec.backend, "args": semantic})
+        kwargs.setdefault("name", str(args.get("model") or spec.name))
+        return cls("llm", lambda: registry.create("llm", {"backend": spec.backend, **args}), **kwargs)
 
     # ---- the backend -------------------------------------------------------------------------------------------
     def _checked(self, backend) -> Backend:
