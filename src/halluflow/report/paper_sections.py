@@ -107,7 +107,10 @@ def ode_sections(root: str | Path, folder: str | Path, models: list[str] | None 
     stand_ins = _model_stand_ins(res, docs)
     queries, images = res.queries(), res.accepted()
     manifest = res.manifest() or {}
+    # the judge of every ODE number: the release's stated truth, answers read by the scorer's parser
+    parsers = sorted({str(d["parser"]) for d in docs.values() if d and d.get("parser")})
     sizes = (
+        f"judged against the release's truth, answers read by the {', '.join(parsers) or 'release'} parser; "
         f"release {res.release}: {0 if images is None else images.height} accepted images, "
         f"{0 if queries is None else queries.height} questions"
     )
@@ -126,7 +129,7 @@ def _ode_fig6(res: Results, w: _Writer, names: list[str], models: str, sizes: st
     title = "Results per distribution (ODE Fig. 6 layout)"
     caption = (
         f"Share of answers the release's scorer marked hallucinated, per scene distribution (standard, long-tail, "
-        f"random, fictional) and task. Models: {models}; judged by the release's truth (the scorer), {sizes}."
+        f"random, fictional) and task. Models: {models}; {sizes}."
     )
     if rates is None or not rates.height:
         w.section("fig6", title, caption + " Not run: no scores/<model>/answers.parquet.", stand_ins)
