@@ -28,9 +28,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..backends.base import VLMRequest
 from ..errors import ConfigError
 from ..io import stable_hash
+from ..models.model import vlm_request
 from ..progress import get_logger, progress
 from .parser import (
     TruthView,
@@ -794,10 +794,10 @@ class Examiner:
                 (
                     c,
                     q,
-                    VLMRequest(
-                        request_id=stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
-                        prompt=q.text,
-                        image_path=c.scene.image_path,
+                    vlm_request(
+                        stable_hash([c.conversation_id, len(c.turns), q.text])[:16],
+                        q.text,
+                        c.scene.image_path,
                         image_sha256=c.scene.image_sha256,
                         history=c.history() if c.history_mode == "with" else (),
                     ),

@@ -19,8 +19,9 @@ from PIL import Image
 
 from ..backends.base import VLMRequest
 from ..errors import BackendError, InputError
-from ..io import open_rgb, safe_join, sha256_file, stable_hash
+from ..io import open_rgb, safe_join, stable_hash
 from ..metrics.parsers import is_failed
+from ..models.model import image_sha256, vlm_request
 from ..progress import get_logger, progress
 from .controllers import CentralFuzzController, Policy, PolicySpace, TrainResult, make_controller, random_policy
 from .metrics import GHRScorer, MetricSuite, bhr, risk_weighted
@@ -159,23 +160,15 @@ class PolicyEvaluator:
         if len(parts) > 1:
             if 1 < len(parts) <= self.capacity:
                 paths = [str(self.work_dir / p) for p in parts]
-                digest = stable_hash([sha256_file(p) for p in paths])
-                request = VLMRequest(
-                    request_id=request_id,
-                    prompt=info["mutated_text"],
-                    image_path=paths[0],
-                    image_sha256=digest,
-                    images=paths,
-                )  # type: ignore[call-arg]
+                digest = stable_hash([image_sha256(p) for p in paths])
+                request = vlm_request(request_id, info["mutated_text"], paths[0], image_sha256=digest, images=paths)
                 return request, "multi"
             path, mode = self.work_dir / info["mutated_image_path"], "tiled"
         elif info["mutated_image_path"]:
             path, mode = self.work_dir / info["mutated_image_path"], "single"
         else:
             path, mode = Path(original_image(mutated, self.images_root)), "single"
-        return VLMRequest(
-            request_id=request_id, prompt=info["mutated_text"], image_path=str(path), image_sha256=sha256_file(path)
-        ), mode
+        return vlm_request(request_id, info["mutated_text"], path, image_sha256=image_sha256(path)), mode
 
     def __call__(self, policy: Policy, batch: Sequence[dict]) -> float:
         return _reward(self.items(policy, batch))
@@ -239,7 +232,7 @@ def standard_eval(
     suite = suite or MetricSuite()
     paths = [original_image(inst, images_root) for inst in instances]
     requests = [
-        VLMRequest(inst["instance_id"], inst["seed_data"]["question"], p, sha256_file(p))
+        vlm_request(inst["instance_id"], inst["seed_data"]["question"], p, image_sha256=image_sha256(p))
         for inst, p in zip(instances, paths)
     ]
     extra = _model_fields(vlm, model_name)
