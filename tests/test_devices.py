@@ -62,9 +62,9 @@ class FakeModel:
     _supports_sdpa = True
     _supports_flash_attn = True
 
-    def __init__(self, fail: bool = False):
+    def __init__(self, fail: bool = False, dtype=torch.bfloat16):
         self.config = types.SimpleNamespace(_attn_implementation="sdpa")
-        self.fail = fail
+        self.fail, self.dtype = fail, dtype
 
     def set_attn_implementation(self, name):
         if self.fail:
@@ -76,6 +76,7 @@ def test_apply_attention_switches_to_flash_only_on_cuda_with_flash_attn(monkeypa
     monkeypatch.setattr(llm_module, "flash_attn_installed", lambda: True)
     assert llm_module.apply_attention(FakeModel(), "auto", "cpu") == "sdpa"
     assert llm_module.apply_attention(FakeModel(), "auto", "cuda") == "flash_attention_2"
+    assert llm_module.apply_attention(FakeModel(dtype=torch.float32), "auto", "cuda") == "sdpa"  # flash is half-only
     # auto keeps what transformers chose when the switch fails; an explicit request that fails is one line
     assert llm_module.apply_attention(FakeModel(fail=True), "auto", "cuda") == "sdpa"
     with pytest.raises(ConfigError, match="attn_implementation 'flash_attention_2': flash_attn is not installed$"):

@@ -214,8 +214,15 @@ def _set_attention(pipe, requested: str, device: str) -> str:
 
     denoiser = getattr(pipe, "transformer", None) or getattr(pipe, "unet", None)
     can_switch = hasattr(denoiser, "set_attention_backend")
+    import torch
+
+    half = getattr(pipe, "dtype", None) in (torch.float16, torch.bfloat16)  # flash kernels run in half precision only
     want = choose_attn_implementation(
-        requested, device, flash_installed=flash_attn_installed(), supports_flash=can_switch, supports_sdpa=True
+        requested,
+        device,
+        flash_installed=flash_attn_installed(),
+        supports_flash=can_switch and half,
+        supports_sdpa=True,
     )
     backend = {"flash_attention_2": "flash", "flash_attention_3": "_flash_3", "flex_attention": "flex"}.get(want)
     if want == "eager":

@@ -28,7 +28,8 @@ def apply_attention(model, requested: str, device: str) -> str:
         requested,
         device,
         flash_installed=flash_attn_installed(),
-        supports_flash=bool(getattr(model, "_supports_flash_attn", False)),
+        # flash-attn kernels run in half precision only: a float32 model stays on sdpa
+        supports_flash=bool(getattr(model, "_supports_flash_attn", False)) and half_precision(model),
         supports_sdpa=bool(getattr(model, "_supports_sdpa", False)),
     )
     if want != attention_of(model):
@@ -38,6 +39,12 @@ def apply_attention(model, requested: str, device: str) -> str:
             if requested != "auto":  # auto keeps what transformers chose; an explicit choice that fails is an error
                 raise ConfigError(f"attn_implementation {requested!r}: {str(exc).splitlines()[0]}") from None
     return attention_of(model)
+
+
+def half_precision(model) -> bool:
+    import torch
+
+    return getattr(model, "dtype", None) in (torch.float16, torch.bfloat16)
 
 
 def attention_of(model) -> str:
