@@ -32,8 +32,9 @@ import polars as pl
 from bench_answer import mixed_requests, raw_loop
 from PIL import Image
 
-from halluflow.answer import ModelUnderTest, answer_shard
+from halluflow.answer import answer_shard
 from halluflow.devices import set_threads
+from halluflow.models.model import ModelUnderTest
 from halluflow.models.registry import create
 from halluflow.ode.detection import detect_shard
 from halluflow.ode.synthesis import synthesize_shard
