@@ -115,14 +115,20 @@ def round_jobs(attempt):
 
 
 def image_rounds():
-    """Every job of every round, in round order: a round without jobs ends the regeneration."""
-    jobs = list(IMAGE_SHARDS)
+    """Every job of every round, in round order (a round without jobs ends the regeneration), and the round plans
+    these depend on. A plan not written yet is a plain input, not a checkpoint wait: Snakemake checks nothing but
+    missing outputs of a job whose input waits on a checkpoint, so a finished run whose config now asks for
+    regeneration would look up to date; as a plain input, the job's changed params make it (and the plan) run."""
+    jobs, plans = list(IMAGE_SHARDS), []
     for attempt in range(1, REGEN_ROUNDS + 1):
+        plans.append(expand(rules.retry_prompts.output.prompts, attempt=attempt)[0])
+        if not os.path.exists(plans[-1]):
+            break
         planned = round_jobs(attempt)
         if not planned:
             break
         jobs += planned
-    return jobs
+    return jobs, plans
 
 
 def previous_round(wildcards):
@@ -134,8 +140,11 @@ def previous_round(wildcards):
     }
 
 
-get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds())
-get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds())
+get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds()[0])
+get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds()[0])
+# a rule reading the rounds' tables lists the plans too: a finished plan re-evaluates its input (Snakemake updates
+# the direct dependents of a checkpoint)
+get_round_plans = lambda wildcards: image_rounds()[1]
 
 
 # ---- answer + score ----

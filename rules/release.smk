@@ -6,6 +6,7 @@ rule filter_images:
     input:
         images=get_round_images,
         detections=get_round_detections,
+        plans=get_round_plans,
         scenes=rules.sample_scenes.output.scenes,
     output:
         accepted=f"{OUT}/filtered/accepted.parquet",
@@ -34,6 +35,7 @@ rule make_queries:
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
         images=get_round_images,
+        plans=get_round_plans,
         # question templates per noun kind, attribute words, synonyms never asked as absent
         nouns=QUESTION_RESOURCES["nouns"],
         attribute_words=QUESTION_RESOURCES["attribute_words"],
@@ -65,6 +67,7 @@ rule package_release:
         scenes=rules.sample_scenes.output.scenes,
         images=get_round_images,
         detections=get_round_detections,
+        plans=get_round_plans,
         graph_sources=graph_source_files(config),
         parent=PARENT_MANIFEST,
         nodes=rules.build_graph.output.nodes,  # the DATACARD's Standard drift from the graph's top band
