@@ -23,6 +23,8 @@ if config["finetune"]["enabled"]:
         output:
             model=directory(f"{FT_DIR}/{{method}}/model"),
             record=f"{FT_DIR}/{{method}}/train.json",
+            # the export trained on (with DPO: the base model's answers on the training release, scored)
+            data=directory(f"{FT_DIR}/{{method}}/data"),
         log:
             f"{LOGS}/finetune/{{method}}/train.log",
         benchmark:

@@ -124,6 +124,49 @@ def test_ode_paper_offline(workdir):
     # ODE's Fig. 6 and one clustered matrix per model (Fig. 8) on the page; Fig. 1/4 and 7 say what to run
     page = assert_paper_page(workdir, out, "ode", ["fig6-fig6", "fig8-fig8_0", "fig8-fig8_1"], "model tiny-smolvlm")
     assert "Not run: set validity.source" in page and "ODE Fig. 9 layout" in page
+    _check_finetune_loop(workdir, out)
+
+
+def _check_finetune_loop(workdir, parent):
+    """ODE's fine-tuning loop on the try-out's release (configs/offline/finetune): a child release, the stand-in
+    tuned for two steps by SFT and by DPO, both answered and scored on the child beside the base model, the
+    before/after section on the child's paper_ode page."""
+    child = "results/ode-paper-offline-child"
+    overlay = "configs/offline/finetune/ode-paper-child.yaml"
+    run_snakemake(workdir, "paper_ode", "--cores", "2", *configfiles("ode-paper", overlay))
+    # the fine-tuning section (Fig. 10/11) on the child's ODE page, beside the sections every ODE page has
+    assert_paper_page(workdir, child, "ode", ["finetune-fig10_11", "fig6-fig6"], "tiny-smolvlm")
+
+    def pairs(release):
+        scenes = pl.read_parquet(workdir / release / "scenes.parquet")
+        return {"|".join(sorted(p)) for p in scenes.select("object_a", "object_b").iter_rows()}
+
+    trained_on, evaluated_on = pairs(f"{parent}/release"), pairs(f"{child}/release")
+    assert trained_on and evaluated_on and not trained_on & evaluated_on  # the child shares no concept pair
+    section = json.loads((workdir / child / "finetune" / "section.json").read_text())
+    assert section["paper"] == "ode" and section["stand_ins"] == ["tiny-smolvlm"] and "STAND-IN" in section["caption"]
+    table = section["tables"][0]
+    assert table["columns"][:5] == ["distribution", "metric", "base", "sft", "dpo"]
+    assert {r[0] for r in table["rows"]} >= {"overall", "standard", "fictional"}
+    base = json.loads((workdir / child / "metrics" / "tiny-smolvlm.json").read_text())
+    overall = {r[1]: r for r in table["rows"] if r[0] == "overall"}
+    assert overall["hallucination_rate"][2] == base["hallucination_rate"]  # "before" is the score rule's number
+    n_queries = pl.read_parquet(workdir / child / "release" / "queries.parquet").height
+    # the weights before and after, read from the folders themselves (not from the job's own hash)
+    from safetensors.torch import load_file
+
+    before = load_file(workdir / "resources" / "models" / "tiny-smolvlm" / "model.safetensors")
+    for method in ("sft", "dpo"):
+        run = workdir / child / "finetune" / "tiny-smolvlm" / method
+        record = json.loads((run / "train.json").read_text())
+        assert record["steps"] == 2 and record["weights_sha256_before"] != record["weights_sha256_after"]
+        assert json.loads((run / "model" / "halluflow_standin.json").read_text())["stand_in"] is True
+        after = load_file(run / "model" / "model.safetensors")
+        assert after.keys() == before.keys()
+        assert any(not (after[k] == before[k]).all() for k in before)
+        answers = pl.read_parquet(run / "answers.parquet")
+        assert answers.height == n_queries and answers["stand_in"].all()
+        assert json.loads((run / "metrics.json").read_text())["n_answers"] == n_queries
 
 
 def test_cedi_offline(workdir):

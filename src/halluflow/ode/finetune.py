@@ -279,37 +279,50 @@ def train_model(
     return record
 
 
-def run_train(params: dict, model_dir: str, record_out: str) -> dict:
-    """Rule ode_finetune_train: the exports of the training release (answering it with the base model first for
-    DPO's rejected answers), checked disjoint from the evaluation release, then `train_model`."""
+def answer_and_score(spec: dict, release: Path, params: dict, cache: Path, answers: Path, scores: Path, metrics: Path):
+    """`spec` answers every query of `release` through the answer stage (one shard) and the ODE scorer scores it, as
+    rules answer + score do for the run's own models; returns the metrics."""
     from ..answer import ModelUnderTest, answer_shard
     from ..sources import source_queries
-    from .export import export_release
     from .scoring import run_score
+
+    queries, image_root = source_queries({"kind": "ode", "path": str(release)}, str(release))
+    model = ModelUnderTest(spec, graph_dir=params["graph"], models_cache=params["models_cache"])
+    settings = {k: v for k, v in params["answer"].items() if k != "source"}
+    answer_shard(queries, image_root, model, cache, answers, settings=settings)
+    return run_score(
+        [str(answers)],
+        str(release / "queries.parquet"),
+        params["nodes"],
+        str(scores),
+        str(metrics),
+        spec["name"],
+        params["scoring"],
+        hallu_path=params.get("hallu"),
+        edges_path=params.get("edges"),
+    )
+
+
+def run_train(params: dict, model_dir: str, record_out: str, data_dir: str) -> dict:
+    """Rule ode_finetune_train: the export of the training release into `data_dir` (answering the release with the
+    base model first for DPO's rejected answers), checked disjoint from the evaluation release, then `train_model`."""
+    from .export import export_release
 
     method = params["method"]
     train_dir, eval_dir = Path(params["train_release"]), Path(params["eval_release"])
     n_pairs = check_disjoint(train_dir, eval_dir)
-    work = Path(record_out).parent / "data"
+    work = Path(data_dir)
     answers_path = None
     if method == "dpo":  # DPO's rejected answers: the base model's hallucinations on the training release
-        queries, image_root = source_queries({"kind": "ode", "path": str(train_dir)}, str(train_dir))
-        spec = params["spec"]
-        model = ModelUnderTest(spec, graph_dir=params["graph"], models_cache=params["models_cache"])
-        settings = {k: v for k, v in params["answer"].items() if k != "source"}
-        raw = work / "train_answers.parquet"
-        answer_shard(queries, image_root, model, params["cache"], raw, settings=settings)
         answers_path = work / "train_scores.parquet"
-        run_score(
-            [str(raw)],
-            str(train_dir / "queries.parquet"),
-            params["nodes"],
-            str(answers_path),
-            str(work / "train_metrics.json"),
-            spec["name"],
-            params["scoring"],
-            hallu_path=params.get("hallu"),
-            edges_path=params.get("edges"),
+        answer_and_score(
+            params["spec"],
+            train_dir,
+            params,
+            Path(params["cache"]),
+            work / "train_answers.parquet",
+            answers_path,
+            work / "train_metrics.json",
         )
     export_dir = work / method
     fmt = "llava" if method == "sft" else "dpo"
@@ -345,31 +358,13 @@ def tuned_spec(spec: dict, method: str, model_dir: str) -> dict:
 
 
 def run_eval(params: dict, answers_out: str, scores_out: str, metrics_out: str) -> dict:
-    """Rule ode_finetune_eval: the tuned model answers the evaluation release through the answer stage and the ODE
-    scorer scores it, as rules answer + score do for the base model."""
-    from ..answer import ModelUnderTest, answer_shard
-    from ..sources import source_queries
-    from .scoring import run_score
-
+    """Rule ode_finetune_eval: the tuned model answers the evaluation release and is scored, as the base model was."""
     record = read_json(params["record"])
     spec = tuned_spec(params["spec"], params["method"], params["model_dir"])
-    queries, image_root = source_queries({"kind": "ode", "path": params["release"]}, params["release"])
-    model = ModelUnderTest(spec, graph_dir=params["graph"], models_cache=params["models_cache"])
-    settings = {k: v for k, v in params["answer"].items() if k != "source"}
     # the cache is keyed by the tuned weights' hash: a retrained folder at the same path never reuses old answers
     cache = Path(params["cache_root"]) / f"{spec['name']}-{record['weights_sha256_after'][:16]}"
-    answer_shard(queries, image_root, model, cache, answers_out, settings=settings)
-    return run_score(
-        [answers_out],
-        str(Path(params["release"]) / "queries.parquet"),
-        params["nodes"],
-        scores_out,
-        metrics_out,
-        spec["name"],
-        params["scoring"],
-        hallu_path=params.get("hallu"),
-        edges_path=params.get("edges"),
-    )
+    release = Path(params["release"])
+    return answer_and_score(spec, release, params, cache, Path(answers_out), Path(scores_out), Path(metrics_out))
 
 
 # ---------------------------------------------------------------------------------------------- section
@@ -488,7 +483,7 @@ def finetune_section(
         "stand_ins": [model] if stand_in else [],
         "tables": [
             {
-                "id": "before_after",
+                "id": "finetune_before_after",
                 "title": "Before / after, per distribution and overall",
                 "columns": columns,
                 "rows": rows,
@@ -496,7 +491,7 @@ def finetune_section(
                 "note": "hallucination rate, CHAIR_s and CHAIR_i: lower is better; POPE accuracy and F1: higher.",
             },
             {
-                "id": "weights",
+                "id": "finetune_weights",
                 "title": "Training and the weights before / after (sha256 over every tensor)",
                 "columns": [
                     "method",
