@@ -203,6 +203,7 @@ class SimThread:
 
     def __exit__(self, *exc) -> None:
         def stop():
+            self.loop.set_exception_handler(lambda loop, context: None)  # connections cut by the shutdown
             for task in asyncio.all_tasks(self.loop):
                 task.cancel()
 

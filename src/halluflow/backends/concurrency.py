@@ -7,24 +7,26 @@ server (base_url) and shares it between every client and every process that talk
 
 The control law, per round (one round trip: a round ends once it has lasted the last median latency and has at
 least 4 answers):
-- slow start: the window starts at `start_concurrency` (16) and grows by two per answer that came back within
-  (1 + tol/2) x the baseline latency (x3 per round trip; TCP's slow start doubles) until the first congestion
-  signal, so a 256-slot server is reached in three round trips;
+- slow start: the window starts at `start_concurrency` (16) and grows by three per answer that came back within
+  (1 + tol/2) x the baseline latency (x4 per round trip; TCP's slow start doubles) until the first congestion
+  signal, so a 256-slot server is reached in two round trips (the overshoot costs one cut, below);
 - congestion by latency: a round whose median latency is above (1 + latency_tolerance) x the baseline (the lowest
-  round median of the last 32 rounds) while its throughput did not rise (<= 1.1 x the best before) means the
+  round median seen) while its throughput did not rise (<= 1.1 x the best of the last 32 rounds) means the
   server queues: the window is cut to the knee, 1.1 x the best recent throughput x the baseline latency (Little's
   law; BBR's bandwidth-delay product): the server's slots plus 10 % headroom, in one step however far slow start
-  overshot (at most to a quarter); a window already at the knee holds. Latency that grows WITH throughput (a
-  server whose batches slow as they fill) is no congestion: the window keeps growing while throughput rises;
-- congestion by refusal: a 429 or 503 cuts the window to 0.85 x the requests that were in flight when it came (the
+  overshot (at most to a quarter); a window already at the knee holds, and after three such rounds the baseline
+  moves up to the new latency (the requests got slower, e.g. longer answers). Latency that grows WITH throughput
+  (a server whose batches slow as they fill) is no congestion: the window keeps growing while throughput rises;
+- congestion by refusal: a 429 or 503 cuts the window to 0.9 x the requests that were in flight when it came (the
   server's own admission limit, known at once, instead of several blind halvings after a slow-start overshoot);
   at most one cut per round trip, so one burst of refusals is one episode. `Retry-After` pauses every new request
   to that server until then (capped by backoff_max_s), in every process sharing it; the refused request itself
   is retried as any retryable failure is (its wait honours Retry-After too) and counts as failed only when its
   retries run out;
 - steady growth while latency stays flat and the window is actually used (80 % of it in flight): halfway back to
-  the admission limit of the last refusal per round (fast recovery, CUBIC's idea: most rounds are spent just below
-  the known limit), else +5 % per round (probing), up to `max_concurrency` (256: vLLM's default max_num_seqs).
+  the admission limit of the last refusal per round, then one more per round up to 10 % past it (CUBIC's idea:
+  most rounds are spent just below the known limit, probing it gently), else +5 % per round, up to
+  `max_concurrency` (256: vLLM's default max_num_seqs).
 Requests that failed otherwise (5xx, timeouts, connection errors) neither grow nor cut the window.
 
 What we took and why we differ. lmms-eval 0.6 (`adaptive_concurrency`) decides every max(4, window) answers from
@@ -66,9 +68,9 @@ STATE_ENV = "HALLUFLOW_SERVER_STATE"  # folder of the shared per-server state fi
 DEFAULT_MAX_CONCURRENCY = 256  # vLLM's default max_num_seqs
 DEFAULT_START_CONCURRENCY = 16
 DEFAULT_LATENCY_TOLERANCE = 0.5
-REFUSAL_CUT = 0.85  # of the requests in flight when a 429/503 came
+REFUSAL_CUT = 0.9  # of the requests in flight when a 429/503 came
 PROBE_GROWTH = 0.05  # per round, past the last cut's window
-SLOW_START_GAIN = 2  # window added per answer within the latency target: x3 per round trip
+SLOW_START_GAIN = 3  # window added per answer within the latency target: x4 per round trip
 MIN_ROUND_S = 0.05
 MIN_ROUND_ANSWERS = 4
 BASELINE_ROUNDS = 32
@@ -89,6 +91,8 @@ def fresh_state(start: float, maximum: int, now: float) -> dict:
         "max": maximum,
         "slow_start": True,
         "history": [],  # [answers per second, median latency] of the last BASELINE_ROUNDS rounds
+        "base": None,  # the lowest round median latency seen: the latency of an unqueued request
+        "high_at_knee": 0,  # rounds in a row of high latency with the window at or below the knee
         "w_max": None,  # the window at the last congestion cut
         "cut_at": 0.0,
         "cooldown_s": 0.0,
@@ -103,15 +107,15 @@ def _round(now: float) -> dict:
 
 
 def baseline(state: dict) -> float | None:
-    """The lowest round median latency of the recent rounds: the latency of an unqueued request."""
-    return min(m for _, m in state["history"]) if state["history"] else None
+    """The lowest round median latency seen: the latency of an unqueued request. Not a sliding minimum: a queue
+    that persists must not become the baseline (TCP Vegas' and BBR's min-RTT problem); it moves up only when the
+    latency stays high while the window is already at the knee (the requests themselves got slower)."""
+    return state.get("base")
 
 
 def knee_window(state: dict) -> float | None:
     """The window that keeps the server full without a queue: the best recent throughput times the unqueued latency
-    (Little's law at the knee; BBR's bandwidth-delay product). A server whose latency grows with its batch reads as
-    queueing at first; its baseline is a sliding minimum, so within BASELINE_ROUNDS rounds it rises to the latency
-    of the fuller batch and growth resumes while the throughput rises."""
+    (Little's law at the knee; BBR's bandwidth-delay product)."""
     if not state["history"]:
         return None
     return max(x for x, _ in state["history"]) * baseline(state)
@@ -156,10 +160,15 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
     if not rnd["latencies"]:
         return
     m = median(rnd["latencies"])
-    x = rnd["n"] / max(now - rnd["start"], 1e-6)
+    # Throughput over the last 3 rounds: answers come back in bursts (a window sent at once returns at once), and
+    # one round's count would overstate it, and with it the knee.
+    recent = (state.get("recent", []) + [[rnd["n"], max(now - rnd["start"], 1e-6)]])[-3:]
+    state["recent"] = recent
+    x = sum(n for n, _ in recent) / sum(d for _, d in recent)
     best_before = max((h[0] for h in state["history"]), default=0.0)
     state["history"] = (state["history"] + [[x, m]])[-BASELINE_ROUNDS:]
     state["round"] = _round(now)
+    state["base"] = m if state.get("base") is None else min(state["base"], m)
     base = baseline(state)
     limit = state["limit"]
     if rnd["refused"]:
@@ -173,12 +182,22 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
             if knee < limit:
                 state["w_max"] = None  # that window queued: probe up from the knee, no fast recovery toward it
                 state["limit"] = max(limit * 0.25, knee)
+                state["high_at_knee"] = 0
                 _cut(state, now, m)  # the requests sent before the cut come back within about m
+            else:
+                # The window is not what queues: three such rounds in a row mean the requests themselves got slower
+                # (longer answers, a busier server), so the baseline moves to them and growth can resume.
+                state["high_at_knee"] = state.get("high_at_knee", 0) + 1
+                if state["high_at_knee"] >= 3:
+                    state["base"], state["high_at_knee"] = m, 0
         return
+    state["high_at_knee"] = 0
     if not state["slow_start"] and rnd["peak_used"] >= 0.8 * limit:
         w_max = state["w_max"]
         if w_max is not None and limit < w_max - 1:
             state["limit"] = limit + max(1.0, (w_max - limit) / 2)
+        elif w_max is not None and limit < 1.1 * w_max:
+            state["limit"] = limit + 1.0  # just past the admission limit: one request more per round
         else:
             state["limit"] = limit + max(1.0, limit * PROBE_GROWTH)
 
@@ -283,8 +302,11 @@ class ServerWindow:
     ):
         self.key, self.maximum, self.start, self.tolerance, self.stale_s = key, maximum, start, tolerance, stale_s
         name = hashlib.sha256(key.encode()).hexdigest()[:24] + ".json"
-        self.store = _FileStore(Path(state_dir) / name) if state_dir else _MemoryStore()
-        self.sync_s = FILE_SYNC_S if state_dir else 0.0
+        try:
+            self.store = _FileStore(Path(state_dir) / name) if state_dir else _MemoryStore()
+        except OSError:  # an unwritable state folder must not stop answering: this process's own window then
+            self.store = _MemoryStore()
+        self.sync_s = FILE_SYNC_S if isinstance(self.store, _FileStore) else 0.0
         self.me = f"{socket.gethostname()}@{os.getpid()}:{id(self):x}"
         self.cond = threading.Condition()
         self.in_flight = self.waiting = 0
@@ -324,6 +346,8 @@ class ServerWindow:
                 self.waiting -= 1
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            if self.in_flight < self.share and self.waiting:
+                self.cond.notify()  # more room (a pause ended, the share grew): wake the next waiter too
 
     def release(self, latency_s: float | None, status: int | None = None, retry_after: float | None = None) -> None:
         """latency_s: an answered request's latency (None: it failed); status: the HTTP status of a failure."""
@@ -373,7 +397,7 @@ class ServerWindow:
         try:
             state = self.store.transact(update_and_commit)
         except OSError:  # an unwritable state folder must not stop answering: fall back to this process alone
-            self.store = _MemoryStore()
+            self.store, self.sync_s = _MemoryStore(), 0.0
             state = self.store.transact(update_and_commit)
         self.share = shares(state, self.me)
         self.limit = state["limit"]
@@ -406,6 +430,16 @@ def window_for(
             window = _WINDOWS[(key, state_dir)] = ServerWindow(key, state_dir, maximum, start, tolerance)
         window.maximum = max(window.maximum, maximum)
         return window
+
+
+def _forget_after_fork() -> None:
+    """A forked child starts with no window: the parent's locks may be held by threads the child does not have."""
+    global _WINDOWS_LOCK
+    _WINDOWS_LOCK = threading.Lock()
+    _WINDOWS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def close_all() -> None:

@@ -770,6 +770,7 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+os.register_at_fork(after_in_child=_WATCHDOG.__init__)  # a forked child has neither the thread nor a free lock
 
 
 def _results(futures: Sequence[Future]) -> list[Result]:
