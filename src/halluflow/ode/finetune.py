@@ -26,7 +26,6 @@ from pathlib import Path
 
 from ..errors import ConfigError, InputError, MissingExtraError
 from ..io import building_folder, read_json, write_bytes, write_json
-from .lineage import release_pairs
 
 log = logging.getLogger("halluflow.finetune")
 
@@ -87,6 +86,8 @@ def check_config(config: dict) -> None:
 def check_disjoint(train_dir: str | Path, eval_dir: str | Path) -> int:
     """Refuse (one line) an evaluation release sharing a concept pair with the training release; else the number
     of pairs the training release has."""
+    from .lineage import release_pairs  # polars: not at import time (rules/common.smk imports this module)
+
     train, held_out = release_pairs(train_dir), release_pairs(eval_dir)
     shared = sorted(train & held_out)
     if shared:
