@@ -26,7 +26,7 @@ rule caos_score:
         gpu=on_gpu(oracle_members(config), [method_llm(config, "caos", "extractor")], own=False),
     params:
         caos=config["caos"],
-        source=SOURCE if SOURCE["kind"] == "coco" else None,  # coco: its queries and truth
+        source=SOURCE if BENCHMARK.caption_truth else None,  # coco: its queries and truth
         oracle_members=oracle_members(config),
         # Only when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS otherwise.
         llm=config["llm"] if method_llm(config, "caos", "extractor") is config["llm"] else None,

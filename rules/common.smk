@@ -10,6 +10,7 @@ import polars as pl
 from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
 from halluflow.config import question_resource_files
 from halluflow.backends.concurrency import STATE_ENV as SERVER_STATE_ENV
+from halluflow.benchmarks import get as get_benchmark
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
 from halluflow.plan import planning_warnings
@@ -43,6 +44,7 @@ ANSWER_SHARDS = [f"{i:03d}" for i in range(config["shards"]["answers"])]
 # are >= 0), so then no round is planned at all.
 REGEN_ROUNDS = config["synthesis"]["max_attempts"] - 1 if config["ode"]["filter"]["keep_threshold"] > 0 else 0
 SOURCE = config["answer"]["source"]
+BENCHMARK = get_benchmark(SOURCE["kind"])  # the source's protocol (halluflow.benchmarks): inputs, answer format
 PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["parent"]] if p]
 # The noun lexicon, attribute words, synonym table (and a domain's category table): inputs of the rules that read
 # them, hashed by the release
@@ -150,11 +152,9 @@ get_round_plans = lambda wildcards: image_rounds()[1]
 # ---- answer + score ----
 def get_answer_source_input(wildcards):
     """The release manifest (written last by package_release), the POPE/AMBER question files or COCO's instances."""
-    if SOURCE["kind"] == "ode":
-        return [f"{SOURCE['path']}/manifest.json" if SOURCE["path"] else rules.package_release.output.manifest]
-    if SOURCE["kind"] == "coco":
-        return [SOURCE["annotations"]]  # `path` is the image folder: the answer job checks every image it reads
-    return [p for p in (SOURCE["path"], SOURCE["annotations"]) if p]
+    if BENCHMARK.release and not SOURCE["path"]:
+        return [rules.package_release.output.manifest]  # this run's own release
+    return BENCHMARK.inputs(SOURCE)
 
 
 def ode_release_dir():
@@ -182,7 +182,7 @@ def get_model_answers(wildcards):
 def get_caos_truth_input(wildcards):
     # ode: the release's queries and graph nodes (its vocabulary); coco: the instances file alone, so no ODE stage
     # enters the DAG
-    if SOURCE["kind"] == "coco":
+    if BENCHMARK.caption_truth:
         return {"source": SOURCE["annotations"]}
     return {"release": rules.package_release.output.manifest, "nodes": rules.build_graph.output.nodes}
 
@@ -286,7 +286,7 @@ def get_paper_upstream(*stages):
 
 def get_paper_validity(wildcards):
     # ODE's Fig. 1/4 and 7: the validity view, planned when validity.source is set (rules/score.smk)
-    return [rules.release_validity.output.validity] if SOURCE["kind"] == "ode" and config["validity"]["source"] else []
+    return [rules.release_validity.output.validity] if BENCHMARK.release and config["validity"]["source"] else []
 
 
 # ---- ODE fine-tuning loop (rules/finetune.smk) ----

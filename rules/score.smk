@@ -1,8 +1,9 @@
 # Scoring, one job per model after all its answer shards. ODE source: POPE-style metrics with ODE's breakdowns and
-# CHAIR-like generative scores (src/halluflow/ode/scoring.py). POPE / AMBER / COCO sources: the answers are written
-# in the benchmark's own answer format and scored by the same code as `halluflow score pope|amber|chair`.
+# CHAIR-like generative scores (src/halluflow/ode/scoring.py). Static sources (POPE, RePOPE, AMBER, COCO; one
+# module each in src/halluflow/benchmarks): the answers are written in the benchmark's own answer format and scored
+# by the same code as `halluflow score pope|amber|chair`.
 
-if SOURCE["kind"] == "ode":
+if BENCHMARK.release:
 
     rule score:
         input:
@@ -91,7 +92,7 @@ else:
         output:
             # POPE: JSONL {question_id, answer}; AMBER: JSON array [{id, response}]; COCO: JSONL {image_id, caption}
             # (what their scorers read)
-            scores=f"{OUT}/scores/{{model}}/answers.{'json' if SOURCE['kind'] == 'amber' else 'jsonl'}",
+            scores=f"{OUT}/scores/{{model}}/answers.{BENCHMARK.answer_suffix}",
             metrics=f"{OUT}/metrics/{{model}}.json",
         log:
             f"{LOGS}/score/{{model}}.log",

@@ -9,7 +9,7 @@ def stage_targets():
         "ode": [rules.package_release.output.manifest, *expand(rules.detect.output.table, shard=IMAGE_SHARDS)],
         "answer": expand(rules.answer.output.answers, model=models, shard=ANSWER_SHARDS),
         "score": expand(list(rules.score.output), model=models)
-        + ([rules.score_compare.output.comparison] if SOURCE["kind"] == "ode" else []),
+        + ([rules.score_compare.output.comparison] if BENCHMARK.release else []),
         "caos": expand(rules.caos_score.output.summary, model=method_models(config, "caos")),
         "diagnosis": expand(list(rules.ode_diagnosis.output)[:2], model=method_models(config, "diagnosis")),
         "cedi": expand(rules.cedi_grade.output.grades, model=method_models(config, "cedi")),

@@ -194,11 +194,13 @@ def method_llm(config: dict, section: str, *keys: str) -> dict | None:
 
 def stage_plan(config: dict) -> dict[str, str | None]:
     """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
+    from .benchmarks import get as get_benchmark
+
     kind = config["answer"]["source"]["kind"]
-    ode = kind == "ode" and not config["answer"]["source"]["path"]
+    ode = get_benchmark(kind).release and not config["answer"]["source"]["path"]
     no_release = (
         f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs"
-        if kind != "ode"
+        if not get_benchmark(kind).release
         else "answer.source.path names an existing release: it needs this config's concept graph"
     )
     plan: dict[str, str | None] = {
@@ -210,7 +212,10 @@ def stage_plan(config: dict) -> dict[str, str | None]:
         if not config[method]["enabled"]:
             plan[method] = f"{method}.enabled is false"
         elif plan["ode"] and not (
-            method == "cedi" and config["cedi"].get("source", "ode") != "ode" or method == "caos" and kind == "coco"
+            method == "cedi"
+            and config["cedi"].get("source", "ode") != "ode"
+            or method == "caos"
+            and get_benchmark(kind).caption_truth
         ):
             # CEDI on Visual Genome / COCO scene graphs and CAOS on COCO captions (truth = instances) need no release
             plan[method] = no_release

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from .errors import ConfigError, InputError
-from .io import read_parquet, safe_join
+from .errors import InputError
+from .io import safe_join
 
+# The kinds of `answer.source` (one module each in halluflow.benchmarks); kept for callers of the first release.
 SOURCE_KINDS = ("ode", "pope", "amber", "coco")
 COCO_PROMPT = "Describe this image."
 
@@ -144,15 +145,10 @@ def coco_queries(annotations: str | os.PathLike, prompt: str = COCO_PROMPT, limi
 
 
 def ode_queries(release_dir: str | os.PathLike):
+    """The release's queries.parquet (the ODE benchmark's questions)."""
+    from .benchmarks import get
 
-    path = Path(release_dir) / "queries.parquet"
-    if not path.exists():
-        raise InputError(f"{path}: release queries not found (run the ODE stages first)")
-    table = read_parquet(path)
-    missing = [c for c in ("query_id", "image", "question", "task") if c not in table.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
-    return table
+    return get("ode").queries({"path": str(release_dir)})[0]
 
 
 def load_source(
@@ -165,20 +161,13 @@ def load_source(
     limit: int | None = None,
     seed: int = 0,
 ):
-    """Return (queries table, image root). For `ode` the image root is the release folder itself, for `coco` the
-    image folder `path` (its truth is `annotations`)."""
-    if kind == "ode":
-        return ode_queries(path), Path(images or path)
-    if kind not in SOURCE_KINDS:
-        raise ConfigError(f"answer.source.kind {kind!r}: expected one of {', '.join(SOURCE_KINDS)}")
-    if kind == "coco":
-        if annotations is None:
-            raise ConfigError("answer.source.annotations: a coco source needs its instances_*.json")
-        return coco_queries(annotations, prompt or COCO_PROMPT, limit, seed), Path(images or path)
-    if images is None:
-        raise ConfigError(f"answer.source.images: a {kind} source needs the folder holding its images")
-    table = pope_queries(path) if kind == "pope" else amber_queries(path, annotations)
-    return table, Path(images)
+    """Return (queries table, image root) of the benchmark `kind` (halluflow.benchmarks). For `ode` the image root
+    is the release folder itself, for `coco` the image folder `path` (its truth is `annotations`)."""
+    from .benchmarks import get
+
+    source = {"kind": kind, "path": path, "images": images, "annotations": annotations}
+    source.update(prompt=prompt, limit=limit, seed=seed)
+    return get(kind).queries(source)
 
 
 def source_queries(source: dict, release: str | os.PathLike | None = None):
@@ -216,73 +205,10 @@ def score_source(
     model: str,
     scoring: dict,
 ) -> dict:
-    """Rule score on a POPE / AMBER / COCO source: write the model's answers in the benchmark's answer format (POPE
-    JSONL {question_id, answer}; AMBER JSON [{id, response}]; COCO captions JSONL {image_id, caption}) and score that
-    file with the code behind `halluflow score pope|amber|chair`, so the workflow's numbers are the CLI's numbers.
-    Every answer row is written; one whose request failed carries `"status": "failed"`, so the scorer (and the CLI
-    on that file) leaves it out by the shared failed-answer rule and counts it: a failed request never becomes a
-    "no". `n_failed` (top level and in the scores) counts every answer that rule left out; `n_requests_failed`
-    the part of them whose request failed."""
-    import polars as pl
+    """Rule score on a POPE / AMBER / COCO (or any static) source: halluflow.benchmarks.score_answers."""
+    from .benchmarks import score_answers
 
-    from .io import write_json, write_jsonl
-    from .metrics import amber, pope
-
-    answers = pl.concat([read_parquet(p) for p in answer_paths], how="diagonal_relaxed").sort("query_id")
-    wrong = answers.filter(pl.col("model") != model)
-    if wrong.height:
-        raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
-    rows = answers.select("query_id", "answer", "status").rows()
-
-    def records(id_key: str, text_key: str, cast=str) -> list[dict]:
-        # the benchmark's own record; a failed request keeps its (partial or empty) text and says it failed
-        return [
-            {id_key: cast(q), text_key: a} if status == "ok" else {id_key: cast(q), text_key: a, "status": "failed"}
-            for q, a, status in rows
-        ]
-
-    if kind == "pope":
-        from .metrics.formats import pope_native_ids
-
-        native = pope_native_ids(source["path"])
-        write_jsonl(out_answers, records("question_id", "answer", lambda q: native.get(q, q)))
-        labels = pope.load_labels(source["path"])
-        labels = labels.filter(pl.col("question_id").is_in(answers["query_id"].to_list()))
-        joined = pope.align(pope.load_answers(out_answers), labels)
-        scores = pope.pope_metrics(
-            joined["answer"],
-            joined["truth"],
-            parser=scoring["parser"],
-            positive=scoring["positive"],
-            status=joined["status"],
-        )
-    elif kind == "amber":
-        write_json(out_answers, records("id", "response", int))
-        data = amber.load_amber(Path(source["annotations"]).parent)
-        scores = amber.amber_scores(amber.load_responses(out_answers, data.n), data)
-    elif kind == "coco":
-        from .metrics import chair
-
-        write_jsonl(out_answers, records("image_id", "caption"))
-        synonyms = chair.shipped_synonyms()
-        queries, _ = source_queries(source)
-        truth = {
-            q: chair.normalise_truth(objs, synonyms) for q, objs in queries.select("image_id", "objects").iter_rows()
-        }
-        scores, _ = chair.score_captions(chair.load_captions(out_answers), truth, synonyms)
-    else:
-        raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
-    metrics = {
-        "model": model,
-        "source": kind,
-        "n_answers": answers.height,
-        "n_failed": scores["n_failed"],
-        "n_requests_failed": int((answers["status"] != "ok").sum()),
-        "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
-        "chair" if kind == "coco" else kind: scores,
-    }
-    write_json(out_metrics, metrics)
-    return metrics
+    return score_answers(kind, answer_paths, source, out_answers, out_metrics, model, scoring)
 
 
 def original_id(query_id: str):

@@ -58,6 +58,7 @@ SAMF_FAILED = (
 )
 
 POPE_REF = 'Li et al., "Evaluating Object Hallucination in Large Vision-Language Models" (EMNLP 2023), POPE'
+REPOPE_REF = 'Neuhaus & Hein, "RePOPE: Impact of Annotation Errors on the POPE Benchmark" (2025), RePOPE'
 CHAIR_REF = 'Rohrbach et al., "Object Hallucination in Image Captioning" (EMNLP 2018), CHAIR'
 AMBER_REF = (
     'Wang et al., "AMBER: An LLM-free Multi-dimensional Benchmark for MLLMs Hallucination Evaluation", '
@@ -487,6 +488,17 @@ def _metrics_entries() -> list[Metric]:
     out.append(
         _count("amber.n_failed", "AMBER failed", "metrics", "amber.n_failed", "failed or empty responses", AMBER_REF)
     )
+    # RePOPE sources with the original POPE file given: what the relabelling changed (halluflow.benchmarks.repope)
+    for key, definition in {
+        "n_changed": "questions whose corrected label differs from the original POPE label",
+        "n_removed": "questions of the original POPE file the corrected file removed (ambiguous ones)",
+        "n_original": "questions of the original POPE file",
+    }.items():
+        out.append(
+            _count(
+                f"pope.relabelled.{key}", f"RePOPE {key}", "metrics", f"pope.relabelled.{key}", definition, REPOPE_REF
+            )
+        )
     return out
 
 

@@ -48,11 +48,8 @@ CLI_EPILOG = """examples:
       --annotations amber/data/annotations.json --metric f1 --out validity.json"""
 
 METRICS = ("accuracy", "precision", "recall", "f1")
-STATIC_KINDS = ("pope", "amber")
-KIND_LABEL = {"ode": "ODE", "pope": "POPE", "amber": "AMBER"}
 # Existence questions of an ODE release: plain and counterfactual object questions (no attribute, no count).
 EXISTENCE_TYPES = ("existence", "counterfactual")
-_AMBER_EXISTENCE = r"(?i)^is there (?:a |an |any )?(.+?) in (?:this|the) (?:image|picture)\??$"
 # The confusion counts a block is made from (metrics.pope.confusion_counts' keys).
 COUNT_FIELDS = ("n", "tp", "fp", "tn", "fn", "n_unknown", "pred_yes", "pred_no", "truth_yes", "truth_no", "fn_answered")
 
@@ -151,24 +148,24 @@ def ode_existence(ode: Path, release: Path | None = None) -> tuple[pl.DataFrame,
     return table, path
 
 
+def _label(kind: str) -> str:
+    """The benchmark's printed name (POPE, AMBER, ODE ...); an unknown kind as given."""
+    from ..benchmarks import get, names
+
+    return get(kind).label if kind in names() else kind
+
+
 def real_existence(kind: str, labels: str, annotations: str | None = None) -> pl.DataFrame:
     """The static set's existence questions: query_id (as the answer stage stores it), concept, truth."""
-    from ..sources import amber_queries, pope_queries
+    from ..benchmarks import get, names, yes_no_names
 
-    if kind == "pope":
-        table = pope_queries(labels).rename({"target": "concept"})
-    elif kind == "amber":
-        if annotations is None:
-            raise InputError("--annotations: an AMBER source needs its annotations.json (the truth of every query)")
-        table = amber_queries(labels, annotations).filter(pl.col("query_type") == "existence")
-        table = table.with_columns(
-            pl.col("question").str.strip_chars().str.extract(_AMBER_EXISTENCE, 1).alias("concept")
-        )
-    else:
+    bench = get(kind) if kind in names() else None
+    if bench is None or not bench.yes_no:
         raise InputError(
             f"real run's source {kind!r}: validity pairs an ODE release with a static yes/no set "
-            f"({', '.join(STATIC_KINDS)}); COCO caption sets are not supported"
+            f"({', '.join(yes_no_names())}); COCO caption sets are not supported"
         )
+    table = bench.existence({"kind": kind, "path": labels, "annotations": annotations})
     return (
         table.filter(pl.col("concept").is_not_null() & pl.col("truth").is_in(["yes", "no"]))
         .select(pl.col("query_id").cast(pl.String), "concept", "truth")
@@ -204,8 +201,11 @@ def _ode_side(ode: Path, model: str, doc: dict, questions: pl.DataFrame) -> Side
 
 
 def _real_side(real: Path, model: str, kind: str, doc: dict, questions: pl.DataFrame, parser: str | None) -> Side:
-    block = doc.get(kind) if isinstance(doc.get(kind), dict) else {}
-    parser = parser or block.get("parser") or ("amber" if kind == "amber" else "pope")
+    from ..benchmarks import get
+
+    bench = get(kind)
+    block = doc.get(bench.scores_key) if isinstance(doc.get(bench.scores_key), dict) else {}
+    parser = parser or block.get("parser") or bench.parser
     positive = block.get("positive") or "yes"
     if parser not in PARSERS:
         raise InputError(f"{doc['_path']}: unknown parser {parser!r}")
@@ -359,7 +359,7 @@ def validity(
     if not shared:
         raise InputError(
             f"{queries_path} and {labels}: no concept shared between the release's {len(ode_concepts)} and the "
-            f"{KIND_LABEL[kind]} set's {len(real_concepts)} existence-question objects"
+            f"{_label(kind)} set's {len(real_concepts)} existence-question objects"
         )
     ode_q = ode_q.filter(pl.col("concept").is_in(shared))
     real_q = real_q.filter(pl.col("concept").is_in(shared))
@@ -409,7 +409,7 @@ def _with_ci(cell: dict) -> str:
 
 def table(doc: dict) -> str:
     """The plain-text table and correlations `release validity` prints."""
-    real = KIND_LABEL.get(doc["real"]["source"], doc["real"]["source"])
+    real = _label(doc["real"]["source"])
     level = f"{doc['confidence']:.0%}"
     head = ["model", "ODE", "n", real, "n", f"ODE − {real}"]
     body = [
