@@ -179,4 +179,4 @@ def test_section_flags_the_stand_in_and_passes_the_renderer(tmp_path):
     assert section["stand_ins"] == ["tiny"] and "STAND-IN" in section["caption"]
     assert "DPO 2 steps" in section["caption"] and "LoRA r=4" in section["caption"] and "shares 0" in section["caption"]
     weights = section["tables"][1]["rows"]
-    assert weights == [["dpo", 6, 2, 0.001, "LoRA r=4", "a" * 64, "b" * 64, "yes"]]
+    assert weights == [["dpo", 6, 2, 0.001, "LoRA r=4", "a" * 16, "b" * 16, "yes"]]

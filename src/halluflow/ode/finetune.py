@@ -450,8 +450,8 @@ def finetune_section(
             r["steps"],
             r["learning_rate"],
             "LoRA r=%d" % r["lora"]["r"] if r["lora"] else "full",
-            r["weights_sha256_before"],
-            r["weights_sha256_after"],
+            r["weights_sha256_before"][:16],
+            r["weights_sha256_after"][:16],
             "yes" if r["weights_changed"] else "NO",
         ]
         for m, r in recs.items()
@@ -506,6 +506,7 @@ def finetune_section(
                 ],
                 "rows": weights,
                 "metrics": [],
+                "note": "first 16 hex digits; the full sha256 of both is in finetune/<model>/<method>/train.json",
             },
         ],
         "figures": [
