@@ -211,9 +211,11 @@ def train_model(
     base: dict,
     out_dir: str | Path,
     settings: dict,
+    facts: dict | None = None,
 ) -> dict:
     """Fine-tune `base` ({name, model, revision, device, dtype, stand_in}) with `method` on `rows`; save the tuned
-    model (LoRA merged) with its processor into `out_dir`; return the training record (also in out_dir/RECORD)."""
+    model (LoRA merged) with its processor into `out_dir`; return the training record (`facts` added; also written
+    to out_dir/RECORD)."""
     import torch
 
     from ..devices import resolve_device
@@ -261,6 +263,7 @@ def train_model(
         "weights_sha256_before": before,
         "weights_sha256_after": after,
         "weights_changed": before != after,
+        **(facts or {}),
     }
     with building_folder(out_dir) as tmp:
         tuned.save_pretrained(tmp)
@@ -333,16 +336,14 @@ def run_train(params: dict, model_dir: str, record_out: str, data_dir: str) -> d
     if params["settings"].get("max_examples"):
         rows = rows[: int(params["settings"]["max_examples"])]
     base = {**params["base"], "name": params["spec"]["name"]}
-    record = train_model(method, rows, base, model_dir, {**params["settings"], "seed": params["seed"]})
-    record.update(
-        {
-            "train_release": str(train_dir),
-            "eval_release": str(eval_dir),
-            "train_pairs": n_pairs,
-            "shared_pairs": 0,
-            "export": str(export_dir),
-        }
-    )
+    facts = {
+        "train_release": str(train_dir),
+        "eval_release": str(eval_dir),
+        "train_pairs": n_pairs,
+        "shared_pairs": 0,  # check_disjoint refused anything else
+        "export": str(export_dir),
+    }
+    record = train_model(method, rows, base, model_dir, {**params["settings"], "seed": params["seed"]}, facts)
     write_json(record_out, record)
     return record
 
