@@ -206,7 +206,10 @@ def test_ode_validity_sections_from_the_validity_view(tmp_path):
     paths = ode_sections(root, tmp_path / "sections", models=["a", "b"])
     by_id = {json.loads(p.read_text())["section"]: json.loads(p.read_text()) for p in paths}
     fig7 = by_id["fig7"]["tables"][0]
-    assert fig7["rows"] == [["a", pytest.approx(-0.1), pytest.approx(-0.2), pytest.approx(0.0, abs=1e-9)], fig7["rows"][1]]
+    assert fig7["rows"] == [
+        ["a", pytest.approx(-0.1), pytest.approx(-0.2), pytest.approx(0.0, abs=1e-9)],
+        fig7["rows"][1],
+    ]
     assert by_id["fig1_4"]["tables"][0]["rows"][1] == ["b", 0.6, 0.7]
     assert "model b (stand-in)" in by_id["fig7"]["stand_ins"] and "3 concepts" in by_id["fig7"]["caption"]
     out = tmp_path / "paper_ode.html"
@@ -215,3 +218,26 @@ def test_ode_validity_sections_from_the_validity_view(tmp_path):
     assert page.count("data:image/png;base64,") == 2 and "spearman undefined" in page
     # the run's other sections say what to run
     assert 'class="not-run"><h2>Results per distribution' in page
+
+
+def test_ode_domain_release_section(tmp_path):
+    # ODE Fig. 9: a release cut from a domain of the graph (ode.domain), per model and distribution
+    from halluflow.report.paper_sections import ode_sections
+
+    root = tmp_path / "results" / "kitchen"
+    (root / "metrics").mkdir(parents=True)
+    (root / "release").mkdir()
+    by = {"standard": {"hallucination_rate": 0.25, "pope": {"f1": 0.5}}, "fictional": {"hallucination_rate": 0.75}}
+    (root / "metrics" / "m.json").write_text(json.dumps({"model": "m", "by_distribution": by, "parser": "pope"}))
+    domain = {"concepts": ["cup", "sink"], "hops": 1}
+    (root / "release" / "manifest.json").write_text(json.dumps({"config": {"ode": {"domain": domain}}, "files": []}))
+    paths = ode_sections(root, tmp_path / "sections", models=["m"])
+    fig9 = json.loads(next(p for p in paths if p.stem == "fig9").read_text())
+    assert fig9["tables"][0]["rows"] == [["m", "standard", 0.25, 0.5], ["m", "fictional", 0.75, None]]
+    assert "concepts cup, sink" in fig9["caption"] and "pope parser" in fig9["caption"]
+    render_paper("ode", paths, tmp_path / "p.html")  # the page takes it (keys and ranges checked)
+    (root / "metrics" / "m.json").write_text(
+        json.dumps({"model": "m", "by_distribution": {"standard": {"hallucination_rate": 2}}})
+    )
+    with pytest.raises(InputError, match=r"metrics/m.json: by_distribution.standard.hallucination_rate: 2 is outside"):
+        ode_sections(root, tmp_path / "sections2", models=["m"])
