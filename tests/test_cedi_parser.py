@@ -9,7 +9,7 @@ import pytest
 from helpers import shared_data
 
 from halluflow.backends.base import LLM, BackendInfo
-from halluflow.cedi.examiner import Examiner, Scene
+from halluflow.cedi.examiner import GENERATED_TYPES, Examiner, Scene
 from halluflow.cedi.parser import (
     TruthView,
     Vocabulary,
@@ -312,7 +312,12 @@ def test_llm_examiner_used_when_valid_and_validated(vocab):
     rows = ex.run([_scene()], EchoVLM(), "m", ["cedi"], ["with"])
     assert rows[0]["context_goal"] == "Find my dog."
     assert rows[0]["context_objects"] == ["dog"]  # "unicorn" is not in the scene: dropped
-    assert all(r["question_source"] == "llm" and r["question"].startswith("Hey, quick one") for r in rows)
+    # the templates the LLM rewords say so; its own adversarial / false-premise questions do not validate here (this
+    # LLM only rewrites), so those stay templates, unreworded, and say so (tests/test_cedi_comparison.py: valid ones)
+    assert rows[0]["question_source"] == "llm" and rows[0]["question"].startswith("Hey, quick one")
+    for r in rows:
+        assert r["question_source"] == ("template" if r["switch_choice"] in GENERATED_TYPES else "llm")
+        assert r["question"].startswith("Hey, quick one") == (r["question_source"] == "llm")
     assert len(rows) == 6  # the LLM switch says END whenever allowed: at round 6, and again to confirm → 6 turns
     assert [r["switch_source"] for r in rows] == [None] + ["llm"] * 5  # round 0 is regular by rule
     # the writer alone: the next type is drawn at random (the offline stand-in for the paper's LLM switch)

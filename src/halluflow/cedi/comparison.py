@@ -405,7 +405,8 @@ def radar_figure(data: Mapping[str, Mapping[str, Mapping[str, float | None]]]):
         for i, examiner in enumerate(examiners):
             if examiner not in per:
                 continue
-            vals = [per[examiner].get(a) or 0.0 for a in axes]  # an axis whose grader did not run sits at 0
+            # n/a (the grader did not run, or had nothing to measure) is drawn at 0; the radar_axes table says n/a
+            vals = [per[examiner].get(a) or 0.0 for a in axes]
             top = max(top, *vals)
             colour = PALETTE[i % len(PALETTE)]
             ax.plot(angles + angles[:1], vals + vals[:1], color=colour, linewidth=1.8, label=examiner)

@@ -724,32 +724,37 @@ class Examiner:
                     c.end_votes = 0
                     chosen.append((c, pick))
             pending = again
-        # The LLM writes the prompt-only examiner's questions and CEDI's adversarial / unanswerable ones (one
-        # chat_batch for all); a reply that does not validate leaves the template question, which says so.
-        gen = [(c, state) for c, (state, _) in chosen if state in GENERATED_TYPES] if self.llm_writer else []
-        asks = [prompt_only_messages(c.context, c.history()) for c in prompt_only] if self.llm_writer else []
-        replies = self._chat(asks + [generate_messages(state, c.context, c.bank) for c, state in gen])
-        for c, reply in zip(prompt_only, replies[: len(asks)] or [""] * len(prompt_only)):
-            out.append((c, parse_prompt_only(reply) or c.bank.prompt_only(c.rng, c.context, len(c.turns))))
-        written = {
-            id(c): c.bank.generated(state, parse_json_reply(reply), c.truth_view)
-            for (c, state), reply in zip(gen, replies[len(asks) :])
-        }
-        rewrite: list[tuple[Conversation, Question]] = []
+        # ONE chat_batch per round for all the LLM writes: the prompt-only examiner's questions, CEDI's adversarial
+        # and unanswerable questions (from the scene graph) and the rewording of CEDI's other template questions. A
+        # reply that does not validate leaves the template question, not reworded, which says so (question_source).
+        llm = self.llm_writer
+        gen = [(c, state, source) for c, (state, source) in chosen if llm and state in GENERATED_TYPES]
+        templ: list[tuple[Conversation, Question]] = []
         for c, (state, source) in chosen:
-            q = written.get(id(c))
+            if not (llm and state in GENERATED_TYPES):
+                q = self._make(c, state, c.pending)
+                q.switch_source = source
+                templ.append((c, q))
+        asks = [prompt_only_messages(c.context, c.history()) for c in prompt_only] if llm else []
+        asks += [generate_messages(state, c.context, c.bank) for c, state, _ in gen]
+        asks += [rewrite_messages(c.context, q) for c, q in templ] if llm else []
+        replies = self._chat(asks) if llm else [""] * len(asks)
+        n_po, n_gen = len(prompt_only), len(gen)
+        for c, reply in zip(prompt_only, replies[:n_po] if llm else [""] * n_po):
+            out.append((c, parse_prompt_only(reply) or c.bank.prompt_only(c.rng, c.context, len(c.turns))))
+        for (c, state, source), reply in zip(gen, replies[n_po : n_po + n_gen]):
+            q = c.bank.generated(state, parse_json_reply(reply), c.truth_view)
             if q is None:
                 q = self._make(c, state, c.pending)
-                rewrite.append((c, q))
             else:
                 q.switch_choice, q.switch_honoured = state, True
             q.switch_source = source
             out.append((c, q))
-        if self.llm_writer:  # the CEDI examiner's template questions are reworded for the user (baselines: as is)
-            for (_, q), reply in zip(rewrite, self._chat([rewrite_messages(c.context, q) for c, q in rewrite])):
-                text = parse_rewrite(reply, q)
-                if text:
-                    q.text, q.source = text, "llm"
+        for (c, q), reply in zip(templ, replies[n_po + n_gen :] if llm else [""] * len(templ)):
+            text = parse_rewrite(reply, q) if llm else None
+            if text:
+                q.text, q.source = text, "llm"
+            out.append((c, q))
         return out
 
     def _make(self, c: Conversation, state: str, prev: Question | None) -> Question:

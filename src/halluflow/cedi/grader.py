@@ -20,7 +20,7 @@ from .parser import (
     delta_con,
     expected_answer,
     judge_messages,
-    llm_parse,
+    llm_parse_batch,
     parse_judgement,
     predicted_graph,
     turn_claims,
@@ -280,13 +280,19 @@ def grade_transcripts(
     judged = judge_turns(convos, truths, vocab, llm if use_llm else None)
     turns = [row for cid in sorted(judged) for row, _ in judged[cid]]
     rows, preds = [], {}
-    for cid in progress(sorted(convos), desc="cedi grade"):
+    ids = sorted(convos)
+    parsed = (
+        dict(zip(ids, llm_parse_batch(llm, [[(t["question"], t["answer"] or "") for t, _ in judged[c]] for c in ids])))
+        if use_llm
+        else {}
+    )
+    for cid in progress(ids, desc="cedi grade"):
         ts = [row for row, _ in judged[cid]]
         claims = [c for _, c in judged[cid]]
         image_id = str(ts[0]["image_id"])
         pred, parser_used = None, "rule"
         if use_llm:
-            pred = llm_parse(llm, [(t["question"], t["answer"] or "") for t in ts])
+            pred = parsed[cid]
             parser_used = "llm" if pred is not None else "rule_fallback"
         if pred is None:
             # the rule parser's graph (its claims, not the LLM judge's), so `parser` says truthfully who built it

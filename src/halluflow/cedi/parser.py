@@ -518,10 +518,12 @@ LLM_PARSER_SYSTEM = (
 )
 
 
-def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
-    """Ask the `llm` backend for the scene graph; None when its reply is not a valid scene graph (caller falls back)."""
+def _parser_messages(transcript: Sequence[tuple[str, str]]) -> list[dict]:
     convo = "\n".join(f"User: {q}\nAssistant: {a}" for q, a in transcript)
-    reply = llm.chat([{"role": "system", "content": LLM_PARSER_SYSTEM}, {"role": "user", "content": convo}])
+    return [{"role": "system", "content": LLM_PARSER_SYSTEM}, {"role": "user", "content": convo}]
+
+
+def _parsed_graph(reply: str) -> SceneGraph | None:
     data = parse_json_reply(reply)
     if data is None:
         return None
@@ -529,6 +531,20 @@ def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
         return SceneGraph.from_dict(data, source="llm parser reply")
     except InputError:
         return None
+
+
+def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
+    """Ask the `llm` backend for the scene graph; None when its reply is not a valid scene graph (caller falls back)."""
+    return _parsed_graph(llm.chat(_parser_messages(transcript)))
+
+
+def llm_parse_batch(llm, transcripts: Sequence[Sequence[tuple[str, str]]]) -> list[SceneGraph | None]:
+    """`llm_parse` for many conversations in one chat_batch (a batched local model or a server sees them at once)."""
+    if not transcripts:
+        return []
+    replies = list(llm.chat_batch([_parser_messages(t) for t in transcripts]))
+    replies += [""] * (len(transcripts) - len(replies))
+    return [_parsed_graph(r) for r in replies]
 
 
 LLM_JUDGE_SYSTEM = (
@@ -642,6 +658,7 @@ __all__ = [
     "predicted_graph",
     "delta_con",
     "llm_parse",
+    "llm_parse_batch",
     "judge_messages",
     "expected_answer",
     "parse_judgement",
