@@ -295,3 +295,8 @@ def test_section_axes_from_four_graders_and_four_examiners(ode_release, tmp_path
         assert (tmp_path / "paper" / fig["file"]).read_bytes()[:4] == b"\x89PNG"
     assert any("stand-in model" in s for s in section["stand_ins"])
     assert json.loads((tmp_path / "paper" / "section.json").read_text())["paper"] == "cedi"
+    # the paper page's renderer accepts the section (shape, figure files, catalogue keys)
+    from halluflow.report.papers import render_paper
+
+    render_paper("cedi", [tmp_path / "paper" / "section.json"], tmp_path / "paper_cedi.html")
+    assert (tmp_path / "paper_cedi.html").read_text().count("data:image/png;base64,") >= 3
