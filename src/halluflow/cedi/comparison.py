@@ -415,9 +415,9 @@ def radar_figure(data: Mapping[str, Mapping[str, Mapping[str, float | None]]]):
         ax.set_ylim(0, max(1.0, top * 1.1))
         ax.tick_params(axis="y", labelsize=7, labelcolor="#666666")
         ax.set_title(model, pad=26)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.05), fontsize=8, frameon=False, title="examiner")
     fig.suptitle("CEDI vs baseline examiners across graders (larger radius = more hallucination exposed)", y=1.02)
-    fig.subplots_adjust(wspace=0.7)
+    fig.subplots_adjust(wspace=0.9)
     return fig
 
 
