@@ -311,7 +311,7 @@ def _ode_fig9(
     config = manifest.get("config") or {}
     domain = (config.get("ode") or {}).get("domain")
     title = "Domain release (ODE Fig. 9 layout)"
-    line = domain_line(config).lstrip("- ")
+    line = domain_line(config).lstrip("- ").replace("`", "")  # the DATACARD's markdown line, as plain text
     if not domain:
         w.section(
             "fig9",
