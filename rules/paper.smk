@@ -68,3 +68,21 @@ rule paper_samf:
     script:
         "../scripts/paper.py"
 
+
+rule paper_cedi:
+    input:
+        sections=[rules.cedi_comparison.output.section],  # CEDI's examiners x graders section (rules/cedi.smk)
+    output:
+        page=f"{OUT}/report/paper_cedi.html",
+        sections=directory(f"{OUT}/paper/cedi"),
+    log:
+        f"{LOGS}/paper/cedi.log",
+    conda:
+        "../envs/report.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+    params:
+        paper="cedi",
+    script:
+        "../scripts/paper.py"
