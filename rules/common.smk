@@ -144,7 +144,7 @@ def previous_round(wildcards):
 
 get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds()[0])
 get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds()[0])
-# a rule reading the rounds' tables lists the plans too: a finished plan re-evaluates its input (Snakemake updates
+# rules reading the rounds' tables list the plans too, since a finished plan re-evaluates its input (Snakemake updates
 # the direct dependents of a checkpoint)
 get_round_plans = lambda wildcards: image_rounds()[1]
 
@@ -278,17 +278,6 @@ def get_audit_model_inputs(wildcards):
     return [f for spec in audit_oracle_specs(config, config["audit"]["oracle"]) for f in model_inputs(spec)]
 
 
-def get_paper_upstream(*stages):
-    """Inputs of a paper page (rules/paper.smk): the planned stages' final files (stage_targets, rules/targets.smk);
-    a stage that is not planned says "not run" on the page."""
-    return lambda wildcards: [t for stage in stages for t in stage_targets().get(stage, [])]
-
-
-def get_paper_validity(wildcards):
-    # ODE's Fig. 1/4 and 7: the validity view, planned when validity.source is set (rules/score.smk)
-    return [rules.release_validity.output.validity] if BENCHMARK.release and config["validity"]["source"] else []
-
-
 # ---- ODE fine-tuning loop (rules/finetune.smk) ----
 def finetune_params(wildcards, name):
     """What the fine-tuning jobs read: the method, both releases, the base model, the answer and scoring settings."""
@@ -320,6 +309,17 @@ def finetune_params(wildcards, name):
         "model_dir": str(expand(rules.ode_finetune_train.output.model, method=wildcards.method)[0]),
         "record": str(expand(rules.ode_finetune_train.output.record, method=wildcards.method)[0]),
     }
+
+
+def get_paper_upstream(*stages):
+    """Inputs of a paper page (rules/paper.smk): the planned stages' final files (stage_targets, rules/targets.smk);
+    a stage that is not planned says "not run" on the page."""
+    return lambda wildcards: [t for stage in stages for t in stage_targets().get(stage, [])]
+
+
+def get_paper_validity(wildcards):
+    # ODE's Fig. 1/4 and 7: the validity view, planned when validity.source is set (rules/score.smk)
+    return [rules.release_validity.output.validity] if BENCHMARK.release and config["validity"]["source"] else []
 
 
 def get_finetune_section(wildcards):
