@@ -36,8 +36,8 @@ def test_default_config_counts():
         assert answer.tokens == 248 * 6 + 16 * 24  # answer.max_new_tokens: discriminative 6, generative 24
         assert answer.gpu_s is None  # stand-in / CPU: no GPU time in the demo
     assert info["bound"] is True
-    # CEDI: 2 images x 2 history settings x (8 + 8 + 4 rounds of cedi, caption, prompt_only) = 80 turns
-    assert rows["cedi tiny-smolvlm"].requests == 80 and "cedi blind-smollm2" not in rows  # skip: [cedi, samf]
+    # CEDI: 2 images x 2 history settings x (8 + 8 + 4 rounds of cedi, caption, prompt_only + 12 POPE questions) = 128
+    assert rows["cedi tiny-smolvlm"].requests == 128 and "cedi blind-smollm2" not in rows  # skip: [cedi, samf]
     assert planning_warnings(merged_config([], base=BASE)) == []  # the demo scores stand-ins by design
 
 

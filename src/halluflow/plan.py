@@ -289,13 +289,23 @@ def _caos_rows(config, counts, rates, costs) -> list[Row]:
 
 def _cedi_rows(config, rates, costs) -> list[Row]:
     cedi = config["cedi"]
-    rounds = {"cedi": cedi["max_rounds"], "caption": cedi["max_rounds"], "prompt_only": cedi["prompt_only_rounds"]}
+    from .cedi.examiner import POPE_STRATEGIES
+
+    # POPE's questions (truth objects + three negative strategies) are built from the scene graph, never by the LLM
+    pope = (1 + len(POPE_STRATEGIES)) * cedi["pope_objects"]
+    rounds = {
+        "cedi": cedi["max_rounds"],
+        "caption": cedi["max_rounds"],
+        "prompt_only": cedi["prompt_only_rounds"],
+        "pope": pope,
+    }
     conversations = cedi["images"] * len(cedi["history"])
     turns = conversations * sum(rounds[e] for e in cedi["examiners"])
+    llm_turns = turns - conversations * pope * ("pope" in cedi["examiners"])
     llm = method_llm(config, "cedi", "question_writer", "switch", "parser")
     llm_rate, _ = _llm_rate(config, llm)
     per_turn = sum(cedi[k] == "llm" for k in ("question_writer", "switch", "parser"))
-    calls = turns * per_turn + (conversations * len(cedi["examiners"]) if cedi["parser"] == "llm" else 0)
+    calls = llm_turns * per_turn + (conversations * len(cedi["examiners"]) if cedi["parser"] == "llm" else 0)
     llm_tokens = calls * _llm_tokens(llm)
     rows = []
     for name in method_models(config, "cedi"):
