@@ -112,14 +112,25 @@ def test_llm_with_the_opt_in_runs_the_code_in_its_folder_and_generates(llm_dir):
     replies = llm.chat_batch([[{"role": "user", "content": "is there a cat ?"}]] * 2)
     assert len(replies) == 2 and replies[0] == replies[1]  # greedy: the same prompt, the same reply
     info = llm.describe().as_dict()
-    assert info["extra"] == {"trust_remote_code": True} and info["model"] == str(llm_dir)
+    assert info["extra"] == {
+        "trust_remote_code": True,
+        "device": "cpu",
+        "dtype": "float32",
+        "attn_implementation": "sdpa",
+    } and info["model"] == str(llm_dir)
 
 
 def test_blind_baseline_forwards_the_opt_in_to_its_language_model(llm_dir):
     spec = {"name": "blind-remote", "backend": "blind", "args": {"model": str(llm_dir), "trust_remote_code": True}}
     vlm = registry.create("vlm", {"backend": "blind", **resolve(spec).args})
     assert type(vlm.llm.model).__name__ == "TinyRemoteForCausalLM"
-    assert vlm.describe().as_dict()["extra"] == {"image_input": False, "trust_remote_code": True}
+    assert vlm.describe().as_dict()["extra"] == {
+        "image_input": False,
+        "trust_remote_code": True,
+        "device": "cpu",
+        "dtype": "float32",
+        "attn_implementation": "sdpa",
+    }
     assert vlm.respond([VLMRequest("q0", "is there a cat ?", max_new_tokens=2)])[0].ok
     with pytest.raises(ConfigError) as exc:  # the same pin rule through the forwarded signature
         resolve({**spec, "args": {"model": HUB_ID, "trust_remote_code": True, "revision": "main"}})
@@ -143,7 +154,13 @@ def test_vlm_with_the_opt_in_runs_the_code_in_its_folder_and_answers(vlm_dir, tm
     results = vlm.respond([VLMRequest("q0", "Is there a cat in the image?", str(image), max_new_tokens=4)])
     assert len(results) == 1 and results[0].ok and results[0].text  # random weights: some text, generated
     extra = vlm.describe().as_dict()["extra"]
-    assert extra == {"architecture": "TinyRemoteForConditionalGeneration", "trust_remote_code": True}
+    assert extra == {
+        "architecture": "TinyRemoteForConditionalGeneration",
+        "trust_remote_code": True,
+        "device": "cpu",
+        "dtype": "float32",
+        "attn_implementation": "sdpa",
+    }
 
 
 @pytest.mark.parametrize("role", ["vlm", "llm"])
