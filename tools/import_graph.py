@@ -46,7 +46,10 @@ LAYER_OF = {
     **dict.fromkeys(["models", "backends", "models_fetch", "registry", "standins"], "models"),
     **dict.fromkeys(["metrics", "align"], "metrics"),
     **dict.fromkeys(["ode", "caos", "cedi", "samf"], "methods"),
-    **dict.fromkeys(["answer", "jobs", "sources", "plan", "report", "imports", "cli", "snakemake_glue"], "stages"),
+    # benchmarks: the answer stage's sources behind one protocol (queries, peer-format answers, scoring)
+    **dict.fromkeys(
+        ["answer", "jobs", "sources", "benchmarks", "plan", "report", "imports", "cli", "snakemake_glue"], "stages"
+    ),
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import InputError
 from ..io import read_bytes, read_json, write_text
 from ..metrics.catalogue import CATALOGUE, Metric
-from .summary import _esc, _Page, render_shell
+from .page import _esc, _Page, render_shell
 
 PAPERS = {
     "ode": 'Tu, Hu, Sang, "ODE: Open-Set Evaluation of Hallucinations in Multimodal Large Language Models" (CVPR 2025)',
