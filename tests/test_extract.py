@@ -148,9 +148,7 @@ def test_real_smollm2_extractor_follows_the_json_format():
 
     from halluflow.models import LOCAL_LLM
 
-    backend = registry.create(
-        "llm", {"backend": "transformers", "model": str(REPO / LOCAL_LLM), "max_new_tokens": 24}
-    )
+    backend = registry.create("llm", {"backend": "transformers", "model": str(REPO / LOCAL_LLM), "max_new_tokens": 24})
     ex = ObjectExtractor(build_vocabulary(synonyms=True), llm=backend).extract(
         "A brown dog lies on a sofa next to a lamp."
     )
