@@ -98,6 +98,16 @@ def test_owl_padded_label_lists_never_leak(owl):
     assert {d.label for d in found[0]} == {"dog"}
 
 
+def test_owl_queries_longer_than_its_text_positions_are_cut_not_fatal(owl):
+    # OWL's text tower has 16 positions; the stand-in's tokenizer spends about one token per character, so these
+    # queries tokenize to 14 and 42 tokens: without truncation the batch's token rows are ragged and it fails whole.
+    long = "a very long multi word phrase of many tokens here"
+    labels = [["traffic light", long], ["cat"], []]
+    found = owl.detect([_noise(64, 64, 9), _noise(64, 64, 10), _noise(64, 64, 11)], labels)
+    assert {d.label for d in found[0]} <= {"traffic light", long} and found[0]
+    assert {d.label for d in found[1]} == {"cat"} and found[2] == []
+
+
 def test_prompt_template_must_hold_the_label(owl):
     with pytest.raises(ConfigError, match=r"detection.prompt_template 'a photo' must contain"):
         create("detector", {"backend": "transformers", "model": owl.model_id, "prompt_template": "a photo"})

@@ -166,7 +166,9 @@ class TransformersDetector(BudgetBatching, Detector):
         import torch
 
         texts = [self._texts(ls) or [" "] for ls in labels]
-        inputs = self.processor(text=texts, images=list(images), return_tensors="pt").to(self.device)
+        # OWL's text tower has 16 positions (the processor pads every query to them): a longer query is cut to fit,
+        # as the model can read no more, instead of failing the whole batch on ragged token rows.
+        inputs = self.processor(text=texts, images=list(images), return_tensors="pt", truncation=True).to(self.device)
         inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
         outputs = self.model(**inputs)
         # The processor pads every image's label list to the longest one; padded queries must never win.
