@@ -20,7 +20,7 @@ rule answer:
     # One torch thread per job: on a shared CPU, more spin-wait against the other jobs (see answer.limit_cpu_threads).
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=on_gpu(),
     params:

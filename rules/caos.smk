@@ -22,7 +22,7 @@ rule caos_score:
         "../envs/caos.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        mem_mb=retry_mem(3000),
         gpu=on_gpu(oracle_members(config), [method_llm(config, "caos", "extractor")], own=False),
     params:
         caos=config["caos"],
@@ -53,7 +53,7 @@ rule ode_diagnosis:
         "../envs/caos.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         diagnosis=config["diagnosis"],
     script:

@@ -20,7 +20,7 @@ rule cedi_examine:
         "../envs/cedi.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),
     params:
@@ -52,7 +52,7 @@ rule cedi_grade:
         "../envs/cedi.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
     script:
@@ -74,7 +74,7 @@ rule cedi_comparison:
         "../envs/cedi.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         models=method_models(config, "cedi"),
     script:

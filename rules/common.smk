@@ -68,6 +68,12 @@ for _line in planning_warnings(config):  # stand-ins outside the demo, moving re
     logger.warning(f"halluflow: warning: {_line}")
 
 
+def retry_mem(mb):
+    """A job's `mem_mb`: `mb` on the first attempt, doubled, tripled... on retries (`--retries`, the profiles' 2), so
+    a job the scheduler killed for memory asks for more instead of failing the same way again."""
+    return lambda wildcards, attempt: mb * attempt
+
+
 def name_pattern(names):
     """Wildcard constraint matching exactly these model names (dots and dashes included)."""
     return "|".join(re.escape(n) for n in names) or NEVER

@@ -35,7 +35,7 @@ if config["finetune"]["enabled"]:
             "../envs/finetune.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 8000 * attempt,
+            mem_mb=retry_mem(8000),
             runtime=lambda wildcards, attempt: 240 * attempt,
             gpu=lambda wildcards: int(RESOLVED[FT_MODEL].gpu),
         params:
@@ -63,7 +63,7 @@ if config["finetune"]["enabled"]:
             "../envs/finetune.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 4000 * attempt,
+            mem_mb=retry_mem(4000),
             runtime=lambda wildcards, attempt: 120 * attempt,
             gpu=lambda wildcards: int(RESOLVED[FT_MODEL].gpu),
         params:
@@ -85,7 +85,7 @@ if config["finetune"]["enabled"]:
             "../envs/report.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            mem_mb=retry_mem(2000),
         params:
             methods=FT_METHODS,
             model=FT_MODEL,

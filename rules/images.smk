@@ -19,7 +19,7 @@ rule synthesize:
         "../envs/models.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        mem_mb=retry_mem(8000),
         runtime=lambda wildcards, attempt: 120 * attempt,
         gpu=1,
     params:
@@ -45,7 +45,7 @@ rule detect:
         "../envs/detect.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=1,
     params:
@@ -76,7 +76,7 @@ checkpoint retry_prompts:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         keep_threshold=config["ode"]["filter"]["keep_threshold"],
         seed=config["seed"],

@@ -17,7 +17,7 @@ rule build_graph:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         graph=config["ode"]["graph"],
     script:
@@ -42,7 +42,7 @@ rule sample_scenes:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         sampling=config["ode"]["sampling"],
         seed=config["seed"],
@@ -69,7 +69,7 @@ rule make_prompts:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         prompts=config["ode"]["prompts"],
         # the "no" candidates of every image are decided here and given to the detector (its vocabulary)

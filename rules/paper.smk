@@ -19,7 +19,7 @@ rule paper_ode:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         paper="ode",
         models=list(MODELS),
@@ -40,7 +40,7 @@ rule paper_caos:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         paper="caos",
         models=method_models(config, "caos"),
@@ -61,7 +61,7 @@ rule paper_samf:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         paper="samf",
         models=method_models(config, "samf"),
@@ -81,7 +81,7 @@ rule paper_cedi:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         paper="cedi",
     script:

@@ -19,7 +19,7 @@ rule filter_images:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         filter=config["ode"]["filter"],
         seed=config["seed"],
@@ -48,7 +48,7 @@ rule make_queries:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         queries=config["ode"]["queries"],
         seed=config["seed"],
@@ -86,7 +86,7 @@ rule package_release:
         "../envs/ode-data.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         # Only the sections that shape the release: another stage's settings must not rerun or alter it.
         config={k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection") if k in config},
@@ -118,7 +118,7 @@ rule release_audit:
         "../envs/detect.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         gpu=on_gpu(audit_oracle_specs(config, config["audit"]["oracle"]), own=False),
     params:
         # The sections the audit reads: its own, the oracle's models and vote, the yes/no suffix.

@@ -37,7 +37,7 @@ rule report_release_audit:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         options=get_report_options(),
     script:
@@ -102,7 +102,7 @@ rule report_models:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         options=get_report_options(),
     script:
@@ -127,7 +127,7 @@ rule report_summary:
         "../envs/report.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         options=get_report_options(),
     script:

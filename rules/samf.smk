@@ -19,7 +19,7 @@ checkpoint samf_instances:
         "../envs/samf.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 1000 * attempt,
+        mem_mb=retry_mem(1000),
     params:
         samf=config["samf"],
         release_dir=ode_release_dir(),
@@ -47,7 +47,7 @@ rule samf_standard_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 30 * attempt,
         gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
@@ -82,7 +82,7 @@ rule samf_train:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 60 * attempt,
         gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
@@ -121,7 +121,7 @@ rule samf_fuzzed_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 30 * attempt,
         gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
@@ -156,7 +156,7 @@ rule samf_dynamic_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        mem_mb=retry_mem(4000),
         runtime=lambda wildcards, attempt: 30 * attempt,
         gpu=on_gpu(*judge_models(samf_judge_specs(config))),
         api_calls=get_api_calls,
@@ -190,7 +190,7 @@ rule samf_compare:
         "../envs/samf.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 1000 * attempt,
+        mem_mb=retry_mem(1000),
     params:
         controllers=samf_controllers(config["samf"]),
         agreement=samf_agreement_params(config),

@@ -26,7 +26,7 @@ if BENCHMARK.release:
             "../envs/score.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            mem_mb=retry_mem(2000),
             runtime=lambda wildcards, attempt: 10 * attempt,
         params:
             scoring=config["scoring"],
@@ -44,7 +44,7 @@ if BENCHMARK.release:
             "../envs/score.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            mem_mb=retry_mem(2000),
             runtime=lambda wildcards, attempt: 10 * attempt,
         params:
             bootstrap=config["scoring"]["bootstrap"],
@@ -75,7 +75,7 @@ if BENCHMARK.release:
                 "../envs/score.yaml"
             threads: 1
             resources:
-                mem_mb=lambda wildcards, attempt: 2000 * attempt,
+                mem_mb=retry_mem(2000),
             params:
                 validity=config["validity"],
                 seed=config["seed"],
@@ -100,7 +100,7 @@ else:
             "../envs/score.yaml"
         threads: 1
         resources:
-            mem_mb=lambda wildcards, attempt: 2000 * attempt,
+            mem_mb=retry_mem(2000),
             runtime=lambda wildcards, attempt: 10 * attempt,
         params:
             source=SOURCE,

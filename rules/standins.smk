@@ -14,7 +14,7 @@ rule build_standin_synthesizer:
         "../envs/models.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         stand_in=lambda wildcards: STANDIN_SYNTHESIZERS[wildcards.synthesizer],
     script:
@@ -30,7 +30,7 @@ rule build_standin_detector:
         "../envs/models.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         stand_in=config["detection"]["stand_in"],
     script:
@@ -48,7 +48,7 @@ rule build_standin_vlm:
         "../envs/answer.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
+        mem_mb=retry_mem(2000),
     params:
         build=lambda wildcards: MODELS[wildcards.vlm]["build"],
     script:
@@ -64,6 +64,6 @@ rule build_local_llm:
         "../envs/answer.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        mem_mb=retry_mem(3000),
     script:
         "../scripts/build_local_llm.py"

@@ -1,0 +1,90 @@
+"""The workflow's jobs: one function per Snakemake rule, called through one entry.
+
+Every rule's `script:` is scripts/rule.py, which calls `run(snakemake)`. `run` looks the rule up in `RULES`
+("module:function", imported only when that rule runs, so a light job never imports torch), sets up the job's log
+and threads (halluflow.snakemake_glue) and calls the function with keyword arguments named as in the rule: each
+named input, output and param, each wildcard, `threads` and `log` (when the function asks for them). A name used
+twice in one rule (an input and an output both called `model`) is refused in one line, so a function's signature is
+the rule's interface. A param whose annotation is a typed config section (halluflow.config_types) is built from the
+plain config dict the rule passes (rules keep passing plain, serialisable config sections: Snakemake compares them
+to decide reruns), so a job reads `section.key`, never `section.get("key", default)`.
+
+The functions live beside each other by stage (halluflow.workflow.<stage>); the domain modules they call (ode, caos,
+cedi, samf, metrics, benchmarks) know nothing of Snakemake.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from typing import Any, Callable
+
+from ..errors import ConfigError
+
+# rule name -> "halluflow.workflow.<stage>:<function>"
+RULES: dict[str, str] = {}
+
+FRAMEWORK = ("threads", "log")
+
+
+def function(rule: str) -> Callable[..., Any]:
+    """The function of a rule (imported now)."""
+    try:
+        target = RULES[rule]
+    except KeyError:
+        raise ConfigError(f"rule {rule!r} has no function in halluflow.workflow.RULES") from None
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _named(items) -> dict[str, Any]:
+    """The named entries of a Snakemake io/params/wildcards object, as plain values (a named list stays a list)."""
+    return {key: items[key] for key in items.keys()}
+
+
+def arguments(rule: str, fn: Callable[..., Any], smk) -> dict[str, Any]:
+    """The keyword arguments `fn` takes, from the job's named inputs, outputs, params and wildcards."""
+    pools = {
+        "input": _named(smk.input),
+        "output": _named(smk.output),
+        "params": _named(smk.params),
+        "wildcards": _named(smk.wildcards),
+        "framework": {"threads": int(getattr(smk, "threads", 1) or 1), "log": list(smk.log)},
+    }
+    seen: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for pool, items in pools.items():
+        for key, value in items.items():
+            if key in seen:
+                raise ConfigError(f"rule {rule!r}: {key!r} names both a {seen[key]} and a {pool} entry")
+            seen[key], values[key] = pool, value
+    hints = typing.get_type_hints(fn)
+    kwargs = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        if name not in values:
+            if param.default is inspect.Parameter.empty:
+                raise ConfigError(f"rule {rule!r} passes no {name!r}, which {fn.__module__}.{fn.__name__} needs")
+            continue
+        kwargs[name] = _typed(values[name], hints.get(name))
+    return kwargs
+
+
+def _typed(value: Any, hint: Any) -> Any:
+    """A plain config section as the typed section its annotation names; anything else unchanged."""
+    from_dict = getattr(hint, "from_dict", None)
+    if callable(from_dict) and isinstance(value, dict):
+        return from_dict(value)
+    return value
+
+
+def run(smk) -> Any:
+    """Entry of every rule's script: log and threads as the rule declares, then the rule's function."""
+    from ..snakemake_glue import setup
+
+    log = setup(smk)
+    fn = function(smk.rule)
+    result = fn(**arguments(smk.rule, fn, smk))
+    if result is not None:
+        log.info("done: %s", result)
+    return result
