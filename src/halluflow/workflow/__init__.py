@@ -23,7 +23,10 @@ from typing import Any, Callable
 from ..errors import ConfigError
 
 # rule name -> "halluflow.workflow.<stage>:<function>"
-RULES: dict[str, str] = {}
+RULES: dict[str, str] = {
+    # ODE graph, scenes, images, release, answer, score, report, models and stand-ins
+    # CAOS, CEDI, SAMF, fine-tuning and paper pages
+}
 
 FRAMEWORK = ("threads", "log")
 
