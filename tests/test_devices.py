@@ -10,6 +10,7 @@ import torch
 
 from halluflow import devices
 from halluflow.backends import llm as llm_module
+from halluflow.backends import transformers_vlm as vlm_module
 from halluflow.devices import batch_for_budget, choose_attn_implementation, probe_batch_size, resolve_dtype
 from halluflow.errors import ConfigError
 
@@ -48,7 +49,11 @@ def test_dtype_auto_is_bfloat16_on_cuda_and_float32_on_the_cpu(monkeypatch):
     assert resolve_dtype("auto", "cuda:0") is torch.bfloat16
     assert resolve_dtype("float16", "cpu") is torch.float16
     # The VLM / LLM backends go through the same rule (auto no longer means "the checkpoint's dtype").
-    assert llm_module.torch_dtype("auto", "cuda") is torch.bfloat16 and llm_module.torch_dtype("auto") is torch.float32
+    assert llm_module.resolve_dtype is resolve_dtype and vlm_module.resolve_dtype is resolve_dtype
+    assert (
+        llm_module.resolve_dtype("auto", "cuda") is torch.bfloat16
+        and llm_module.resolve_dtype("auto", "cpu") is torch.float32
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a simulated GPU machine
     device = devices.resolve_device("auto")
     assert device == "cuda" and resolve_dtype("auto", device) is torch.bfloat16

@@ -14,12 +14,6 @@ from ..models import LOCAL_LLM, remote_code_refusal, resolve_model_path
 from .base import LLM, BackendInfo, SamplingSettings
 
 
-def torch_dtype(name: str, device: str = "cpu"):
-    """The torch dtype of `dtype: name` on `device`: auto = bfloat16 on CUDA, float32 on the CPU (as for FLUX and
-    the detector), never the checkpoint's own dtype (a float16 checkpoint on a CPU would be slow or fail)."""
-    return resolve_dtype(name, device)
-
-
 def apply_attention(model, requested: str, device: str) -> str:
     """Switch a loaded, placed model to the attention kernel `choose_attn_implementation` picks and return the one
     it runs with (recorded by describe()). transformers loads with sdpa where the model supports it (eager
@@ -145,7 +139,7 @@ class TransformersLLM(SamplingSettings, LLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.dtype = torch_dtype(dtype, self.device)
+        self.dtype = resolve_dtype(dtype, self.device)
         self.model = load_pretrained(
             AutoModelForCausalLM, path, model, revision, self.trust_remote_code, dtype=self.dtype
         )

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..devices import resolve_device, resolve_dtype
 from ..errors import MissingExtraError
 from .base import VLM, BackendInfo, VLMRequest, group_by_settings
 from .llm import (
     apply_attention,
     generation_kwargs,
     load_pretrained,
-    resolve_device,
     resolve_model_path,
     runtime_info,
-    torch_dtype,
 )
 from .tiny_vlms import build_tiny_smolvlm  # noqa: F401  (scripts and tests build the default stand-in from here)
 
@@ -139,7 +138,7 @@ class TransformersVLM(VLM):
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.dtype = torch_dtype(dtype, self.device)
+        self.dtype = resolve_dtype(dtype, self.device)
         self.model = load_pretrained(
             AutoModelForImageTextToText, path, model, revision, self.trust_remote_code, dtype=self.dtype
         )

@@ -59,6 +59,11 @@ NON_SEMANTIC_ARGS = frozenset(
 BASE_CLASS = {"vlm": VLM, "llm": LLM}
 
 
+def semantic_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A backend's arguments that can change an answer, sorted by name: what a cache key holds of them."""
+    return {k: v for k, v in sorted(args.items()) if k not in NON_SEMANTIC_ARGS}
+
+
 @dataclasses.dataclass(frozen=True)
 class GenerateConfig:
     """Generation settings for one call; a field left None takes the request's own setting, else the backend's
@@ -187,7 +192,7 @@ class ModelUnderTest:
     def key_fields(self) -> dict:
         from .fetch import HUB_BACKENDS, locked_commit
 
-        semantic = {k: v for k, v in sorted(self.args.items()) if k not in NON_SEMANTIC_ARGS}
+        semantic = semantic_args(self.args)
         revision = self.args.get("revision")
         # With a models lock the weights are those of the locked commit, not of whatever `main` is now: a
         # re-fetch that moved the commit must miss the cache (without a lock the requested revision keys it).
@@ -303,7 +308,7 @@ class Model:
         by its semantic arguments."""
         spec = ModelSpec.of("llm", spec, default_backend="transformers")
         args = resolve(spec, models_cache, role="llm").args
-        semantic = {k: v for k, v in sorted(args.items()) if k not in NON_SEMANTIC_ARGS}
+        semantic = semantic_args(args)
         kwargs.setdefault("key_fields", {"role": "llm", "backend": spec.backend, "args": semantic})
         kwargs.setdefault("name", str(args.get("model") or spec.name))
         return cls("llm", lambda: registry.create("llm", {"backend": spec.backend, **args}), **kwargs)
