@@ -8,12 +8,12 @@ class body: runs when called; the usual way to defer a heavy or circular import)
 not an edge (it is how Python works, not a choice of the code).
 
 Rooms: every module (`x.py`) and package (`x/__init__.py`) of the tree. Layers, lowest first:
-  core     errors, io, config, progress, cache, devices, resources, forked, argtypes, the package's __init__
+  core     errors, io, config, config_types, progress, cache, devices, resources, forked, argtypes, the package's __init__
   models   halluflow.models (resolver, registries, stand-ins, the Model wrapper) and halluflow.backends
            (before the model package: models, models_fetch, registry, standins)
   metrics  halluflow.metrics (scorers and answer parsers) and align (metric-human agreement statistics)
   methods  halluflow.ode, caos, cedi, samf (one paper each)
-  stages   answer, jobs, sources, plan, report, imports, cli, snakemake_glue (workflow stages, CLI)
+  stages   answer, jobs, sources, plan, report, imports, cli, snakemake_glue, workflow (workflow stages, CLI)
 models and metrics share one rank: a backend may use the failed-answer rule and a scorer may build an embedder,
 but neither may reach up into a method or a stage. An upward import is an import (any level) from a module of a
 lower rank into one of a higher rank (`backends.evaluatee -> answer`). A cycle is a strongly connected component
@@ -40,7 +40,8 @@ RANK = {"core": 0, "models": 1, "metrics": 1, "methods": 2, "stages": 3}
 # First dotted part below halluflow -> layer; anything not named here is reported as unassigned.
 LAYER_OF = {
     **dict.fromkeys(
-        ["errors", "io", "config", "progress", "cache", "devices", "resources", "forked", "argtypes"], "core"
+        ["errors", "io", "config", "config_types", "progress", "cache", "devices", "resources", "forked", "argtypes"],
+        "core",
     ),
     # models_fetch, registry and standins: the model layer's modules before it became one package
     **dict.fromkeys(["models", "backends", "models_fetch", "registry", "standins"], "models"),
@@ -48,7 +49,8 @@ LAYER_OF = {
     **dict.fromkeys(["ode", "caos", "cedi", "samf"], "methods"),
     # benchmarks: the answer stage's sources behind one protocol (queries, peer-format answers, scoring)
     **dict.fromkeys(
-        ["answer", "jobs", "sources", "benchmarks", "plan", "report", "imports", "cli", "snakemake_glue"], "stages"
+        ["answer", "jobs", "sources", "benchmarks", "plan", "report", "imports", "cli", "snakemake_glue", "workflow"],
+        "stages",
     ),
 }
 
