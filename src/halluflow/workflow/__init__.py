@@ -28,7 +28,13 @@ RULES: dict[str, str] = {
     # CAOS, CEDI, SAMF, fine-tuning and paper pages
 }
 
-FRAMEWORK = ("threads", "log")
+KINDS = {
+    "input": "an input",
+    "output": "an output",
+    "params": "a param",
+    "wildcards": "a wildcard",
+    "framework": "a job setting (threads, log)",
+}
 
 
 def function(rule: str) -> Callable[..., Any]:
@@ -60,7 +66,7 @@ def arguments(rule: str, fn: Callable[..., Any], smk) -> dict[str, Any]:
     for pool, items in pools.items():
         for key, value in items.items():
             if key in seen:
-                raise ConfigError(f"rule {rule!r}: {key!r} names both a {seen[key]} and a {pool} entry")
+                raise ConfigError(f"rule {rule!r}: {key!r} is both {KINDS[seen[key]]} and {KINDS[pool]}")
             seen[key], values[key] = pool, value
     hints = typing.get_type_hints(fn)
     kwargs = {}
