@@ -3,7 +3,9 @@ and threads reach its function as keyword arguments; a name used twice or missin
 
 from __future__ import annotations
 
+import re
 import types
+from pathlib import Path
 
 import pytest
 from snakemake.iocontainers import InputFiles, OutputFiles, Params, Wildcards
@@ -59,10 +61,6 @@ def test_an_unknown_rule_is_one_line():
 
 def test_every_rule_of_the_workflow_has_a_function_that_imports():
     # Every rule script is scripts/rule.py, so each rule name must be in RULES and point at a real function.
-    from pathlib import Path
-
-    import re
-
     root = Path(__file__).resolve().parents[1]
     rules = set()
     for smk in sorted((root / "rules").glob("*.smk")):
