@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import typing
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -27,6 +29,13 @@ RULES: dict[str, str] = {
     # ODE graph, scenes, images, release, answer, score, report, models and stand-ins
     # CAOS, CEDI, SAMF, fine-tuning and paper pages
 }
+
+
+def release_dir(manifest: str | os.PathLike) -> Path:
+    """The folder of a release, from its manifest.json (the input rules name: package_release writes it last, so the
+    release's queries and images are complete when it exists)."""
+    return Path(manifest).parent
+
 
 KINDS = {
     "input": "an input",
