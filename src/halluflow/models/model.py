@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backends.base import EMPTY_ANSWER, LLM, VLM, Backend, Result, VLMRequest
@@ -57,6 +58,29 @@ NON_SEMANTIC_ARGS = frozenset(
 )
 
 BASE_CLASS = {"vlm": VLM, "llm": LLM}
+
+# This process's request counts per caller ("<method> <role>"): a workflow job logs them when its rule is done
+# (cache_report), so a rerun's log shows its requests were read back from the cache instead of sent again.
+TALLY: dict[str, dict[str, int]] = {}
+
+
+def cache_report() -> list[str]:
+    """One line per caller of this process: "cache (<method> <role>): N hits, M sent"."""
+    return [f"cache ({who}): {t['hits']} hits, {t['sent']} sent" for who, t in sorted(TALLY.items())]
+
+
+def cache_folder(root: str | os.PathLike | None, spec: Mapping[str, Any], role: str = "vlm") -> Path | None:
+    """A model's request cache folder under a run's cache root (None: no cache). A `models:` entry's is the answer
+    stage's, root/<name>, so a request the answer stage and a method (or two methods) ask is one entry; an `llm:`
+    block's is root/llm-<its model's name>. Keys name the model's backend, weights and arguments, so two models
+    sharing a folder never share an answer."""
+    if root is None:
+        return None
+    if role == "vlm":
+        return Path(root) / str(spec["name"])
+    llm = ModelSpec.of("llm", spec, default_backend="transformers")
+    model = llm.args.get("model")
+    return Path(root) / f"llm-{Path(str(model)).name if model else llm.name}"
 
 
 def semantic_args(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -379,6 +403,7 @@ class Model:
                 if entry is not None:
                     out[i] = Result(entry["answer"], attempts=0, note=entry.get("note"))
                     self.hits += 1
+                    self._tally("hits", 1)
         todo = [i for i, r in enumerate(out) if r is None]
         if todo and self.cache is not None:
             self.cache.check_writable()
@@ -406,12 +431,17 @@ class Model:
             )
         return out  # type: ignore[return-value]
 
+    def _tally(self, what: str, n: int) -> None:
+        counts = TALLY.setdefault(f"{self.method} {self.role}", {"hits": 0, "sent": 0})
+        counts[what] += n
+
     @staticmethod
     def _request_id(request, index: int) -> str:
         return str(getattr(request, "request_id", f"message-{index}"))
 
     def _send(self, requests: Sequence) -> list[Result]:
         self.sent += len(requests)
+        self._tally("sent", len(requests))
         if self.role == "vlm":
             return list(self.backend.respond(requests))
         try:

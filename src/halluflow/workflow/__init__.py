@@ -105,4 +105,14 @@ def run(smk) -> Any:
     result = fn(**arguments(smk.rule, fn, smk))
     if result is not None:
         log.info("done: %s", result)
+    for line in _cache_report():  # the job's model requests: read back from the request cache, or sent
+        log.info("%s", line)
     return result
+
+
+def _cache_report() -> list[str]:
+    # Only when the job used the model layer: a light job never imports it.
+    import sys
+
+    model = sys.modules.get("halluflow.models.model")
+    return model.cache_report() if model is not None else []
