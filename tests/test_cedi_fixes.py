@@ -155,7 +155,7 @@ def test_sg_ged_default_equals_networkx_on_random_graphs_with_repeated_names(tmp
 
 
 def test_sg_ged_out_is_written_atomically_and_stdout_without_it(tmp_path, capsys, monkeypatch):
-    import halluflow.cedi.grader as grader
+    import halluflow.io as io_module
     from halluflow.cli import main
 
     g = {"objects": [{"id": "a", "name": "dog", "attributes": []}], "relations": []}
@@ -166,8 +166,8 @@ def test_sg_ged_out_is_written_atomically_and_stdout_without_it(tmp_path, capsys
     out.parent.mkdir()
     out.write_text("finished work")
     written = []
-    real = grader.write_text
-    monkeypatch.setattr(grader, "write_text", lambda path, text: (written.append(path), real(path, text)))
+    real = io_module.write_text
+    monkeypatch.setattr(io_module, "write_text", lambda path, text: (written.append(path), real(path, text)))
     assert main(args + ["--out", str(out)]) == 0
     assert written == [str(out)] and json.loads(out.read_text())["ged"] == 0
     assert [p.name for p in out.parent.iterdir()] == ["ged.json"]  # no temporary file left beside it

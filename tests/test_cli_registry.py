@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 
 from halluflow import cli
+from halluflow.cli.command import text
 from halluflow.errors import ConfigError, MissingExtraError
 from halluflow.models import registry
 
@@ -19,11 +20,11 @@ def test_top_level_help_lists_groups(capsys):
 
 
 def test_every_cli_module_exists_and_has_examples():
-    for group, name, module, _ in cli.COMMANDS:
-        assert importlib.util.find_spec(module) is not None, f"{group} {name}: module {module} missing"
-        mod = importlib.import_module(module)
-        assert callable(getattr(mod, "configure", None)) and callable(getattr(mod, "run", None)), module
-        assert "halluflow" in (getattr(mod, "CLI_EPILOG", "") or ""), f"{module}: --help needs examples"
+    for group, module in cli.GROUPS.items():
+        assert importlib.util.find_spec(f"halluflow.cli.{module}") is not None, f"{group}: module {module} missing"
+    for group, command in cli.commands():
+        assert callable(command.configure) and callable(command.run), f"{group} {command.name}"
+        assert "halluflow" in (text(command.epilog) or ""), f"{group} {command.name}: --help needs examples"
 
 
 def test_unknown_backend_lists_known_names():
@@ -68,12 +69,12 @@ def test_every_scorer_takes_out():
     """The README: every scorer writes its JSON with --out (score ghr and sg ged had none)."""
     import argparse
 
-    scorers = [c for c in cli.COMMANDS if c[0] == "score" or c[:2] == ("sg", "ged")]
-    assert {name for _, name, _, _ in scorers} >= {"pope", "chair", "amber", "caos", "compare", "ghr", "ged"}
-    for group, name, module, _ in scorers:
+    scorers = [(g, c) for g, c in cli.commands() if g == "score" or (g, c.name) == ("sg", "ged")]
+    assert {c.name for _, c in scorers} >= {"pope", "chair", "amber", "caos", "compare", "ghr", "ged"}
+    for group, command in scorers:
         parser = argparse.ArgumentParser()
-        importlib.import_module(module).configure(parser)
-        assert "--out" in parser._option_string_actions, f"{group} {name} has no --out"
+        command.configure(parser)
+        assert "--out" in parser._option_string_actions, f"{group} {command.name} has no --out"
 
 
 def test_standin_help_lists_every_kind_of_the_builder_table(capsys):

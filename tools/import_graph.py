@@ -8,7 +8,7 @@ class body: runs when called; the usual way to defer a heavy or circular import)
 not an edge (it is how Python works, not a choice of the code).
 
 Rooms: every module (`x.py`) and package (`x/__init__.py`) of the tree. Layers, lowest first:
-  core     errors, io, config, config_types, config_section, progress, cache, devices, resources, forked, argtypes, the package's __init__
+  core     errors, io, config, config_types, config_section, progress, cache, devices, resources, forked, the package's __init__
   models   halluflow.models (resolver, registries, stand-ins, the Model wrapper) and halluflow.backends
            (before the model package: models, models_fetch, registry, standins)
   metrics  halluflow.metrics (scorers and answer parsers) and align (metric-human agreement statistics)
@@ -40,7 +40,7 @@ RANK = {"core": 0, "models": 1, "metrics": 1, "methods": 2, "stages": 3}
 # First dotted part below halluflow -> layer; anything not named here is reported as unassigned.
 LAYER_OF = {
     **dict.fromkeys(
-        ["errors", "io", "config", "config_types", "progress", "cache", "devices", "resources", "forked", "argtypes"],
+        ["errors", "io", "config", "config_types", "progress", "cache", "devices", "resources", "forked"],
         "core",
     ),
     "config_section": "core",  # the runtime of the generated config_types

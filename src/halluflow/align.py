@@ -13,19 +13,17 @@ short and the tests check them by hand.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import math
 import random
 import re
-import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InputError
-from .io import dumps_json, read_bytes, write_json
+from .io import read_bytes
 
 ID_COLUMNS = ("id", "instance_id", "question_id", "query_id", "conversation_id", "image_id")
 HUMAN_COLUMNS = ("human", "label", "hallucinated", "hallucination", "count", "score")
@@ -33,23 +31,6 @@ RISK_COLUMNS = ("risk", "risk_level")
 # bookkeeping numbers in metric files that are not metrics (sizes, timings, counts, flags)
 _NOT_METRICS = re.compile(r"(^|\.)(n|n_\w+|\w+_nodes|\w+_edges|turns?|timeout_s|elapsed_s|exact|seed|stand_in)$")
 JSON_LIST_KEYS = ("conversations", "rows", "instances", "results", "items", "records")
-
-CLI_DESCRIPTION = (
-    "Agreement of automatic metrics with human hallucination labels: accuracy, recall, F1, Cohen's kappa, Pearson "
-    "and Spearman per metric, overall, per risk level and risk-weighted (UniHall Table 4); prints JSON."
-)
-CLI_EPILOG = """human labels: CSV (or TSV/JSONL/JSON/parquet) with an id column (id, instance_id, question_id,
-  query_id, conversation_id or image_id), a label column (human, label, hallucinated, count or score: 0 = no
-  hallucination, >0 = hallucinated; counts and scores feed the correlations) and optionally risk (1..5; else the
-  metric file's risk / risk_level column, if any).
-metrics: one or more files of the same kinds, one row per item with the same id column; every numeric column (in
-  CSV/TSV: every column whose cells all read as numbers or are empty) is a metric unless --metric names some; JSON objects may hold the rows under conversations/rows/instances/results
-  (so CEDI's grades.json works as it is: one row per conversation).
-examples:
-  halluflow align human --human labels.csv --metrics results/ode-demo/fuzz/MODEL/standard.parquet \
-      --metric ghr --metric bhr --metric ghs --threshold ghs=0.5   (risk levels taken from its risk_level column)
-  halluflow align human --human cedi_human.csv --metrics results/demo/cedi/m/grades.json --metric ged_hal \\
-      --out results/demo/align/cedi_m.json"""
 
 
 # ---- reading -------------------------------------------------------------------------------------------------------
@@ -446,56 +427,3 @@ def table_rows(result: Mapping[str, Any]) -> list[dict]:
 
 
 # ---- CLI -------------------------------------------------------------------------------------------------------
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--human", required=True, help="human labels file (one row per item)")
-    parser.add_argument("--metrics", required=True, nargs="+", help="metric file(s), one row per item")
-    parser.add_argument(
-        "--metric",
-        action="append",
-        default=[],
-        help="metric column to compare (repeatable); "
-        "default: every numeric column that is not an id, risk or bookkeeping column",
-    )
-    parser.add_argument("--id-column", default=None, help=f"item id column (default: first of {', '.join(ID_COLUMNS)})")
-    parser.add_argument(
-        "--human-column", default=None, help=f"human label column (default: first of {', '.join(HUMAN_COLUMNS)})"
-    )
-    parser.add_argument(
-        "--risk-column", default=None, help="risk level column (default: risk or risk_level if present)"
-    )
-    parser.add_argument(
-        "--threshold",
-        action="append",
-        default=[],
-        help="decision threshold: a metric value ABOVE it means hallucinated; NUMBER for every metric "
-        "or METRIC=NUMBER (repeatable); default 0",
-    )
-    parser.add_argument(
-        "--human-threshold", type=float, default=0.0, help="a human label above this is a hallucination (default 0)"
-    )
-    parser.add_argument("--random-seed", type=int, default=0, help="seed of the random chance row")
-    parser.add_argument("--no-random", action="store_true", help="leave out the random chance row")
-    parser.add_argument("--out", default=None, help="also write the JSON here (atomically)")
-
-
-def run(args: argparse.Namespace) -> int:
-    human = read_rows(args.human)
-    files = {str(p): read_rows(p) for p in args.metrics}
-    result = align(
-        human,
-        files,
-        human_source=str(args.human),
-        id_column=args.id_column,
-        human_column=args.human_column,
-        risk_column=args.risk_column,
-        metrics=args.metric,
-        thresholds=args.threshold,
-        human_threshold=args.human_threshold,
-        random_seed=None if args.no_random else args.random_seed,
-    )
-    if args.out:
-        write_json(args.out, result)
-    sys.stdout.write(dumps_json(result))
-    return 0

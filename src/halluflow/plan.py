@@ -33,19 +33,6 @@ PARAMS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 STAND_IN = "stand-in (not priced)"
 COST_KEYS = ("synthesis_step_mp_s", "detection_image_s", "request_s", "token_s", "turn_token_s")
 
-CLI_DESCRIPTION = (
-    "Jobs, images, requests and generated tokens per stage, and estimated GPU-hours, of the workflow run that "
-    "`snakemake --configfile FILE...` would start: computed from the config, before anything runs. Counts of an "
-    "ODE release are upper bounds (the filter only removes images). Per-item seconds: plan.costs.<plan.gpu>."
-)
-CLI_EPILOG = """examples:
-  halluflow plan --configfile configs/ode-paper.yaml
-  halluflow plan --configfile configs/ode-paper.yaml configs/cedi.yaml --config plan.gpu=a100-80gb
-  halluflow plan --configfile configs/ode-paper.yaml --config shards.images=64 plan.costs.h100-80gb.token_s=0.002
-The workflow's config.yaml (--base, default ./config.yaml) comes first, then each --configfile, merged as
-Snakemake merges them (mappings key by key, lists and values replaced), then each --config KEY=VALUE (a dotted
-KEY reaches into sections; VALUE is read as YAML)."""
-
 
 # ---- the config, merged as Snakemake merges it ------------------------------------------------------------------
 def _override(text: str) -> dict:
@@ -440,16 +427,3 @@ def format_plan(rows: list[Row], info: dict, warnings: list[str]) -> str:
     if skipped:
         lines.append("not planned: " + "; ".join(skipped))
     return "\n".join(lines)
-
-
-def configure(parser) -> None:
-    parser.add_argument("--configfile", nargs="+", required=True, metavar="FILE", help="config files, in order")
-    parser.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides after the files")
-    parser.add_argument("--base", default="config.yaml", help="the workflow's base config (default: ./config.yaml)")
-
-
-def run(args) -> int:
-    config = merged_config(args.configfile, args.config, args.base)
-    rows, info = plan_rows(config)
-    print(format_plan(rows, info, planning_warnings(config)))
-    return 0

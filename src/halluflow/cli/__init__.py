@@ -1,6 +1,14 @@
-"""The `halluflow` command line: one table of commands, each a module with `configure(parser)` and `run(args)`.
+"""The `halluflow` command line: `halluflow GROUP COMMAND [options]`.
 
-Modules are imported only when their command runs, so `halluflow score pope` never imports torch.
+One module per command group (halluflow/cli/<group>.py, named in GROUPS) lists its commands (name, help,
+`configure(parser)`, `run(args)`); the domain modules (metrics, caos, ode, samf, ...) export plain functions that take
+values and return results, and a command's `run` is a thin call of them. Only the group module of the command that
+runs is imported, and it imports its domain modules inside `run`, so `halluflow score pope` never imports torch.
+
+Verbs: `build` makes an artifact from inputs (graph, report, stand-in), `export` writes halluflow data in another
+format (a release as training data or peer tasks, benchmark items as UniHall instances), the `import` group reads a
+peer's outputs into halluflow's, `score` computes metrics, `verify` / `fetch` / `estimate` / `run` say what they do.
+An older spelling stays working as an alias listed in --help as "(alias of ...)": `fuzz convert` (= `fuzz export`).
 """
 
 from __future__ import annotations
@@ -11,111 +19,40 @@ import importlib
 import os
 import sys
 
-from . import __version__
-from .errors import HalluflowError
-from .io import check_target, command_scope
-from .progress import configure_logging
+from .. import __version__
+from ..errors import HalluflowError
+from ..io import check_target, command_scope
+from ..progress import configure_logging
+from .command import Command, text
 
-# (group, command, module, one-line help). A module provides configure(parser) and run(args) -> int.
-COMMANDS: list[tuple[str, str, str, str]] = [
-    ("release", "verify", "halluflow.ode.release", "check every file of a release against its manifest.json"),
-    (
-        "release",
-        "diff",
-        "halluflow.ode.lineage",
-        "pairs, concepts, graph edges and queries added/removed between two releases",
-    ),
-    (
-        "release",
-        "export",
-        "halluflow.ode.export",
-        "write a release as llava / sharegpt / dpo training data, an lmms-eval task or a VLMEvalKit dataset",
-    ),
-    (
-        "release",
-        "contamination",
-        "halluflow.ode.contamination",
-        "Fréchet distance and near-duplicates of a release vs real images",
-    ),
-    (
-        "release",
-        "audit",
-        "halluflow.ode.audit",
-        "re-judge every yes/no item (second detector, VLM oracle); annotation page; label-error rates",
-    ),
-    (
-        "release",
-        "validity",
-        "halluflow.ode.validity",
-        "per-model scores on an ODE release vs a real-image set (POPE, AMBER) on shared concepts; rank correlations",
-    ),
-    (
-        "import",
-        "lmms-eval",
-        "halluflow.imports.lmms_eval",
-        "lmms-eval --log_samples JSONL -> halluflow answers JSONL (scored by score pope / the release scorer)",
-    ),
-    (
-        "import",
-        "vlmevalkit",
-        "halluflow.imports.vlmevalkit",
-        "VLMEvalKit prediction xlsx/tsv -> halluflow answers JSONL (scored by score pope / the release scorer)",
-    ),
-    ("graph", "build", "halluflow.ode.graph", "build the weighted concept graph from AMBER/COCO/VG/table annotations"),
-    ("score", "pope", "halluflow.metrics.pope", "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers"),
-    ("score", "chair", "halluflow.metrics.chair", "CHAIR_s / CHAIR_i of captions against COCO objects"),
-    (
-        "score",
-        "amber",
-        "halluflow.metrics.amber",
-        "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative scores",
-    ),
-    ("score", "caos", "halluflow.caos.scores", "CAOS_T / CAOS_X / CAOS_K context-aware object similarities"),
-    (
-        "score",
-        "compare",
-        "halluflow.metrics.uncertainty",
-        "bootstrap confidence intervals per model and paired model comparisons",
-    ),
-    ("score", "ghr", "halluflow.samf.metrics", "UniHall GHR and risk-weighted GHR of answers"),
-    ("sg", "ged", "halluflow.cedi.grader", "graph edit distance between a truth and a predicted scene graph"),
-    ("align", "human", "halluflow.align", "agreement of metrics with human labels (accuracy, F1, kappa, r, rho)"),
-    (
-        "docs",
-        "metrics",
-        "halluflow.metrics.catalogue",
-        "write docs/metrics.md from the metric catalogue (or --check it)",
-    ),
-    ("fuzz", "operators", "halluflow.samf.operators", "list the SAMF mutation operators"),
-    ("fuzz", "mutate", "halluflow.samf.mutate_cli", "mutate one UniHall instance with one operator"),
-    ("fuzz", "convert", "halluflow.samf.convert", "turn ODE queries / POPE / AMBER items into UniHall instances"),
-    ("report", "build", "halluflow.report", "build the HTML summary for existing result folders"),
-    (
-        "report",
-        "paper",
-        "halluflow.report.papers",
-        "render one paper's page (ODE, CAOS, CEDI, SAMF layout) from its paper-section JSON files",
-    ),
-    (
-        "standin",
-        "build",
-        "halluflow.models.standins",
-        "build a tiny random stand-in model offline, one of: {standin_kinds}",
-    ),
-    ("answer", "run", "halluflow.answer", "ask one model POPE / AMBER / ODE questions (cached, resumable, retried)"),
-    (
-        "models",
-        "fetch",
-        "halluflow.models.fetch",
-        "stage every weight a config names into one cache for offline jobs and write the lock (or --check it)",
-    ),
-    (
-        "plan",
-        "estimate",
-        "halluflow.plan",
-        "jobs, images, requests, tokens and GPU-hours per stage of a config, before anything runs",
-    ),
-]
+# group -> its module in halluflow.cli, in the order `halluflow --help` lists them.
+GROUPS: dict[str, str] = {
+    "release": "release",
+    "import": "imports",
+    "graph": "graph",
+    "score": "score",
+    "sg": "sg",
+    "align": "align",
+    "docs": "docs",
+    "fuzz": "fuzz",
+    "report": "report",
+    "standin": "standin",
+    "answer": "answer",
+    "models": "models",
+    "plan": "plan",
+}
+
+
+def group_commands(group: str) -> tuple[Command, ...]:
+    """The commands of one group, read from its module (imported here, and only here)."""
+    return importlib.import_module(f"{__name__}.{GROUPS[group]}").COMMANDS
+
+
+def commands() -> list[tuple[str, Command]]:
+    """(group, command) for every command and alias, in --help order (imports every group module: for help and
+    tests, never on a command's own path)."""
+    return [(group, command) for group in GROUPS for command in group_commands(group)]
+
 
 EPILOG = """examples:
   halluflow release verify results/ode-demo/release
@@ -124,16 +61,6 @@ EPILOG = """examples:
   halluflow sg ged --truth truth_sg.json --pred pred_sg.json
   halluflow plan --configfile configs/ode-paper.yaml
 run `halluflow GROUP COMMAND --help` for the options and examples of each command."""
-
-
-def _help(text: str) -> str:
-    """A command's one-line help. The stand-in kinds are read from the builder table (halluflow.models.standins), so the
-    list cannot drift from what `standin build` builds; the import happens only when a help text is shown."""
-    if "{standin_kinds}" in text:
-        from .models.standins import builder_kinds
-
-        text = text.replace("{standin_kinds}", ", ".join(builder_kinds()))
-    return text
 
 
 def _build_top_parser() -> argparse.ArgumentParser:
@@ -145,16 +72,14 @@ def _build_top_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"halluflow {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
-    by_group: dict[str, list[tuple[str, str, str]]] = {}
-    for group, name, module, help_text in COMMANDS:
-        by_group.setdefault(group, []).append((name, module, _help(help_text)))
-    for group, commands in by_group.items():
-        summary = "; ".join(f"{n}: {h}" for n, _, h in commands)
+    for group in GROUPS:
+        listed = group_commands(group)
+        summary = "; ".join(f"{c.name}: {c.help_text()}" for c in listed)
         # argparse %-formats help strings: a literal '%' ("95% intervals") must be doubled or --help crashes
         gp = groups.add_parser(group, help=summary.replace("%", "%%"), description=summary)
         sub = gp.add_subparsers(dest="command", metavar="COMMAND")
-        for name, _module, help_text in commands:
-            sub.add_parser(name, help=help_text.replace("%", "%%"), add_help=False)
+        for command in listed:
+            sub.add_parser(command.name, help=command.help_text().replace("%", "%%"), add_help=False)
     return parser
 
 
@@ -186,18 +111,15 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    listed = group_commands(argv[0]) if argv and argv[0] in GROUPS else ()
     # A group with one command may be called without its command name: `halluflow align --human ...`.
-    single = {g: [c for c in COMMANDS if c[0] == g] for g in {c[0] for c in COMMANDS}}
-    if argv and len(single.get(argv[0], [])) == 1 and argv[1:2] != [single[argv[0]][0][1]]:
-        argv.insert(1, single[argv[0]][0][1])
-    positional = [a for a in argv if not a.startswith("-")]
-    match = None
-    if len(positional) >= 2:
-        match = next(
-            (c for c in COMMANDS if c[0] == positional[0] and c[1] == positional[1] and argv[:2] == positional[:2]),
-            None,
-        )
-    if match is None:
+    own = [c for c in listed if c.alias_of is None]
+    if len(own) == 1 and argv[1:2] != [own[0].name]:
+        argv.insert(1, own[0].name)
+    command = None
+    if len(argv) >= 2 and not argv[0].startswith("-") and not argv[1].startswith("-"):
+        command = next((c for c in listed if c.name == argv[1]), None)
+    if command is None:
         top = _build_top_parser()  # only for help and errors: a command's own run never builds it
         if not argv:
             top.print_help()
@@ -205,21 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         top.parse_args(argv)  # prints help / errors for groups and unknown commands
         top.print_help()
         return 2
-    group, name, module_name, help_text = match
-    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
-        prog=f"halluflow {group} {name}",
-        description=getattr(module, "CLI_DESCRIPTION", None) or _help(help_text),
-        epilog=getattr(module, "CLI_EPILOG", None),
+        prog=f"halluflow {argv[0]} {command.name}",
+        description=text(command.description) or text(command.help),
+        epilog=text(command.epilog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    module.configure(parser)
+    command.configure(parser)
     args = parser.parse_args(argv[2:])
     configure_logging()
     try:
         with command_scope(_input_paths(parser, args)):
             _check_outputs(args)  # before any work: an --out that is an input or a device is refused up front
-            return int(module.run(args) or 0)
+            return int(command.run(args) or 0)
     except HalluflowError as exc:
         print(f"halluflow: error: {exc}", file=sys.stderr)
         return 1
@@ -262,7 +182,3 @@ def entry() -> None:
     except OSError:
         pass
     os._exit(code)
-
-
-if __name__ == "__main__":
-    entry()

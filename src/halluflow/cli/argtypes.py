@@ -1,7 +1,6 @@
-"""argparse value types shared by every command's options (the CLI's and each domain module's `configure()`).
+"""argparse value types and shared options of the commands' `configure()` (halluflow/cli/<group>.py).
 
-Core layer: domain modules import these without importing the CLI dispatcher (halluflow.cli), so the import graph
-points from the CLI down to the domain, never back up.
+Only the CLI parses arguments: the domain modules take plain values and check them with their own errors.
 """
 
 from __future__ import annotations
@@ -41,3 +40,17 @@ def fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:  # also false for nan
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
+
+
+def add_max_failed_argument(parser: argparse.ArgumentParser) -> None:
+    """--max-failed-fraction of every scorer (the limit halluflow.metrics.parsers.check_failed applies)."""
+    from ..metrics.parsers import DEFAULT_MAX_FAILED_FRACTION
+
+    parser.add_argument(
+        "--max-failed-fraction",
+        type=fraction,
+        default=DEFAULT_MAX_FAILED_FRACTION,
+        metavar="F",
+        help="refuse to score when more than this share of answers failed or are empty "
+        f"(default {DEFAULT_MAX_FAILED_FRACTION}; they are always excluded and counted as n_failed)",
+    )

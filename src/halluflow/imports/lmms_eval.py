@@ -14,17 +14,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import read_jsonl
-from . import answer_rows, default_model, write_answers
 
-CLI_DESCRIPTION = (
-    "Read lmms-eval's per-sample outputs (--log_samples JSONL) into halluflow answers JSONL, so halluflow's own "
-    "scorers (score pope with the export's pope_labels.jsonl, the release scorer) score any model lmms-eval ran. "
-    "The question id is read from the samples' per-sample metrics (query_id from a `release export` task, "
-    "question_id from lmms-eval's POPE task) or their doc."
-)
-CLI_EPILOG = """examples:
-  halluflow import lmms-eval logs/llava/*_samples_halluflow_demo_dist_*.jsonl --out answers.jsonl
-  halluflow score pope --answers answers.jsonl --labels exports/lmms_eval_tasks/halluflow_demo/pope_labels.jsonl"""
 
 ID_KEYS = ("query_id", "question_id")
 SAMPLES_NAME = re.compile(r"_samples_(?P<task>.+)\.jsonl$")
@@ -75,17 +65,3 @@ def read_samples(paths: list[str]) -> list[tuple[str, str, str, str]]:
                 raise InputError(f"{where}: no filtered_resps or resps (not an lmms-eval samples file?)")
             records.append((_question_id(record, where), _text(value, where), task, where))
     return records
-
-
-def configure(parser) -> None:
-    parser.add_argument("samples", nargs="+", help="lmms-eval samples files (<date>_samples_<task>.jsonl)")
-    parser.add_argument("--out", required=True, help="halluflow answers JSONL to write")
-    parser.add_argument("--model", help="model name for the answers (default: the samples' folder name)")
-
-
-def run(args) -> int:
-    rows, duplicates = answer_rows(
-        read_samples(args.samples), args.model or default_model(args.samples[0]), "lmms-eval"
-    )
-    write_answers(args.out, rows, duplicates, "lmms-eval", args.samples)
-    return 0

@@ -15,16 +15,6 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import decode_utf8, read_bytes
-from . import answer_rows, default_model, write_answers
-
-CLI_DESCRIPTION = (
-    "Read VLMEvalKit's prediction file (<model>_<dataset>.xlsx, or .tsv with PRED_FORMAT=tsv) into halluflow "
-    "answers JSONL, so halluflow's scorers score any model VLMEvalKit ran. Ids: the query_id column of a "
-    "`release export --format vlmevalkit` dataset, else VLMEvalKit's index. xlsx needs openpyxl."
-)
-CLI_EPILOG = """examples:
-  halluflow import vlmevalkit outputs/llava/llava_halluflow_demo_POPE.xlsx --out answers.jsonl
-  halluflow score pope --answers answers.jsonl --labels exports/vlmevalkit/pope_labels.jsonl --parser vlmevalkit"""
 
 
 def _cell(value) -> str:
@@ -78,16 +68,3 @@ def read_predictions(path: str) -> list[tuple[str, str, str, str]]:
             raise InputError(f"{path}: row {i} has no {key}")
         records.append((row[key], row.get("prediction") or "", dataset, f"{path}: row {i}"))
     return records
-
-
-def configure(parser) -> None:
-    parser.add_argument("predictions", help="VLMEvalKit prediction file (.xlsx or .tsv)")
-    parser.add_argument("--out", required=True, help="halluflow answers JSONL to write")
-    parser.add_argument("--model", help="model name for the answers (default: the file's folder name)")
-
-
-def run(args) -> int:
-    records = read_predictions(args.predictions)
-    rows, duplicates = answer_rows(records, args.model or default_model(args.predictions), "vlmevalkit")
-    write_answers(args.out, rows, duplicates, "vlmevalkit", [args.predictions])
-    return 0

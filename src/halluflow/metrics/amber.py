@@ -18,7 +18,6 @@ rules. Two steps of the original depend on downloadable data:
 
 from __future__ import annotations
 
-import argparse
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,22 +30,12 @@ from ..errors import InputError
 from ..io import read_json, read_text
 from ..progress import progress
 from .formats import read_amber_annotations
-from .parsers import add_max_failed_argument, check_failed, failed_mask, parse_answers
+from .parsers import failed_mask, parse_answers
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-CLI_DESCRIPTION = "AMBER generative (CHAIR, Cover, Hal, Cog) and discriminative (Acc, P, R, F1) scores, in percent."
-CLI_EPILOG = """examples:
-  halluflow score amber --responses responses.json --annotations ../shared/data/amber/data
-  halluflow score amber --responses r.json --annotations DIR --dimension d --out amber.json
-  halluflow score amber --responses r.json --annotations DIR --dimension g --similarity glove
-  halluflow score amber --responses r.json --annotations DIR --nouns rules   # same numbers on every machine
-responses: JSON array [{"id": <1-based AMBER id>, "response": "..."}] (optional "status": ok / failed; a failed or
-empty response is left out and counted as n_failed); DIR holds annotations.json, relation.json,
-safe_words.txt (and metrics.txt, whose initial counters are used when present).
-dimensions: all (a), g = generative, d = all discriminative, de = existence, da = attribute, dr = relation."""
 
 # AMBER's metrics.txt: every *_num counter starts at 0.001 so empty sections divide safely.
 DEFAULT_START = 0.001
@@ -580,49 +569,3 @@ def amber_scores(
     out["similarity"] = matcher.name
     out["n_failed"] = n_failed
     return (out, disc, gen_rows) if with_rows else out
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--responses", required=True, help='JSON array [{"id", "response"}]')
-    parser.add_argument(
-        "--annotations", required=True, help="folder with annotations.json, relation.json, safe_words.txt"
-    )
-    parser.add_argument("--dimension", default="all", choices=sorted(DIMENSIONS), help="which sections (default all)")
-    parser.add_argument(
-        "--similarity",
-        default="exact",
-        help="near-synonym matcher: exact (default) or an embedder backend (glove, minilm)",
-    )
-    parser.add_argument("--similarity-threshold", type=float, default=0.8, help="cosine threshold (AMBER: 0.8)")
-    parser.add_argument(
-        "--nouns",
-        default="auto",
-        choices=("auto", "nltk", "rules"),
-        help="generative noun step: nltk = AMBER's (needs nltk + punkt/tagger/WordNet data), rules = "
-        "offline rules, auto (default) = nltk when its data is installed",
-    )
-    add_max_failed_argument(parser)
-    parser.add_argument("--out", help="also write the JSON to this file")
-
-
-def run(args: argparse.Namespace) -> int:
-    from ..forked import Forked
-    from .pope import emit
-
-    # A helper process reads the annotation folder (CPython's JSON parsing and our checks) while this one loads
-    # polars and reads the responses. Errors are those of load_amber then load_responses, in that order.
-    with Forked(read_amber_folder, args.annotations) as folder:
-        try:
-            responses = load_responses(args.responses, None)  # ids checked from 1 up; the upper end below
-        except InputError:
-            responses = None
-        data = AmberData(*folder.result())  # a bad annotation folder is reported first
-    if responses is None or responses["id"].max() > data.n:
-        # read again with AMBER's id count: raises the response file's error, naming AMBER's id range
-        responses = load_responses(args.responses, data.n)
-    matcher = make_matcher(args.similarity, args.similarity_threshold)
-    scores = amber_scores(responses, data, args.dimension, matcher, nouns=args.nouns)
-    # refused before anything is printed or written
-    check_failed(scores["n_failed"], responses.height, args.max_failed_fraction, f"score amber {args.responses}")
-    emit(scores, args.out)
-    return 0

@@ -10,7 +10,6 @@ here (`halluflow docs metrics`), and a test checks that the committed file equal
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from dataclasses import dataclass
@@ -1481,35 +1480,3 @@ def markdown(catalogue: Catalogue = CATALOGUE) -> str:
 
 
 # ---- CLI: halluflow docs metrics -------------------------------------------------------------------------------
-
-CLI_DESCRIPTION = "Write the metric catalogue as Markdown (docs/metrics.md) or check that a file equals it."
-CLI_EPILOG = """examples:
-  halluflow docs metrics --out docs/metrics.md
-  halluflow docs metrics --check docs/metrics.md   # exit 1 when the file is out of date"""
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--out", help="write the Markdown here (default: print it)")
-    group.add_argument("--check", help="exit 1 unless this file equals the generated Markdown")
-
-
-def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ..io import write_text
-
-    text = markdown()
-    if args.check:
-        path = Path(args.check)
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != text:
-            raise InputError(
-                f"{path}: out of date with the metric catalogue (run `halluflow docs metrics --out {path}`)"
-            )
-        return 0
-    if args.out:
-        write_text(args.out, text)
-    else:
-        print(text, end="")
-    return 0

@@ -11,7 +11,6 @@ data/chair_rules.json; see resources/README.md), so scoring needs nothing beside
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -20,17 +19,9 @@ import polars as pl
 
 from ..errors import InputError
 from ..io import read_jsonl, read_text
-from .parsers import add_max_failed_argument, check_failed
 from .singular import singularize, singularize_cached
 from .treebank import token_frame
 
-CLI_DESCRIPTION = "CHAIR_s / CHAIR_i of captions against per-image COCO objects (LisaAnne/Hallucination rules)."
-CLI_EPILOG = """examples:
-  halluflow score chair --captions captions.jsonl --truth truth.jsonl
-  halluflow score chair --captions c.jsonl --truth t.jsonl --synonyms path/to/synonyms.txt --out chair.json
-  halluflow score chair --captions c.jsonl --truth t.jsonl --fix-synonym-spaces --per-caption rows.parquet
-captions: JSONL {"image_id", "caption"}; truth: JSONL {"image_id", "objects": [COCO categories or synonyms]}.
---synonyms: CHAIR's synonyms.txt format; default: the list shipped with halluflow (derived from CHAIR's)."""
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SYNONYMS_TSV = DATA_DIR / "chair_synonyms.tsv"
@@ -279,35 +270,3 @@ def load_truth(path, synonyms: dict[str, str]) -> dict[str, list[str]]:
             raise InputError(f"{path}: image_id {key!r} appears more than once")
         truth[key] = normalise_truth(objs, synonyms)
     return truth
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--captions", required=True, help='JSONL of {"image_id", "caption"}')
-    parser.add_argument("--truth", required=True, help='JSONL of {"image_id", "objects": [...]}')
-    parser.add_argument(
-        "--synonyms", help="a synonyms.txt in CHAIR's format (default: the list shipped with halluflow)"
-    )
-    parser.add_argument(
-        "--fix-synonym-spaces",
-        action="store_true",
-        help="count ' motor bike' / ' cheesecake' (the original never matches them)",
-    )
-    parser.add_argument("--per-caption", help="write per-caption rows (mentions, hallucinated objects) to this parquet")
-    add_max_failed_argument(parser)
-    parser.add_argument("--out", help="also write the JSON to this file")
-
-
-def run(args: argparse.Namespace) -> int:
-    from ..io import write_parquet
-    from .pope import emit
-
-    synonyms = load_synonyms(args.synonyms, fix_spaces=args.fix_synonym_spaces)
-    captions = load_captions(args.captions)
-    check_failed(
-        int(captions["failed"].sum()), captions.height, args.max_failed_fraction, f"score chair {args.captions}"
-    )
-    metrics, rows = score_captions(captions, load_truth(args.truth, synonyms), synonyms)
-    if args.per_caption:
-        write_parquet(args.per_caption, rows)
-    emit(metrics, args.out)
-    return 0

@@ -11,7 +11,6 @@ polars and numpy are imported inside the functions so `halluflow score pope --he
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,6 @@ from .parsers import (
     NO,
     PARSERS,
     YES,
-    add_max_failed_argument,
     check_failed,
     failed_mask,
     is_peer,
@@ -31,26 +29,6 @@ from .parsers import (
 if TYPE_CHECKING:
     import polars as pl
 
-CLI_DESCRIPTION = (
-    "POPE scores of yes/no answers against POPE label files. Answers are matched to labels by question_id.\n"
-    "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), amber (strict\n"
-    "'Yes'/'No'), lenient, unihall, affirm, opener, pope_lower (docs/failed-answers.md); peer parsers: lmms_eval\n"
-    "(lmms-eval's POPE task, its bugs included: yes_ratio counts ground truth, unparsed answers left out of\n"
-    "recall), vlmevalkit (VLMEvalKit's YOrN_Extraction and POPE rating, no judge model) and pope_official\n"
-    '(evaluate.py, "" read as yes). Undefined ratios (0/0) are null (0 under lmms_eval and vlmevalkit, as they\n'
-    "print).\n"
-    "A failed record (status failed, or no answer) is never scored: excluded and counted as n_failed. Under\n"
-    "halluflow's parsers a blank answer (empty, whitespace or control characters only) is failed too; a peer\n"
-    "parser scores it as its peer does. An answer read as neither yes nor no counts as wrong and as n_unknown\n"
-    "(docs/failed-answers.md). The output's parser_mode says which rule applied."
-)
-CLI_EPILOG = """examples:
-  halluflow score pope --answers answers.jsonl --labels ../shared/data/pope-rucaibox/coco/coco_pope_popular.json
-  halluflow score pope --answers llava.jsonl --labels gqa_pope_seem_random.json --parser vlmevalkit --out m.json
-  halluflow score pope --answers a.jsonl --labels l.json --positive no     # 'no' as the positive class (AMBER)
-answers: JSONL {"question_id", "answer"} or {"question_id", "text"} (one of the two per file), optional "status"
-(ok / failed); labels: JSONL or a JSON array of {"question_id", "image", "text", "label"} (POPE's COCO /
-A-OKVQA / GQA files)."""
 
 METRIC_KEYS = ("accuracy", "precision", "recall", "f1", "yes_ratio")
 COUNT_KEYS = ("n", "n_failed", "n_unknown", "tp", "fp", "tn", "fn", "pred_yes", "pred_no", "truth_yes", "truth_no")
@@ -267,37 +245,3 @@ def score_files(
     out = pope_metrics(joined["answer"], joined["truth"], parser=parser, positive=positive, status=joined["status"])
     check_failed(out["n_failed"], joined.height, max_failed_fraction, f"score pope {answers_path}")
     return out
-
-
-# ---------------------------------------------------------------- CLI
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--answers", required=True, help="JSONL of {question_id, answer|text[, status]}")
-    parser.add_argument("--labels", required=True, help="POPE label file (JSONL or JSON array)")
-    parser.add_argument("--parser", default="pope", choices=sorted(PARSERS), help="yes/no parser (default: pope)")
-    parser.add_argument("--positive", default=YES, choices=[YES, NO], help="positive class (default: yes)")
-    add_max_failed_argument(parser)
-    parser.add_argument("--out", help="also write the JSON to this file")
-
-
-def emit(result: dict, out: str | None) -> None:
-    """Print the JSON result; with --out also write it atomically."""
-    from ..io import dumps_json, write_text
-
-    text = dumps_json(result)
-    if out:
-        write_text(out, text)
-    print(text, end="")
-
-
-def run(args: argparse.Namespace) -> int:
-    emit(
-        score_files(
-            args.answers,
-            args.labels,
-            parser=args.parser,
-            positive=args.positive,
-            max_failed_fraction=args.max_failed_fraction,
-        ),
-        args.out,
-    )
-    return 0

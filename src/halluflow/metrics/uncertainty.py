@@ -28,21 +28,9 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, read_json, read_parquet, write_json
+from ..io import read_json, read_parquet, write_json
 from .parsers import failed_mask
 
-CLI_DESCRIPTION = (
-    "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
-    "comparisons between models on the queries they share, from the score stage's "
-    "scores/<model>/answers.parquet tables (refused, in one line, when the tables answer different queries: other "
-    "query ids, or a shared id with another truth or image sha256, as answers of another release do); or (--metrics) the mean and 95% interval of metrics over "
-    "repeated releases of one model (bounded metrics: a logit-scale interval inside their range). A difference "
-    "is 'significant' when its interval excludes 0."
-)
-CLI_EPILOG = """examples:
-  halluflow score compare --scores results/ode-demo/scores/*/answers.parquet
-  halluflow score compare --scores a.parquet b.parquet --resamples 5000 --seed 1 --out compare.json
-  halluflow score compare --metrics results/rel-s*/metrics/tiny-smolvlm.json"""
 
 # Outcome categories of a judged yes/no answer (positive = "yes", as POPE).
 TP, FP, TN, FN = 0, 1, 2, 3
@@ -416,45 +404,3 @@ def resample_count(text: str | int) -> int:
     if not value.is_integer() or not 1 <= value <= MAX_RESAMPLES:
         raise InputError(f"--resamples {text}: expected a whole number from 1 to {MAX_RESAMPLES}")
     return int(value)
-
-
-def configure(parser) -> None:
-    src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scores", nargs="+", help="scores/<model>/answers.parquet tables (one per model)")
-    src.add_argument("--metrics", nargs="+", help="metrics/<model>.json of one model from several releases")
-    parser.add_argument(
-        "--resamples",
-        default="2000",
-        help=f"bootstrap resamples, 1..{MAX_RESAMPLES} (default 2000)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--out", help="also write the JSON here")
-
-
-def run(args) -> int:
-    resamples = resample_count(args.resamples)
-    if not 0 < args.confidence < 1:
-        raise InputError(f"--confidence {args.confidence}: expected a number between 0 and 1")
-    alpha = 1 - args.confidence
-    if args.metrics:
-        docs = load_releases(args.metrics)
-        result = {
-            "confidence": args.confidence,
-            "model": docs[0]["model"],
-            "releases": args.metrics,
-            "metrics": repeated_releases(docs, alpha, sources=list(args.metrics)),
-        }
-    else:
-        tables = {}
-        for p in map(Path, args.scores):
-            table = read_parquet(p)
-            name = _model_name(p, table)
-            if name in tables:
-                raise InputError(f"--scores {p}: model {name!r} given twice")
-            tables[name] = table
-        result = compare_models(tables, n_resamples=resamples, seed=args.seed, alpha=alpha)
-    if args.out:
-        write_json(args.out, result)
-    print(dumps_json(result))
-    return 0

@@ -66,19 +66,6 @@ LABELS = ("yes", "no", "unsure")
 CSV_COLUMNS = ("query_id", "image_id", "query_type", "distribution", "question", "truth", "label")
 SECTION = "## Label audit"
 
-CLI_DESCRIPTION = (
-    "Audit the stated truth of every yes/no item of a release. Without --labels: a second detector and the CAOS "
-    "VLM-oracle ensemble re-judge every item (disagreements flagged per item and counted per query type x "
-    "distribution), and a stratified sample sized for --margin at --confidence is written as one self-contained "
-    "HTML page (annotate.html) whose 'save CSV' button downloads the annotator's labels. With --labels: the "
-    "label-error rate of that CSV, with Wilson intervals per query type and overall, is written into the "
-    "release's DATACARD.md and manifest.json (re-hashed: `release verify` still passes)."
-)
-CLI_EPILOG = """examples:
-  halluflow release audit results/ode-demo/release                 # -> results/ode-demo/audit/
-  halluflow release audit results/ode-demo/release --labels ~/Downloads/labels-ode-demo.csv
-  halluflow release audit REL --detector IDEA-Research/grounding-dino-base --oracle qwen2-vl --margin 0.03"""
-
 
 # ---- statistics ---------------------------------------------------------------------------------------------------
 
@@ -877,74 +864,6 @@ def run_workflow(
             seed=seed,
             max_side=max_side,
         )
-
-
-def configure(parser) -> None:
-    from ..argtypes import fraction, positive_int
-
-    parser.add_argument("release", help="release folder (holds manifest.json)")
-    parser.add_argument("--out", help="audit folder (default: results/<release>/audit beside the release folder)")
-    parser.add_argument(
-        "--labels", help="the CSV the annotation page saved: report its label-error rates and record them"
-    )
-    parser.add_argument(
-        "--config",
-        help="workflow config: its models: (the oracle), caos.oracle.vote and audit: settings (default: ./config.yaml "
-        "when present; options below override its audit: section)",
-    )
-    parser.add_argument(
-        "--detector",
-        help="second detector: hub id or folder (default: a tiny random OWLv2 stand-in, allowed only when the "
-        "release's own detector was a stand-in); 'none' skips it",
-    )
-    parser.add_argument("--detector-backend", help="detector backend (default transformers)")
-    parser.add_argument(
-        "--detector-threshold", type=fraction, help="score for 'present' (default: the release's exclusion threshold)"
-    )
-    parser.add_argument(
-        "--oracle",
-        action="append",
-        help="oracle member from the config's models: (repeat; default: caos.oracle.members, else every model that "
-        "looks at images); 'none' skips the oracle",
-    )
-    parser.add_argument("--margin", type=fraction, help="half-width of each query type's rate (default 0.025)")
-    parser.add_argument("--confidence", type=fraction, help="confidence level (default 0.95)")
-    parser.add_argument("--expected-rate", type=fraction, help="expected error rate p of the sample size (default 0.5)")
-    parser.add_argument("--seed", type=int, help="sample seed (default: the release's seed)")
-    parser.add_argument("--max-side", type=positive_int, default=512, help="largest image side in the page (px)")
-
-
-def run(args) -> int:
-    release_dir = Path(args.release)
-    out_dir = Path(args.out) if args.out else default_out(release_dir)
-    if args.labels:
-        record = apply_labels(release_dir, out_dir, args.labels)
-        lab = record["labels"]
-        print(f"label audit of {release_dir}: {lab['labelled']} labelled, {lab['unsure']} unsure")
-        for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
-            interval = r["interval"] or [None, None]
-            print(
-                f"  {name}: {r['errors']}/{r['labelled']} errors, rate {_pct(r['error_rate'])} "
-                f"[{_pct(interval[0])}, {_pct(interval[1])}]"
-            )
-        print(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
-        return 0
-    from ..config import load_config
-
-    config_path = args.config or ("config.yaml" if Path("config.yaml").is_file() else None)
-    config = load_config(config_path) if config_path else {}
-    overrides = {
-        "detector": args.detector,
-        "detector_backend": args.detector_backend,
-        "detector_threshold": args.detector_threshold,
-        "oracle": [] if args.oracle == ["none"] else args.oracle,
-        "margin": args.margin,
-        "confidence": args.confidence,
-        "expected_rate": args.expected_rate,
-    }
-    summary = run_workflow(release_dir, out_dir, config, overrides, seed=args.seed, max_side=args.max_side)
-    print_summary(summary, out_dir)
-    return 0
 
 
 def print_summary(summary: dict, out_dir: Path) -> None:

@@ -25,23 +25,13 @@ import numpy as np
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, open_rgb, parquet_columns, read_parquet, sha256_file, write_json, write_parquet
+from ..io import open_rgb, parquet_columns, read_parquet, sha256_file, write_json, write_parquet
 from ..progress import get_logger, progress
 
 DEFAULT_THRESHOLD = 0.95
 STANDIN_THRESHOLD = 0.9999
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 log = get_logger(__name__)
-
-CLI_DESCRIPTION = (
-    "Embed a release's images and a reference folder of real images; report the Fréchet distance, "
-    "each release image's nearest reference image, near-duplicates flagged as possible "
-    "contamination, and a 2-D projection plot. Without --model a tiny random DINOv2 stand-in is "
-    "used (it only detects identical images) and every output says stand_in: true."
-)
-CLI_EPILOG = """examples:
-  halluflow release contamination results/ode-demo/release --reference /data/coco/val2017 --out contamination/
-  halluflow release contamination REL --reference REF --model facebook/dinov2-small --threshold 0.9 --out out/"""
 
 
 def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
@@ -266,53 +256,3 @@ def check_contamination(
             threshold,
         )
     return result
-
-
-def configure(parser) -> None:
-    parser.add_argument("release", help="release folder (images/ + queries.parquet)")
-    parser.add_argument("--reference", required=True, help="folder of real reference images (searched recursively)")
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument(
-        "--contaminated",
-        help="folder of real images in the models' training data: adds ODE's three-way view "
-        "(synthetic vs contaminated vs clean reference)",
-    )
-    parser.add_argument(
-        "--model",
-        help="image embedder: hub id or local folder (CLIP, SigLIP, DINOv2); default: a tiny random DINOv2 stand-in",
-    )
-    parser.add_argument("--revision", help="model revision (pin it for a reproducible check)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default auto)")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=None,
-        help="cosine similarity at or above which an image is flagged "
-        "(default 0.95; 0.9999 with the stand-in embedder)",
-    )
-
-
-def run(args) -> int:
-    import tempfile
-
-    from ..models.registry import create
-    from ..models.standins import build_standin
-
-    with tempfile.TemporaryDirectory(prefix="halluflow-dinov2-") as tmp:
-        model = args.model
-        if not model:
-            model = str(build_standin("dinov2", Path(tmp) / "tiny-dinov2", seed=0))
-        embedder = create(
-            "image_embedder",
-            {"backend": "transformers", "model": model, "revision": args.revision, "device": args.device},
-        )
-        result = check_contamination(
-            args.release,
-            args.reference,
-            args.out,
-            embedder,
-            threshold=args.threshold,
-            contaminated_dir=args.contaminated,
-        )
-    print(dumps_json({k: v for k, v in result.items() if k != "flagged"}))
-    return 0

@@ -26,7 +26,6 @@ import polars as pl
 from ..errors import InputError
 from ..io import (
     atomic_path,
-    dumps_json,
     link_or_copy,
     owned_folder,
     read_bytes,
@@ -73,20 +72,6 @@ CITATION = [
     "```",
     "",
 ]
-
-CLI_DESCRIPTION = (
-    "Write a release as training data (llava, sharegpt, dpo; each with LLaMA-Factory's dataset_info.json), as an "
-    "lmms-eval task folder (one subtask per distribution and per query kind, grouped under the release) or as a "
-    "VLMEvalKit Y/N dataset (TSV + dataset class). Every export holds only truths known by construction and a "
-    "DATACARD.md naming its source release (and the model whose answers made the DPO pairs); lmms-eval and "
-    "VLMEvalKit exports also write pope_labels.jsonl, so `halluflow import` + `score pope` score their outputs."
-)
-CLI_EPILOG = """examples:
-  halluflow release export results/ode-demo/release --format llava --out exports/llava
-  halluflow release export results/ode-demo/release --format dpo \\
-      --answers results/ode-demo/scores/tiny-smolvlm/answers.parquet --out exports/dpo
-  halluflow release export results/ode-demo/release --format lmms-eval --out exports/lmms_eval_tasks
-  halluflow release export results/ode-demo/release --format vlmevalkit --out exports/vlmevalkit"""
 
 
 # ---------------------------------------------------------------------------------------------- release folder
@@ -725,19 +710,3 @@ def _write_export(
         ]
     write_text(card_dir / "DATACARD.md", _export_card(fmt, release_dir, manifest, n, answers and str(answers), use))
     return {"format": fmt, "records": n, "out": str(out), **extra}
-
-
-def configure(parser) -> None:
-    parser.add_argument("release", help="release folder (holds queries.parquet, images/ and manifest.json)")
-    parser.add_argument("--format", required=True, choices=FORMATS, help="what to write")
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--answers", help="dpo: a model's scores/<model>/answers.parquet (parsed + hallucinated)")
-    parser.add_argument(
-        "--task", help="name of the lmms-eval task / VLMEvalKit or LLaMA-Factory dataset (default halluflow_<release>)"
-    )
-
-
-def run(args) -> int:
-    result = export_release(args.release, args.format, args.out, answers=args.answers, task=args.task)
-    print(dumps_json(result))
-    return 0

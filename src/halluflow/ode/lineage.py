@@ -19,21 +19,11 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
-from ..io import dumps_json, read_json, read_parquet, write_json, write_text
+from ..io import read_json, read_parquet
 
 MANIFEST = "manifest.json"
 MAX_ANCESTORS = 1000  # a cycle of parent links (a manifest naming itself) stops here with an error
 PARENT_KEY = "config key 'ode.lineage.parent'"
-
-CLI_DESCRIPTION = (
-    "Compare two release folders: concept pairs and concepts added and removed per distribution, "
-    "graph edges changed (when each release's graph/ folder sits beside it, as the workflow writes "
-    "it), query counts, the query ids both use and how many of them name different content, images with the same "
-    "bytes, and whether B descends from A. Prints a table; --out writes the JSON."
-)
-CLI_EPILOG = """examples:
-  halluflow release diff results/ode-2026-10/release results/ode-2026-11/release
-  halluflow release diff A/release B/release --out diff.json --markdown diff.md"""
 
 
 def pair_key(a: str, b: str) -> str:
@@ -329,26 +319,6 @@ def diff_markdown(d: dict) -> str:
             )
         )
     return "\n".join(lines) + "\n"
-
-
-def configure(parser) -> None:
-    parser.add_argument("a", help="the earlier release folder")
-    parser.add_argument("b", help="the later release folder")
-    parser.add_argument("--out", help="write the full diff (with the pair lists) as JSON here")
-    parser.add_argument("--markdown", help="write the table as Markdown here")
-
-
-def run(args) -> int:
-    d = diff_releases(args.a, args.b)
-    if args.out:
-        write_json(args.out, d)
-    table = diff_markdown(d)
-    if args.markdown:
-        write_text(args.markdown, table)
-    print(table, end="")
-    if not args.out:
-        print(dumps_json({k: v for k, v in d.items() if k != "pairs"}))
-    return 0
 
 
 def lineage_record(

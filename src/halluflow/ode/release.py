@@ -48,15 +48,6 @@ PACKAGES = (
     "snakemake",
 )
 
-CLI_DESCRIPTION = (
-    "Check a release folder against its manifest.json: every listed file must exist with its sha256 "
-    "and no unlisted file may be present. Exit 0 when it verifies; otherwise exit 1 and print one "
-    "line per problem, naming the file."
-)
-CLI_EPILOG = """examples:
-  halluflow release verify results/ode-demo/release
-  halluflow release verify /data/ode-2026-11/release && echo verified"""
-
 
 def package_versions(names=PACKAGES) -> dict[str, str | None]:
     out = {}
@@ -570,18 +561,3 @@ def verify_release(release_dir: str | Path) -> list[str]:
             kind = not_regular(path)
             problems.append(f"{rel}: not listed in manifest" + (f" ({kind})" if kind else ""))
     return problems
-
-
-def configure(parser) -> None:
-    parser.add_argument("dir", help="release folder (holds manifest.json)")
-
-
-def run(args) -> int:
-    problems = verify_release(args.dir)
-    for p in problems:
-        print(p)
-    if problems:
-        return 1
-    n = len(read_json(Path(args.dir) / MANIFEST)["files"])
-    print(f"ok: {n} files match {Path(args.dir) / MANIFEST}")
-    return 0

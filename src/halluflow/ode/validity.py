@@ -34,18 +34,6 @@ from ..metrics.catalogue import CATALOGUE
 from ..metrics.parsers import PARSERS, failed_mask, parse_answers
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 
-CLI_DESCRIPTION = (
-    "Validity of an ODE release against a static real-image set (ODE's Fig. 7): for the models both runs answered, "
-    "one metric of the existence questions on the concepts the release and the real set share, on each side, and "
-    "their difference; across models Spearman's rho and Kendall's tau-b of the two columns with seeded bootstrap "
-    "intervals (undefined with fewer than 3 models). ODE is a result folder of a run on the release "
-    "(scores/<model>/answers.parquet, metrics/<model>.json), REAL one of a run whose answer.source is POPE or AMBER "
-    "(answers/<model>/*.parquet, metrics/<model>.json); --labels is that source's file."
-)
-CLI_EPILOG = """examples:
-  halluflow release validity results/ode-demo results/pope-demo --labels coco_pope_popular.json
-  halluflow release validity results/ode-demo results/amber-run --labels query_all.json \\
-      --annotations amber/data/annotations.json --metric f1 --out validity.json"""
 
 METRICS = ("accuracy", "precision", "recall", "f1")
 # Existence questions of an ODE release: plain and counterfactual object questions (no attribute, no count).
@@ -442,41 +430,6 @@ def table(doc: dict) -> str:
     if doc["stand_in"]:
         lines.append("(stand-in) = a tiny random stand-in model: its answers are noise, and so is its row")
     return "\n".join(lines)
-
-
-def configure(parser) -> None:
-    parser.add_argument("ode", help="result folder of the run on the ODE release (results/<release>)")
-    parser.add_argument("real", help="result folder of the run on the static real-image set (POPE or AMBER source)")
-    parser.add_argument("--labels", required=True, help="that set's file: POPE label file, or AMBER query file")
-    parser.add_argument("--annotations", help="AMBER annotations.json (the truth; AMBER only)")
-    parser.add_argument("--release", help="the release folder when not ODE/release (a run on answer.source.path)")
-    parser.add_argument("--metric", default="accuracy", choices=METRICS, help="POPE metric compared (default accuracy)")
-    parser.add_argument("--parser", choices=sorted(PARSERS), help="real side's parser (default: the one its run used)")
-    parser.add_argument("--resamples", default="1000", help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
-    parser.add_argument("--out", help="also write the JSON here")
-
-
-def run(args) -> int:
-    from ..metrics.uncertainty import resample_count
-
-    doc = validity(
-        args.ode,
-        args.real,
-        args.labels,
-        annotations=args.annotations,
-        release=args.release,
-        metric=args.metric,
-        parser=args.parser,
-        n_resamples=resample_count(args.resamples),
-        seed=args.seed,
-        confidence=args.confidence,
-    )
-    if args.out:
-        write_json(args.out, doc)
-    print(table(doc))
-    return 0
 
 
 def run_workflow(ode: str | Path, section: dict, out: str, *, seed: int = 0, release: str | None = None) -> dict:

@@ -291,26 +291,3 @@ def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> Non
         extra_css=CSS,
     )
     write_text(out, html)
-
-
-CLI_DESCRIPTION = (
-    "Render one paper's standalone page (ODE, CAOS, CEDI or SAMF layout) from paper-section JSON files: {paper, "
-    "section, title, caption (models, judges, sizes), stand_ins [...], tables [{id, title, columns, rows, metrics "
-    "[catalogue keys], note?}], figures [{id, title, file (PNG beside the JSON), caption, metrics}]}. A bad shape, a "
-    "missing figure or an unknown catalogue key is refused in one line naming the file and the key."
-)
-CLI_EPILOG = """examples:
-  halluflow report paper caos results/caos/caos/paper/*.json --out results/caos/report/paper_caos.html
-  snakemake paper_caos --configfile configs/caos.yaml   # the same page, its sections computed first"""
-
-
-def configure(parser) -> None:
-    parser.add_argument("paper", choices=sorted(PAPERS), help="which paper's page")
-    parser.add_argument("sections", nargs="+", help="paper-section JSON files (figures beside them)")
-    parser.add_argument("--out", required=True, help="HTML file to write")
-
-
-def run(args) -> int:
-    render_paper(args.paper, args.sections, args.out)
-    print(args.out)
-    return 0

@@ -16,9 +16,9 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..io import read_jsonl
-from ..metrics.parsers import add_max_failed_argument, check_failed, is_failed, reader
+from ..metrics.parsers import is_failed, reader
 from .judges import EmbedderSimilarity, as_judge, parse_score, parse_true_false, parse_verdict  # noqa: F401 (re-exported)
-from .schema import group_of, load_instances, negative_answers, truth_answers
+from .schema import group_of, negative_answers, truth_answers
 
 # tau1: similarity of the response to a NEGATIVE answer that already counts as hallucination (high: near-copy);
 # tau3: token F1 to a truth answer that counts as correct; tau2: semantic similarity to a truth answer.
@@ -613,70 +613,3 @@ def read_answers(path, known: set[str]) -> dict[str, str | None]:
             raise InputError(f"{path}: instance {iid} answered twice")
         out[iid] = text
     return out
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-CLI_DESCRIPTION = (
-    "Generic Hallucination Rate (UniHall/SAMF paper, eq. 22-23) and its risk-weighted form (eq. 31) of answers to UniHall "
-    "instances; optionally BHR (rule verifier) and the LLM-judged SHR/GHS."
-)
-CLI_EPILOG = """examples:
-  halluflow score ghr --instances unihall.json --answers answers.jsonl
-  halluflow score ghr --instances unihall.json --answers answers.jsonl --metrics ghr,bhr --tau3 0.6
-  halluflow score ghr --instances unihall.json --answers answers.jsonl --similarity trigram --out ghr.json
-
-The JSON names the models that scored it under "judges" (Sim_NLP's embedder: backend, model id, revision)."""
-
-
-def configure(parser) -> None:
-    parser.add_argument("--instances", required=True, help="UniHall instances: a JSON array (Appendix B.1 schema)")
-    parser.add_argument("--answers", required=True, help='JSONL lines {"instance_id", "answer"}')
-    for key, value in TAU_DEFAULTS.items():
-        parser.add_argument(f"--{key}", type=float, default=value, help=f"GHR threshold {key} (default {value})")
-    parser.add_argument(
-        "--similarity",
-        default="minilm",
-        choices=["minilm", "glove", "trigram"],
-        help="Sim_NLP for free-form answers: an embedder (minilm, loaded only when needed) or trigram "
-        "(character 3-gram cosine, model-free)",
-    )
-    parser.add_argument(
-        "--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)"
-    )
-    parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
-    add_max_failed_argument(parser)
-    parser.add_argument("--out", help="also write the JSON to this file")
-
-
-def run(args) -> int:
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    bad = [m for m in metrics if m not in ("ghr", "bhr", "shr", "ghs")]
-    if bad:
-        raise InputError(f"--metrics: unknown metric {bad[0]!r}; known: ghr, bhr, shr, ghs")
-    if "ghr" not in metrics:
-        metrics.insert(0, "ghr")
-    instances = load_instances(args.instances)
-    answers = read_answers(args.answers, {i["instance_id"] for i in instances})
-    check_failed(  # an instance with no answer line counts against the limit too (it was not scored)
-        sum(a is None for a in answers.values()),
-        len(instances),
-        args.max_failed_fraction,
-        f"score ghr {args.answers}",
-        n_missing=len(instances) - len(answers),
-    )
-    similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
-    scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
-    rows = score_rows(instances, answers, scorer, metrics)
-    out = summarize(rows, metrics)
-    out["n_instances"] = len(instances)
-    out["n_missing"] = len(instances) - len(rows)
-    out["thresholds"] = {"tau1": args.tau1, "tau2": args.tau2, "tau3": args.tau3}
-    out["similarity"] = args.similarity
-    # What scored these numbers (Sim_NLP named with its model; the rule judge and verifier need no model).
-    out["judges"] = MetricSuite(scorer, tuple(metrics)).describe()
-    if args.per_item:
-        out["items"] = rows
-    from ..metrics.pope import emit
-
-    emit(out, args.out)
-    return 0

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageFont, ImageOps
 
 from ..errors import InputError
-from ..io import dumps_json, open_rgb, safe_join, sha256_file, stable_hash, write_bytes
+from ..io import open_rgb, safe_join, sha256_file, stable_hash, write_bytes
 from .schema import negative_answers, truth_answers
 
 MAX_PROMPT_CHARS = 80_000  # C.6: stop applying text operators once the prompt reaches this length
@@ -667,29 +667,3 @@ def mutate_instance(
         )
     out["mutation_inf"] = info
     return out
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-CLI_DESCRIPTION = (
-    "List the SAMF mutation operators (UniHall/SAMF paper, Appendix C.1) with modality and difficulty tag."
-)
-CLI_EPILOG = """examples:
-  halluflow fuzz operators
-  halluflow fuzz operators --json"""
-
-
-def configure(parser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
-
-
-def run(args) -> int:
-    rows = [
-        {"name": op.name, "modality": op.modality, "difficulty": op.difficulty, "description": op.description}
-        for op in OPERATORS.values()
-    ]
-    if args.json:
-        print(dumps_json(rows), end="")
-    else:
-        for r in rows:
-            print(f"{r['name']:<26} {r['modality']:<6} {r['difficulty']:<8} {r['description']}")
-    return 0

@@ -1,0 +1,5 @@
+"""`python -m halluflow.cli ...`: the same as the `halluflow` console script."""
+
+from . import entry
+
+entry()
