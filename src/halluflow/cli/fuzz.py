@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from .command import Command
 
@@ -68,35 +67,19 @@ def _configure_mutate(parser) -> None:
 
 
 def _run_mutate(args) -> int:
-    from halluflow.errors import InputError
-    from halluflow.io import dumps_json, read_json
-    from halluflow.samf.operators import mutate_instance
-    from halluflow.samf.schema import load_instances, validate_instance
+    from halluflow.io import dumps_json
+    from halluflow.samf.mutate import mutate_file
 
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InputError(f"--out {args.out}: is a file; give a folder (fuzzed images go to OUT/fuzzed/)")
-    path = Path(args.instance)
-    data = read_json(path)
-    if isinstance(data, list):
-        items = load_instances(path)
-        if args.id is None and len(items) != 1:
-            raise InputError(f"{path}: holds {len(items)} instances; pick one with --id")
-        matches = [i for i in items if args.id is None or i["instance_id"] == args.id]
-        if not matches:
-            raise InputError(f"{path}: no instance {args.id}")
-        instance = matches[0]
-    else:
-        instance = validate_instance(data)
-    from PIL import Image
-
-    distractors = []
-    for d in args.distractors:
-        if not Path(d).exists():
-            raise InputError(f"--distractors: {d} not found")
-        with Image.open(d) as im:
-            distractors.append(im.convert("RGB"))
-    images_root = Path(args.images) if args.images else path.parent
-    out = mutate_instance(instance, [(args.op, args.level)], args.seed, images_root, args.out, distractors)
+    out = mutate_file(
+        args.instance,
+        args.op,
+        args.level,
+        args.seed,
+        args.out,
+        instance_id=args.id,
+        images=args.images,
+        distractors=args.distractors,
+    )
     print(dumps_json(out), end="")
     return 0
 
@@ -151,33 +134,18 @@ def _risk_arg(text: str):
 
 
 def _run_export(args) -> int:
-    from halluflow.errors import InputError
-    from halluflow.samf.convert import from_amber, from_ode_queries, from_pope, from_table
+    from halluflow.samf.convert import convert_items
     from halluflow.samf.schema import write_instances
 
-    if args.source == "ode":
-        import polars as pl
-
-        path = Path(args.input)
-        if not path.exists():
-            raise InputError(f"--input {path}: file not found")
-        try:
-            table = pl.read_parquet(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(
-                f"--input {path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})"
-            ) from None
-        items = from_ode_queries(
-            table.to_dicts(), args.release or path.parent.name, risk_level=args.risk, limit=args.limit, seed=args.seed
-        )
-    elif args.source == "table":
-        items = from_table(args.input, args.risk, args.limit, args.seed)
-    elif args.source == "pope":
-        items = from_pope(args.input, args.risk, args.limit, args.seed)
-    else:
-        if not args.queries:
-            raise InputError("--queries: AMBER needs its query file besides annotations.json")
-        items = from_amber(args.input, args.queries, args.risk, args.limit, args.seed)
+    items = convert_items(
+        args.source,
+        args.input,
+        queries=args.queries,
+        release=args.release,
+        risk=args.risk,
+        limit=args.limit,
+        seed=args.seed,
+    )
     write_instances(args.out, items)
     print(f"{len(items)} UniHall instances -> {args.out}")
     return 0

@@ -314,3 +314,37 @@ def from_table(path: str | Path, risk_level="taxonomy", limit: int | None = None
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
     return out
+
+
+def convert_items(
+    source: str,
+    input_path: str,
+    *,
+    queries: str | None = None,
+    release: str | None = None,
+    risk: int | str = "taxonomy",
+    limit: int | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """UniHall instances of one input (what `halluflow fuzz export` writes): `source` is ode (queries.parquet;
+    `release` names it, default its folder), pope (a label file), amber (annotations.json + `queries`) or table."""
+    if source == "ode":
+        import polars as pl
+
+        path = Path(input_path)
+        if not path.exists():
+            raise InputError(f"--input {path}: file not found")
+        try:
+            table = pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(
+                f"--input {path}: not a readable parquet file ({str(exc).splitlines()[0][:120]})"
+            ) from None
+        return from_ode_queries(table.to_dicts(), release or path.parent.name, risk_level=risk, limit=limit, seed=seed)
+    if source == "table":
+        return from_table(input_path, risk, limit, seed)
+    if source == "pope":
+        return from_pope(input_path, risk, limit, seed)
+    if not queries:
+        raise InputError("--queries: AMBER needs its query file besides annotations.json")
+    return from_amber(input_path, queries, risk, limit, seed)
