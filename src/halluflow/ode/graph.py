@@ -15,10 +15,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from ..config_types import OdeGraph, OdeGraphSource
 from ..errors import InputError
 from ..io import atomic_path, read_json, read_parquet, read_text, write_parquet, write_text
 from ..resources import resource_path
@@ -356,23 +357,25 @@ def _edge_frame(weights: Counter) -> pl.DataFrame:
     )
 
 
-def hallu_graph(source: dict, weighting: str = "images") -> pl.DataFrame:
+def hallu_graph(source: Mapping[str, Any] | OdeGraphSource, weighting: str = "images") -> pl.DataFrame:
     """G_H from a source block: AMBER's `hallu` lists, or the seed's hallu_edges.tsv; empty for other formats."""
-    fmt = source.get("format", "seed")
+    source = OdeGraphSource.from_dict(source)
+    fmt = source.format
     if fmt == "amber":
-        return build_hallu_edges(read_amber(source["path"]), weighting)
+        return build_hallu_edges(read_amber(source.path), weighting)
     if fmt == "seed":
-        path = Path(source.get("path") or DEFAULT_SEED_DIR) / "hallu_edges.tsv"
+        path = Path(source.path or DEFAULT_SEED_DIR) / "hallu_edges.tsv"
         if path.exists():
             return _read_edge_tsv(path, directed=True)
     return pl.DataFrame(schema=HALLU_SCHEMA)
 
 
-def hallu_graph_from_config(graph: dict) -> pl.DataFrame:
+def hallu_graph_from_config(graph: Mapping[str, Any] | OdeGraph) -> pl.DataFrame:
     """G_H of every source of an `ode.graph` block, weights added up."""
+    graph = OdeGraph.from_dict(graph)
     weights: Counter[tuple[str, str]] = Counter()
-    for src in [graph.get("source") or {"format": "seed"}, *(graph.get("extra_sources") or [])]:
-        df = hallu_graph(dict(src), graph.get("weighting", "images"))
+    for src in (graph.source, *graph.extra_sources):
+        df = hallu_graph(src, graph.weighting)
         weights.update({(s, t): int(w) for s, t, w in df.iter_rows()})
     return _edge_frame(weights)
 
@@ -453,11 +456,13 @@ def read_seed(seed_dir: str | Path, environments: set[str] | None = None) -> tup
 
 
 def build_graph(
-    source: dict, environments_path: str | Path | None = None, weighting: str = "images"
+    source: Mapping[str, Any] | OdeGraphSource, environments_path: str | Path | None = None, weighting: str = "images"
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Build node/edge tables from a graph `source` config block ({format, path, ...})."""
-    fmt = source.get("format", "seed")
-    path = source.get("path")
+    """Build node/edge tables from a graph `source` config block ({format, path, ...}; a partial block gets the
+    schema's defaults)."""
+    source = OdeGraphSource.from_dict(source)
+    fmt = source.format
+    path = source.path
     environments = load_environment_vocabulary(environments_path)
     if fmt == "seed":
         # The seed keeps its own node types unless a vocabulary is named explicitly.
@@ -465,18 +470,13 @@ def build_graph(
     if not path:
         raise InputError(f"graph source format {fmt!r} needs 'path'")
     if fmt == "amber":
-        ann = read_amber(path, source.get("attribute_queries"))
+        ann = read_amber(path, source.attribute_queries)
     elif fmt == "coco":
         ann = read_coco(path)
     elif fmt == "visual_genome":
-        ann = read_visual_genome(path, source.get("attributes"))
+        ann = read_visual_genome(path, source.attributes)
     elif fmt == "table":
-        ann = read_table(
-            path,
-            source.get("image_column", "image_id"),
-            source.get("object_column", "object"),
-            source.get("separator", ";"),
-        )
+        ann = read_table(path, source.image_column, source.object_column, source.separator)
     else:
         raise InputError(f"unknown graph source format {fmt!r}; known: {', '.join(FORMATS)}")
     return build_tables(ann, environments, weighting)
@@ -527,12 +527,11 @@ def merge_graphs(graphs: list[tuple[pl.DataFrame, pl.DataFrame]]) -> tuple[pl.Da
     )
 
 
-def build_graph_from_config(graph: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_graph_from_config(graph: Mapping[str, Any] | OdeGraph) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The `ode.graph` config block: `source` plus any `extra_sources`, merged."""
-    sources = [graph.get("source") or {"format": "seed"}, *(graph.get("extra_sources") or [])]
-    return merge_graphs(
-        [build_graph(dict(src), graph.get("environments"), graph.get("weighting", "images")) for src in sources]
-    )
+    graph = OdeGraph.from_dict(graph)
+    sources = (graph.source, *graph.extra_sources)
+    return merge_graphs([build_graph(src, graph.environments, graph.weighting) for src in sources])
 
 
 def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:

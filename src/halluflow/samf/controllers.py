@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..config_types import SamfController
 from ..errors import InputError
 from ..io import stable_hash
 from ..progress import progress
@@ -390,33 +391,31 @@ class HillClimbController:
         return TrainResult(group, "hill_climb", best, r_best_full, history, [], len(train), counted.evaluations)
 
 
-def policy_space(cfg: dict) -> PolicySpace:
+def policy_space(cfg: Mapping[str, Any] | SamfController) -> PolicySpace:
     """The admissible policies of a `samf.controller` config block (operator-count ranges)."""
-    return PolicySpace(
-        text_range=tuple(cfg.get("text_ops_range", (0, 5))),
-        image_range=tuple(cfg.get("image_ops_range", (0, 5))),
-    )
+    cfg = SamfController.from_dict(cfg)
+    return PolicySpace(text_range=cfg.text_ops_range, image_range=cfg.image_ops_range)
 
 
-def make_controller(cfg: dict, seed: int):
-    """Build the controller named in the `samf.controller` config block."""
-    method = cfg.get("method", "ucb")
+def make_controller(cfg: Mapping[str, Any] | SamfController, seed: int):
+    """Build the controller named in the `samf.controller` config block (a partial block gets the schema's
+    defaults)."""
+    cfg = SamfController.from_dict(cfg)
+    method = cfg.method
     space = policy_space(cfg)
     if method == "hill_climb":
-        return HillClimbController(
-            batch_size=cfg.get("batch_size", 4), steps=cfg.get("steps", 16), seed=seed, space=space
-        )
+        return HillClimbController(batch_size=cfg.batch_size, steps=cfg.steps, seed=seed, space=space)
     if method not in ("ucb", "epsilon_greedy"):
         raise InputError(f"samf.controller.method {method!r}; known: ucb, epsilon_greedy, hill_climb")
     return BanditController(
         strategy=method,
-        pool_size=cfg.get("pool_size", 1024),
-        c=cfg.get("c", 1.0),
-        epsilon=cfg.get("epsilon", 0.1),
-        n_init=cfg.get("n_init", 1),
-        batch_size=cfg.get("batch_size", 4),
-        steps=cfg.get("steps", 16),
-        top_k=cfg.get("top_k", 3),
+        pool_size=cfg.pool_size,
+        c=cfg.c,
+        epsilon=cfg.epsilon,
+        n_init=cfg.n_init,
+        batch_size=cfg.batch_size,
+        steps=cfg.steps,
+        top_k=cfg.top_k,
         seed=seed,
         space=space,
     )
