@@ -15,7 +15,6 @@ from pathlib import Path
 from ..errors import InputError
 from ..io import read_jsonl
 
-
 ID_KEYS = ("query_id", "question_id")
 SAMPLES_NAME = re.compile(r"_samples_(?P<task>.+)\.jsonl$")
 

@@ -22,7 +22,6 @@ from ..io import read_jsonl, read_text
 from .singular import singularize, singularize_cached
 from .treebank import token_frame
 
-
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SYNONYMS_TSV = DATA_DIR / "chair_synonyms.tsv"
 RULES_JSON = DATA_DIR / "chair_rules.json"

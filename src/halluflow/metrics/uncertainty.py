@@ -31,7 +31,6 @@ from ..errors import InputError
 from ..io import read_json, read_parquet, write_json
 from .parsers import failed_mask
 
-
 # Outcome categories of a judged yes/no answer (positive = "yes", as POPE).
 TP, FP, TN, FN = 0, 1, 2, 3
 
@@ -404,3 +403,30 @@ def resample_count(text: str | int) -> int:
     if not value.is_integer() or not 1 <= value <= MAX_RESAMPLES:
         raise InputError(f"--resamples {text}: expected a whole number from 1 to {MAX_RESAMPLES}")
     return int(value)
+
+
+def compare_files(
+    *, scores: list[str] | None, metrics: list[str] | None, resamples: str, seed: int, confidence: float
+) -> dict:
+    """`halluflow score compare`: paired bootstrap comparisons of the models of `scores` (answers.parquet tables,
+    one per model), or the intervals of one model's `metrics` JSON files over repeated releases."""
+    n_resamples = resample_count(resamples)
+    if not 0 < confidence < 1:
+        raise InputError(f"--confidence {confidence}: expected a number between 0 and 1")
+    alpha = 1 - confidence
+    if metrics:
+        docs = load_releases(metrics)
+        return {
+            "confidence": confidence,
+            "model": docs[0]["model"],
+            "releases": metrics,
+            "metrics": repeated_releases(docs, alpha, sources=list(metrics)),
+        }
+    tables = {}
+    for p in map(Path, scores or ()):
+        table = read_parquet(p)
+        name = _model_name(p, table)
+        if name in tables:
+            raise InputError(f"--scores {p}: model {name!r} given twice")
+        tables[name] = table
+    return compare_models(tables, n_resamples=n_resamples, seed=seed, alpha=alpha)

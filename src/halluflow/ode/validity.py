@@ -34,7 +34,6 @@ from ..metrics.catalogue import CATALOGUE
 from ..metrics.parsers import PARSERS, failed_mask, parse_answers
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 
-
 METRICS = ("accuracy", "precision", "recall", "f1")
 # Existence questions of an ODE release: plain and counterfactual object questions (no attribute, no count).
 EXISTENCE_TYPES = ("existence", "counterfactual")

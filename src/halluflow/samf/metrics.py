@@ -613,3 +613,50 @@ def read_answers(path, known: set[str]) -> dict[str, str | None]:
             raise InputError(f"{path}: instance {iid} answered twice")
         out[iid] = text
     return out
+
+
+def score_ghr_files(
+    instances_path: str,
+    answers_path: str,
+    *,
+    metrics: str,
+    tau1: float,
+    tau2: float,
+    tau3: float,
+    similarity: str,
+    per_item: bool,
+    max_failed_fraction: float | None,
+) -> dict:
+    """`halluflow score ghr`: GHR (and the other `metrics`, a comma list of ghr,bhr,shr,ghs) of the answers of one
+    JSONL file to the UniHall instances of another; `similarity` is an embedder backend or 'trigram'."""
+    from ..metrics.parsers import check_failed
+    from .schema import load_instances
+
+    names = [m.strip() for m in metrics.split(",") if m.strip()]
+    bad = [m for m in names if m not in ("ghr", "bhr", "shr", "ghs")]
+    if bad:
+        raise InputError(f"--metrics: unknown metric {bad[0]!r}; known: ghr, bhr, shr, ghs")
+    if "ghr" not in names:
+        names.insert(0, "ghr")
+    instances = load_instances(instances_path)
+    answers = read_answers(answers_path, {i["instance_id"] for i in instances})
+    check_failed(  # an instance with no answer line counts against the limit too (it was not scored)
+        sum(a is None for a in answers.values()),
+        len(instances),
+        max_failed_fraction,
+        f"score ghr {answers_path}",
+        n_missing=len(instances) - len(answers),
+    )
+    sim = similarity_from_config("trigram" if similarity == "trigram" else {"backend": similarity})
+    scorer = GHRScorer(tau1=tau1, tau2=tau2, tau3=tau3, similarity=sim)
+    rows = score_rows(instances, answers, scorer, names)
+    out = summarize(rows, names)
+    out["n_instances"] = len(instances)
+    out["n_missing"] = len(instances) - len(rows)
+    out["thresholds"] = {"tau1": tau1, "tau2": tau2, "tau3": tau3}
+    out["similarity"] = similarity
+    # What scored these numbers (Sim_NLP named with its model; the rule judge and verifier need no model).
+    out["judges"] = MetricSuite(scorer, tuple(names)).describe()
+    if per_item:
+        out["items"] = rows
+    return out
