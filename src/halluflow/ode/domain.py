@@ -14,15 +14,17 @@ Environment nodes that co-occur with a kept entity stay (a car still needs a roa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from ..config_types import OdeDomain
 from ..errors import ConfigError, InputError
 from ..resources import resource_path
 
 COCO_SUPERCATEGORIES = resource_path("vocab/coco_supercategories.tsv")
-KEYS = {"concepts", "categories", "category_table", "neighbourhood_of", "hops", "keep_environments"}
 
 
 def derive_category_table(source: str | Path, target: str | Path) -> int:
@@ -64,38 +66,38 @@ def _neighbourhood(edges: pl.DataFrame, seeds: set[str], hops: int) -> set[str]:
     return seen
 
 
-def domain_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) -> set[str] | None:
+def domain_nodes(
+    nodes: pl.DataFrame, edges: pl.DataFrame, spec: Mapping[str, Any] | OdeDomain | None
+) -> set[str] | None:
     """The node names a domain keeps (None = no domain: the whole graph)."""
     if not spec:
         return None
-    unknown = set(spec) - KEYS
-    if unknown:
-        raise ConfigError(f"config key 'ode.domain': unknown key(s) {sorted(unknown)}; known: {sorted(KEYS)}")
+    spec = OdeDomain.from_dict(spec)  # unknown keys and wrong types name the key; absent keys: the schema's defaults
     names = set(nodes["node"].to_list())
     keep: set[str] = set()
-    for concept in spec.get("concepts") or []:
+    for concept in spec.concepts:
         if concept not in names:
             raise ConfigError(f"config key 'ode.domain.concepts': {concept!r} is not a node of the concept graph")
         keep.add(concept)
-    if spec.get("categories"):
-        table = read_category_table(spec.get("category_table", "coco"))
-        for category in spec["categories"]:
+    if spec.categories:
+        table = read_category_table(spec.category_table)
+        for category in spec.categories:
             if category not in table:
                 raise ConfigError(
                     f"config key 'ode.domain.categories': {category!r} not in the category table "
                     f"(known: {', '.join(sorted(table))})"
                 )
             keep |= table[category] & names
-    if spec.get("neighbourhood_of"):
-        seeds = set(spec["neighbourhood_of"])
+    if spec.neighbourhood_of:
+        seeds = set(spec.neighbourhood_of)
         missing = seeds - names
         if missing:
             raise ConfigError(f"config key 'ode.domain.neighbourhood_of': {sorted(missing)} not in the concept graph")
-        hops = int(spec.get("hops", 1))
+        hops = spec.hops
         if hops < 0:
             raise ConfigError(f"config key 'ode.domain.hops': {hops} is negative")
         keep |= _neighbourhood(edges, seeds, hops)
-    if spec.get("keep_environments", True) and "type" in nodes.columns:
+    if spec.keep_environments and "type" in nodes.columns:
         environments = set(nodes.filter(pl.col("type") == "environment")["node"].to_list())
         linked = _neighbourhood(edges, keep - environments, 1) & environments
         keep |= linked
@@ -110,7 +112,9 @@ def domain_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) ->
     return keep
 
 
-def restrict_graph(nodes: pl.DataFrame, edges: pl.DataFrame, spec: dict | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def restrict_graph(
+    nodes: pl.DataFrame, edges: pl.DataFrame, spec: Mapping[str, Any] | OdeDomain | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Nodes and edges of the domain's induced sub-graph (unchanged without a domain)."""
     keep = domain_nodes(nodes, edges, spec)
     if keep is None:

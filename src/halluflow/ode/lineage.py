@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..config_types import Ode
 from ..errors import InputError
 from ..io import read_json, read_parquet
 
@@ -338,13 +339,13 @@ def lineage_record(
     from .domain import restrict_graph
     from .queries import check_query_ids, release_identity
 
-    ode = config.get("ode") or {}
-    excluded = bool(ancestors) and (ode.get("lineage") or {}).get("exclude_ancestor_pairs", True)
+    ode = Ode.from_dict(config.get("ode") or {})
+    excluded = bool(ancestors) and ode.lineage.exclude_ancestor_pairs
     used = {p for a in ancestors for p in a["pairs"]} if excluded else set()
     drift = None
     if graph is not None:
-        nodes, edges = restrict_graph(*graph, ode.get("domain"))
-        band = float((ode.get("sampling") or {}).get("standard_band", 4.0))
+        nodes, edges = restrict_graph(*graph, ode.domain)
+        band = float(ode.sampling.standard_band)
         drift = standard_drift(scenes, nodes, edges, standard_band=band, used_before=used)
     addressed = check_query_ids(queries, name, seed)
     ids = {

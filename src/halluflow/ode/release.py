@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..config_types import Ode
 from ..errors import InputError
 from ..io import (
     building_folder,
@@ -283,7 +284,7 @@ def _truths_not_checked(
 
     if not detections or not all("vocabulary" in d.columns for d in detections):
         return None
-    threshold = ((config.get("ode") or {}).get("filter") or {}).get("exclusion_threshold", 0.6)
+    threshold = Ode.from_dict(config.get("ode") or {}).filter.exclusion_threshold
     bad = unverified_truths(queries, accepted_detections(accepted, images, detections), threshold)
     return {"no_object_questions": no_object_questions(queries).height, "not_checked": bad.height}
 
