@@ -4,7 +4,7 @@
 
 rule caos_score:
     input:
-        unpack(get_caos_truth_input),  # the ODE release + graph, or a coco source's instances
+        unpack(get_caos_truth_input),  # the ODE release (manifest) + graph nodes, or a coco source's annotations
         answers=get_model_answers,
         metrics=[rules.score.output.metrics],  # POPE-F1 / CHAIR shown beside CAOS (a list: the job reads many)
         models=get_caos_model_inputs,
@@ -30,9 +30,10 @@ rule caos_score:
         oracle_members=oracle_members(config),
         # Only when the extractor uses the default `llm:`, so editing `llm:` does not rerun CAOS otherwise.
         llm=config["llm"] if method_llm(config, "caos", "extractor") is config["llm"] else None,
-        models_cache=MODELS_CACHE,
+        # the request cache: the oracle members share the answer stage's folders, a rerun asks nothing again
+        cache=REQUEST_CACHE,
     script:
-        "../scripts/caos_score.py"
+        "../scripts/rule.py"
 
 
 rule ode_diagnosis:
@@ -57,4 +58,4 @@ rule ode_diagnosis:
     params:
         diagnosis=config["diagnosis"],
     script:
-        "../scripts/caos_diagnosis.py"
+        "../scripts/rule.py"

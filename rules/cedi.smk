@@ -5,8 +5,8 @@
 rule cedi_examine:
     input:
         unpack(get_cedi_truth_input),  # cedi.source: the ODE release + concept graph, or a VG / COCO file
-        model=get_model_input,
-        llm=get_cedi_llm_input,
+        weights=get_model_input,
+        llm_weights=get_cedi_llm_input,
     output:
         transcripts=f"{OUT}/cedi/{{model}}/transcripts.parquet",
         truth=f"{OUT}/cedi/{{model}}/truth_graphs.json",
@@ -25,11 +25,10 @@ rule cedi_examine:
         gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),
     params:
         # Only what the CEDI jobs read, so editing another stage's config does not rerun them.
-        config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
-        model=get_model_spec,
-        models_cache=MODELS_CACHE,
+        **CEDI_PARAMS,
+        spec=get_model_spec,
     script:
-        "../scripts/cedi_examine.py"
+        "../scripts/rule.py"
 
 
 rule cedi_grade:
@@ -37,7 +36,7 @@ rule cedi_grade:
         unpack(get_cedi_vocabulary_input),  # the concept graph (cedi.source ode) or nothing
         transcripts=rules.cedi_examine.output.transcripts,
         truth=rules.cedi_examine.output.truth,
-        llm=get_cedi_llm_input,
+        llm_weights=get_cedi_llm_input,
     output:
         grades=f"{OUT}/cedi/{{model}}/grades.json",
         per_turn=f"{OUT}/cedi/{{model}}/per_turn.parquet",
@@ -54,9 +53,9 @@ rule cedi_grade:
     resources:
         mem_mb=retry_mem(2000),
     params:
-        config={"seed": config["seed"], "cedi": config["cedi"], "llm": config["llm"]},
+        **CEDI_PARAMS,
     script:
-        "../scripts/cedi_grade.py"
+        "../scripts/rule.py"
 
 
 rule cedi_comparison:
@@ -78,4 +77,4 @@ rule cedi_comparison:
     params:
         models=method_models(config, "cedi"),
     script:
-        "../scripts/cedi_comparison.py"
+        "../scripts/rule.py"

@@ -185,11 +185,17 @@ def get_model_answers(wildcards):
 
 
 # ---- CAOS / diagnosis / CEDI / SAMF ----
+# The run's request cache root: a `models:` entry's folder is the answer stage's, REQUEST_CACHE/<name>, an LLM block's
+# REQUEST_CACHE/llm-<model> (halluflow.models.model.cache_folder), so the CAOS oracle, CEDI's evaluatee and LLM and
+# SAMF's judges read back what any job of the run asked before.
+REQUEST_CACHE = f"{OUT}/cache"
+
+
 def get_caos_truth_input(wildcards):
     # ode: the release's queries and graph nodes (its vocabulary); coco: the instances file alone, so no ODE stage
     # enters the DAG
     if BENCHMARK.caption_truth:
-        return {"source": SOURCE["annotations"]}
+        return {"annotations": SOURCE["annotations"]}
     return {"release": rules.package_release.output.manifest, "nodes": rules.build_graph.output.nodes}
 
 
@@ -220,10 +226,33 @@ def get_cedi_vocabulary_input(wildcards):
     return {"nodes": rules.build_graph.output.nodes} if config["cedi"].get("source", "ode") == "ode" else {}
 
 
+# What the CEDI jobs read, so editing another stage's config does not rerun them: the section, the top-level `llm:`
+# (cedi.llm null), the seed and the request cache.
+CEDI_PARAMS = {"cedi": config["cedi"], "llm": config["llm"], "seed": config["seed"], "cache": REQUEST_CACHE}
+
+
 def get_samf_source_input(wildcards):
     if config["samf"]["source"]["format"] == "ode":
-        return [rules.package_release.output.manifest]  # written last: the queries and images are complete
-    return [config["samf"]["source"]["path"]]
+        return {"release": rules.package_release.output.manifest}  # written last: the queries and images are complete
+    return {"unihall": config["samf"]["source"]["path"]}
+
+
+def get_samf_job_input(wildcards):
+    """What every SAMF evaluation job reads: the instances and split, the model's and judges' files, the release (an
+    ODE source's images) and the concept graph's nodes when the evaluatee or the visual judge reads the graph."""
+    inputs = {
+        "instances": rules.samf_instances.output.instances,
+        "split": rules.samf_instances.output.split,
+        "weights": get_model_input(wildcards),
+        "judge_weights": get_samf_judge_input(wildcards),
+    }
+    if config["samf"]["source"]["format"] == "ode":
+        inputs["release"] = rules.package_release.output.manifest
+    judge = samf_judge_specs(config).get("vlm")
+    readers = [MODELS[wildcards.model]] + ([judge] if judge else [])
+    if any(resolve(spec, MODELS_CACHE, config["gpu"]).reads_graph for spec in readers):
+        inputs["nodes"] = rules.build_graph.output.nodes
+    return inputs
 
 
 def get_samf_judge_input(wildcards):
@@ -245,6 +274,19 @@ def get_samf_trained(wildcards):
 
 # samf_train / samf_fuzzed_eval run once per controller of samf.controllers, all on the same instances and split.
 SAMF_CONTROLLER_PATTERN = "|".join(SAMF_CONTROLLERS)
+# What every SAMF evaluation job (standard, train, fuzzed, dynamic) reads besides its files, and what it loads.
+SAMF_JOB_PARAMS = {
+    "samf": config["samf"],
+    "spec": get_model_spec,
+    "judges": samf_judge_specs(config),
+    "seed": config["seed"],
+    "cache": REQUEST_CACHE,
+}
+SAMF_JOB_RESOURCES = {
+    "mem_mb": retry_mem(4000),
+    "gpu": on_gpu(*judge_models(samf_judge_specs(config))),
+    "api_calls": get_api_calls,
+}
 
 
 def get_samf_fuzzed(wildcards):
@@ -260,10 +302,10 @@ def get_samf_agreement_input(wildcards):
 
 
 def samf_agreement_params(config):
-    # Table 4 over the metrics the run scores; the chance row is seeded by the run's seed.
+    # Table 4 over the metrics the run scores; the chance row is seeded by the run's seed. The labels file is an
+    # input (get_samf_agreement_input).
     section = config["samf"].get("agreement") or {}
     return {
-        "labels": section.get("labels"),
         "thresholds": section.get("thresholds") or {},
         "metrics": list(config["samf"]["metrics"]),
         "seed": config["seed"],

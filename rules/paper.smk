@@ -12,7 +12,7 @@ rule paper_ode:
         sections=get_finetune_section,  # ODE's fine-tuning section (rules/finetune.smk), [] when finetune is off
     output:
         page=f"{OUT}/report/paper_ode.html",
-        sections=directory(f"{OUT}/paper/ode"),
+        folder=directory(f"{OUT}/paper/ode"),
     log:
         f"{LOGS}/paper/ode.log",
     conda:
@@ -24,7 +24,7 @@ rule paper_ode:
         paper="ode",
         models=list(MODELS),
     script:
-        "../scripts/paper.py"
+        "../scripts/rule.py"
 
 
 rule paper_caos:
@@ -33,7 +33,7 @@ rule paper_caos:
         sections=[],
     output:
         page=f"{OUT}/report/paper_caos.html",
-        sections=directory(f"{OUT}/paper/caos"),
+        folder=directory(f"{OUT}/paper/caos"),
     log:
         f"{LOGS}/paper/caos.log",
     conda:
@@ -45,7 +45,7 @@ rule paper_caos:
         paper="caos",
         models=method_models(config, "caos"),
     script:
-        "../scripts/paper.py"
+        "../scripts/rule.py"
 
 
 rule paper_samf:
@@ -54,7 +54,7 @@ rule paper_samf:
         sections=[],
     output:
         page=f"{OUT}/report/paper_samf.html",
-        sections=directory(f"{OUT}/paper/samf"),
+        folder=directory(f"{OUT}/paper/samf"),
     log:
         f"{LOGS}/paper/samf.log",
     conda:
@@ -66,7 +66,7 @@ rule paper_samf:
         paper="samf",
         models=method_models(config, "samf"),
     script:
-        "../scripts/paper.py"
+        "../scripts/rule.py"
 
 
 rule paper_cedi:
@@ -74,7 +74,7 @@ rule paper_cedi:
         sections=[rules.cedi_comparison.output.section],  # CEDI's examiners x graders section (rules/cedi.smk)
     output:
         page=f"{OUT}/report/paper_cedi.html",
-        sections=directory(f"{OUT}/paper/cedi"),
+        folder=directory(f"{OUT}/paper/cedi"),
     log:
         f"{LOGS}/paper/cedi.log",
     conda:
@@ -85,4 +85,4 @@ rule paper_cedi:
     params:
         paper="cedi",
     script:
-        "../scripts/paper.py"
+        "../scripts/rule.py"

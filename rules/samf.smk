@@ -9,7 +9,7 @@
 
 checkpoint samf_instances:
     input:
-        source=get_samf_source_input,
+        unpack(get_samf_source_input),  # the ODE release (manifest) or the UniHall file
     output:
         instances=f"{OUT}/fuzz/instances.json",
         split=f"{OUT}/fuzz/split.parquet",
@@ -22,19 +22,15 @@ checkpoint samf_instances:
         mem_mb=retry_mem(1000),
     params:
         samf=config["samf"],
-        release_dir=ode_release_dir(),
-        release=RELEASE,
+        release_name=RELEASE,
         seed=config["seed"],
     script:
-        "../scripts/samf_instances.py"
+        "../scripts/rule.py"
 
 
 rule samf_standard_eval:
     input:
-        instances=rules.samf_instances.output.instances,
-        split=rules.samf_instances.output.split,
-        model=get_model_input,
-        judges=get_samf_judge_input,
+        unpack(get_samf_job_input),
     output:
         table=f"{OUT}/fuzz/{{model}}/standard.parquet",
     log:
@@ -47,27 +43,17 @@ rule samf_standard_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=retry_mem(4000),
+        **SAMF_JOB_RESOURCES,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
-        api_calls=get_api_calls,
     params:
-        samf=config["samf"],
-        model=get_model_spec,
-        release_dir=ode_release_dir(),
-        models_cache=MODELS_CACHE,
-        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        judges=samf_judge_specs(config),
+        **SAMF_JOB_PARAMS,
     script:
-        "../scripts/samf_standard_eval.py"
+        "../scripts/rule.py"
 
 
 rule samf_train:
     input:
-        instances=rules.samf_instances.output.instances,
-        split=rules.samf_instances.output.split,
-        model=get_model_input,
-        judges=get_samf_judge_input,
+        unpack(get_samf_job_input),
     output:
         policy=f"{OUT}/fuzz/{{model}}/{{controller}}/train/{{group}}.json",
     log:
@@ -82,33 +68,22 @@ rule samf_train:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=retry_mem(4000),
+        **SAMF_JOB_RESOURCES,
         runtime=lambda wildcards, attempt: 60 * attempt,
-        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
-        api_calls=get_api_calls,
     params:
-        samf=config["samf"],
-        model=get_model_spec,
-        release_dir=ode_release_dir(),
-        models_cache=MODELS_CACHE,
-        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        judges=samf_judge_specs(config),
-        seed=config["seed"],
+        **SAMF_JOB_PARAMS,
     script:
-        "../scripts/samf_train.py"
+        "../scripts/rule.py"
 
 
 rule samf_fuzzed_eval:
     input:
-        instances=rules.samf_instances.output.instances,
-        split=rules.samf_instances.output.split,
+        unpack(get_samf_job_input),
         trained=get_samf_trained,
-        model=get_model_input,
-        judges=get_samf_judge_input,
     output:
         policies=f"{OUT}/fuzz/{{model}}/{{controller}}/policies.json",
         table=f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed.parquet",
-        instances=f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed_instances.json",
+        fuzzed_instances=f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed_instances.json",
         images=directory(f"{OUT}/fuzz/{{model}}/{{controller}}/fuzzed"),
     log:
         f"{LOGS}/samf_fuzzed_eval/{{model}}/{{controller}}.log",
@@ -121,28 +96,17 @@ rule samf_fuzzed_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=retry_mem(4000),
+        **SAMF_JOB_RESOURCES,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
-        api_calls=get_api_calls,
     params:
-        samf=config["samf"],
-        model=get_model_spec,
-        release_dir=ode_release_dir(),
-        models_cache=MODELS_CACHE,
-        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        judges=samf_judge_specs(config),
-        seed=config["seed"],
+        **SAMF_JOB_PARAMS,
     script:
-        "../scripts/samf_fuzzed_eval.py"
+        "../scripts/rule.py"
 
 
 rule samf_dynamic_eval:
     input:
-        instances=rules.samf_instances.output.instances,
-        split=rules.samf_instances.output.split,
-        model=get_model_input,
-        judges=get_samf_judge_input,
+        unpack(get_samf_job_input),
     output:
         table=f"{OUT}/fuzz/{{model}}/dynamic.parquet",
         images=directory(f"{OUT}/fuzz/{{model}}/dynamic"),
@@ -156,20 +120,12 @@ rule samf_dynamic_eval:
         "../envs/samf.yaml"
     threads: 2
     resources:
-        mem_mb=retry_mem(4000),
+        **SAMF_JOB_RESOURCES,
         runtime=lambda wildcards, attempt: 30 * attempt,
-        gpu=on_gpu(*judge_models(samf_judge_specs(config))),
-        api_calls=get_api_calls,
     params:
-        samf=config["samf"],
-        model=get_model_spec,
-        release_dir=ode_release_dir(),
-        models_cache=MODELS_CACHE,
-        graph_dir=str(Path(rules.build_graph.output.nodes).parent),
-        judges=samf_judge_specs(config),
-        seed=config["seed"],
+        **SAMF_JOB_PARAMS,
     script:
-        "../scripts/samf_dynamic_eval.py"
+        "../scripts/rule.py"
 
 
 rule samf_compare:
@@ -192,7 +148,7 @@ rule samf_compare:
     resources:
         mem_mb=retry_mem(1000),
     params:
-        controllers=samf_controllers(config["samf"]),
+        controller_names=samf_controllers(config["samf"]),
         agreement=samf_agreement_params(config),
     script:
-        "../scripts/samf_compare.py"
+        "../scripts/rule.py"

@@ -22,7 +22,6 @@ from halluflow.caos.scores import (
     object_rows,
     object_statistics,
     oracle_yes_no,
-    run_workflow,
     score,
     score_release_answers,
     sequential,
@@ -31,6 +30,7 @@ from halluflow.caos.scores import (
 from halluflow.cli import main
 from halluflow.errors import ConfigError, InputError
 from halluflow.models import registry
+from halluflow.workflow.caos import caos_diagnosis, caos_score
 
 R2 = 1 / math.sqrt(2)
 # dog ⟂ cat ⟂ car; frisbee = dog + cat; person = dog + car.  cos(frisbee, dog) = 1/√2, cos(frisbee, person) = 1/2.
@@ -369,7 +369,6 @@ def test_metrics_side_by_side_reads_the_scoring_json():
 
 def test_run_workflow_writes_the_rule_outputs(tmp_path):
     from halluflow.io import write_json
-    from halluflow.ode.diagnosis import run_workflow as run_diagnosis_workflow
 
     queries, answers, nodes = _release_tables()
     release = tmp_path / "release"
@@ -395,16 +394,16 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
         "oracle": {"members": [], "vote": "majority", "tie": "absent", "question": "Is there a {obj}?"},
     }
     out = {k: str(tmp_path / "caos" / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
-    summary = run_workflow(
+    summary = caos_score(
         answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
-        release_dir=str(release),
+        release=str(release / "manifest.json"),
         nodes=str(tmp_path / "nodes.parquet"),
         metrics=[str(tmp_path / "metrics.json")],
-        cfg=cfg,
+        caos=cfg,
         model="m",
-        out_summary=out["json"],
-        out_objects=out["objects.parquet"],
-        out_captions=out["captions.parquet"],
+        summary=out["json"],
+        objects=out["objects.parquet"],
+        captions=out["captions.parquet"],
     )
     saved = json.loads(open(out["json"]).read())
     assert saved == json.loads(json.dumps(summary))
@@ -418,16 +417,16 @@ def test_run_workflow_writes_the_rule_outputs(tmp_path):
     assert set(g["caos_k_sweep"]) == {"1", "3"}
     assert pl.read_parquet(out["objects.parquet"])["stand_in"].all()
     d = {k: str(tmp_path / "diag" / f"m.{k}") for k in ("parquet", "png", "distributions.parquet")}
-    res = run_diagnosis_workflow(
+    res = caos_diagnosis(
         answers=[str(tmp_path / "000.parquet"), str(tmp_path / "001.parquet")],
-        release_dir=str(release),
+        release=str(release / "manifest.json"),
         captions=out["captions.parquet"],
         scores=[],
-        cfg={"linkage": "average", "metric": "euclidean", "clusters": 2, "min_events": 1, "max_rows": 10},
+        diagnosis={"linkage": "average", "metric": "euclidean", "clusters": 2, "min_events": 1, "max_rows": 10},
         model="m",
-        out_parquet=d["parquet"],
-        out_png=d["png"],
-        out_distributions=d["distributions.parquet"],
+        matrix=d["parquet"],
+        heatmap=d["png"],
+        distributions=d["distributions.parquet"],
     )
     # events: e-query q2 on dog (answered yes = correct) + generative q1 on dog and car (q3's empty caption failed)
     assert res["events"] == 3 and res["judged_from"] == "answers"
@@ -484,17 +483,17 @@ def test_run_workflow_llm_extractor_and_prior_oracle_ensemble(tmp_path):
         }
         members = [{"backend": "prior", "args": {"threshold": 0.1}}, {"backend": "prior", "args": {"threshold": 0.9}}]
         out = {k: str(tmp_path / f"m.{k}") for k in ("json", "objects.parquet", "captions.parquet")}
-        summary = run_workflow(
+        summary = caos_score(
             answers=[str(tmp_path / "000.parquet")],
-            release_dir=str(release),
+            release=str(release / "manifest.json"),
             nodes=str(graph / "nodes.parquet"),
             metrics=[],
-            cfg=cfg,
+            caos=cfg,
             model="m",
             oracle_members=members,
-            out_summary=out["json"],
-            out_objects=out["objects.parquet"],
-            out_captions=out["captions.parquet"],
+            summary=out["json"],
+            objects=out["objects.parquet"],
+            captions=out["captions.parquet"],
         )
     finally:
         registry.LLMS._targets.pop("scripted-caos", None)

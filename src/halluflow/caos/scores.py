@@ -45,9 +45,8 @@ import numpy as np
 
 from ..backends.base import VLM
 from ..errors import ConfigError, InputError
-from ..io import dumps_json, read_jsonl, read_parquet, write_text
+from ..io import dumps_json, read_jsonl, write_text
 from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
-from ..models import MODELS_CACHE
 from ..models.model import Model, vlm_request
 from ..progress import get_logger, progress
 from .extract import (
@@ -597,15 +596,6 @@ def rows_frame(rows: Sequence[dict], emb_names: Sequence[str], k: int = 3, ks: S
     return pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema, orient="row")
 
 
-def _backend_spec(spec: Mapping) -> dict:
-    """{backend, args} (the `models:` shape) or {backend, **kwargs} → the registry's {backend, **kwargs}."""
-    spec = dict(spec)
-    args = spec.pop("args", None) or {}
-    for meta in ("name", "stand_in"):
-        spec.pop(meta, None)
-    return {**spec, **args}
-
-
 # Where the scoring stage's metrics JSON holds the numbers CAOS shows beside its own (docs/data-contracts.md):
 # exact locations, never "the least nested key named f1" (that picked one distribution's existence slice).
 EXISTENCE_F1 = ("by_query_type", "existence", "pope", "f1")  # ODE: every existence question, all distributions
@@ -660,121 +650,6 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
             dotted = f"{block}.{key}"
             out[key], out["paths"][key] = _number(metrics[block].get(key), f"{where}: {dotted}"), dotted
     return out
-
-
-def run_workflow(
-    *,
-    answers: Sequence[str],
-    release_dir: str | None,
-    nodes: str | None,
-    metrics: Sequence[str],
-    cfg: Mapping,
-    model: str,
-    oracle_members: Sequence[Mapping] = (),
-    default_llm: Mapping | None = None,
-    models_cache: str = MODELS_CACHE,
-    out_summary: str,
-    out_objects: str,
-    out_captions: str,
-    source: Mapping | None = None,
-) -> dict:
-    """Rule caos_score: read the tables, build extractor / oracle / embedders from config, write the three outputs.
-
-    An ODE release brings the queries (truth = each scene's objects) and the graph nodes (the vocabulary); a coco
-    `source` (answer.source) brings one caption query per image, truth = its instances, and the vocabulary is built
-    like `halluflow score caos` builds it (truth + frequent objects + COCO/CHAIR synonyms), so both agree."""
-    import polars as pl
-
-    from ..io import read_json, write_json, write_parquet
-    from ..models import registry
-
-    answers_df = pl.concat([read_parquet(p) for p in answers], how="diagonal_relaxed") if answers else None
-    if answers_df is None:
-        raise InputError(f"model {model!r}: no answer shards")
-    if source is not None and source.get("kind") == "coco":
-        from ..sources import source_queries
-
-        queries, image_root = source_queries(dict(source))
-        nodes_df = None
-        frequent = resolve_frequent(cfg.get("frequent", "coco"))
-        truth_terms = {o for objs in queries["objects"].to_list() for o in objs or []}
-        vocab = build_vocabulary(
-            extra_terms=sorted(truth_terms | set(frequent)),
-            synonyms=bool(cfg["synonyms"]),
-            open_vocabulary=bool(cfg.get("open_vocabulary", True)),
-        )
-    else:
-        queries_path = Path(release_dir) / "queries.parquet"
-        if not queries_path.exists():
-            raise InputError(f"{queries_path}: release queries not found")
-        queries, image_root = read_parquet(queries_path), Path(release_dir)
-        nodes_df = read_parquet(nodes)
-        vocab = build_vocabulary(
-            graph_terms=sorted(nodes_df["node"].to_list()),
-            synonyms=bool(cfg["synonyms"]),
-            open_vocabulary=bool(cfg.get("open_vocabulary", True)),
-        )
-        frequent = resolve_frequent(cfg.get("frequent", "coco"), nodes_df)
-    llm = None
-    if cfg["extractor"] == "llm":
-        spec = cfg.get("llm") or default_llm
-        if not spec:
-            raise ConfigError(
-                "config key 'caos.llm': extractor 'llm' needs an llm spec (or a top-level `llm:` section)"
-            )
-        llm = Model.llm(_backend_spec(spec), method="caos extractor")
-    oracle, oracle_models = None, []
-    if oracle_members:
-        # Built like the answer stage builds a model under test (stand-in folders, the prior's graph), so a
-        # `models:` entry means the same backend in both roles.
-        members = []
-        for i, m in enumerate(oracle_members):
-            member = Model.under_test(
-                {"name": f"oracle-{i}", **m},
-                graph_dir=str(Path(nodes).parent) if nodes else None,
-                models_cache=models_cache,
-                method="caos oracle",
-            )
-            members.append((member.name, member))
-            oracle_models.append(member)
-        o = cfg["oracle"]
-        oracle = Oracle(members, rule=o["vote"], tie=o["tie"], question=o["question"])
-    embedders = {name: registry.create("embedder", {"backend": name}) for name in cfg["embedders"]}
-    summary, objects, captions = score_release_answers(
-        answers_df,
-        queries,
-        nodes_df,
-        release_dir=image_root,
-        extractor=ObjectExtractor(vocab, llm, negation=cfg.get("negation", "skip")),
-        embedders=embedders,
-        oracle=oracle,
-        k=int(cfg["k"]),
-        ks=sorted(set(cfg["k_sweep"])),
-        frequent=frequent,
-        ood_without_oracle=cfg.get("ood_without_oracle", "hallucinated"),
-    )
-    metrics_json = read_json(metrics[0]) if metrics else None
-    summary.update(
-        model=model,
-        metrics=metrics_side_by_side(metrics_json, str(metrics[0]) if metrics else None),
-        embedder_info={n: e.describe().as_dict() for n, e in embedders.items()},
-        extractor=cfg["extractor"],
-        llm=llm.describe().as_dict() if llm is not None else None,
-        # Each member's backend, model id, revision and stand_in (the spec's flag included): who judged what.
-        oracle={
-            "members": [{"name": m.name, **m.describe().as_dict()} for m in oracle_models],
-            "vote": oracle.rule,
-            "tie": oracle.tie,
-        }
-        if oracle
-        else None,
-        vocabulary_size=len(vocab),
-        frequent_source=str(cfg.get("frequent", "coco")),
-    )
-    write_parquet(out_objects, objects)
-    write_parquet(out_captions, captions)
-    write_json(out_summary, summary)
-    return summary
 
 
 # ---- CLI: halluflow score caos ------------------------------------------------------------------------------------
@@ -935,5 +810,4 @@ __all__ = [
     "run",
     "K_SWEEP",
     "metrics_side_by_side",
-    "run_workflow",
 ]

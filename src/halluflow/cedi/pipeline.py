@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
 from ..models import MODELS_CACHE
-from ..models.model import GenerateConfig, Model
+from ..models.model import GenerateConfig, Model, cache_folder
 from ..progress import get_logger
 from .comparison import compare_graders, graders_of
 from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
@@ -107,13 +107,15 @@ def ged_instances_of(settings: Mapping[str, Any]) -> tuple[str, str]:
     return "keep", f"auto: {source} truth has one node per object"
 
 
-def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool):
+def llm_of(config: Mapping[str, Any], settings: Mapping[str, Any], needed: bool, requests_cache=None):
+    """The examiner's / parser's LLM (cedi.llm, else the top-level `llm:`), asking through the request cache folder
+    of that block under `requests_cache` (None: no cache)."""
     if not needed:
         return None
     spec = settings.get("llm") or config.get("llm")
     if not spec:
         raise ConfigError("config key 'cedi.llm': an llm backend is needed for question_writer/parser 'llm'")
-    return Model.llm(spec, method="cedi")
+    return Model.llm(spec, method="cedi", cache=cache_folder(requests_cache, spec, role="llm"))
 
 
 def read_table(path: str | Path, columns: Sequence[str]):
@@ -354,9 +356,12 @@ def examine_model(
     vlm=None,
     models_cache: str | Path = MODELS_CACHE,
     accepted: str | Path | None = None,
+    requests_cache: str | Path | None = None,
 ) -> int:
     """Run every configured examiner and history mode for one model; returns the number of turns written.
-    release_dir / graph_dir / accepted are read only for `cedi.source: ode`."""
+    release_dir / graph_dir / accepted are read only for `cedi.source: ode`. `requests_cache`: the run's request
+    cache root (the evaluatee asks through its `models:` entry's folder, the answer stage's; the LLM through its
+    block's); None: no cache."""
     import polars as pl
 
     s = settings_of(config)
@@ -373,7 +378,7 @@ def examine_model(
         scenes = build_annotation_scenes(
             source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)), int(config.get("seed", 0)), vocab
         )
-    llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")))
+    llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")), requests_cache)
     vlm = (
         vlm
         if vlm is not None
@@ -383,6 +388,7 @@ def examine_model(
             models_cache=models_cache,
             config=GenerateConfig(max_new_tokens=int(s.get("max_new_tokens", 64))),
             method="cedi",
+            cache=cache_folder(requests_cache, model_spec),
         )
     )
     info = vlm.describe()
@@ -445,7 +451,10 @@ def grade_model(
     out_grades: str | Path,
     out_per_turn: str | Path,
     out_pred: str | Path,
+    requests_cache: str | Path | None = None,
 ) -> dict:
+    """Grade one model's transcripts against the truth graphs; `requests_cache` as for examine_model (the parser's
+    and VALOR extractor's LLM)."""
     import polars as pl
 
     from .grader import PER_TURN_SCHEMA, grade_transcripts
@@ -464,7 +473,7 @@ def grade_model(
     vocab_from_questions(turns, vocab)
     graders = graders_of(s)
     valor_llm = "valor" in graders and s.get("valor_extractor", "rule") == "llm"
-    llm = llm_of(config, s, s.get("parser", "rule") == "llm" or valor_llm)
+    llm = llm_of(config, s, s.get("parser", "rule") == "llm" or valor_llm, requests_cache)
     instances, why = ged_instances_of(s)
     grades, per_turn, preds = grade_transcripts(
         turns,

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..io import atomic_path, read_parquet, write_parquet
+from ..io import atomic_path, write_parquet
 from ..metrics.parsers import failed_mask, parse_yes_no
 from ..progress import get_logger
 
@@ -261,44 +261,3 @@ def run_diagnosis(
         source,
     )
     return {"events": events.height, "concepts": len(rows), "dimensions": dims, "judged_from": source}
-
-
-def run_workflow(
-    *,
-    answers: Sequence[str],
-    release_dir: str,
-    captions: str,
-    scores: Sequence[str],
-    cfg: dict,
-    model: str,
-    out_parquet: str,
-    out_png: str,
-    out_distributions: str,
-) -> dict:
-    """Rule ode_diagnosis: read the tables and run `run_diagnosis` with the `diagnosis:` config section."""
-    import polars as pl
-
-    if not answers:
-        raise InputError(f"model {model!r}: no answer shards")
-    answers_df = pl.concat([read_parquet(p) for p in answers], how="diagonal_relaxed")
-    queries_path = Path(release_dir) / "queries.parquet"
-    if not queries_path.exists():
-        raise InputError(f"{queries_path}: release queries not found")
-    captions_df = read_parquet(captions)
-    stand_in = bool(answers_df["stand_in"].any()) if "stand_in" in answers_df.columns and answers_df.height else False
-    return run_diagnosis(
-        read_parquet(queries_path),
-        answers_df,
-        captions_df,
-        scores=read_parquet(scores[0]) if scores else None,
-        model=model,
-        stand_in=stand_in,
-        out_parquet=out_parquet,
-        out_png=out_png,
-        out_distributions=out_distributions,
-        linkage=cfg["linkage"],
-        metric=cfg["metric"],
-        n_clusters=int(cfg["clusters"]),
-        min_events=int(cfg["min_events"]),
-        max_rows=int(cfg["max_rows"]),
-    )

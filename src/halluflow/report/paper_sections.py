@@ -790,21 +790,3 @@ def _samf_agreement(w: _Writer, docs: dict, who: str, stand_ins: list[str]) -> N
 
 
 SECTION_WRITERS = {"ode": ode_sections, "caos": caos_sections, "samf": samf_sections}
-
-
-def build_paper(
-    paper: str,
-    root: str | Path,
-    folder: str | Path,
-    extra: list[str | Path],
-    out: str | Path,
-    models: list[str] | None = None,
-) -> None:
-    """Rules paper_<paper>: this run's sections of `paper` (none for a paper whose sections other rules write) into
-    `folder`, then the page from them and the `extra` section files other rules wrote. `models`: the config's models
-    of the paper's method (results of other configs in the same release folder stay off the page)."""
-    from .papers import render_paper
-
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    own = SECTION_WRITERS[paper](root, folder, models) if paper in SECTION_WRITERS else []
-    render_paper(paper, [*own, *extra], out)

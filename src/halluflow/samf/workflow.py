@@ -167,10 +167,13 @@ def make_instances(samf: dict, release_dir, release: str, seed: int, out_instanc
 JUDGE_KINDS = ("rule", "llm", "vlm")
 
 
-def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=None) -> dict:
+def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=None, requests_cache=None) -> dict:
     """Judge objects from config: `judges` = {"llm": top-level llm spec, "vlm": the `models:` entry named by
-    samf.judge_model, "detector": a detector registry spec} (each None when unused)."""
+    samf.judge_model, "detector": a detector registry spec} (each None when unused). `requests_cache`: the run's
+    request cache root; the vlm judge asks through its `models:` entry's folder (the answer stage's), the llm judge
+    through its block's (None: no cache)."""
     from ..models import MODELS_CACHE, registry
+    from ..models.model import cache_folder
     from .judges import DetectorOracle, TextJudge, VisualJudge
 
     judges = judges or {}
@@ -186,10 +189,15 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
             )
         # Loaded on the first judge call: a training job whose reward never asks the judge never loads it.
         if key == "llm":
-            built[key] = TextJudge(Model.llm(spec, method="samf judge"), spec=spec)
+            model = Model.llm(spec, method="samf judge", cache=cache_folder(requests_cache, spec, role="llm"))
+            built[key] = TextJudge(model, spec=spec)
         else:
             model = Model.under_test(
-                spec, graph_dir=graph_dir, models_cache=models_cache or MODELS_CACHE, method="samf judge"
+                spec,
+                graph_dir=graph_dir,
+                models_cache=models_cache or MODELS_CACHE,
+                method="samf judge",
+                cache=cache_folder(requests_cache, spec),
             )
             # Named from the resolved entry (a stand-in's folder included) until the judge is first asked.
             mut = model.under
@@ -229,12 +237,14 @@ def judge_specs(config: dict, models_cache=None) -> dict:
     return out
 
 
-def make_suite(samf: dict, judges: dict | None = None, models_cache=None, graph_dir=None) -> MetricSuite:
+def make_suite(
+    samf: dict, judges: dict | None = None, models_cache=None, graph_dir=None, requests_cache=None
+) -> MetricSuite:
     """The run's metric suite: Sim_NLP (samf.similarity), GHR's and SHR/GHS's judge (samf.judge), BHR's verifier
     (samf.verifier) and the detector oracle (samf.detector)."""
     from .metrics import LLMVerifier, MetricSuite, RuleVerifier, scorer_from_config
 
-    built = make_judges(samf, judges, models_cache, graph_dir)
+    built = make_judges(samf, judges, models_cache, graph_dir, requests_cache)
     judge = built.get(samf["judge"])
     verifier_kind = samf.get("verifier", "rule")
     verifier = LLMVerifier(built[verifier_kind]) if verifier_kind != "rule" else RuleVerifier()
@@ -289,12 +299,14 @@ def _evaluatee(samf, spec, models_cache, graph_dir) -> Model:
 
 
 def run_standard(
-    samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None
+    samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, out, judges=None, requests_cache=None
 ) -> None:
+    """The model on the unmutated test instances. `requests_cache` (every run_*): the run's request cache root, which
+    the judges ask through (make_judges)."""
     from .pipeline import standard_eval
 
     vlm = _evaluatee(samf, spec, models_cache, graph_dir)
-    suite = make_suite(samf, judges, models_cache, graph_dir)
+    suite = make_suite(samf, judges, models_cache, graph_dir, requests_cache)
     df = standard_eval(
         load_instances(instances_path), read_split(split_path), vlm, spec["name"], images_root(samf, release_dir), suite
     )
@@ -315,6 +327,7 @@ def run_train(
     out,
     judges=None,
     controller=None,
+    requests_cache=None,
 ) -> None:
     """Train one controller (None: the first of samf.controllers) on one group's pilot instances."""
     from .pipeline import train_group
@@ -337,7 +350,7 @@ def run_train(
         log.warning("samf train %s/%s: no training instances", spec["name"], group)
         return
     vlm = _evaluatee(samf, spec, models_cache, graph_dir)
-    suite = make_suite(samf, judges, models_cache, graph_dir)
+    suite = make_suite(samf, judges, models_cache, graph_dir, requests_cache)
     with tempfile.TemporaryDirectory(prefix="samf-train-") as work:
         # Training mutations are scratch: only the learnt policy and its history are kept.
         result = train_group(
@@ -412,6 +425,7 @@ def run_fuzzed(
     out_instances,
     judges=None,
     controller=None,
+    requests_cache=None,
 ) -> None:
     """One controller's learnt policies on every instance: policies.json, fuzzed.parquet, fuzzed_instances.json and
     the mutated images under out_dir/fuzzed/."""
@@ -422,7 +436,7 @@ def run_fuzzed(
     vlm = _evaluatee(samf, spec, models_cache, graph_dir)
     stand_in = bool(vlm.describe().stand_in)
     Path(out_dir, "fuzzed").mkdir(parents=True, exist_ok=True)
-    suite = make_suite(samf, judges, models_cache, graph_dir)
+    suite = make_suite(samf, judges, models_cache, graph_dir, requests_cache)
     items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
     df, mutated = fuzzed_eval(items, split, central, vlm, spec["name"], root, out_dir, seed, suite=suite)
     fuzzed_judges = suite.describe()
@@ -443,7 +457,18 @@ def run_fuzzed(
 
 
 def run_dynamic(
-    samf, instances_path, split_path, spec, release_dir, models_cache, graph_dir, seed, out_dir, out, judges=None
+    samf,
+    instances_path,
+    split_path,
+    spec,
+    release_dir,
+    models_cache,
+    graph_dir,
+    seed,
+    out_dir,
+    out,
+    judges=None,
+    requests_cache=None,
 ) -> None:
     """Table 11's Dynamic setting (one random policy per instance, no controller): run once per model, whatever the
     controllers; samf.dynamic false writes an empty table that records no judges (null)."""
@@ -455,7 +480,7 @@ def run_dynamic(
         write_table(out, empty_table(), None)  # the setting was not run: compare reports null dynamic columns
         return
     vlm = _evaluatee(samf, spec, models_cache, graph_dir)
-    suite = make_suite(samf, judges, models_cache, graph_dir)
+    suite = make_suite(samf, judges, models_cache, graph_dir, requests_cache)
     items, split, root = load_instances(instances_path), read_split(split_path), images_root(samf, release_dir)
     df, _ = dynamic_eval(
         items, split, policy_space(samf["controller"]), vlm, spec["name"], root, out_dir, seed, suite=suite

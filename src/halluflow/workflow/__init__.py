@@ -28,6 +28,21 @@ from ..errors import ConfigError
 RULES: dict[str, str] = {
     # ODE graph, scenes, images, release, answer, score, report, models and stand-ins
     # CAOS, CEDI, SAMF, fine-tuning and paper pages
+    "caos_score": "halluflow.workflow.caos:caos_score",
+    "ode_diagnosis": "halluflow.workflow.caos:caos_diagnosis",
+    "cedi_examine": "halluflow.workflow.cedi:examine",
+    "cedi_grade": "halluflow.workflow.cedi:grade",
+    "cedi_comparison": "halluflow.workflow.cedi:comparison",
+    "samf_instances": "halluflow.workflow.samf:instances",
+    "samf_standard_eval": "halluflow.workflow.samf:standard_eval",
+    "samf_train": "halluflow.workflow.samf:train",
+    "samf_fuzzed_eval": "halluflow.workflow.samf:fuzzed_eval",
+    "samf_dynamic_eval": "halluflow.workflow.samf:dynamic_eval",
+    "samf_compare": "halluflow.workflow.samf:compare",
+    "paper_ode": "halluflow.workflow.paper:paper",
+    "paper_caos": "halluflow.workflow.paper:paper",
+    "paper_samf": "halluflow.workflow.paper:paper",
+    "paper_cedi": "halluflow.workflow.paper:paper",
 }
 
 
