@@ -6,7 +6,9 @@
 rule answer:
     input:
         source=get_answer_source_input,
-        model=get_model_input,
+        weights=get_model_input,
+        # the concept graph, for a model that reads it (halluflow.models.resolve: reads_graph)
+        graph=get_model_graph_input,
     output:
         answers=f"{OUT}/answers/{{model}}/{{shard}}.parquet",
     log:
@@ -21,9 +23,14 @@ rule answer:
     threads: 1
     resources:
         mem_mb=retry_mem(4000),
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        runtime=retry_runtime(60),
         gpu=on_gpu(),
     params:
-        answer=get_answer_params,
+        # only what the job reads, so editing another model's entry does not rerun this one
+        spec=get_model_spec,
+        answer=config["answer"],
+        shards=len(ANSWER_SHARDS),
+        # the request-hash cache of the model: a rerun repeats no finished request
+        cache=get_answer_cache,
     script:
-        "../scripts/answer.py"
+        "../scripts/rule.py"

@@ -3,6 +3,7 @@
 # other's files through `rules.<name>.output.<key>`, so every artifact path is written once, in its producing rule.
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -52,13 +53,6 @@ QUESTION_RESOURCES = question_resource_files(config)
 MODELS = {m["name"]: m for m in config["models"]}
 RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
 STAGES = stage_plan(config)
-SHARD_GENERATORS = shard_generators(config["synthesis"], len(IMAGE_SHARDS))  # one text-to-image model per shard
-STANDIN_SYNTHESIZERS = {g["stand_in"]["name"]: g["stand_in"] for g in SHARD_GENERATORS if g["stand_in"]["enabled"]}
-
-
-get_generator = lambda wildcards: SHARD_GENERATORS[int(wildcards.shard)]
-# What a synthesize job reads of its generator: raising synthesis.max_attempts adds rounds, it never redoes images.
-get_synthesis_params = lambda wildcards: {k: v for k, v in get_generator(wildcards).items() if k != "max_attempts"}
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 
 for _stage, _reason in STAGES.items():
@@ -74,19 +68,34 @@ def retry_mem(mb):
     return lambda wildcards, attempt: mb * attempt
 
 
+def retry_runtime(minutes):
+    """A job's `runtime`: `minutes` on the first attempt, more on each retry (a job killed at its time limit)."""
+    return lambda wildcards, attempt: minutes * attempt
+
+
 def name_pattern(names):
     """Wildcard constraint matching exactly these model names (dots and dashes included)."""
     return "|".join(re.escape(n) for n in names) or NEVER
 
 
 # ---- models (rules/standins.smk builds the folders; every model rule asks the resolver) ----
+@cache
+def resolved(name):
+    """The resolved `models:` entry `name` (halluflow.models.resolve, the resolver the jobs use), once per run."""
+    return resolve(MODELS[name], MODELS_CACHE, config["gpu"])
+
+
+def graph_inputs(resolved_model):
+    """The concept graph's files, for a model that reads it."""
+    return [rules.build_graph.output.nodes, rules.build_graph.output.edges] if resolved_model.reads_graph else []
+
+
 def model_inputs(spec_or_name):
-    spec = MODELS[spec_or_name] if isinstance(spec_or_name, str) else spec_or_name
-    resolved = resolve(spec, MODELS_CACHE, config["gpu"])
-    inputs = resolved.inputs()
-    if resolved.reads_graph:
-        inputs += [rules.build_graph.output.nodes, rules.build_graph.output.edges]
-    return inputs
+    if isinstance(spec_or_name, str):
+        model = resolved(spec_or_name)
+    else:
+        model = resolve(spec_or_name, MODELS_CACHE, config["gpu"])
+    return model.inputs() + graph_inputs(model)
 
 
 def llm_inputs(llm):
@@ -94,23 +103,83 @@ def llm_inputs(llm):
     return resolved.inputs() if resolved else []
 
 
-get_model_input = lambda wildcards: model_inputs(wildcards.model)
-get_model_spec = lambda wildcards: MODELS[wildcards.model]
+def get_model_input(wildcards):
+    return model_inputs(wildcards.model)
+
+
+def get_model_graph_input(wildcards):
+    return graph_inputs(resolved(wildcards.model))
+
+
+def get_model_spec(wildcards):
+    return MODELS[wildcards.model]
+
+
+def standin_vlms():
+    """The `models:` entries with a `build` block: rule build_standin_vlm builds their folders."""
+    return [name for name in MODELS if resolved(name).build_rule == "build_standin_vlm"]
+
+
+def get_standin_vlm_build(wildcards):
+    return MODELS[wildcards.vlm]["build"]
+
+
+# ---- text-to-image models and the detector (rules/images.smk, rules/standins.smk) ----
+@cache
+def generators():
+    """The text-to-image model of each image shard (synthesis.generators, round-robin)."""
+    return shard_generators(config["synthesis"], len(IMAGE_SHARDS))
+
+
+def standin_synthesizers():
+    """The stand-in synthesizers the shards use, by folder name (rule build_standin_synthesizer)."""
+    return {g["stand_in"]["name"]: g["stand_in"] for g in generators() if g["stand_in"]["enabled"]}
+
+
+def get_standin_synthesizer(wildcards):
+    return standin_synthesizers()[wildcards.synthesizer]
+
+
+def get_generator(wildcards):
+    return generators()[int(wildcards.shard)]
+
+
+def get_generator_weights(wildcards):
+    return stage_model_inputs(get_generator(wildcards))
+
+
+def get_generator_model(wildcards):
+    return stage_model(get_generator(wildcards))
+
+
+def get_generator_names(wildcards):
+    # one text-to-image model per image shard: a regeneration job packs only shards of one model
+    return [g["name"] for g in generators()]
+
+
+def get_synthesis_params(wildcards):
+    # What a synthesize job reads of its generator: raising synthesis.max_attempts adds rounds, never redoes images.
+    return {k: v for k, v in get_generator(wildcards).items() if k != "max_attempts"}
+
+
+def get_detector_weights(wildcards):
+    return stage_model_inputs(config["detection"])
 
 
 def on_gpu(models=(), llms=(), own=True):
     # The `gpu` resource of a job loading helper models too (oracle members, judges, an LLM): 1 if any is on one.
     helpers = any_on_gpu(models, llms, config["gpu"], MODELS_CACHE)
-    return lambda wildcards: int(helpers or (own and RESOLVED[wildcards.model].gpu))
+
+    def get_gpu(wildcards):
+        return int(helpers or (own and resolved(wildcards.model).gpu))
+
+    return get_gpu
 
 
 def get_api_calls(wildcards):
     # Throttle HTTP helper models across jobs with `snakemake --resources api_calls=N` (answer jobs need no
     # throttle: their served models share one adaptive window per server, see SERVER_STATE_ENV above).
-    return int(RESOLVED[wildcards.model].api)
-
-
-STANDIN_VLMS = [name for name, r in RESOLVED.items() if r.build_rule == "build_standin_vlm"]
+    return int(resolved(wildcards.model).api)
 
 
 # ---- regeneration rounds (rules/images.smk) ----
@@ -118,7 +187,7 @@ def round_jobs(attempt):
     """The jobs of generation round `attempt`: the image shards, then the jobs checkpoint retry_prompts planned."""
     if attempt == 0:
         return IMAGE_SHARDS
-    plan = checkpoints.retry_prompts.get(attempt=attempt).output.prompts
+    plan = checkpoints.retry_prompts.get(attempt=attempt).output.plan
     return sorted(set(pl.read_parquet(plan, columns=["shard"])["shard"]))
 
 
@@ -129,7 +198,7 @@ def image_rounds():
     regeneration would look up to date; as a plain input, the job's changed params make it (and the plan) run."""
     jobs, plans = list(IMAGE_SHARDS), []
     for attempt in range(1, REGEN_ROUNDS + 1):
-        plans.append(expand(rules.retry_prompts.output.prompts, attempt=attempt)[0])
+        plans.append(expand(rules.retry_prompts.output.plan, attempt=attempt)[0])
         if not os.path.exists(plans[-1]):
             break
         planned = round_jobs(attempt)
@@ -148,11 +217,22 @@ def previous_round(wildcards):
     }
 
 
-get_round_images = lambda wildcards: expand(rules.synthesize.output.table, shard=image_rounds()[0])
-get_round_detections = lambda wildcards: expand(rules.detect.output.table, shard=image_rounds()[0])
-# rules reading the rounds' tables list the plans too, since a finished plan re-evaluates its input (Snakemake updates
-# the direct dependents of a checkpoint)
-get_round_plans = lambda wildcards: image_rounds()[1]
+def get_round_images(wildcards):
+    return expand(rules.synthesize.output.table, shard=image_rounds()[0])
+
+
+def get_round_detections(wildcards):
+    return expand(rules.detect.output.table, shard=image_rounds()[0])
+
+
+def get_round_plans(wildcards):
+    # rules reading the rounds' tables list the plans too, since a finished plan re-evaluates its input (Snakemake
+    # updates the direct dependents of a checkpoint)
+    return image_rounds()[1]
+
+
+def get_graph_sources(wildcards):
+    return graph_source_files(config)
 
 
 # ---- answer + score ----
@@ -167,21 +247,20 @@ def ode_release_dir():
     return str(Path(rules.package_release.output.manifest).parent)
 
 
-def get_answer_params(wildcards):
-    """Only what the job reads, so editing another model's entry does not rerun this one."""
-    return {
-        "spec": MODELS[wildcards.model],
-        "answer": config["answer"],
-        "shards": len(ANSWER_SHARDS),
-        "release": SOURCE["path"] or ode_release_dir(),
-        "graph": str(Path(rules.build_graph.output.nodes).parent),
-        "cache": f"{OUT}/cache/{wildcards.model}",
-        "models_cache": MODELS_CACHE,
-    }
+def get_answer_cache(wildcards):
+    return f"{OUT}/cache/{wildcards.model}"
 
 
 def get_model_answers(wildcards):
     return expand(rules.answer.output.answers, model=wildcards.model, shard=ANSWER_SHARDS)
+
+
+def get_all_scores(wildcards):
+    return expand(rules.score.output.scores, model=list(MODELS))
+
+
+def get_all_metrics(wildcards):
+    return expand(rules.score.output.metrics, model=list(MODELS))
 
 
 # ---- CAOS / diagnosis / CEDI / SAMF ----

@@ -6,7 +6,7 @@
 rule synthesize:
     input:
         prompts=rules.make_prompts.output.prompts,
-        model=lambda wildcards: stage_model_inputs(get_generator(wildcards)),
+        weights=get_generator_weights,
     output:
         # The PNGs of the shard (images/<shard>/*.png) are written beside the table and reused on a restart when
         # their recorded sha256 still matches (images/<shard>.resume.jsonl); the table appears last.
@@ -20,13 +20,13 @@ rule synthesize:
     threads: 2
     resources:
         mem_mb=retry_mem(8000),
-        runtime=lambda wildcards, attempt: 120 * attempt,
+        runtime=retry_runtime(120),
         gpu=1,
     params:
         synthesis=get_synthesis_params,
-        model=lambda wildcards: stage_model(get_generator(wildcards)),
+        model=get_generator_model,
     script:
-        "../scripts/synthesize.py"
+        "../scripts/rule.py"
 
 
 rule detect:
@@ -34,7 +34,7 @@ rule detect:
         images=rules.synthesize.output.table,
         prompts=rules.make_prompts.output.prompts,
         scenes=rules.sample_scenes.output.scenes,
-        model=lambda wildcards: stage_model_inputs(config["detection"]),
+        weights=get_detector_weights,
     output:
         table=f"{OUT}/detections/{{shard}}.parquet",
     log:
@@ -46,13 +46,13 @@ rule detect:
     threads: 2
     resources:
         mem_mb=retry_mem(4000),
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        runtime=retry_runtime(60),
         gpu=1,
     params:
         detection=config["detection"],
         model=stage_model(config["detection"]),
     script:
-        "../scripts/detect.py"
+        "../scripts/rule.py"
 
 
 # Regeneration rounds (synthesis.max_attempts > 1), each planned from the previous round's rejects over all shards:
@@ -65,7 +65,7 @@ checkpoint retry_prompts:
         prompts=rules.make_prompts.output.prompts,
         scenes=rules.sample_scenes.output.scenes,
     output:
-        prompts=f"{OUT}/prompts/retry/a{{attempt}}.parquet",
+        plan=f"{OUT}/prompts/retry/a{{attempt}}.parquet",
     log:
         f"{LOGS}/retry_prompts/a{{attempt}}.log",
     benchmark:
@@ -80,16 +80,15 @@ checkpoint retry_prompts:
     params:
         keep_threshold=config["ode"]["filter"]["keep_threshold"],
         seed=config["seed"],
-        # one text-to-image model per image shard: a round job packs only shards of one model
-        generators=[g["name"] for g in SHARD_GENERATORS],
+        generators=get_generator_names,
     script:
-        "../scripts/ode_retry_prompts.py"
+        "../scripts/rule.py"
 
 
 use rule synthesize as synthesize_retry with:
     input:
-        prompts=rules.retry_prompts.output.prompts,
-        model=lambda wildcards: stage_model_inputs(get_generator(wildcards)),
+        prompts=rules.retry_prompts.output.plan,
+        weights=get_generator_weights,
     output:
         table=f"{OUT}/images/{{shard}}-a{{attempt}}.parquet",
     log:
@@ -103,9 +102,9 @@ use rule synthesize as synthesize_retry with:
 use rule detect as detect_retry with:
     input:
         images=rules.synthesize_retry.output.table,
-        prompts=rules.retry_prompts.output.prompts,
+        prompts=rules.retry_prompts.output.plan,
         scenes=rules.sample_scenes.output.scenes,
-        model=lambda wildcards: stage_model_inputs(config["detection"]),
+        weights=get_detector_weights,
     output:
         table=f"{OUT}/detections/{{shard}}-a{{attempt}}.parquet",
     log:

@@ -32,5 +32,8 @@ rule models_fetch:
     conda:
         # huggingface_hub comes with transformers/diffusers there; the ultralytics files are plain downloads.
         "../envs/models.yaml"
+    params:
+        # the merged config: every model it names is staged
+        config=config,
     script:
-        "../scripts/models_fetch.py"
+        "../scripts/rule.py"

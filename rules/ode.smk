@@ -5,7 +5,7 @@
 
 rule build_graph:
     input:
-        sources=lambda wildcards: graph_source_files(config),
+        sources=get_graph_sources,
     output:
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
@@ -21,7 +21,7 @@ rule build_graph:
     params:
         graph=config["ode"]["graph"],
     script:
-        "../scripts/ode_build_graph.py"
+        "../scripts/rule.py"
 
 
 rule sample_scenes:
@@ -33,7 +33,7 @@ rule sample_scenes:
         nouns=QUESTION_RESOURCES["nouns"],
         attribute_words=QUESTION_RESOURCES["attribute_words"],
         # a domain release's category table (ode.domain.categories)
-        domain=[QUESTION_RESOURCES[k] for k in ("domain_categories",) if k in QUESTION_RESOURCES],
+        categories=[QUESTION_RESOURCES[k] for k in ("domain_categories",) if k in QUESTION_RESOURCES],
     output:
         scenes=f"{OUT}/scenes/scenes.parquet",
     log:
@@ -49,7 +49,7 @@ rule sample_scenes:
         domain=config["ode"]["domain"],
         lineage=config["ode"]["lineage"],
     script:
-        "../scripts/ode_sample_scenes.py"
+        "../scripts/rule.py"
 
 
 rule make_prompts:
@@ -71,10 +71,10 @@ rule make_prompts:
     resources:
         mem_mb=retry_mem(2000),
     params:
-        prompts=config["ode"]["prompts"],
+        settings=config["ode"]["prompts"],
         # the "no" candidates of every image are decided here and given to the detector (its vocabulary)
         queries=config["ode"]["queries"],
         shards=len(IMAGE_SHARDS),
         seed=config["seed"],
     script:
-        "../scripts/ode_make_prompts.py"
+        "../scripts/rule.py"

@@ -24,7 +24,7 @@ rule filter_images:
         filter=config["ode"]["filter"],
         seed=config["seed"],
     script:
-        "../scripts/ode_filter_images.py"
+        "../scripts/rule.py"
 
 
 rule make_queries:
@@ -50,13 +50,13 @@ rule make_queries:
     resources:
         mem_mb=retry_mem(2000),
     params:
-        queries=config["ode"]["queries"],
+        settings=config["ode"]["queries"],
         seed=config["seed"],
         release=RELEASE,  # with the seed, the release identity in every query id
         # the "no" candidates declared to the detector at make_prompts: the same list is drawn again here
         spare=config["ode"]["prompts"]["detect_candidates"],
     script:
-        "../scripts/ode_make_queries.py"
+        "../scripts/rule.py"
 
 
 rule package_release:
@@ -69,7 +69,7 @@ rule package_release:
         detections=get_round_detections,
         plans=get_round_plans,
         graph_sources=graph_source_files(config),
-        parent=PARENT_MANIFEST,
+        parent_manifest=PARENT_MANIFEST,
         nodes=rules.build_graph.output.nodes,  # the DATACARD's Standard drift from the graph's top band
         edges=rules.build_graph.output.edges,
         resources=list(QUESTION_RESOURCES.values()),  # their sha256 go into the manifest and the DATACARD
@@ -94,7 +94,7 @@ rule package_release:
         name=RELEASE,
         parent=config["ode"]["lineage"]["parent"],
     script:
-        "../scripts/ode_package_release.py"
+        "../scripts/rule.py"
 
 
 # The label audit (src/halluflow/ode/audit.py): a second detector and the CAOS VLM oracle re-judge every yes/no item
@@ -123,6 +123,5 @@ rule release_audit:
     params:
         # The sections the audit reads: its own, the oracle's models and vote, the yes/no suffix.
         config={k: config[k] for k in ("audit", "models", "caos", "answer") if k in config},
-        models_cache=MODELS_CACHE,
     script:
-        "../scripts/release_audit.py"
+        "../scripts/rule.py"

@@ -41,7 +41,7 @@ rule report_release_audit:
     params:
         options=get_report_options(),
     script:
-        "../scripts/report_files.py"
+        "../scripts/rule.py"
 
 
 rule report_models:
@@ -106,7 +106,7 @@ rule report_models:
     params:
         options=get_report_options(),
     script:
-        "../scripts/report_files.py"
+        "../scripts/rule.py"
 
 
 rule report_summary:
@@ -131,4 +131,4 @@ rule report_summary:
     params:
         options=get_report_options(),
     script:
-        "../scripts/report_summary.py"
+        "../scripts/rule.py"

@@ -27,15 +27,16 @@ if BENCHMARK.release:
         threads: 1
         resources:
             mem_mb=retry_mem(2000),
-            runtime=lambda wildcards, attempt: 10 * attempt,
+            runtime=retry_runtime(10),
         params:
+            source=SOURCE,
             scoring=config["scoring"],
         script:
-            "../scripts/score.py"
+            "../scripts/rule.py"
 
     rule score_compare:
         input:
-            scores=lambda wildcards: expand(rules.score.output.scores, model=list(MODELS)),
+            scores=get_all_scores,
         output:
             comparison=f"{OUT}/compare/models.json",
         log:
@@ -45,11 +46,11 @@ if BENCHMARK.release:
         threads: 1
         resources:
             mem_mb=retry_mem(2000),
-            runtime=lambda wildcards, attempt: 10 * attempt,
+            runtime=retry_runtime(10),
         params:
             bootstrap=config["scoring"]["bootstrap"],
         script:
-            "../scripts/score_compare.py"
+            "../scripts/rule.py"
 
     # Validity against real images (src/halluflow/ode/validity.py): this run's scores beside those of a second run
     # of the same models on a static real-image set (validity.results). Not in `rule all`: ask for
@@ -58,8 +59,8 @@ if BENCHMARK.release:
 
         rule release_validity:
             input:
-                scores=lambda wildcards: expand(rules.score.output.scores, model=list(MODELS)),
-                metrics=lambda wildcards: expand(rules.score.output.metrics, model=list(MODELS)),
+                scores=get_all_scores,
+                metrics=get_all_metrics,
                 release=get_answer_source_input,
                 labels=config["validity"]["source"]["path"],
                 real=(
@@ -77,11 +78,10 @@ if BENCHMARK.release:
             resources:
                 mem_mb=retry_mem(2000),
             params:
-                validity=config["validity"],
+                settings=config["validity"],
                 seed=config["seed"],
-                release=SOURCE["path"],
             script:
-                "../scripts/release_validity.py"
+                "../scripts/rule.py"
 
 else:
 
@@ -101,9 +101,9 @@ else:
         threads: 1
         resources:
             mem_mb=retry_mem(2000),
-            runtime=lambda wildcards, attempt: 10 * attempt,
+            runtime=retry_runtime(10),
         params:
             source=SOURCE,
             scoring=config["scoring"],
         script:
-            "../scripts/score_source.py"
+            "../scripts/rule.py"

@@ -9,16 +9,16 @@ rule build_standin_synthesizer:
     log:
         "logs/models/build_standin_{synthesizer}.log",
     wildcard_constraints:
-        synthesizer=name_pattern(STANDIN_SYNTHESIZERS),
+        synthesizer=name_pattern(standin_synthesizers()),
     conda:
         "../envs/models.yaml"
     threads: 1
     resources:
         mem_mb=retry_mem(2000),
     params:
-        stand_in=lambda wildcards: STANDIN_SYNTHESIZERS[wildcards.synthesizer],
+        stand_in=get_standin_synthesizer,
     script:
-        "../scripts/build_standin.py"
+        "../scripts/rule.py"
 
 
 rule build_standin_detector:
@@ -34,7 +34,7 @@ rule build_standin_detector:
     params:
         stand_in=config["detection"]["stand_in"],
     script:
-        "../scripts/build_standin.py"
+        "../scripts/rule.py"
 
 
 rule build_standin_vlm:
@@ -43,16 +43,16 @@ rule build_standin_vlm:
     log:
         "logs/models/build_standin_vlm_{vlm}.log",
     wildcard_constraints:
-        vlm=name_pattern(STANDIN_VLMS),
+        vlm=name_pattern(standin_vlms()),
     conda:
         "../envs/answer.yaml"
     threads: 1
     resources:
         mem_mb=retry_mem(2000),
     params:
-        build=lambda wildcards: MODELS[wildcards.vlm]["build"],
+        build=get_standin_vlm_build,
     script:
-        "../scripts/build_standin_vlm.py"
+        "../scripts/rule.py"
 
 
 rule build_local_llm:
@@ -66,4 +66,4 @@ rule build_local_llm:
     resources:
         mem_mb=retry_mem(3000),
     script:
-        "../scripts/build_local_llm.py"
+        "../scripts/rule.py"

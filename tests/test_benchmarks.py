@@ -17,7 +17,8 @@ from helpers import OBJECTS, write_pope_set
 
 from halluflow.benchmarks import Benchmark, get, names
 from halluflow.errors import ConfigError
-from halluflow.sources import load_source, score_source
+from halluflow.sources import load_source
+from halluflow.workflow.score import score_source
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -167,7 +167,7 @@ def test_pope_source_has_one_n_failed(tmp_path):
     `n_requests_failed` = those whose request failed. The written answer file carries the failures, so the CLI
     on it gives the same numbers."""
     from halluflow.metrics.pope import score_files
-    from halluflow.sources import score_source
+    from halluflow.workflow.score import score_source
 
     labels = _write(tmp_path / "l.jsonl", [{"question_id": i, "label": "yes" if i % 2 else "no"} for i in range(6)])
     shard = tmp_path / "000.parquet"
@@ -199,7 +199,7 @@ def test_pope_source_has_one_n_failed(tmp_path):
 
 
 def test_amber_source_writes_failures_with_their_status(tmp_path):
-    from halluflow.sources import score_source
+    from halluflow.workflow.score import score_source
 
     d = _amber_dir(tmp_path)
     shard = tmp_path / "000.parquet"

@@ -242,8 +242,8 @@ def test_filter_images_job_log_names_the_corrupt_table(tmp_path):
 from types import SimpleNamespace
 from halluflow.snakemake_glue import setup
 setup(SimpleNamespace(log=[{str(log)!r}], threads=1, rule="filter_images"))
-from halluflow import jobs
-jobs.filter_images([{str(images)!r}], [{str(images)!r}], "scenes.parquet", {{}}, 0, "a.parquet", "r.parquet")
+from halluflow.workflow.release import filter_images
+filter_images([{str(images)!r}], [{str(images)!r}], "scenes.parquet", {{}}, 0, "a.parquet", "r.parquet")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     refused(proc.returncode, log.read_text(), str(images), "not a readable parquet file")

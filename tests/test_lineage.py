@@ -57,10 +57,10 @@ def test_child_release_shares_no_pair_with_its_parent(tmp_path, capsys):
     import yaml
     from helpers import REPO
 
-    from halluflow import jobs
     from halluflow.config import validate_config
     from halluflow.ode.graph import read_seed
     from halluflow.ode.release import package_release
+    from halluflow.workflow import ode as jobs
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     validate_config(config)
@@ -79,7 +79,7 @@ def test_child_release_shares_no_pair_with_its_parent(tmp_path, capsys):
             str(tmp_path / "edges.parquet"),
             sampling,
             seed=7,
-            out=str(scenes_path),
+            scenes=str(scenes_path),
             lineage={"parent": parent, "exclude_ancestor_pairs": True},
         )
         scenes = pl.read_parquet(scenes_path)
@@ -205,10 +205,10 @@ def test_datacard_states_how_far_standard_drifted_over_generations(tmp_path):
     import yaml
     from helpers import REPO
 
-    from halluflow import jobs
     from halluflow.config import validate_config
     from halluflow.ode.graph import read_seed
     from halluflow.ode.release import package_release
+    from halluflow.workflow import ode as jobs
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     validate_config(config)
@@ -225,7 +225,7 @@ def test_datacard_states_how_far_standard_drifted_over_generations(tmp_path):
             str(tmp_path / "edges.parquet"),
             config["ode"]["sampling"],
             seed=42,
-            out=str(scenes_path),
+            scenes=str(scenes_path),
             lineage={"parent": parent, "exclude_ancestor_pairs": True},
         )
         scenes = pl.read_parquet(scenes_path)

@@ -184,7 +184,7 @@ def test_run_score_writes_deterministic_files(tmp_path):
 
 @pytest.mark.slow  # runs the score rule through Snakemake
 def test_score_rule_through_snakemake(tmp_path, repo):
-    """The `score` rule itself (rules/score.smk + scripts/score.py), on the answer shards of a hand-made release."""
+    """The `score` rule itself (rules/score.smk, halluflow.workflow.score), on the answer shards of a hand-made release."""
     import shutil
     import subprocess
     import sys

@@ -199,7 +199,7 @@ def _make_queries_job(tmp_path, root, images, out, release):
     import yaml
     from helpers import REPO
 
-    from halluflow import jobs
+    from halluflow.workflow import release as jobs
 
     jobs.make_queries(
         accepted=str(root / "accepted.parquet"),
@@ -207,9 +207,9 @@ def _make_queries_job(tmp_path, root, images, out, release):
         nodes=str(tmp_path / "nodes.parquet"),
         edges=str(tmp_path / "edges.parquet"),
         hallu=str(tmp_path / "hallu.parquet"),
-        queries=yaml.safe_load((REPO / "config.yaml").read_text())["ode"]["queries"],
+        settings=yaml.safe_load((REPO / "config.yaml").read_text())["ode"]["queries"],
         seed=42,
-        out=str(out),
+        queries=str(out),
         images=[str(p) for p in images],
         release=release,
     )
@@ -222,9 +222,9 @@ def _parent_and_child(tmp_path):
     import yaml
     from helpers import REPO
 
-    from halluflow import jobs
     from halluflow.config import validate_config
     from halluflow.ode.graph import hallu_graph, read_seed
+    from halluflow.workflow import ode as jobs
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     validate_config(config)
@@ -240,7 +240,7 @@ def _parent_and_child(tmp_path):
             str(tmp_path / "edges.parquet"),
             config["ode"]["sampling"],
             seed=42,
-            out=str(root / "scenes" / "scenes.parquet"),
+            scenes=str(root / "scenes" / "scenes.parquet"),
             lineage={"parent": parent, "exclude_ancestor_pairs": True},
         )
         scenes = pl.read_parquet(root / "scenes" / "scenes.parquet")

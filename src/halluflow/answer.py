@@ -16,11 +16,9 @@ from typing import Any
 
 from .backends.base import EMPTY_ANSWER
 from .cache import RequestCache
-from .devices import set_threads
 from .errors import BackendError, ConfigError, InputError
 from .io import read_text, scrub_surrogates, sha256_file, stable_hash, write_parquet
 from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
-from .models import MODELS_CACHE
 from .models.model import ModelUnderTest, vlm_request, vlm_request_key
 from .progress import progress
 from .sources import original_id, resolve_images
@@ -237,32 +235,6 @@ def answer_shard(
             "only the failures; raise answer.max_failed_fraction to accept them"
         )
     return stats
-
-
-def run_answer_job(params: dict, shard: int, out_path: str | os.PathLike, threads: int | None = None) -> dict:
-    """Rule answer: load the configured source, build the model lazily, answer shard `shard` of `params['shards']`."""
-    from .sources import source_queries
-
-    if threads is not None:
-        set_threads(threads)
-
-    settings = params["answer"]
-    src = settings["source"]
-    queries, image_root = source_queries(src, params["release"])
-    model = ModelUnderTest(
-        params["spec"], graph_dir=params.get("graph"), models_cache=params.get("models_cache", MODELS_CACHE)
-    )
-    engine_settings = {k: v for k, v in settings.items() if k != "source"}
-    return answer_shard(
-        queries,
-        image_root,
-        model,
-        params["cache"],
-        out_path,
-        shard=shard,
-        n_shards=int(params["shards"]),
-        settings=engine_settings,
-    )
 
 
 # ---- CLI: `halluflow answer run` (answer POPE / AMBER / ODE questions with any backend, outside Snakemake) ----

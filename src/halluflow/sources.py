@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from .errors import ConfigError, InputError
+from .errors import InputError
 from .io import safe_join
 
 # The kinds of `answer.source` (one module each in halluflow.benchmarks); kept for callers of the first release.
@@ -194,50 +194,6 @@ def resolve_images(relative: Iterable[str], root: str | os.PathLike, show: int =
             + (" ..." if len(missing) > show else "")
         )
     return paths
-
-
-def score_source(
-    kind: str,
-    answer_paths: Iterable[str],
-    source: dict,
-    out_answers: str | os.PathLike,
-    out_metrics: str | os.PathLike,
-    model: str,
-    scoring: dict,
-) -> dict:
-    """Rule score on a static benchmark (POPE, AMBER, COCO, RePOPE: any halluflow.benchmarks module): the model's
-    answers in the benchmark's answer format, scored with the code behind `halluflow score ...`, so the workflow's numbers are the CLI's numbers. Every answer row is written; one
-    whose request failed carries `"status": "failed"`, left out by the shared failed-answer rule and counted:
-    `n_failed` (top level and in the scores) counts every answer that rule left out, `n_requests_failed` the part of
-    them whose request failed. The metrics envelope (model, source, counts, stand-in flag, the models lock the run
-    checked) is written here once for every benchmark."""
-    import polars as pl
-
-    from .benchmarks import get
-    from .io import read_parquet, write_json
-    from .models.fetch import lock_record
-
-    bench = get(kind)
-    if bench.release:
-        raise ConfigError(f"answer.source.kind {kind!r}: scored by the ODE scorer, not score_source")
-    answers = pl.concat([read_parquet(p) for p in answer_paths], how="diagonal_relaxed").sort("query_id")
-    wrong = answers.filter(pl.col("model") != model)
-    if wrong.height:
-        raise InputError(f"answers of model {model!r} contain rows of model {wrong['model'][0]!r}")
-    bench.write_answers(answers.select("query_id", "answer", "status").rows(), source, out_answers)
-    scores = bench.score(out_answers, answers["query_id"].to_list(), source, scoring)
-    metrics = {
-        "model": model,
-        "source": kind,
-        "n_answers": answers.height,
-        "n_failed": scores["n_failed"],
-        "n_requests_failed": int((answers["status"] != "ok").sum()),
-        "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
-        bench.scores_key: scores,
-        "models_lock": lock_record(),  # the Hub commits the run loaded, when it checked a lock (models fetch)
-    }
-    write_json(out_metrics, metrics)
-    return metrics
 
 
 def original_id(query_id: str):
