@@ -783,17 +783,12 @@ def with_audit_section(card: str, section: str) -> str:
 
 
 def audit_settings(config: dict, overrides: dict | None = None) -> dict:
-    """The `audit:` settings: the schema's defaults, then the config's section, then the non-None `overrides`."""
-    from ..config import load_schema
+    """The `audit:` settings: the config's section, then the non-None `overrides`, completed with the schema's
+    defaults and validated (a wrong or unknown key names it)."""
+    from ..config_types import Audit
 
-    keys = load_schema()["properties"]["audit"]["properties"]
-    settings = {k: v.get("default") for k, v in keys.items()}
-    settings.update(config.get("audit") or {})
-    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    unknown = sorted(set(settings) - set(keys))
-    if unknown:
-        raise ConfigError(f"config key 'audit.{unknown[0]}': unknown")
-    return settings
+    settings = {**(config.get("audit") or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    return Audit.from_dict(settings).to_dict()
 
 
 def standin_detector(manifest: dict, folder: Path):

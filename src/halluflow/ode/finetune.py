@@ -24,6 +24,7 @@ import logging
 import tempfile
 from pathlib import Path
 
+from ..config_types import Answer, Ode
 from ..errors import ConfigError, InputError, MissingExtraError
 from ..io import building_folder, read_json, write_bytes, write_json
 
@@ -62,7 +63,7 @@ def finetune_model(config: dict) -> dict:
 def train_release_dir(config: dict) -> str:
     """The release trained on: `finetune.train_release`, else the lineage parent (this run's release is its child)."""
     section = config.get(KEY) or {}
-    path = section.get("train_release") or (config.get("ode") or {}).get("lineage", {}).get("parent")
+    path = section.get("train_release") or Ode.from_dict(config.get("ode") or {}).lineage.parent
     if not path:
         raise ConfigError(
             f"config key '{KEY}.train_release': none given and ode.lineage.parent is null; name the release to train "
@@ -73,7 +74,7 @@ def train_release_dir(config: dict) -> str:
 
 def check_config(config: dict) -> None:
     """Cross-key checks of an enabled `finetune:` section, one ConfigError naming the key."""
-    if (config.get("answer") or {}).get("source", {}).get("kind", "ode") != "ode":
+    if Answer.from_dict(config.get("answer") or {}).source.kind != "ode":
         raise ConfigError(f"config key '{KEY}.enabled': fine-tuning evaluates on an ODE release (answer.source.kind)")
     finetune_model(config)
     train_release_dir(config)
