@@ -21,21 +21,13 @@ def _configure_metrics(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_metrics(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from halluflow.errors import InputError
     from halluflow.io import write_text
-    from halluflow.metrics.catalogue import markdown
+    from halluflow.metrics.catalogue import check_markdown, markdown
 
-    text = markdown()
     if args.check:
-        path = Path(args.check)
-        current = path.read_text(encoding="utf-8") if path.exists() else None
-        if current != text:
-            raise InputError(
-                f"{path}: out of date with the metric catalogue (run `halluflow docs metrics --out {path}`)"
-            )
+        check_markdown(args.check)
         return 0
+    text = markdown()
     if args.out:
         write_text(args.out, text)
     else:

@@ -148,29 +148,19 @@ def _configure_contamination(parser) -> None:
 
 
 def _run_contamination(args) -> int:
-    import tempfile
-
     from halluflow.io import dumps_json
-    from halluflow.models.registry import create
-    from halluflow.models.standins import build_standin
-    from halluflow.ode.contamination import check_contamination
+    from halluflow.ode.contamination import check_with_model
 
-    with tempfile.TemporaryDirectory(prefix="halluflow-dinov2-") as tmp:
-        model = args.model
-        if not model:
-            model = str(build_standin("dinov2", Path(tmp) / "tiny-dinov2", seed=0))
-        embedder = create(
-            "image_embedder",
-            {"backend": "transformers", "model": model, "revision": args.revision, "device": args.device},
-        )
-        result = check_contamination(
-            args.release,
-            args.reference,
-            args.out,
-            embedder,
-            threshold=args.threshold,
-            contaminated_dir=args.contaminated,
-        )
+    result = check_with_model(
+        args.release,
+        args.reference,
+        args.out,
+        model=args.model,
+        revision=args.revision,
+        device=args.device,
+        threshold=args.threshold,
+        contaminated_dir=args.contaminated,
+    )
     print(dumps_json({k: v for k, v in result.items() if k != "flagged"}))
     return 0
 

@@ -569,3 +569,35 @@ def amber_scores(
     out["similarity"] = matcher.name
     out["n_failed"] = n_failed
     return (out, disc, gen_rows) if with_rows else out
+
+
+def score_files(
+    annotations: str,
+    responses_path: str,
+    *,
+    dimension: str,
+    similarity: str,
+    similarity_threshold: float,
+    nouns: str,
+    max_failed_fraction: float | None,
+) -> dict:
+    """AMBER scores of one response file against an AMBER annotation folder (`halluflow score amber`); refused
+    (TooManyFailedError) when more than `max_failed_fraction` of the responses failed."""
+    from ..forked import Forked
+    from .parsers import check_failed
+
+    # A helper process reads the annotation folder (CPython's JSON parsing and our checks) while this one loads
+    # polars and reads the responses. Errors are those of load_amber then load_responses, in that order.
+    with Forked(read_amber_folder, annotations) as folder:
+        try:
+            responses = load_responses(responses_path, None)  # ids checked from 1 up; the upper end below
+        except InputError:
+            responses = None
+        data = AmberData(*folder.result())  # a bad annotation folder is reported first
+    if responses is None or responses["id"].max() > data.n:
+        # read again with AMBER's id count: raises the response file's error, naming AMBER's id range
+        responses = load_responses(responses_path, data.n)
+    matcher = make_matcher(similarity, similarity_threshold)
+    scores = amber_scores(responses, data, dimension, matcher, nouns=nouns)
+    check_failed(scores["n_failed"], responses.height, max_failed_fraction, f"score amber {responses_path}")
+    return scores

@@ -1479,4 +1479,11 @@ def markdown(catalogue: Catalogue = CATALOGUE) -> str:
     return "\n".join(lines)
 
 
-# ---- CLI: halluflow docs metrics -------------------------------------------------------------------------------
+def check_markdown(path: str) -> None:
+    """Refuse (InputError, one line) when the file at `path` is not the catalogue's Markdown as `markdown()` writes
+    it (`halluflow docs metrics --check`)."""
+    from pathlib import Path
+
+    current = Path(path).read_text(encoding="utf-8") if Path(path).exists() else None
+    if current != markdown():
+        raise InputError(f"{path}: out of date with the metric catalogue (run `halluflow docs metrics --out {path}`)")

@@ -468,6 +468,3 @@ def pin_config(configfile: str | os.PathLike, doc: dict, out: str | os.PathLike)
     )
     write_text(out, header + yaml.safe_dump(layer, sort_keys=False, allow_unicode=True))
     return changed
-
-
-# ---- `halluflow models fetch` -------------------------------------------------------------------------------------

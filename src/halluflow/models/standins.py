@@ -161,6 +161,3 @@ for _kind, _fn in [
     ("gemma3", "build_tiny_gemma3"),
 ]:
     register_builder(_kind, f"halluflow.backends.tiny_vlms:{_fn}")
-
-
-# ---- `halluflow standin build` ------------------------------------------------------------------------------------

@@ -256,3 +256,32 @@ def check_contamination(
             threshold,
         )
     return result
+
+
+def check_with_model(
+    release_dir: str | Path,
+    reference_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    model: str | None,
+    revision: str | None,
+    device: str,
+    threshold: float | None,
+    contaminated_dir: str | Path | None,
+) -> dict:
+    """`check_contamination` with the image embedder `model` (hub id or folder; None: a tiny random DINOv2
+    stand-in, built in a temporary folder, that only detects identical images)."""
+    import tempfile
+
+    from ..models.registry import create
+    from ..models.standins import build_standin
+
+    with tempfile.TemporaryDirectory(prefix="halluflow-dinov2-") as tmp:
+        if not model:
+            model = str(build_standin("dinov2", Path(tmp) / "tiny-dinov2", seed=0))
+        embedder = create(
+            "image_embedder", {"backend": "transformers", "model": model, "revision": revision, "device": device}
+        )
+        return check_contamination(
+            release_dir, reference_dir, out_dir, embedder, threshold=threshold, contaminated_dir=contaminated_dir
+        )
