@@ -11,17 +11,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from .backends.base import EMPTY_ANSWER
 from .cache import RequestCache
-from .errors import BackendError, ConfigError, InputError
-from .io import read_text, scrub_surrogates, sha256_file, stable_hash, write_parquet
-from .metrics.parsers import DEFAULT_MAX_FAILED_FRACTION, check_failed, is_failed
+from .config_types import Answer
+from .errors import BackendError, InputError
+from .io import scrub_surrogates, sha256_file, stable_hash, write_parquet
+from .metrics.parsers import is_failed
 from .models.model import ModelUnderTest, vlm_request, vlm_request_key
 from .progress import progress
-from .sources import original_id, resolve_images
+from .sources import resolve_images
 
 log = logging.getLogger("halluflow.answer")
 
@@ -62,10 +63,10 @@ def shard_of(query_id: str, n_shards: int) -> int:
     return int(stable_hash(str(query_id))[:12], 16) % n_shards
 
 
-def prompt_for(row: dict, settings: dict) -> str:
+def prompt_for(row: dict, settings: Answer) -> str:
     question = str(row["question"])
-    if row.get("task") == "discriminative" and settings["yes_no_suffix"]:
-        return question + settings["yes_no_suffix"]
+    if row.get("task") == "discriminative" and settings.yes_no_suffix:
+        return question + settings.yes_no_suffix
     return question
 
 
@@ -85,12 +86,14 @@ def answer_shard(
     out_path: str | os.PathLike,
     shard: int = 0,
     n_shards: int = 1,
-    settings: dict | None = None,
+    settings: Answer | Mapping | None = None,
 ) -> dict:
-    """Answer the shard's queries, write answers/<model>/<shard>.parquet, return counts for the log."""
+    """Answer the shard's queries, write answers/<model>/<shard>.parquet, return counts for the log. `settings`: the
+    config's answer section (typed, or a mapping completed with the schema's defaults; its source is not read)."""
     import polars as pl
 
-    settings = {**DEFAULT_SETTINGS, **(settings or {})}
+    settings = Answer.from_dict(settings or {})
+    limits = settings.max_new_tokens.to_dict()  # per task; another task gets the yes/no length
     model.bind(queries)
     stop_after = int(os.environ.get(STOP_AFTER_ENV, "0") or 0)
     rows = [r for r in queries.iter_rows(named=True) if shard_of(r["query_id"], n_shards) == shard]
@@ -113,7 +116,7 @@ def answer_shard(
     planned = []  # (row, request, key, max_new_tokens)
     for r in rows:
         task = r.get("task") or "discriminative"
-        limit = int(settings["max_new_tokens"].get(task, settings["max_new_tokens"]["discriminative"]))
+        limit = int(limits.get(task, limits["discriminative"]))
         image = r.get("image")
         request = vlm_request(
             r["query_id"],
@@ -150,7 +153,7 @@ def answer_shard(
     )
 
     new = failed = 0
-    batch_size = max(1, int(settings["batch_size"]))
+    batch_size = max(1, int(settings.batch_size))
     # Group by generation length so each backend call has one max_new_tokens, and sort each group by prompt length
     # so a batch pads its prompts to a near neighbour (ties by query id: the order stays deterministic).
     by_limit: dict[int, list] = {}
@@ -170,7 +173,7 @@ def answer_shard(
         generation = json.dumps(
             {**used, **({"note": outcome.note} if outcome.note else {})}, sort_keys=True, default=str
         )
-        answer, truncated, original = clean_answer(text, int(settings["max_answer_chars"]))
+        answer, truncated, original = clean_answer(text, int(settings.max_answer_chars))
         if error is None and is_failed(answer):  # whatever the backend: a blank answer is a failed one
             error = EMPTY_ANSWER
         record = {
@@ -210,7 +213,7 @@ def answer_shard(
                 "image_sha256": request.image_sha256,
                 "stand_in": bool(res.get("stand_in", model.spec_stand_in)),
                 # Wall-clock latency differs run to run; off by default so answer files are byte-reproducible.
-                "latency_s": float(res.get("latency_s") or 0.0) if settings["record_latency"] else None,
+                "latency_s": float(res.get("latency_s") or 0.0) if settings.record_latency else None,
                 "truncated": bool(res.get("truncated", False)),
                 "original_chars": int(res.get("original_chars", len(res["answer"]))),
                 "generation": res.get("generation"),
@@ -227,7 +230,7 @@ def answer_shard(
         "empty": sum(r["answer"] == "" for r in table_rows),
     }
     log.info("model %s shard %d: %s", model.name, shard, json.dumps(stats, sort_keys=True))
-    if planned and failed / len(planned) > float(settings["max_failed_fraction"]):
+    if planned and failed / len(planned) > float(settings.max_failed_fraction):
         first = next(r for r in table_rows if r["status"] == "failed")
         raise BackendError(
             f"model {model.name!r} shard {shard:03d}: {failed} of {len(planned)} requests failed "
@@ -237,143 +240,55 @@ def answer_shard(
     return stats
 
 
-# ---- CLI: `halluflow answer run` (answer POPE / AMBER / ODE questions with any backend, outside Snakemake) ----
+def answer_file(
+    source: str,
+    questions: str,
+    out: str | os.PathLike,
+    spec: dict,
+    *,
+    images: str | None,
+    annotations: str | None,
+    cache: str | os.PathLike | None,
+    settings: dict,
+) -> tuple[dict, str]:
+    """Ask the model of `spec` every question of one POPE / AMBER / ODE source (`halluflow answer run`) and write the
+    answers to `out` in the format its scorer reads (.parquet: the answer table itself). The request cache is
+    `cache` (default <out>.cache/). Returns the shard's stats and the first failure ("" when none failed): failures
+    are written as status failed, never raised here, so the caller decides what a failed share means."""
+    from pathlib import Path
 
-CLI_DESCRIPTION = (
-    "Ask one model every question of a POPE label file, an AMBER query file or an ODE release, with the same\n"
-    "request-hash cache, retries and failure recording as the workflow's answer rule. The output is in the format\n"
-    "the matching scorer reads: POPE → JSONL {question_id, answer}; AMBER → JSON array [{id, response}];\n"
-    "ODE → JSONL {query_id, answer}. A rerun with the same --cache repeats no finished request."
-)
-
-CLI_EPILOG = """examples:
-  halluflow answer run --source pope --questions coco_pope_popular.json --images val2014/ \\
-      --backend openai --arg base_url=http://localhost:8000/v1 --arg model=llava-hf/llava-1.5-7b-hf \\
-      --name llava --out llava_popular.jsonl
-  halluflow score pope --answers llava_popular.jsonl --labels coco_pope_popular.json
-  halluflow answer run --source amber --questions data/query/query_all.json --images AMBER/ \\
-      --backend transformers --arg model=HuggingFaceTB/SmolVLM-256M-Instruct --arg device=cuda --out amber.json
-  halluflow answer run --source ode --questions results/ode-demo/release --backend blind --out blind.jsonl"""
-
-
-def configure(parser) -> None:
-    from .argtypes import fraction, positive_int
-
-    parser.add_argument("--source", choices=["pope", "amber", "ode"], required=True, help="kind of question file")
-    parser.add_argument(
-        "--questions", required=True, help="POPE label file, AMBER query_*.json, or an ODE release folder"
-    )
-    parser.add_argument("--images", help="folder holding the images (pope/amber; an ODE release holds its own)")
-    parser.add_argument("--annotations", help="AMBER annotations.json (fills truth and query types)")
-    parser.add_argument("--backend", help="vlm backend: transformers | openai | vllm | blind | prior")
-    parser.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="backend argument (repeatable); VALUE is read as YAML, so 8 is a number and true a boolean",
-    )
-    parser.add_argument("--model-config", help="YAML file with one `models:` entry {name, backend, args, stand_in}")
-    parser.add_argument("--name", default=None, help="model name recorded in the outputs (default: the backend name)")
-    parser.add_argument("--out", required=True, help="answers file to write (.jsonl, .json or .parquet)")
-    parser.add_argument("--cache", default=None, help="request cache folder (default: <out>.cache/)")
-    parser.add_argument(
-        "--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions"
-    )
-    parser.add_argument("--max-new-tokens", type=positive_int, default=None, help="yes/no answer length (default 6)")
-    parser.add_argument(
-        "--max-new-tokens-generative", type=positive_int, default=None, help="description length (default 24)"
-    )
-    parser.add_argument(
-        "--batch-size", type=positive_int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call"
-    )
-    parser.add_argument(
-        "--max-failed-fraction",
-        type=fraction,
-        default=DEFAULT_MAX_FAILED_FRACTION,
-        metavar="F",
-        help="exit non-zero when more than this share of requests failed (default "
-        f"{DEFAULT_MAX_FAILED_FRACTION}); failures are written as status failed either way and "
-        "a rerun retries only them",
-    )
-
-
-def _cli_spec(args) -> dict:
-    import yaml
-
-    if args.model_config:
-        path = Path(args.model_config)
-        if not path.exists():
-            raise ConfigError(f"--model-config {path}: file not found")
-        spec = yaml.safe_load(read_text(path))
-        if isinstance(spec, dict) and "models" in spec:
-            spec = (spec["models"] or [None])[0]
-        if not isinstance(spec, dict):
-            raise ConfigError(f"--model-config {path}: expected one models entry {{name, backend, args}}")
-    elif args.backend:
-        spec = {"name": args.name or args.backend, "backend": args.backend, "args": {}}
-    else:
-        raise ConfigError("give --backend (with --arg KEY=VALUE) or --model-config")
-    spec = dict(spec)
-    spec.setdefault("name", args.name or spec.get("backend"))
-    if args.name:
-        spec["name"] = args.name
-    extra = {}
-    for item in args.arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--arg {item!r}: expected KEY=VALUE")
-        extra[key] = yaml.safe_load(value)
-    spec["args"] = {**(spec.get("args") or {}), **extra}
-    return spec
-
-
-def run(args) -> int:
     import polars as pl
 
-    from .io import safe_name, write_json, write_jsonl
+    from .io import write_json, write_jsonl
     from .metrics.formats import pope_native_ids
-    from .sources import load_source
+    from .sources import load_source, original_id
 
-    spec = _cli_spec(args)
-    # The name is a folder of the request cache: "../../x" would put the cache outside it.
-    safe_name(str(spec["name"]), "--name" if args.name else "model name")
-    if args.source == "ode":
+    if source == "ode":
         from .ode.release import verify_release
 
-        problems = verify_release(args.questions)
+        problems = verify_release(questions)
         if problems:
             raise InputError(
-                f"release {args.questions} fails verification ({len(problems)} problem(s), first: "
-                f"{problems[0]}); run `halluflow release verify {args.questions}`"
+                f"release {questions} fails verification ({len(problems)} problem(s), first: "
+                f"{problems[0]}); run `halluflow release verify {questions}`"
             )
-    queries, image_root = load_source(args.source, args.questions, args.images, args.annotations)
-    out = Path(args.out)
-    cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
-    lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
-    if args.max_new_tokens:
-        lengths["discriminative"] = args.max_new_tokens
-    if args.max_new_tokens_generative:
-        lengths["generative"] = args.max_new_tokens_generative
+    queries, image_root = load_source(source, questions, images, annotations)
+    out = Path(out)
+    cache = Path(cache) if cache else out.with_name(out.name + ".cache")
     # The shard never raises on failures here: the output is written first (failures recorded as status failed),
-    # then the limit decides the exit code.
-    settings = {
-        "yes_no_suffix": args.yes_no_suffix,
-        "max_new_tokens": lengths,
-        "batch_size": args.batch_size,
-        "max_failed_fraction": 1.0,
-    }
+    # then the caller's limit decides.
+    settings = {**settings, "max_failed_fraction": 1.0}
     table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
     stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
     table = pl.read_parquet(table_path)
     if out.suffix != ".parquet":
-        if args.source == "amber":
+        if source == "amber":
             write_json(
                 out, [{"id": original_id(r["query_id"]), "response": r["answer"]} for r in table.iter_rows(named=True)]
             )
         else:
-            id_key = "question_id" if args.source == "pope" else "query_id"
-            native = pope_native_ids(args.questions) if args.source == "pope" else {}
+            id_key = "question_id" if source == "pope" else "query_id"
+            native = pope_native_ids(questions) if source == "pope" else {}
             write_jsonl(
                 out,
                 (
@@ -386,14 +301,6 @@ def run(args) -> int:
                     for r in table.iter_rows(named=True)
                 ),
             )
-    print(json.dumps({"out": str(out), **stats}, sort_keys=True))
     failures = table.filter(pl.col("status") == "failed")
     first = f"first: query {original_id(failures['query_id'][0])}: {failures['error'][0]}; " if failures.height else ""
-    check_failed(
-        stats["failed"],
-        stats["queries"],
-        args.max_failed_fraction,
-        f"answer run {out}",
-        f"{first}they are written as status failed; the same command again retries only them",
-    )
-    return 0
+    return stats, first

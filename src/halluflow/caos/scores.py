@@ -33,10 +33,7 @@ cosines is undefined. No hallucinated object → every score is null with n = 0 
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -45,8 +42,7 @@ import numpy as np
 
 from ..backends.base import VLM
 from ..errors import ConfigError, InputError
-from ..io import dumps_json, read_jsonl, write_text
-from ..metrics.parsers import add_max_failed_argument, check_failed, failed_mask, is_failed, reader
+from ..metrics.parsers import failed_mask, reader
 from ..models.model import Model, vlm_request
 from ..progress import get_logger, progress
 from .extract import (
@@ -652,53 +648,6 @@ def metrics_side_by_side(metrics: Mapping | None, source: str | None = None) -> 
     return out
 
 
-# ---- CLI: halluflow score caos ------------------------------------------------------------------------------------
-
-CLI_DESCRIPTION = "CAOS_T / CAOS_X / CAOS_K context-aware object similarities of hallucinated objects (CAOS)."
-CLI_EPILOG = """examples:
-  halluflow score caos --objects objects.jsonl --truth truth.jsonl --frequent coco_frequent.txt --embedder glove
-  halluflow score caos --objects captions.jsonl --truth truth.jsonl --frequent f.txt --embedder minilm --k 3
-  halluflow score caos --objects o.jsonl --truth t.jsonl --frequent f.txt --embedder table --vectors vec.tsv
-
---objects lines: {"image_id", "objects": [ordered]} (pre-extracted) or {"image_id", "caption"} (extracted with
-the vocabulary matcher: COCO 80 + CHAIR synonyms + the truth and frequent objects). --truth lines:
-{"image_id", "objects": [...]} or {"image_id", "truth": [...]}. --frequent: one object per line, most frequent first.
-An --objects line may carry "status" (ok / failed): a failed line or a blank caption is left out, counted as n_failed.
-Without an oracle every object is judged against the truth: hallucinated = extracted objects not in the truth."""
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    from ..argtypes import positive_int
-
-    parser.add_argument("--objects", required=True, help="JSONL of ordered objects or captions per image_id")
-    parser.add_argument("--truth", required=True, help="JSONL of truth objects per image_id")
-    parser.add_argument(
-        "--frequent",
-        default="coco",
-        help="training objects, most frequent first: 'coco' (MSCOCO train2014, shipped; default) "
-        "or a text file (one per line) / TSV with an 'object' column",
-    )
-    parser.add_argument("--embedder", default="glove", help="embedder backend: glove, minilm or table")
-    parser.add_argument("--vectors", help="TSV word<TAB>v1<TAB>... for --embedder table")
-    parser.add_argument(
-        "--k", type=positive_int, default=3, help="k of the headline CAOS_K, ≥ 1 (the sweep 1..10 is always given)"
-    )
-    parser.add_argument(
-        "--synonyms",
-        default="default",
-        help="synonym TSV (synonym, coco_category) for canonical names; 'none' to disable",
-    )
-    parser.add_argument(
-        "--negation",
-        choices=("skip", "ignore"),
-        default="skip",
-        help="captions: leave out objects said to be absent ('no dog') [skip] or read them (CHAIR)",
-    )
-    parser.add_argument("--no-per-object", action="store_true", help="leave the per_object rows out of the JSON")
-    add_max_failed_argument(parser)
-    parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
-
-
 def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for n, row in enumerate(rows, 1):
@@ -719,71 +668,86 @@ def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dic
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def score_files(
+    objects_path: str,
+    truth_path: str,
+    *,
+    frequent: str,
+    embedder: str,
+    vectors: str | None,
+    k: int,
+    synonyms: str,
+    negation: str,
+    per_object: bool,
+    max_failed_fraction: float | None,
+) -> dict:
+    """CAOS of the objects (or captions) of one JSONL file against the truth of another (`halluflow score caos`):
+    the `embedder`'s summary with n_failed, object and sequential statistics and, with `per_object`, one row per
+    hallucinated object. `frequent` is 'coco' or a file; `synonyms` 'default', 'none' or a TSV."""
+    import re
+
+    from ..io import read_jsonl
+    from ..metrics.parsers import check_failed, is_failed
     from ..models import registry
 
-    objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
-    truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))
-    frequent = resolve_frequent(args.frequent)
-    spec: dict = {"backend": args.embedder}
-    if args.vectors:
-        spec["path"] = args.vectors
-    embedder = registry.create("embedder", spec)
-    synonyms = {"default": True, "none": False}.get(args.synonyms, args.synonyms)
+    objects = _by_image(read_jsonl(objects_path), objects_path, ("objects", "caption"))
+    truth = _by_image(read_jsonl(truth_path), truth_path, ("objects", "truth"))
+    frequent_objects = resolve_frequent(frequent)
+    spec: dict = {"backend": embedder}
+    if vectors:
+        spec["path"] = vectors
+    model = registry.create("embedder", spec)
+    use_synonyms = {"default": True, "none": False}.get(synonyms, synonyms)
     truth_lists = {}
     for iid, row in truth.items():
         t = row.get("objects", row.get("truth"))
         if not isinstance(t, list):
-            raise InputError(f"{args.truth}: image_id {iid!r}: truth must be a list of object names")
+            raise InputError(f"{truth_path}: image_id {iid!r}: truth must be a list of object names")
         truth_lists[iid] = [str(x) for x in t]
     vocab = build_vocabulary(
-        extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent)), synonyms=synonyms
+        extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent_objects)),
+        synonyms=use_synonyms,
     )
-    extractor = ObjectExtractor(vocab, negation=args.negation)
+    extractor = ObjectExtractor(vocab, negation=negation)
     captions = []
     n_failed = 0
     for iid, row in objects.items():
         if iid not in truth_lists:
-            raise InputError(f"{args.truth}: no truth for image_id {iid!r} (listed in {args.objects})")
+            raise InputError(f"{truth_path}: no truth for image_id {iid!r} (listed in {objects_path})")
         # the shared failed-answer rule: a "status" other than ok, or a blank caption (given objects have none)
         if is_failed(row.get("caption") if "objects" not in row else "objects given", row.get("status")):
             n_failed += 1
             continue
         if "objects" in row:
             if not isinstance(row["objects"], list):
-                raise InputError(f"{args.objects}: image_id {iid!r}: 'objects' must be a list")
+                raise InputError(f"{objects_path}: image_id {iid!r}: 'objects' must be a list")
             names = list(dict.fromkeys(vocab.normalise(str(o)) for o in row["objects"] if tokens(str(o))))
             objs = [ExtractedObject(n, n, i, "given", n in vocab) for i, n in enumerate(names)]
         else:
             objs = extractor.extract(str(row["caption"] or "")).objects
         captions.append(judge_caption(iid, iid, objs, truth_lists[iid], vocab))
-    check_failed(n_failed, len(objects), args.max_failed_fraction, f"score caos {args.objects}")
-    summary, rows = score(captions, [vocab.normalise(f) for f in frequent], {args.embedder: embedder}, k=args.k)
-    result = dict(summary["embedders"][args.embedder])
+    check_failed(n_failed, len(objects), max_failed_fraction, f"score caos {objects_path}")
+    summary, rows = score(captions, [vocab.normalise(f) for f in frequent_objects], {embedder: model}, k=k)
+    result = dict(summary["embedders"][embedder])
     result["n_failed"] = n_failed
-    result.update(objects=summary["objects"], sequential=summary["sequential"], embedder=embedder.describe().as_dict())
-    if not args.no_per_object:
-        prefix = f"{args.embedder}_"
+    result.update(objects=summary["objects"], sequential=summary["sequential"], embedder=model.describe().as_dict())
+    if per_object:
+        prefix = f"{embedder}_"
         result["per_object"] = [
             {
                 "image_id": r["image_id"],
                 "position": r["position"],
                 "object": r["object"],
                 **{
-                    k[len(prefix) :]: (_r(v) if isinstance(v, float) else v)
-                    for k, v in r.items()
-                    if k.startswith(prefix) and not re.search(r"_k\d+$", k)
+                    key[len(prefix) :]: (_r(v) if isinstance(v, float) else v)
+                    for key, v in r.items()
+                    if key.startswith(prefix) and not re.search(r"_k\d+$", key)
                 },
             }
             for r in rows
             if r["hallucinated"]
         ]
-    text = dumps_json(result)
-    if args.out:
-        write_text(args.out, text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return result
 
 
 __all__ = [
@@ -806,8 +770,7 @@ __all__ = [
     "resolve_frequent",
     "ood_warning",
     "rows_frame",
-    "configure",
-    "run",
+    "score_files",
     "K_SWEEP",
     "metrics_side_by_side",
 ]

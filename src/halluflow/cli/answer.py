@@ -104,70 +104,31 @@ def _cli_spec(args) -> dict:
 
 
 def _run_answer(args) -> int:
-    import polars as pl
-
-    from halluflow.answer import DEFAULT_SETTINGS, answer_shard
-    from halluflow.errors import InputError
-    from halluflow.io import safe_name, write_json, write_jsonl
-    from halluflow.metrics.formats import pope_native_ids
+    from halluflow.answer import DEFAULT_SETTINGS, answer_file
+    from halluflow.io import safe_name
     from halluflow.metrics.parsers import check_failed
-    from halluflow.models.model import ModelUnderTest
-    from halluflow.sources import load_source, original_id
 
     spec = _cli_spec(args)
     # The name is a folder of the request cache: "../../x" would put the cache outside it.
     safe_name(str(spec["name"]), "--name" if args.name else "model name")
-    if args.source == "ode":
-        from halluflow.ode.release import verify_release
-
-        problems = verify_release(args.questions)
-        if problems:
-            raise InputError(
-                f"release {args.questions} fails verification ({len(problems)} problem(s), first: "
-                f"{problems[0]}); run `halluflow release verify {args.questions}`"
-            )
-    queries, image_root = load_source(args.source, args.questions, args.images, args.annotations)
     out = Path(args.out)
-    cache = Path(args.cache) if args.cache else out.with_name(out.name + ".cache")
     lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
     if args.max_new_tokens:
         lengths["discriminative"] = args.max_new_tokens
     if args.max_new_tokens_generative:
         lengths["generative"] = args.max_new_tokens_generative
-    # The shard never raises on failures here: the output is written first (failures recorded as status failed),
-    # then the limit decides the exit code.
-    settings = {
-        "yes_no_suffix": args.yes_no_suffix,
-        "max_new_tokens": lengths,
-        "batch_size": args.batch_size,
-        "max_failed_fraction": 1.0,
-    }
-    table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
-    stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
-    table = pl.read_parquet(table_path)
-    if out.suffix != ".parquet":
-        if args.source == "amber":
-            write_json(
-                out, [{"id": original_id(r["query_id"]), "response": r["answer"]} for r in table.iter_rows(named=True)]
-            )
-        else:
-            id_key = "question_id" if args.source == "pope" else "query_id"
-            native = pope_native_ids(args.questions) if args.source == "pope" else {}
-            write_jsonl(
-                out,
-                (
-                    {
-                        id_key: native.get(r["query_id"], r["query_id"]),
-                        "answer": r["answer"],
-                        "status": r["status"],
-                        **({"error": r["error"]} if r["error"] else {}),
-                    }
-                    for r in table.iter_rows(named=True)
-                ),
-            )
+    settings = {"yes_no_suffix": args.yes_no_suffix, "max_new_tokens": lengths, "batch_size": args.batch_size}
+    stats, first = answer_file(
+        args.source,
+        args.questions,
+        out,
+        spec,
+        images=args.images,
+        annotations=args.annotations,
+        cache=args.cache,
+        settings=settings,
+    )
     print(json.dumps({"out": str(out), **stats}, sort_keys=True))
-    failures = table.filter(pl.col("status") == "failed")
-    first = f"first: query {original_id(failures['query_id'][0])}: {failures['error'][0]}; " if failures.height else ""
     check_failed(
         stats["failed"],
         stats["queries"],

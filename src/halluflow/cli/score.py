@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
-from pathlib import Path
-from typing import Sequence
 
 from .command import Command
 
@@ -162,27 +158,18 @@ def _configure_amber(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_amber(args: argparse.Namespace) -> int:
-    from halluflow.errors import InputError
-    from halluflow.forked import Forked
-    from halluflow.metrics.amber import AmberData, amber_scores, load_responses, make_matcher, read_amber_folder
-    from halluflow.metrics.parsers import check_failed
+    from halluflow.metrics.amber import score_files
 
-    # A helper process reads the annotation folder (CPython's JSON parsing and our checks) while this one loads
-    # polars and reads the responses. Errors are those of load_amber then load_responses, in that order.
-    with Forked(read_amber_folder, args.annotations) as folder:
-        try:
-            responses = load_responses(args.responses, None)  # ids checked from 1 up; the upper end below
-        except InputError:
-            responses = None
-        data = AmberData(*folder.result())  # a bad annotation folder is reported first
-    if responses is None or responses["id"].max() > data.n:
-        # read again with AMBER's id count: raises the response file's error, naming AMBER's id range
-        responses = load_responses(args.responses, data.n)
-    matcher = make_matcher(args.similarity, args.similarity_threshold)
-    scores = amber_scores(responses, data, args.dimension, matcher, nouns=args.nouns)
-    # refused before anything is printed or written
-    check_failed(scores["n_failed"], responses.height, args.max_failed_fraction, f"score amber {args.responses}")
-    emit(scores, args.out)
+    scores = score_files(
+        args.annotations,
+        args.responses,
+        dimension=args.dimension,
+        similarity=args.similarity,
+        similarity_threshold=args.similarity_threshold,
+        nouns=args.nouns,
+        max_failed_fraction=args.max_failed_fraction,
+    )
+    emit(scores, args.out)  # refused before anything is printed or written
     return 0
 
 
@@ -233,92 +220,22 @@ def _configure_caos(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the JSON here (atomically) instead of stdout")
 
 
-def _by_image(rows: list[dict], path: str, keys: Sequence[str]) -> dict[str, dict]:
-    from halluflow.errors import InputError
-
-    out: dict[str, dict] = {}
-    for n, row in enumerate(rows, 1):
-        if "image_id" not in row:
-            raise InputError(f"{path}: line {n} has no 'image_id'")
-        if not any(k in row for k in keys):
-            raise InputError(f"{path}: line {n} (image_id {row['image_id']!r}) needs one of {list(keys)}")
-        iid = str(row["image_id"])
-        for k in ("objects", "truth"):
-            if k in row and (not isinstance(row[k], list) or not all(isinstance(o, str) for o in row[k])):
-                raise InputError(
-                    f"{path}: line {n} (image_id {iid!r}): '{k}' must be a list of object names, "
-                    f"got {json.dumps(row[k])[:60]}"
-                )
-        if iid in out:
-            raise InputError(f"{path}: image_id {iid!r} appears twice")
-        out[iid] = row
-    return out
-
-
 def _run_caos(args: argparse.Namespace) -> int:
-    from halluflow.caos.extract import ExtractedObject, ObjectExtractor, build_vocabulary, tokens
-    from halluflow.caos.scores import _r, judge_caption, resolve_frequent, score
-    from halluflow.errors import InputError
-    from halluflow.io import dumps_json, read_jsonl, write_text
-    from halluflow.metrics.parsers import check_failed, is_failed
-    from halluflow.models import registry
+    from halluflow.caos.scores import score_files
+    from halluflow.io import dumps_json, write_text
 
-    objects = _by_image(read_jsonl(args.objects), args.objects, ("objects", "caption"))
-    truth = _by_image(read_jsonl(args.truth), args.truth, ("objects", "truth"))
-    frequent = resolve_frequent(args.frequent)
-    spec: dict = {"backend": args.embedder}
-    if args.vectors:
-        spec["path"] = args.vectors
-    embedder = registry.create("embedder", spec)
-    synonyms = {"default": True, "none": False}.get(args.synonyms, args.synonyms)
-    truth_lists = {}
-    for iid, row in truth.items():
-        t = row.get("objects", row.get("truth"))
-        if not isinstance(t, list):
-            raise InputError(f"{args.truth}: image_id {iid!r}: truth must be a list of object names")
-        truth_lists[iid] = [str(x) for x in t]
-    vocab = build_vocabulary(
-        extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent)), synonyms=synonyms
+    result = score_files(
+        args.objects,
+        args.truth,
+        frequent=args.frequent,
+        embedder=args.embedder,
+        vectors=args.vectors,
+        k=args.k,
+        synonyms=args.synonyms,
+        negation=args.negation,
+        per_object=not args.no_per_object,
+        max_failed_fraction=args.max_failed_fraction,
     )
-    extractor = ObjectExtractor(vocab, negation=args.negation)
-    captions = []
-    n_failed = 0
-    for iid, row in objects.items():
-        if iid not in truth_lists:
-            raise InputError(f"{args.truth}: no truth for image_id {iid!r} (listed in {args.objects})")
-        # the shared failed-answer rule: a "status" other than ok, or a blank caption (given objects have none)
-        if is_failed(row.get("caption") if "objects" not in row else "objects given", row.get("status")):
-            n_failed += 1
-            continue
-        if "objects" in row:
-            if not isinstance(row["objects"], list):
-                raise InputError(f"{args.objects}: image_id {iid!r}: 'objects' must be a list")
-            names = list(dict.fromkeys(vocab.normalise(str(o)) for o in row["objects"] if tokens(str(o))))
-            objs = [ExtractedObject(n, n, i, "given", n in vocab) for i, n in enumerate(names)]
-        else:
-            objs = extractor.extract(str(row["caption"] or "")).objects
-        captions.append(judge_caption(iid, iid, objs, truth_lists[iid], vocab))
-    check_failed(n_failed, len(objects), args.max_failed_fraction, f"score caos {args.objects}")
-    summary, rows = score(captions, [vocab.normalise(f) for f in frequent], {args.embedder: embedder}, k=args.k)
-    result = dict(summary["embedders"][args.embedder])
-    result["n_failed"] = n_failed
-    result.update(objects=summary["objects"], sequential=summary["sequential"], embedder=embedder.describe().as_dict())
-    if not args.no_per_object:
-        prefix = f"{args.embedder}_"
-        result["per_object"] = [
-            {
-                "image_id": r["image_id"],
-                "position": r["position"],
-                "object": r["object"],
-                **{
-                    k[len(prefix) :]: (_r(v) if isinstance(v, float) else v)
-                    for k, v in r.items()
-                    if k.startswith(prefix) and not re.search(r"_k\d+$", k)
-                },
-            }
-            for r in rows
-            if r["hallucinated"]
-        ]
     text = dumps_json(result)
     if args.out:
         write_text(args.out, text)
@@ -360,37 +277,12 @@ def _configure_compare(parser) -> None:
 
 
 def _run_compare(args) -> int:
-    from halluflow.errors import InputError
-    from halluflow.io import dumps_json, read_parquet, write_json
-    from halluflow.metrics.uncertainty import (
-        _model_name,
-        compare_models,
-        load_releases,
-        repeated_releases,
-        resample_count,
-    )
+    from halluflow.io import dumps_json, write_json
+    from halluflow.metrics.uncertainty import compare_files
 
-    resamples = resample_count(args.resamples)
-    if not 0 < args.confidence < 1:
-        raise InputError(f"--confidence {args.confidence}: expected a number between 0 and 1")
-    alpha = 1 - args.confidence
-    if args.metrics:
-        docs = load_releases(args.metrics)
-        result = {
-            "confidence": args.confidence,
-            "model": docs[0]["model"],
-            "releases": args.metrics,
-            "metrics": repeated_releases(docs, alpha, sources=list(args.metrics)),
-        }
-    else:
-        tables = {}
-        for p in map(Path, args.scores):
-            table = read_parquet(p)
-            name = _model_name(p, table)
-            if name in tables:
-                raise InputError(f"--scores {p}: model {name!r} given twice")
-            tables[name] = table
-        result = compare_models(tables, n_resamples=resamples, seed=args.seed, alpha=alpha)
+    result = compare_files(
+        scores=args.scores, metrics=args.metrics, resamples=args.resamples, seed=args.seed, confidence=args.confidence
+    )
     if args.out:
         write_json(args.out, result)
     print(dumps_json(result))
@@ -436,47 +328,20 @@ def _configure_ghr(parser) -> None:
 
 
 def _run_ghr(args) -> int:
-    from halluflow.errors import InputError
-    from halluflow.metrics.parsers import check_failed
-    from halluflow.samf.metrics import (
-        GHRScorer,
-        MetricSuite,
-        read_answers,
-        score_rows,
-        similarity_from_config,
-        summarize,
-    )
-    from halluflow.samf.schema import load_instances
+    from halluflow.samf.metrics import score_ghr_files
 
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    bad = [m for m in metrics if m not in ("ghr", "bhr", "shr", "ghs")]
-    if bad:
-        raise InputError(f"--metrics: unknown metric {bad[0]!r}; known: ghr, bhr, shr, ghs")
-    if "ghr" not in metrics:
-        metrics.insert(0, "ghr")
-    instances = load_instances(args.instances)
-    answers = read_answers(args.answers, {i["instance_id"] for i in instances})
-    check_failed(  # an instance with no answer line counts against the limit too (it was not scored)
-        sum(a is None for a in answers.values()),
-        len(instances),
-        args.max_failed_fraction,
-        f"score ghr {args.answers}",
-        n_missing=len(instances) - len(answers),
+    result = score_ghr_files(
+        args.instances,
+        args.answers,
+        metrics=args.metrics,
+        tau1=args.tau1,
+        tau2=args.tau2,
+        tau3=args.tau3,
+        similarity=args.similarity,
+        per_item=args.per_item,
+        max_failed_fraction=args.max_failed_fraction,
     )
-    similarity = similarity_from_config("trigram" if args.similarity == "trigram" else {"backend": args.similarity})
-    scorer = GHRScorer(tau1=args.tau1, tau2=args.tau2, tau3=args.tau3, similarity=similarity)
-    rows = score_rows(instances, answers, scorer, metrics)
-    out = summarize(rows, metrics)
-    out["n_instances"] = len(instances)
-    out["n_missing"] = len(instances) - len(rows)
-    out["thresholds"] = {"tau1": args.tau1, "tau2": args.tau2, "tau3": args.tau3}
-    out["similarity"] = args.similarity
-    # What scored these numbers (Sim_NLP named with its model; the rule judge and verifier need no model).
-    out["judges"] = MetricSuite(scorer, tuple(metrics)).describe()
-    if args.per_item:
-        out["items"] = rows
-
-    emit(out, args.out)
+    emit(result, args.out)
     return 0
 
 

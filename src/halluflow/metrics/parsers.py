@@ -140,19 +140,6 @@ def check_failed(
         )
 
 
-def add_max_failed_argument(parser) -> None:
-    from ..argtypes import fraction
-
-    parser.add_argument(
-        "--max-failed-fraction",
-        type=fraction,
-        default=DEFAULT_MAX_FAILED_FRACTION,
-        metavar="F",
-        help="refuse to score when more than this share of answers failed or are empty "
-        f"(default {DEFAULT_MAX_FAILED_FRACTION}; they are always excluded and counted as n_failed)",
-    )
-
-
 # ---------------------------------------------------------------- the variants, one answer at a time
 def pope_yes_no(text: str) -> str:
     # POPE evaluate.py: the text before the first '.', ',' dropped, split on ' ' (one space, not any whitespace),
