@@ -14,13 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..config_types import Cedi
 from ..errors import ConfigError, InputError
 from ..io import read_json, read_parquet, safe_join, sha256_file, stable_hash, write_json, write_parquet
 from ..models import MODELS_CACHE
 from ..models.model import GenerateConfig, Model, cache_folder
 from ..progress import get_logger
 from .comparison import compare_graders, graders_of
-from .examiner import EXAMINERS, HISTORY_MODES, Examiner, Scene
+from .examiner import Examiner, Scene
 from .parser import Vocabulary, split_el
 from .scene_graph import (
     NAME_SOURCES,
@@ -78,14 +79,13 @@ def settings_of(config: Mapping[str, Any]) -> dict:
     return cedi
 
 
-def synonyms_of(settings: Mapping[str, Any]) -> Synonyms:
+def synonyms_of(settings: Mapping[str, Any] | Cedi) -> Synonyms:
     """`cedi.synonyms`: the object-name synonym source (`source`: auto = WordNet where installed, else Visual
     Genome's lists) and optional Visual Genome-format files for objects and relations."""
-    syn = settings.get("synonyms") or {}
-    source = syn.get("source", "auto")
-    if source not in NAME_SOURCES:
-        raise ConfigError(f"config key 'cedi.synonyms.source': {source!r} is not one of {', '.join(NAME_SOURCES)}")
-    return Synonyms.resolve(source, syn.get("objects"), syn.get("relations"))
+    syn = Cedi.from_dict(settings).synonyms
+    if syn.source not in NAME_SOURCES:
+        raise ConfigError(f"config key 'cedi.synonyms.source': {syn.source!r} is not one of {', '.join(NAME_SOURCES)}")
+    return Synonyms.resolve(syn.source, syn.objects, syn.relations)
 
 
 # Sources whose truth graphs annotate INSTANCES (one node per box / region, names repeat): the grader compares them
@@ -93,15 +93,16 @@ def synonyms_of(settings: Mapping[str, Any]) -> Synonyms:
 INSTANCE_SOURCES = ("coco", "visual_genome")
 
 
-def ged_instances_of(settings: Mapping[str, Any]) -> tuple[str, str]:
+def ged_instances_of(settings: Mapping[str, Any] | Cedi) -> tuple[str, str]:
     """(keep | merge, why): `cedi.ged_instances` as given, or for `auto` by whether the source's truth repeats
     instances."""
-    mode = settings.get("ged_instances", "auto")
+    settings = Cedi.from_dict(settings)
+    mode = settings.ged_instances
     if mode not in ("auto", "keep", "merge"):
         raise ConfigError(f"config key 'cedi.ged_instances': {mode!r} is not one of auto, keep, merge")
     if mode != "auto":
         return mode, "configured"
-    source = settings.get("source", "ode")
+    source = settings.source
     if source in INSTANCE_SOURCES:
         return "merge", f"auto: {source} truth repeats instances"
     return "keep", f"auto: {source} truth has one node per object"
@@ -330,13 +331,14 @@ def _image_file(images_dir: Path, image_id: str, file_name: str | None) -> Path:
     )
 
 
-def annotation_source(settings: Mapping[str, Any]) -> str:
-    source = settings.get("source", "ode")
+def annotation_source(settings: Mapping[str, Any] | Cedi) -> str:
+    settings = Cedi.from_dict(settings)
+    source = settings.source
     if source not in SOURCES:
         raise ConfigError(f"config key 'cedi.source': {source!r} is not one of {', '.join(SOURCES)}")
     if source != "ode":
         for key in ("scene_graphs", "images_dir"):
-            if not settings.get(key):
+            if not getattr(settings, key):
                 raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {source}")
     return source
 
@@ -364,21 +366,20 @@ def examine_model(
     block's); None: no cache."""
     import polars as pl
 
-    s = settings_of(config)
-    syn = synonyms_of(s)
-    source = annotation_source(s)
+    s = settings_of(config)  # the section as given, for the examiner
+    cedi = Cedi.from_dict(s)  # completed with the schema's defaults
+    syn = synonyms_of(cedi)
+    source = annotation_source(cedi)
     if source == "ode":
         vocab = vocabulary(graph_dir, syn)
-        scenes = build_scenes(
-            release_dir, graph_dir, int(s.get("images", 3)), int(config.get("seed", 0)), vocab, accepted=accepted
-        )
+        scenes = build_scenes(release_dir, graph_dir, cedi.images, int(config.get("seed", 0)), vocab, accepted=accepted)
     else:
         graph_dir = None  # no concept graph: a `prior` evaluatee needs one and says so
         vocab = Vocabulary(synonyms=syn)
         scenes = build_annotation_scenes(
-            source, s["scene_graphs"], s["images_dir"], int(s.get("images", 3)), int(config.get("seed", 0)), vocab
+            source, cedi.scene_graphs, cedi.images_dir, cedi.images, int(config.get("seed", 0)), vocab
         )
-    llm = llm_of(config, s, "llm" in (s.get("question_writer", "template"), s.get("switch", "random")), requests_cache)
+    llm = llm_of(config, s, "llm" in (cedi.question_writer, cedi.switch), requests_cache)
     vlm = (
         vlm
         if vlm is not None
@@ -386,7 +387,7 @@ def examine_model(
             model_spec,
             graph_dir=graph_dir,
             models_cache=models_cache,
-            config=GenerateConfig(max_new_tokens=int(s.get("max_new_tokens", 64))),
+            config=GenerateConfig(max_new_tokens=cedi.max_new_tokens),
             method="cedi",
             cache=cache_folder(requests_cache, model_spec),
         )
@@ -397,8 +398,8 @@ def examine_model(
         scenes,
         vlm,
         model_spec["name"],
-        s.get("examiners", EXAMINERS),
-        s.get("history", HISTORY_MODES),
+        list(cedi.examiners),
+        list(cedi.history),
         stand_in=bool(info.stand_in),
     )
     write_parquet(out_transcripts, pl.DataFrame(rows, schema=polars_schema(TRANSCRIPT_SCHEMA), orient="row"))
@@ -459,10 +460,11 @@ def grade_model(
 
     from .grader import PER_TURN_SCHEMA, grade_transcripts
 
-    s = settings_of(config)
-    syn = synonyms_of(s)
+    s = settings_of(config)  # the section as given, for the grader and the comparison
+    cedi = Cedi.from_dict(s)  # completed with the schema's defaults
+    syn = synonyms_of(cedi)
     # the vocabulary the examiner used: the concept graph (ODE) or the truth graphs and the absent objects asked about
-    vocab = vocabulary(graph_dir, syn) if annotation_source(s) == "ode" else Vocabulary(synonyms=syn)
+    vocab = vocabulary(graph_dir, syn) if annotation_source(cedi) == "ode" else Vocabulary(synonyms=syn)
     truths, model_info, neighbours = load_truth_graphs(truth_graphs)
     for g in truths.values():
         vocab.add_graph(g)
@@ -472,15 +474,15 @@ def grade_model(
     turns = read_table(transcripts, ["conversation_id", "image_id", "turn", "answer", "premise", "probe"]).to_dicts()
     vocab_from_questions(turns, vocab)
     graders = graders_of(s)
-    valor_llm = "valor" in graders and s.get("valor_extractor", "rule") == "llm"
-    llm = llm_of(config, s, s.get("parser", "rule") == "llm" or valor_llm, requests_cache)
-    instances, why = ged_instances_of(s)
+    valor_llm = "valor" in graders and cedi.valor_extractor == "llm"
+    llm = llm_of(config, s, cedi.parser == "llm" or valor_llm, requests_cache)
+    instances, why = ged_instances_of(cedi)
     grades, per_turn, preds = grade_transcripts(
         turns,
         truths,
         vocab,
         {**s, "ged_instances": instances, "ged_instances_rule": why},
-        llm=llm if s.get("parser", "rule") == "llm" else None,
+        llm=llm if cedi.parser == "llm" else None,
     )
     grades["model"] = model_info
     llm_info = llm.describe().as_dict() if llm is not None else None
