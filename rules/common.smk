@@ -406,35 +406,13 @@ def get_audit_model_inputs(wildcards):
 
 
 # ---- ODE fine-tuning loop (rules/finetune.smk) ----
-def finetune_params(wildcards, name):
-    """What the fine-tuning jobs read: the method, both releases, the base model, the answer and scoring settings."""
-    release = SOURCE["path"] or ode_release_dir()
-    settings = {
-        k: v for k, v in config["finetune"].items() if k not in ("enabled", "model", "train_release", "methods")
-    }
+def finetune_base(name):
+    """The base model's weights as the training record names them: resolved model, revision, device and dtype, and
+    whether it is a stand-in."""
+    model = resolve(MODELS[name], MODELS_CACHE, config["gpu"])
     return {
-        "method": wildcards.method,
-        "train_release": train_release_dir(config),
-        "eval_release": release,
-        "release": release,
-        "spec": MODELS[name],
-        "base": {
-            **{k: RESOLVED[name].args.get(k) for k in ("model", "revision", "device", "dtype")},
-            "stand_in": bool(MODELS[name].get("stand_in") or RESOLVED[name].args.get("stand_in")),
-        },
-        "answer": config["answer"],
-        "scoring": config["scoring"],
-        "settings": settings,
-        "seed": config["seed"],
-        "graph": str(Path(rules.build_graph.output.nodes).parent),
-        "nodes": str(rules.build_graph.output.nodes),
-        "hallu": str(rules.build_graph.output.hallu),
-        "edges": str(rules.build_graph.output.edges),
-        "cache": f"{OUT}/cache/{name}",
-        "cache_root": f"{OUT}/cache",
-        "models_cache": MODELS_CACHE,
-        "model_dir": str(expand(rules.ode_finetune_train.output.model, method=wildcards.method)[0]),
-        "record": str(expand(rules.ode_finetune_train.output.record, method=wildcards.method)[0]),
+        **{k: model.args.get(k) for k in ("model", "revision", "device", "dtype")},
+        "stand_in": bool(MODELS[name].get("stand_in") or model.args.get("stand_in")),
     }
 
 

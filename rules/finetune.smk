@@ -11,12 +11,21 @@ if config["finetune"]["enabled"]:
     FT_MODEL = finetune_model(config)["name"]
     FT_DIR = f"{OUT}/finetune/{FT_MODEL}"
     FT_METHODS = list(config["finetune"]["methods"])
+    FT_GPU = int(resolve(MODELS[FT_MODEL], MODELS_CACHE, config["gpu"]).gpu)
+    # What both the training and the evaluation job read: the base model's entry, how the answer stage answers and
+    # the scorer scores, and the request cache root (the base model's folder is the answer stage's).
+    FT_PARAMS = {
+        "spec": MODELS[FT_MODEL],
+        "answer": config["answer"],
+        "scoring": config["scoring"],
+        "cache": REQUEST_CACHE,
+    }
 
     rule ode_finetune_train:
         input:
             train=f"{train_release_dir(config)}/manifest.json",
             release=get_answer_source_input,  # checked disjoint from the training release before any step
-            model=lambda wildcards: model_inputs(FT_MODEL),
+            weights=model_inputs(FT_MODEL),
             nodes=rules.build_graph.output.nodes,  # DPO scores the base model's answers on the training release
             hallu=rules.build_graph.output.hallu,
             edges=rules.build_graph.output.edges,
@@ -37,11 +46,14 @@ if config["finetune"]["enabled"]:
         resources:
             mem_mb=retry_mem(8000),
             runtime=lambda wildcards, attempt: 240 * attempt,
-            gpu=lambda wildcards: int(RESOLVED[FT_MODEL].gpu),
+            gpu=FT_GPU,
         params:
-            finetune=lambda wildcards: finetune_params(wildcards, FT_MODEL),
+            **FT_PARAMS,
+            base=finetune_base(FT_MODEL),
+            finetune=config["finetune"],
+            seed=config["seed"],
         script:
-            "../scripts/ode_finetune_train.py"
+            "../scripts/rule.py"
 
     rule ode_finetune_eval:
         input:
@@ -65,11 +77,11 @@ if config["finetune"]["enabled"]:
         resources:
             mem_mb=retry_mem(4000),
             runtime=lambda wildcards, attempt: 120 * attempt,
-            gpu=lambda wildcards: int(RESOLVED[FT_MODEL].gpu),
+            gpu=FT_GPU,
         params:
-            finetune=lambda wildcards: finetune_params(wildcards, FT_MODEL),
+            **FT_PARAMS,
         script:
-            "../scripts/ode_finetune_eval.py"
+            "../scripts/rule.py"
 
     rule ode_finetune:
         input:
@@ -91,4 +103,4 @@ if config["finetune"]["enabled"]:
             model=FT_MODEL,
             dpi=config["report"]["dpi"],
         script:
-            "../scripts/ode_finetune_section.py"
+            "../scripts/rule.py"

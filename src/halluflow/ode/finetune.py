@@ -284,69 +284,44 @@ def train_model(
     return record
 
 
-def answer_and_score(spec: dict, release: Path, params: dict, cache: Path, answers: Path, scores: Path, metrics: Path):
-    """`spec` answers every query of `release` through the answer stage (one shard) and the ODE scorer scores it, as
-    rules answer + score do for the run's own models; returns the metrics."""
-    from ..answer import ModelUnderTest, answer_shard
+def answer_and_score(
+    spec: dict,
+    release: Path,
+    cache: Path,
+    answers: Path,
+    scores: Path,
+    metrics: Path,
+    *,
+    answer: dict,
+    scoring: dict,
+    graph_dir: str,
+    nodes: str,
+    hallu: str | None = None,
+    edges: str | None = None,
+) -> dict:
+    """`spec` answers every query of `release` through the answer stage (one shard, `answer` settings, request
+    cache `cache`) and the ODE scorer scores it (`scoring`, the concept graph's files), as rules answer + score do
+    for the run's own models; returns the metrics."""
+    from ..answer import answer_shard
+    from ..models.model import ModelUnderTest
     from ..sources import source_queries
     from .scoring import run_score
 
     queries, image_root = source_queries({"kind": "ode", "path": str(release)}, str(release))
-    model = ModelUnderTest(spec, graph_dir=params["graph"], models_cache=params["models_cache"])
-    settings = {k: v for k, v in params["answer"].items() if k != "source"}
+    model = ModelUnderTest(spec, graph_dir=graph_dir)
+    settings = {k: v for k, v in answer.items() if k != "source"}
     answer_shard(queries, image_root, model, cache, answers, settings=settings)
     return run_score(
         [str(answers)],
         str(release / "queries.parquet"),
-        params["nodes"],
+        nodes,
         str(scores),
         str(metrics),
         spec["name"],
-        params["scoring"],
-        hallu_path=params.get("hallu"),
-        edges_path=params.get("edges"),
+        scoring,
+        hallu_path=hallu,
+        edges_path=edges,
     )
-
-
-def run_train(params: dict, model_dir: str, record_out: str, data_dir: str) -> dict:
-    """Rule ode_finetune_train: the export of the training release into `data_dir` (answering the release with the
-    base model first for DPO's rejected answers), checked disjoint from the evaluation release, then `train_model`."""
-    from .export import export_release
-
-    method = params["method"]
-    train_dir, eval_dir = Path(params["train_release"]), Path(params["eval_release"])
-    n_pairs = check_disjoint(train_dir, eval_dir)
-    work = Path(data_dir)
-    answers_path = None
-    if method == "dpo":  # DPO's rejected answers: the base model's hallucinations on the training release
-        answers_path = work / "train_scores.parquet"
-        answer_and_score(
-            params["spec"],
-            train_dir,
-            params,
-            Path(params["cache"]),
-            work / "train_answers.parquet",
-            answers_path,
-            work / "train_metrics.json",
-        )
-    export_dir = work / method
-    fmt = "llava" if method == "sft" else "dpo"
-    export_release(train_dir, fmt, export_dir, answers=answers_path)
-    records = read_json(export_dir / f"{fmt}.json")
-    rows = (sft_rows if method == "sft" else dpo_rows)(records, export_dir)
-    if params["settings"].get("max_examples"):
-        rows = rows[: int(params["settings"]["max_examples"])]
-    base = {**params["base"], "name": params["spec"]["name"]}
-    facts = {
-        "train_release": str(train_dir),
-        "eval_release": str(eval_dir),
-        "train_pairs": n_pairs,
-        "shared_pairs": 0,  # check_disjoint refused anything else
-        "export": str(export_dir),
-    }
-    record = train_model(method, rows, base, model_dir, {**params["settings"], "seed": params["seed"]}, facts)
-    write_json(record_out, record)
-    return record
 
 
 def tuned_spec(spec: dict, method: str, model_dir: str) -> dict:
@@ -358,16 +333,6 @@ def tuned_spec(spec: dict, method: str, model_dir: str) -> dict:
         "stand_in": bool(spec.get("stand_in")),
         "args": args,
     }
-
-
-def run_eval(params: dict, answers_out: str, scores_out: str, metrics_out: str) -> dict:
-    """Rule ode_finetune_eval: the tuned model answers the evaluation release and is scored, as the base model was."""
-    record = read_json(params["record"])
-    spec = tuned_spec(params["spec"], params["method"], params["model_dir"])
-    # the cache is keyed by the tuned weights' hash: a retrained folder at the same path never reuses old answers
-    cache = Path(params["cache_root"]) / f"{spec['name']}-{record['weights_sha256_after'][:16]}"
-    release = Path(params["release"])
-    return answer_and_score(spec, release, params, cache, Path(answers_out), Path(scores_out), Path(metrics_out))
 
 
 # ---------------------------------------------------------------------------------------------- section

@@ -67,6 +67,9 @@ RULES: dict[str, str] = {
     "paper_caos": "halluflow.workflow.paper:paper",
     "paper_samf": "halluflow.workflow.paper:paper",
     "paper_cedi": "halluflow.workflow.paper:paper",
+    "ode_finetune_train": "halluflow.workflow.finetune:train",
+    "ode_finetune_eval": "halluflow.workflow.finetune:evaluate",
+    "ode_finetune": "halluflow.workflow.finetune:paper_section",
 }
 
 
