@@ -160,7 +160,7 @@ def check_semantics(config: dict) -> None:
             f"(samf.judge or samf.verifier is vlm; models: {', '.join(names) or 'none'})"
         )
     cedi = config.get("cedi") or {}
-    if cedi.get("source", "ode") != "ode":
+    if cedi["source"] != "ode":  # validated: the schema filled in its default
         for key in ("scene_graphs", "images_dir"):
             if not cedi.get(key):
                 raise ConfigError(f"config key 'cedi.{key}': required when cedi.source is {cedi['source']}")
@@ -213,7 +213,7 @@ def stage_plan(config: dict) -> dict[str, str | None]:
             plan[method] = f"{method}.enabled is false"
         elif plan["ode"] and not (
             method == "cedi"
-            and config["cedi"].get("source", "ode") != "ode"
+            and config["cedi"]["source"] != "ode"
             or method == "caos"
             and get_benchmark(kind).caption_truth
         ):
