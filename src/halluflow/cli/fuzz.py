@@ -90,10 +90,10 @@ _EXPORT_DESCRIPTION = (
 
 
 _EXPORT_EPILOG = """examples:
-  halluflow fuzz convert --source pope --input coco_pope_popular.json --limit 200 --out unihall.json
-  halluflow fuzz convert --source amber --input annotations.json --queries query_discriminative.json --out unihall.json
-  halluflow fuzz convert --source ode --input results/ode-demo/release/queries.parquet --out unihall.json
-  halluflow fuzz convert --source table --input knowledge_items.jsonl --out unihall.json
+  halluflow fuzz export --source pope --input coco_pope_popular.json --limit 200 --out unihall.json
+  halluflow fuzz export --source amber --input annotations.json --queries query_discriminative.json --out unihall.json
+  halluflow fuzz export --source ode --input results/ode-demo/release/queries.parquet --out unihall.json
+  halluflow fuzz export --source table --input knowledge_items.jsonl --out unihall.json
 image_path keeps the source's relative image names: pass their folder to `fuzz mutate --images` or samf.source.images."""
 
 
