@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config_types import Samf, SamfController
 from ..errors import ConfigError, InputError
 from ..io import atomic_path, dumps_json, read_json, read_parquet, safe_join, write_json, write_parquet
 from ..models.model import GenerateConfig, Model
@@ -71,7 +72,7 @@ def controllers_of(samf: dict) -> list[str]:
     samf.controller.method. The first is the primary one whose Table 11 rows the comparison (and scorecard) show."""
     names = samf.get("controllers")
     if names is None:
-        names = [samf["controller"].get("method", "ucb")]
+        names = [SamfController.from_dict(samf["controller"]).method]
     if isinstance(names, str) or not names:
         raise ConfigError(
             f"config key 'samf.controllers': {names!r}; expected a non-empty list, e.g. [hill_climb, ucb]"
@@ -176,9 +177,10 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
     from ..models.model import cache_folder
     from .judges import DetectorOracle, TextJudge, VisualJudge
 
+    s = Samf.from_dict(samf)
     judges = judges or {}
     built: dict = {}
-    for key in {samf["judge"], samf.get("verifier", "rule")} - {"rule"}:
+    for key in {s.judge, s.verifier} - {"rule"}:
         if key not in JUDGE_KINDS:
             raise ConfigError(f"config key 'samf.judge': {key!r}; known: {', '.join(JUDGE_KINDS)}")
         spec = judges.get(key)
@@ -202,19 +204,13 @@ def make_judges(samf: dict, judges: dict | None, models_cache=None, graph_dir=No
             # Named from the resolved entry (a stand-in's folder included) until the judge is first asked.
             mut = model.under
             resolved = {"name": mut.name, "backend": mut.backend_name, "args": mut.args}
-            built[key] = VisualJudge(
-                model, samf.get("judge_max_new_tokens", 96), spec={**resolved, "stand_in": mut.spec_stand_in}
-            )
-    detector = samf.get("detector") or {}
-    if detector.get("enabled"):
+            built[key] = VisualJudge(model, s.judge_max_new_tokens, spec={**resolved, "stand_in": mut.spec_stand_in})
+    if s.detector.enabled:
         if not judges.get("detector"):
             raise ConfigError("config key 'detection': samf.detector.enabled needs a detector backend")
         spec = judges["detector"]
         built["detector"] = DetectorOracle(
-            lambda: registry.create("detector", spec),
-            detector.get("threshold", 0.3),
-            detector.get("max_labels", 16),
-            spec=spec,
+            lambda: registry.create("detector", spec), s.detector.threshold, s.detector.max_labels, spec=spec
         )
     return built
 
