@@ -21,7 +21,7 @@ rule cedi_examine:
     threads: 2
     resources:
         mem_mb=retry_mem(4000),
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        runtime=retry_runtime(60),
         gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),
     params:
         # Only what the CEDI jobs read, so editing another stage's config does not rerun them.

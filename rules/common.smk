@@ -328,8 +328,7 @@ def get_samf_job_input(wildcards):
     if config["samf"]["source"]["format"] == "ode":
         inputs["release"] = rules.package_release.output.manifest
     judge = samf_judge_specs(config).get("vlm")
-    readers = [MODELS[wildcards.model]] + ([judge] if judge else [])
-    if any(resolve(spec, MODELS_CACHE, config["gpu"]).reads_graph for spec in readers):
+    if any(resolved(name).reads_graph for name in [wildcards.model] + ([judge["name"]] if judge else [])):
         inputs["nodes"] = rules.build_graph.output.nodes
     return inputs
 
@@ -409,7 +408,7 @@ def get_audit_model_inputs(wildcards):
 def finetune_base(name):
     """The base model's weights as the training record names them: resolved model, revision, device and dtype, and
     whether it is a stand-in."""
-    model = resolve(MODELS[name], MODELS_CACHE, config["gpu"])
+    model = resolved(name)
     return {
         **{k: model.args.get(k) for k in ("model", "revision", "device", "dtype")},
         "stand_in": bool(MODELS[name].get("stand_in") or model.args.get("stand_in")),

@@ -11,7 +11,7 @@ if config["finetune"]["enabled"]:
     FT_MODEL = finetune_model(config)["name"]
     FT_DIR = f"{OUT}/finetune/{FT_MODEL}"
     FT_METHODS = list(config["finetune"]["methods"])
-    FT_GPU = int(resolve(MODELS[FT_MODEL], MODELS_CACHE, config["gpu"]).gpu)
+    FT_GPU = int(resolved(FT_MODEL).gpu)
     # What both the training and the evaluation job read: the base model's entry, how the answer stage answers and
     # the scorer scores, and the request cache root (the base model's folder is the answer stage's).
     FT_PARAMS = {
@@ -45,7 +45,7 @@ if config["finetune"]["enabled"]:
         threads: 1
         resources:
             mem_mb=retry_mem(8000),
-            runtime=lambda wildcards, attempt: 240 * attempt,
+            runtime=retry_runtime(240),
             gpu=FT_GPU,
         params:
             **FT_PARAMS,
@@ -76,7 +76,7 @@ if config["finetune"]["enabled"]:
         threads: 1
         resources:
             mem_mb=retry_mem(4000),
-            runtime=lambda wildcards, attempt: 120 * attempt,
+            runtime=retry_runtime(120),
             gpu=FT_GPU,
         params:
             **FT_PARAMS,

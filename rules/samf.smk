@@ -44,7 +44,7 @@ rule samf_standard_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        runtime=retry_runtime(30),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -69,7 +69,7 @@ rule samf_train:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        runtime=retry_runtime(60),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -97,7 +97,7 @@ rule samf_fuzzed_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        runtime=retry_runtime(30),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -121,7 +121,7 @@ rule samf_dynamic_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        runtime=retry_runtime(30),
     params:
         **SAMF_JOB_PARAMS,
     script:

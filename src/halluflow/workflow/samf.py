@@ -26,8 +26,19 @@ def _release(release: str | None) -> Path | None:
     return release_dir(release) if release else None
 
 
-def _graph(nodes: str | None) -> str | None:
-    return str(Path(nodes).parent) if nodes else None
+def _job(samf, spec, judges, cache, instances, split, release, nodes) -> dict:
+    """The arguments every run_* step of halluflow.samf.workflow takes, from an evaluation rule's keywords."""
+    return {
+        "samf": _plain(samf),
+        "instances_path": instances,
+        "split_path": split,
+        "spec": spec,
+        "release_dir": _release(release),
+        "models_cache": MODELS_CACHE,
+        "graph_dir": str(Path(nodes).parent) if nodes else None,
+        "judges": judges,
+        "requests_cache": cache,
+    }
 
 
 def instances(
@@ -61,18 +72,7 @@ def standard_eval(
     """Rule samf_standard_eval -> fuzz/<model>/standard.parquet: the model on the unmutated test instances."""
     from ..samf.workflow import run_standard
 
-    run_standard(
-        _plain(samf),
-        instances,
-        split,
-        spec,
-        _release(release),
-        MODELS_CACHE,
-        _graph(nodes),
-        table,
-        judges=judges,
-        requests_cache=cache,
-    )
+    run_standard(**_job(samf, spec, judges, cache, instances, split, release, nodes), out=table)
 
 
 def train(
@@ -94,21 +94,8 @@ def train(
     one (subtype x question type) group."""
     from ..samf.workflow import run_train
 
-    run_train(
-        _plain(samf),
-        instances,
-        split,
-        spec,
-        group,
-        _release(release),
-        MODELS_CACHE,
-        _graph(nodes),
-        seed,
-        policy,
-        judges=judges,
-        controller=controller,
-        requests_cache=cache,
-    )
+    job = _job(samf, spec, judges, cache, instances, split, release, nodes)
+    run_train(**job, group=group, seed=seed, out=policy, controller=controller)
 
 
 def fuzzed_eval(
@@ -134,22 +121,14 @@ def fuzzed_eval(
     from ..samf.workflow import run_fuzzed
 
     run_fuzzed(
-        _plain(samf),
-        instances,
-        split,
-        trained,
-        spec,
-        _release(release),
-        MODELS_CACHE,
-        _graph(nodes),
-        seed,
-        Path(images).parent,  # the controller's fuzz folder; fuzzed/ is written inside it
-        policies,
-        table,
-        fuzzed_instances,
-        judges=judges,
+        **_job(samf, spec, judges, cache, instances, split, release, nodes),
+        trained=trained,
+        seed=seed,
+        out_dir=Path(images).parent,  # the controller's fuzz folder; fuzzed/ is written inside it
+        out_policies=policies,
+        out_fuzzed=table,
+        out_instances=fuzzed_instances,
         controller=controller,
-        requests_cache=cache,
     )
 
 
@@ -171,20 +150,8 @@ def dynamic_eval(
     policy per instance, no controller), once per model."""
     from ..samf.workflow import run_dynamic
 
-    run_dynamic(
-        _plain(samf),
-        instances,
-        split,
-        spec,
-        _release(release),
-        MODELS_CACHE,
-        _graph(nodes),
-        seed,
-        images,  # the random policies' images are written under it
-        table,
-        judges=judges,
-        requests_cache=cache,
-    )
+    job = _job(samf, spec, judges, cache, instances, split, release, nodes)
+    run_dynamic(**job, seed=seed, out_dir=images, out=table)  # the random policies' images go under out_dir
 
 
 def compare(
