@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..config_types import Cedi
 from ..errors import ConfigError
 from ..metrics.parsers import is_failed
 from ..progress import get_logger
@@ -223,7 +224,7 @@ def compare_graders(
     Each setting gets chair / valor blocks (when configured) beside the scene-graph and per-turn numbers that
     grade_transcripts put in `summary`, and `radar` = the paper's normalised radius of every axis whose grader ran."""
     graders = graders_of(settings)
-    extractor = settings.get("valor_extractor", "rule")
+    extractor = Cedi.from_dict(settings).valor_extractor
     if extractor not in ("llm", "rule"):
         raise ConfigError(f"config key 'cedi.valor_extractor': {extractor!r} is not llm or rule")
     convos: dict[str, list[Mapping[str, Any]]] = defaultdict(list)

@@ -242,7 +242,7 @@ def make_suite(
 
     built = make_judges(samf, judges, models_cache, graph_dir, requests_cache)
     judge = built.get(samf["judge"])
-    verifier_kind = samf.get("verifier", "rule")
+    verifier_kind = Samf.from_dict(samf).verifier
     verifier = LLMVerifier(built[verifier_kind]) if verifier_kind != "rule" else RuleVerifier()
     scorer = scorer_from_config(samf["ghr"], judge=judge, similarity=samf.get("similarity", "trigram"))
     return MetricSuite(scorer, tuple(samf["metrics"]), judge, verifier, built.get("detector"))
