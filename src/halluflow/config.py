@@ -131,7 +131,7 @@ def check_semantics(config: dict) -> None:
                     f"config key '{method}.models.{j}': no model named {name!r} in models "
                     f"(models: {', '.join(names) or 'none'}; use all for every model)"
                 )
-    for j, member in enumerate(config.get("caos", {}).get("oracle", {}).get("members") or []):
+    for j, member in enumerate(config["caos"]["oracle"]["members"]):
         if isinstance(member, str) and member not in names:
             raise ConfigError(f"config key 'caos.oracle.members.{j}': no model named {member!r} in models")
         if isinstance(member, dict) and "backend" not in member:
@@ -143,12 +143,12 @@ def check_semantics(config: dict) -> None:
                 f"config key '{section}.llm.backend': {spec.get('backend')!r}: expected one of "
                 f"{', '.join(LLM_BACKENDS)} (or set {section}.llm to null for the top-level llm)"
             )
-    source = config.get("answer", {}).get("source") or {}
+    source = config["answer"]["source"]
     required = {"pope": ("path", "images"), "amber": ("path", "images", "annotations"), "coco": ("path", "annotations")}
     for key in required.get(source.get("kind"), ()):
         if not source.get(key):
             raise ConfigError(f"config key 'answer.source.{key}': required for a {source['kind']} source")
-    if source.get("kind") == "coco" and config.get("caos", {}).get("frequent") == "graph":
+    if source.get("kind") == "coco" and config["caos"]["frequent"] == "graph":
         raise ConfigError(
             "config key 'caos.frequent': 'graph' needs this config's ODE graph, which a coco source "
             "does not build (use coco or a frequency list)"
@@ -170,7 +170,7 @@ def check_semantics(config: dict) -> None:
             f"config key 'scoring.positive': 'no' with parser {scoring['parser']}, a peer parser that scores as its "
             "peer does, whose positive class is always yes"
         )
-    samf_source = config.get("samf", {}).get("source") or {}
+    samf_source = config["samf"]["source"]
     if samf_source.get("format") == "unihall" and not samf_source.get("path"):
         raise ConfigError("config key 'samf.source.path': required for a unihall source")
 
