@@ -51,7 +51,6 @@ PARENT_MANIFEST = [f"{p}/manifest.json" for p in [config["ode"]["lineage"]["pare
 # them, hashed by the release
 QUESTION_RESOURCES = question_resource_files(config)
 MODELS = {m["name"]: m for m in config["models"]}
-RESOLVED = {name: resolve(m, MODELS_CACHE, config["gpu"]) for name, m in MODELS.items()}
 STAGES = stage_plan(config)
 NEVER = "(?!x)x"  # a wildcard pattern that matches nothing
 

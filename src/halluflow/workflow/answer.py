@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config_types import Answer
 from . import release_dir
 
 
@@ -14,15 +15,15 @@ def answer(
     answers: str,
     shard: str,
     spec: dict,
-    answer: dict,
+    answer: Answer,
     shards: int,
     cache: str,
     graph: list[str] = (),
     threads: int = 1,
 ) -> dict:
-    """Rule answer: shard `shard` of `shards` of the source's queries (`answer` = the config's answer section), asked of the
-    model `spec` names, cached under `cache`; an ODE source is read from its release's manifest input. Returns the
-    counts the log ends with."""
+    """Rule answer: shard `shard` of `shards` of the source's queries (`answer` = the config's answer section),
+    asked of the model `spec` names, cached under `cache`; an ODE source is read from its release's manifest input.
+    Returns the counts the log ends with."""
     from ..answer import answer_shard
     from ..benchmarks import get
     from ..devices import set_threads
@@ -30,8 +31,8 @@ def answer(
     from ..sources import source_queries
 
     set_threads(threads)
-    src = answer["source"]
-    queries, image_root = source_queries(src, release_dir(source[0]) if get(src["kind"]).release else None)
+    src = answer.source
+    queries, image_root = source_queries(src.to_dict(), release_dir(source[0]) if get(src.kind).release else None)
     # a model that reads the concept graph (its inputs list the graph's files) is given the graph's folder
     model = ModelUnderTest(spec, graph_dir=str(Path(graph[0]).parent) if graph else None)
     return answer_shard(
@@ -42,5 +43,5 @@ def answer(
         answers,
         shard=int(shard),
         n_shards=int(shards),
-        settings={k: v for k, v in answer.items() if k != "source"},
+        settings=answer,
     )

@@ -8,22 +8,24 @@ import logging
 
 import polars as pl
 
+from ..config_types import OdeDomain, OdeGraph, OdeSampling
 from ..io import read_parquet, write_parquet
 
 log = logging.getLogger("halluflow.workflow.ode")
 
 
-def build_graph(graph: dict, nodes: str, edges: str, graphml: str, hallu: str) -> None:
+def build_graph(graph: OdeGraph, nodes: str, edges: str, graphml: str, hallu: str) -> None:
     """Rule build_graph: annotations (or the shipped seed) -> graph/{nodes,edges}.parquet + graph.graphml + G_H."""
     from ..ode.graph import build_graph_from_config, hallu_graph_from_config, write_graph
 
+    graph = OdeGraph.from_dict(graph)
     node_table, edge_table = build_graph_from_config(graph)
     write_graph(node_table, edge_table, nodes_path=nodes, edges_path=edges, graphml_path=graphml)
     hallu_table = hallu_graph_from_config(graph)  # empty unless a source annotates hallucination-prone objects
     write_parquet(hallu, hallu_table)
     log.info(
         "graph from %s: %d nodes, %d edges, %d hallucination edges",
-        " + ".join(src["format"] for src in [graph["source"], *graph["extra_sources"]]),
+        " + ".join(src.format for src in [graph.source, *graph.extra_sources]),
         node_table.height,
         edge_table.height,
         hallu_table.height,
@@ -33,10 +35,10 @@ def build_graph(graph: dict, nodes: str, edges: str, graphml: str, hallu: str) -
 def sample_scenes(
     nodes: str,
     edges: str,
-    sampling: dict,
+    sampling: OdeSampling,
     seed: int,
     scenes: str,
-    domain: dict | None = None,
+    domain: OdeDomain | None = None,
     lineage: dict | None = None,
 ) -> None:
     """Rule sample_scenes: graph (restricted to `ode.domain`) -> scenes (4 distributions x 2 pair kinds, seeded),
@@ -46,21 +48,23 @@ def sample_scenes(
     from ..ode.lineage import ancestor_pairs
     from ..ode.sampling import sample_scenes as sample
 
+    sampling = OdeSampling.from_dict(sampling)
     node_table, edge_table = restrict_graph(*read_graph(nodes, edges), domain)
     exclude = None
+    # a plain mapping: library callers name the parent by a path object too
     if lineage and lineage.get("parent") and lineage.get("exclude_ancestor_pairs", True):
         exclude = {frozenset(p.split("|")) for p in ancestor_pairs(lineage["parent"])}
         log.info("lineage: %d concept pairs used by %s and its ancestors are left out", len(exclude), lineage["parent"])
     table = sample(
         node_table,
         edge_table,
-        sampling["sizes"],
+        sampling.sizes.to_dict(),
         seed,
-        sampling["variants"],
-        tuple(sampling["attribute_kinds"]),
-        standard_band=sampling["standard_band"],
-        random_pool=sampling["random_pool"],
-        clean_attributes=sampling["attribute_words"] == "cleaned",
+        sampling.variants,
+        tuple(sampling.attribute_kinds),
+        standard_band=sampling.standard_band,
+        random_pool=sampling.random_pool,
+        clean_attributes=sampling.attribute_words == "cleaned",
         exclude=exclude,
     )
     write_parquet(scenes, table)

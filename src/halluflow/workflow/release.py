@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..config_types import OdeFilter
 from ..errors import InputError
 from ..io import parquet_columns, read_parquet, write_parquet
 from . import release_dir
@@ -16,30 +17,31 @@ log = logging.getLogger("halluflow.workflow.release")
 
 
 def filter_images(
-    images: list[str], detections: list[str], scenes: str, filter: dict, seed: int, accepted: str, rejected: str
+    images: list[str], detections: list[str], scenes: str, filter: OdeFilter, seed: int, accepted: str, rejected: str
 ) -> None:
     """Rule filter_images: image + detection tables of all shards and rounds -> accepted / rejected images."""
     from ..ode.filtering import filter_images as run_filter
     from ..ode.filtering import read_rounds, require_accepted
 
+    filter = OdeFilter.from_dict(filter)
     # shards and their regeneration rounds, read pairwise (the same order in both lists)
     image_table, detection_table = read_rounds(list(images), list(detections))
     kept, dropped = run_filter(
         image_table,
         detection_table,
         read_parquet(scenes),
-        keep_threshold=filter["keep_threshold"],
-        exclusion_threshold=filter["exclusion_threshold"],
-        balance=filter["balance"],
+        keep_threshold=filter.keep_threshold,
+        exclusion_threshold=filter.exclusion_threshold,
+        balance=filter.balance,
         seed=seed,
         root=Path(scenes).parents[1],
     )  # results/<release>
     for image_id, reason in dropped.select("image_id", "reason").iter_rows():
         log.info("rejected %s: %s", image_id, reason)
-    require_accepted(kept, dropped, filter["keep_threshold"])
+    require_accepted(kept, dropped, filter.keep_threshold)
     write_parquet(accepted, kept)
     write_parquet(rejected, dropped)
-    log.info("accepted %d, rejected %d (keep threshold %s)", kept.height, dropped.height, filter["keep_threshold"])
+    log.info("accepted %d, rejected %d (keep threshold %s)", kept.height, dropped.height, filter.keep_threshold)
 
 
 def make_queries(
