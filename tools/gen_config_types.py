@@ -99,7 +99,7 @@ class Generator:
         assert name not in self.names.values(), f"two sections named {name}"
         self.names[path] = name
         body = [
-            "@dataclass(frozen=True, kw_only=True)",
+            "@dataclass(frozen=True, init=False, eq=False, repr=False)",  # Section holds them (import cost)
             f"class {name}(Section):",
             *docstring(node.get("description") or f"The {'.'.join(path)} section."),
             "",

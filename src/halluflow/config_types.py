@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Shards(Section):
     """Static shard counts (no per-image jobs; a GPU job loads its model once per shard)."""
 
@@ -77,7 +77,7 @@ class Shards(Section):
     answers: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeGraphSource(Section):
     """Where the annotations come from."""
 
@@ -99,7 +99,7 @@ class OdeGraphSource(Section):
     separator: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeGraph(Section):
     """Concept graph G=(V,A,E,W) built by rule build_graph."""
 
@@ -116,7 +116,7 @@ class OdeGraph(Section):
     weighting: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeDomain(Section):
     """Domain release - restrict the concept graph before sampling by a concept list, a category table (coco = COCO
     supercategories, shipped; or a TSV concept<TAB>category) and/or a graph neighbourhood (union). null = the whole
@@ -139,7 +139,7 @@ class OdeDomain(Section):
     keep_environments: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeLineage(Section):
     """Release lineage - the parent release this one regenerates."""
 
@@ -152,7 +152,7 @@ class OdeLineage(Section):
     exclude_ancestor_pairs: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeSamplingSizesEntry(Section):
     """Pairs of this distribution per pair kind."""
 
@@ -164,7 +164,7 @@ class OdeSamplingSizesEntry(Section):
     entity_environment: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeSamplingSizes(Section):
     """Pairs per distribution and pair kind."""
 
@@ -180,7 +180,7 @@ class OdeSamplingSizes(Section):
     fictional: OdeSamplingSizesEntry
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeSampling(Section):
     """Concept-pair sampling by rule sample_scenes."""
 
@@ -206,7 +206,7 @@ class OdeSampling(Section):
     attribute_kinds: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdePromptsTemplates(Section):
     """Prompt templates ({a}, {b} = described objects; part has {state}, {action}, {object})."""
 
@@ -220,7 +220,7 @@ class OdePromptsTemplates(Section):
     part: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdePromptsStyleTags(Section):
     """Positive style tags appended to every prompt of a pair kind (never accumulated across images), as ODE's image
     generator has them: both entities equally for entity+entity, the subject and only this environment for
@@ -236,7 +236,7 @@ class OdePromptsStyleTags(Section):
     entity_environment: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdePromptsNegativePrompt(Section):
     """Negative prompt per pair kind, as ODE's image generator has them. A FLUX pipeline applies it only when
     synthesis.true_cfg_scale > 1 (two passes per image); the DATACARD records whether it was applied or dropped.
@@ -250,7 +250,7 @@ class OdePromptsNegativePrompt(Section):
     entity_environment: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdePrompts(Section):
     """Text-to-image prompts by rule make_prompts."""
 
@@ -275,7 +275,7 @@ class OdePrompts(Section):
     detect_candidates: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeFilter(Section):
     """Detector-based filter by rule filter_images."""
 
@@ -290,7 +290,7 @@ class OdeFilter(Section):
     balance: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class OdeQueries(Section):
     """Generative and yes/no queries by rule make_queries."""
 
@@ -318,7 +318,7 @@ class OdeQueries(Section):
     question_style: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Ode(Section):
     """ODE data pipeline (Tu et al., ODE - Open-Set Evaluation of Hallucinations, CVPR 2025) - concept graph, scene
     sampling, prompts, detector filter, queries.
@@ -344,7 +344,7 @@ class Ode(Section):
     queries: OdeQueries
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SynthesisStandIn(Section):
     """Tiny random model built offline into resources/models/<name> and used instead of `model`."""
 
@@ -362,7 +362,7 @@ class SynthesisStandIn(Section):
     args: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Synthesis(Section):
     """Image synthesis (rule synthesize) with a diffusers text-to-image pipeline, one job per image shard."""
 
@@ -408,7 +408,7 @@ class Synthesis(Section):
     call_args: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class DetectionStandIn(Section):
     """Tiny random detector built offline into resources/models/<name> and used instead of `model`."""
 
@@ -426,7 +426,7 @@ class DetectionStandIn(Section):
     args: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class DetectionUltralytics(Section):
     """Settings of the ultralytics backend only."""
 
@@ -440,7 +440,7 @@ class DetectionUltralytics(Section):
     class_map: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Detection(Section):
     """Open-vocabulary detection (rule detect); text prompts are each image's scene objects."""
 
@@ -470,7 +470,7 @@ class Detection(Section):
     ultralytics: DetectionUltralytics
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Report(Section):
     """The report - release-audit galleries, per-model tables and figures, and the standalone HTML summary."""
 
@@ -486,7 +486,7 @@ class Report(Section):
     dpi: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class CaosOracle(Section):
     """Ensemble of VLMs judging out-of-domain objects (asked the question, answers parsed yes/no, combined by the vote
     rule).
@@ -505,7 +505,7 @@ class CaosOracle(Section):
     question: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Caos(Section):
     """CAOS ("Evaluating Hallucination in Large Vision-Language Models based on Context-Aware Object Similarities") -
     context-aware object similarities of hallucinated objects in the generative answers.
@@ -547,7 +547,7 @@ class Caos(Section):
     oracle: CaosOracle
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Diagnosis(Section):
     """ODE diagnosis (ODE, Tu et al., section 4) - concept x hallucination-rate matrix per model, clustered hierarchically."""
 
@@ -567,7 +567,7 @@ class Diagnosis(Section):
     max_rows: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class CediSwitchWeights(Section):
     """Relative weights of the template switch's next-state draw (END only counts from min_end_round)."""
 
@@ -585,7 +585,7 @@ class CediSwitchWeights(Section):
     end: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class CediSynonyms(Section):
     """Synonym vocabularies (one class a line, comma-separated forms, first canonical; Visual Genome 1600-400-20 format)
     for name and predicate matching.
@@ -604,7 +604,7 @@ class CediSynonyms(Section):
     relations: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Cedi(Section):
     """CEDI ("Contextualized Evaluation of Vision Language Models through Dynamic, Multi-turn Interactions") - multi-turn
     examiner over each image's scene graph, scene-graph GED grader; outputs results/<release>/cedi/<model>/.
@@ -698,7 +698,7 @@ class Cedi(Section):
     synonyms: CediSynonyms
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class ScoringBootstrap(Section):
     """Rule `score_compare` - percentile-bootstrap intervals of every model's headline metrics and paired bootstrap
     comparisons of every model pair (compare/models.json).
@@ -714,7 +714,7 @@ class ScoringBootstrap(Section):
     confidence: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Scoring(Section):
     """Rule `score` (per model) — how answers are judged and which ODE breakdowns the metrics JSON holds."""
 
@@ -751,7 +751,7 @@ class Scoring(Section):
     bootstrap: ScoringBootstrap
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class ModelsItemBuild(Section):
     """Build a stand-in model into resources/models/<name> first (rule build_standin_vlm); null = none."""
 
@@ -767,7 +767,7 @@ class ModelsItemBuild(Section):
     args: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class ModelsItem(Section):
     """The models.[] section."""
 
@@ -791,7 +791,7 @@ class ModelsItem(Section):
     build: ModelsItemBuild | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Llm(Section):
     """Default text LLM for the CEDI examiner/parser, CAOS extractor and SAMF judge: registry.create("llm", config["llm"]).
     Keys beyond the common ones depend on the backend.
@@ -861,7 +861,7 @@ class Llm(Section):
     trust_remote_code: bool | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class AnswerSource(Section):
     """What to answer."""
 
@@ -890,7 +890,7 @@ class AnswerSource(Section):
     seed: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class AnswerMaxNewTokens(Section):
     """Generation length per task."""
 
@@ -902,7 +902,7 @@ class AnswerMaxNewTokens(Section):
     generative: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Answer(Section):
     """The answer stage (rule answer): request building, generation lengths, failure policy."""
 
@@ -924,7 +924,7 @@ class Answer(Section):
     record_latency: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SamfSource(Section):
     """Where the seed instances come from."""
 
@@ -939,7 +939,7 @@ class SamfSource(Section):
     images: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SamfController(Section):
     """Fuzzing controller (Appendix C.4-C.8); defaults are the paper's."""
 
@@ -968,7 +968,7 @@ class SamfController(Section):
     image_ops_range: tuple[int, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SamfGhr(Section):
     """GHR cascade thresholds (eq. 22); the paper does not publish them, these are halluflow's defaults."""
 
@@ -982,7 +982,7 @@ class SamfGhr(Section):
     tau3: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SamfDetector(Section):
     """SHR's object-existence oracle (D.3) - the `detection:` backend (its stand-in offline) asked for the object names of
     the question, answers and response on the instance's image.
@@ -998,7 +998,7 @@ class SamfDetector(Section):
     max_labels: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class SamfAgreement(Section):
     """Table 4 of the UniHall/SAMF paper (metric-human agreement) in comparison.json, computed on the static answers by the
     statistics of `halluflow align human`.
@@ -1013,7 +1013,7 @@ class SamfAgreement(Section):
     thresholds: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Samf(Section):
     """UniHall + SAMF ("Unified Hallucination Fuzzing for Multimodal Large Language Models"): UniHall instances from the
     release queries (or a UniHall file), standard evaluation, self-adaptive fuzzing controllers trained per (subtype,
@@ -1085,7 +1085,7 @@ class Samf(Section):
     agreement: SamfAgreement
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Audit(Section):
     """The label audit of the release (rule release_audit, `halluflow release audit`; docs/releases.md) - a second detector
     and the CAOS VLM oracle re-judge every yes/no item, and a stratified sample becomes one annotation page. Not part of
@@ -1112,7 +1112,7 @@ class Audit(Section):
     expected_rate: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class ValiditySource(Section):
     """The static set, as that run's answer.source names it: {kind: pope, path: label file} or {kind: amber, path:
     query_*.json, annotations: annotations.json} (images may be given and are not read); null = no validity target.
@@ -1130,7 +1130,7 @@ class ValiditySource(Section):
     images: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Validity(Section):
     """Validity of the ODE release against a static real-image set (rule release_validity, `halluflow release validity`;
     docs/releases.md) - the same models' scores on the existence questions of the concepts both share, their differences
@@ -1154,7 +1154,7 @@ class Validity(Section):
     resamples: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class FinetuneLora(Section):
     """LoRA adapters (peft) instead of full fine-tuning; merged into the weights before the tuned folder is saved, so the
     answer stage loads it like any transformers model.
@@ -1174,7 +1174,7 @@ class FinetuneLora(Section):
     target_modules: str | tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Finetune(Section):
     """ODE's fine-tuning loop (ODE, Tu et al., Fig. 10/11; src/halluflow/ode/finetune.py, rules/finetune.smk, docs/ode.md):
     fine-tune one model under test with TRL on the exports of a training release (SFT on the llava export; DPO on the
@@ -1213,7 +1213,7 @@ class Finetune(Section):
     lora: FinetuneLora
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Plan(Section):
     """What `halluflow plan` assumes to turn counts into GPU-hours (nothing else reads it): the GPU type, its per-item
     seconds, and how many objects a CAOS oracle member is asked about per description.
@@ -1234,7 +1234,7 @@ class Plan(Section):
     costs: Mapping[str, Any]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, init=False, eq=False, repr=False)
 class Config(Section):
     """Every key of config.yaml. Validated (and defaults filled in) before any job runs; an unknown key or a wrong type
     stops the workflow with a message naming the key.
