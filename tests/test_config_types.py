@@ -120,3 +120,17 @@ def test_no_defaults_in_the_dataclasses():
     for name in config_types.__all__:
         for field in dataclasses.fields(getattr(config_types, name)):
             assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING, (name, field)
+
+
+def test_direct_construction_is_keyword_only_and_complete():
+    """Built by hand (no schema pass), a section still needs every field by name; equal sections hash alike."""
+    reference = OdeFilter.from_dict({"keep_threshold": 0.5})
+    section = OdeFilter(**reference.to_dict())
+    assert section == reference and hash(section) == hash(reference)
+    fields = ", ".join(f"{k}={v!r}" for k, v in reference.to_dict().items())
+    assert repr(section) == f"OdeFilter({fields})"
+    with pytest.raises(TypeError, match="missing fields"):
+        OdeFilter(keep_threshold=0.5)
+    with pytest.raises(TypeError):
+        OdeFilter(*reference.to_dict().values())
+    assert dataclasses.replace(section, balance=not section.balance).balance is not section.balance
