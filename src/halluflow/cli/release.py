@@ -217,7 +217,7 @@ def _configure_audit(parser) -> None:
 
 
 def _run_audit(args) -> int:
-    from halluflow.ode.audit import _pct, apply_labels, default_out, print_summary, run_workflow
+    from halluflow.ode.audit import apply_labels, default_out, percent, run_workflow
 
     release_dir = Path(args.release)
     out_dir = Path(args.out) if args.out else default_out(release_dir)
@@ -228,8 +228,8 @@ def _run_audit(args) -> int:
         for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
             interval = r["interval"] or [None, None]
             print(
-                f"  {name}: {r['errors']}/{r['labelled']} errors, rate {_pct(r['error_rate'])} "
-                f"[{_pct(interval[0])}, {_pct(interval[1])}]"
+                f"  {name}: {r['errors']}/{r['labelled']} errors, rate {percent(r['error_rate'])} "
+                f"[{percent(interval[0])}, {percent(interval[1])}]"
             )
         print(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
         return 0
@@ -247,8 +247,31 @@ def _run_audit(args) -> int:
         "expected_rate": args.expected_rate,
     }
     summary = run_workflow(release_dir, out_dir, config, overrides, seed=args.seed, max_side=args.max_side)
-    print_summary(summary, out_dir)
+    _print_audit(summary, out_dir)
     return 0
+
+
+def _print_audit(summary: dict, out_dir: Path) -> None:
+    from halluflow.ode.audit import PAGE
+
+    t = summary["totals"]
+    if summary["warning"]:
+        print(f"WARNING: {summary['warning']}")
+    print(
+        f"audit of {summary['release']}: {summary['items']} yes/no items; detector disagrees on "
+        f"{t['detector_disagrees']} of {t['detector_judged']}, oracle on {t['oracle_disagrees']} of "
+        f"{t['oracle_judged']} ({t['oracle_undecided']} undecided); {t['flagged']} flagged"
+    )
+    for r in summary["by_query_type_distribution"]:
+        print(
+            f"  {r['query_type']:<15} {r['distribution']:<10} items {r['items']:>4}  detector {r['detector_disagrees']}"
+            f"/{r['detector_judged']}  oracle {r['oracle_disagrees']}/{r['oracle_judged']}  flagged {r['flagged']}"
+        )
+    s = summary["sample"]
+    print(
+        f"sample: {s['size']} items for +/-{100 * s['margin']:g} points at {100 * s['confidence']:g}% per query type "
+        f"-> {out_dir / PAGE}"
+    )
 
 
 _VALIDITY_DESCRIPTION = (

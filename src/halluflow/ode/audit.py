@@ -718,7 +718,8 @@ def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str 
     return record
 
 
-def _pct(x: float | None) -> str:
+def percent(x: float | None) -> str:
+    """A rate as the audit prints it: 12.3%, '-' when undefined."""
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
@@ -739,8 +740,8 @@ def datacard_section(record: dict) -> str:
         "|---|---|---|---|---|",
     ]
     for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
-        interval = "-" if r["interval"] is None else f"[{_pct(r['interval'][0])}, {_pct(r['interval'][1])}]"
-        lines.append(f"| {name} | {r['labelled']} | {r['errors']} | {_pct(r['error_rate'])} | {interval} |")
+        interval = "-" if r["interval"] is None else f"[{percent(r['interval'][0])}, {percent(r['interval'][1])}]"
+        lines.append(f"| {name} | {r['labelled']} | {r['errors']} | {percent(r['error_rate'])} | {interval} |")
     ver = record["verifiers"]
     lines += ["", "Automatic verifiers (every yes/no item; `halluflow release audit` writes the per-item flags):"]
     if record["stand_in_verifiers"]:
@@ -859,27 +860,6 @@ def run_workflow(
             seed=seed,
             max_side=max_side,
         )
-
-
-def print_summary(summary: dict, out_dir: Path) -> None:
-    t = summary["totals"]
-    if summary["warning"]:
-        print(f"WARNING: {summary['warning']}")
-    print(
-        f"audit of {summary['release']}: {summary['items']} yes/no items; detector disagrees on "
-        f"{t['detector_disagrees']} of {t['detector_judged']}, oracle on {t['oracle_disagrees']} of "
-        f"{t['oracle_judged']} ({t['oracle_undecided']} undecided); {t['flagged']} flagged"
-    )
-    for r in summary["by_query_type_distribution"]:
-        print(
-            f"  {r['query_type']:<15} {r['distribution']:<10} items {r['items']:>4}  detector {r['detector_disagrees']}"
-            f"/{r['detector_judged']}  oracle {r['oracle_disagrees']}/{r['oracle_judged']}  flagged {r['flagged']}"
-        )
-    s = summary["sample"]
-    print(
-        f"sample: {s['size']} items for +/-{100 * s['margin']:g} points at {100 * s['confidence']:g}% per query type "
-        f"-> {out_dir / PAGE}"
-    )
 
 
 # ---- the report ---------------------------------------------------------------------------------------------------
