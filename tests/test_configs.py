@@ -4,8 +4,9 @@ sizes. Each config plans alone (with its override: tests/test_config.py), and ea
 size.
 
 The runs share one scratch clone, a copy of the default run (the stand-in models and the demo release are reused)
-and take the targets that exercise what the config changes. configs/openai-server.yaml runs its whole default
-target against a real server in tests/test_served.py.
+and take the targets that exercise what the config changes. The CAOS, CEDI and SAMF runs then force one job of theirs
+to run again and read from its log that every oracle, evaluatee, LLM and judge request was a request-cache hit.
+configs/openai-server.yaml runs its whole default target against a real server in tests/test_served.py.
 """
 
 from __future__ import annotations
@@ -169,6 +170,14 @@ def _check_finetune_loop(workdir, parent):
         assert json.loads((run / "metrics.json").read_text())["n_answers"] == n_queries
 
 
+def rerun_cache(workdir, target: str, rule: str, log: str, *config: str) -> dict[str, tuple[int, int]]:
+    """Force `rule`'s job for `target` to run again with the same config; its log's request counts per caller
+    ("cache (<method> <role>): N hits, M sent", halluflow.workflow.run) as {caller: (hits, sent)}."""
+    run_snakemake(workdir, target, "--forcerun", rule, "--cores", "1", *config)
+    text = (workdir / "logs" / "ode-demo" / log).read_text()
+    return {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(r"cache \(([^)]+)\): (\d+) hits, (\d+) sent", text)}
+
+
 def test_cedi_offline(workdir):
     target = "results/ode-demo/cedi/tiny-smolvlm/grades.json"
     run_snakemake(workdir, target, "paper_cedi", "--cores", "2", *configfiles("cedi"))
@@ -189,6 +198,10 @@ def test_cedi_offline(workdir):
         assert grades["summary"][setting]["turn_hallucination"]["n"] == sel.height
     page = (workdir / "results/ode-demo/report/paper_cedi.html").read_text()
     assert "data:image/png;base64" in page and section["stand_ins"]
+    # A rerun of the examiner asks nothing again: the evaluatee's and the LLM's requests are request-cache hits
+    counts = rerun_cache(workdir, target, "cedi_examine", "cedi_examine/tiny-smolvlm.log", *configfiles("cedi"))
+    assert counts["cedi vlm"][0] > 0 and counts["cedi vlm"][1] == 0, counts
+    assert counts["cedi llm"][0] > 0 and counts["cedi llm"][1] == 0, counts
 
 
 def test_samf_offline(workdir):
@@ -201,6 +214,10 @@ def test_samf_offline(workdir):
     for cell in ("hill_climb (heuristic)", "ucb (RL)", '<td class="text">static</td>', '<td class="text">fuzzed</td>'):
         assert cell in page, cell
     assert "Not run: no human labels given" in page  # Table 4 needs samf.agreement.labels
+    # A rerun of the standard evaluation reads every judge and verifier reply back from the request cache
+    standard = "results/ode-demo/fuzz/prior/standard.parquet"
+    counts = rerun_cache(workdir, standard, "samf_standard_eval", "samf_standard_eval/prior.log", *configfiles("samf"))
+    assert counts["samf judge llm"][0] > 0 and counts["samf judge llm"][1] == 0, counts
 
 
 def test_caos_offline(workdir):
@@ -215,3 +232,9 @@ def test_caos_offline(workdir):
     )
     assert "oracle ensemble [tiny-smolvlm (STAND-IN), tiny-smolvlm-b (STAND-IN)]" in page
     assert "blind-smollm2" not in page  # the default run's third model is not one of this config's models
+    # A rerun of one model's CAOS job asks the oracle nothing again: every member's answer is a request-cache hit
+    counts = rerun_cache(
+        workdir, "results/ode-demo/caos/prior.json", "caos_score", "caos_score/prior.log", *configfiles("caos")
+    )
+    assert counts["caos oracle vlm"][0] > 0 and counts["caos oracle vlm"][1] == 0, counts
+    assert json.loads((workdir / "results/ode-demo/caos/prior.json").read_text()) == doc  # the same judgement
