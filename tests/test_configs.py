@@ -199,7 +199,8 @@ def test_cedi_offline(workdir):
     page = (workdir / "results/ode-demo/report/paper_cedi.html").read_text()
     assert "data:image/png;base64" in page and section["stand_ins"]
     # A rerun of the examiner asks nothing again: the evaluatee's and the LLM's requests are request-cache hits
-    counts = rerun_cache(workdir, target, "cedi_examine", "cedi_examine/tiny-smolvlm.log", *configfiles("cedi"))
+    transcripts = "results/ode-demo/cedi/tiny-smolvlm/transcripts.parquet"  # the examiner's job alone, not the grader
+    counts = rerun_cache(workdir, transcripts, "cedi_examine", "cedi_examine/tiny-smolvlm.log", *configfiles("cedi"))
     assert counts["cedi vlm"][0] > 0 and counts["cedi vlm"][1] == 0, counts
     assert counts["cedi llm"][0] > 0 and counts["cedi llm"][1] == 0, counts
 
