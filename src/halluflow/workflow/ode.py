@@ -8,7 +8,7 @@ import logging
 
 import polars as pl
 
-from ..config_types import OdeDomain, OdeGraph, OdeSampling
+from ..config_types import OdeDomain, OdeGraph, OdePrompts, OdeQueries, OdeSampling
 from ..io import read_parquet, write_parquet
 
 log = logging.getLogger("halluflow.workflow.ode")
@@ -75,12 +75,12 @@ def make_prompts(
     scenes: str,
     nodes: str,
     edges: str,
-    settings: dict,
+    settings: OdePrompts,
     shards: int,
     seed: int,
     prompts: str,
     hallu: str | None = None,
-    queries: dict | None = None,
+    queries: OdeQueries | None = None,
 ) -> None:
     """Rule make_prompts: scenes -> one prompt per image (`settings` = ode.prompts), seed per image, shard
     round-robin; `detect_labels` = each image's detector vocabulary: its objects and every "no" candidate its
@@ -89,30 +89,30 @@ def make_prompts(
     from ..ode.prompts import make_prompts as make
     from ..ode.queries import image_vocabularies
 
+    settings, queries = OdePrompts.from_dict(settings), OdeQueries.from_dict(queries or {})
     scene_table = read_parquet(scenes)
     node_table, edge_table = read_graph(nodes, edges)
     table = make(
         scene_table,
         seed=seed,
-        images_per_scene=settings["images_per_scene"],
+        images_per_scene=settings.images_per_scene,
         shards=shards,
-        templates=settings["templates"],
-        style_tags=settings["style_tags"],
-        negative_prompt=settings["negative_prompt"],
+        templates=settings.templates.to_dict(),
+        style_tags=settings.style_tags.to_dict(),
+        negative_prompt=settings.negative_prompt.to_dict(),
     )
-    queries = queries or {}
     vocabulary = image_vocabularies(
         table.select("image_id", "scene_id"),
         scene_table,
         node_table,
         edge_table,
         seed=seed,
-        negatives_per_image=queries.get("negatives_per_image", 2),
-        strategies=queries.get("strategies", ["graph_neighbour"]),
-        counterfactual_per_image=queries.get("counterfactual_per_image", 1),
+        negatives_per_image=queries.negatives_per_image,
+        strategies=list(queries.strategies),
+        counterfactual_per_image=queries.counterfactual_per_image,
         hallu_edges=read_parquet(hallu) if hallu else None,
-        question_style=queries.get("question_style", "grammatical"),
-        spare=settings["detect_candidates"],
+        question_style=queries.question_style,
+        spare=settings.detect_candidates,
     )
     table = table.with_columns(
         pl.Series("detect_labels", [vocabulary[i] for i in table["image_id"]], dtype=pl.List(pl.String))

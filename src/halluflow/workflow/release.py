@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..config_types import OdeFilter
+from ..config_types import OdeFilter, OdeQueries
 from ..errors import InputError
 from ..io import parquet_columns, read_parquet, write_parquet
 from . import release_dir
@@ -50,7 +50,7 @@ def make_queries(
     nodes: str,
     edges: str,
     hallu: str,
-    settings: dict,
+    settings: OdeQueries,
     seed: int,
     queries: str,
     images: list[str] = (),
@@ -64,6 +64,7 @@ def make_queries(
     from ..ode.graph import read_graph
     from ..ode.queries import make_queries as make
 
+    settings = OdeQueries.from_dict(settings)
     node_table, edge_table = read_graph(nodes, edges)
     accepted_table = read_parquet(accepted)
     images = list(images)
@@ -87,14 +88,14 @@ def make_queries(
         node_table,
         edge_table,
         seed=seed,
-        generative_prompt=settings["generative_prompt"],
-        negatives_per_image=settings["negatives_per_image"],
-        strategies=settings["strategies"],
-        count_negatives=settings["count_negatives"],
-        counterfactual_per_image=settings["counterfactual_per_image"],
-        counterfactual_attributes=settings["counterfactual_attributes"],
+        generative_prompt=settings.generative_prompt,
+        negatives_per_image=settings.negatives_per_image,
+        strategies=list(settings.strategies),
+        count_negatives=list(settings.count_negatives),
+        counterfactual_per_image=settings.counterfactual_per_image,
+        counterfactual_attributes=settings.counterfactual_attributes,
         hallu_edges=read_parquet(hallu),
-        question_style=settings["question_style"],
+        question_style=settings.question_style,
         release=release,
         spare=spare,
     )
