@@ -88,7 +88,8 @@ else:
     rule score:
         input:
             answers=get_model_answers,
-            source=get_answer_source_input,
+            # the benchmark's question (and annotation) files; the job reads them through the source param
+            source_files=get_answer_source_input,
         output:
             # POPE: JSONL {question_id, answer}; AMBER: JSON array [{id, response}]; COCO: JSONL {image_id, caption}
             # (what their scorers read)

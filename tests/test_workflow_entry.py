@@ -72,3 +72,56 @@ def test_every_rule_of_the_workflow_has_a_function_that_imports():
     assert rules, "no rule uses scripts/rule.py"
     for name in sorted(rules):
         assert callable(workflow.function(name)), name
+
+
+SECTIONS = ("input", "output", "params")
+
+
+def rule_names(block: str) -> dict[str, set[str]]:
+    """The named entries of a rule's input, output and params sections and the wildcards of its outputs, read from
+    the rule's text (a name is `key=` one indentation level below its section's header)."""
+    names: dict[str, set[str]] = {s: set() for s in (*SECTIONS, "wildcards")}
+    lines = block.splitlines()
+    for i, line in enumerate(lines):
+        head = re.match(r"(\s+)(input|output|params):\s*$", line)
+        if not head:
+            continue
+        indent = len(head.group(1))
+        for entry in lines[i + 1 :]:
+            if entry.strip() and len(entry) - len(entry.lstrip()) <= indent:
+                break
+            key = re.match(r"\s+(\w+)=", entry)
+            if key and len(entry) - len(entry.lstrip()) == indent + 4:
+                names[head.group(2)].add(key.group(1))
+            if head.group(2) == "output":
+                names["wildcards"] |= set(re.findall(r"\{\{(\w+)\}\}", entry))
+    return names
+
+
+def test_no_rule_uses_a_name_twice_and_each_passes_what_its_function_needs():
+    # The entry refuses a name used twice in one rule (an input and a param both called `source`) only when the job
+    # runs; read every rule's names here, so a rule file that breaks its function's signature fails at once.
+    import inspect
+
+    root = Path(__file__).resolve().parents[1]
+    checked = 0
+    for smk in sorted((root / "rules").glob("*.smk")):
+        for block in re.split(r"\n(?=\s*(?:rule|checkpoint) \w+:)", smk.read_text(encoding="utf-8")):
+            m = re.match(r"\s*(?:rule|checkpoint) (\w+):", block)
+            if not (m and '"../scripts/rule.py"' in block):
+                continue
+            names = rule_names(block)
+            for a, b in [(a, b) for i, a in enumerate(names) for b in list(names)[i + 1 :]]:
+                assert not names[a] & names[b], f"rule {m.group(1)}: {names[a] & names[b]} both {a} and {b}"
+            given = set().union(*names.values()) | {"threads", "log"}
+            fn = workflow.function(m.group(1))
+            needed = {
+                n
+                for n, p in inspect.signature(fn).parameters.items()
+                if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
+            }
+            # unpack(...) inputs and **-unpacked params blocks name their keys elsewhere
+            if "unpack(" not in block and "**" not in block:
+                assert needed <= given, f"rule {m.group(1)} passes no {sorted(needed - given)} to {fn.__name__}"
+            checked += 1
+    assert checked > 30
