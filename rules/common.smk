@@ -8,13 +8,13 @@ from pathlib import Path
 
 import polars as pl
 
-from halluflow.config import graph_source_files, method_llm, method_models, stage_plan, validate_config
+from halluflow.config import graph_source_files, method_llm, method_models, validate_config
 from halluflow.config import question_resource_files
 from halluflow.backends.concurrency import STATE_ENV as SERVER_STATE_ENV
 from halluflow.benchmarks import get as get_benchmark
 from halluflow.errors import ConfigError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
-from halluflow.plan import planning_warnings
+from halluflow.plan import planning_warnings, stage_plan
 from halluflow.models import resolve_llm
 from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs

@@ -1,4 +1,4 @@
-# Final files of every planned stage (halluflow.config.stage_plan decides which run and logs why the others do
+# Final files of every planned stage (halluflow.plan.stage_plan decides which run and logs why the others do
 # not); `rule all` asks for get_final_output(). Included after every stage file, so all rules exist here.
 
 

@@ -102,7 +102,8 @@ def test_coco_source_and_bad_settings(tmp_path):
 
 
 def test_cedi_on_annotations_is_planned_without_an_ode_release(repo):
-    from halluflow.config import load_config, stage_plan
+    from halluflow.config import load_config
+    from halluflow.plan import stage_plan
 
     config = load_config(repo / "config.yaml")
     config["answer"]["source"] = {"kind": "pope", "path": "labels.json", "images": "val2014", "annotations": None}

@@ -19,8 +19,9 @@ import yaml
 from chat_server import ChatServer
 from workflow_utils import ODE_AND_METHOD_RULES, copy_workflow, jobs_run, run_snakemake
 
-from halluflow.config import stage_plan, validate_config
+from halluflow.config import validate_config
 from halluflow.errors import ConfigError, InputError
+from halluflow.plan import stage_plan
 from halluflow.sources import coco_queries, load_source
 
 # A COCO source runs CAOS on the captions; nothing else that reads an ODE release.

@@ -18,8 +18,7 @@ import polars as pl
 import pytest
 from workflow_utils import REPO, copy_run, run_snakemake
 
-from halluflow.config import stage_plan
-from halluflow.plan import merged_config
+from halluflow.plan import merged_config, stage_plan
 
 # Runs Snakemake (still part of CI's plain `pytest -q`) in a copy of the default run (conftest WORKER_GROUPS).
 pytestmark = pytest.mark.slow

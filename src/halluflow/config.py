@@ -3,8 +3,8 @@
 Validation fills in schema defaults and stops with a one-line message naming the offending key
 (`config key 'sampling.sizes.standard': 'ten' is not of type 'integer'`) before any job runs. After the schema
 (types, ranges, name patterns) come the checks a schema cannot express: unique model names, cross-references between
-sections (cedi.models, samf.models, caos.oracle.members, the LLM a judge or examiner needs), and which stages can
-run on the configured answer source (`stage_plan`).
+sections (cedi.models, samf.models, caos.oracle.members, the LLM a judge or examiner needs). Which stages can run on
+the configured answer source is planning, not validation: halluflow.plan.stage_plan.
 """
 
 from __future__ import annotations
@@ -190,56 +190,6 @@ def method_llm(config: dict, section: str, *keys: str) -> dict | None:
     if not any(method.get(k) == "llm" for k in keys):
         return None
     return method.get("llm") or config["llm"]
-
-
-def stage_plan(config: dict) -> dict[str, str | None]:
-    """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
-    from .benchmarks import get as get_benchmark
-
-    kind = config["answer"]["source"]["kind"]
-    ode = get_benchmark(kind).release and not config["answer"]["source"]["path"]
-    no_release = (
-        f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs"
-        if not get_benchmark(kind).release
-        else "answer.source.path names an existing release: it needs this config's concept graph"
-    )
-    plan: dict[str, str | None] = {
-        "ode": None if ode else f"answer.source is {kind} {config['answer']['source']['path'] or ''}".rstrip(),
-        "answer": None if config.get("models") else "no models under test",
-        "score": None if config.get("models") else "no models under test",
-    }
-    for method in ("caos", "diagnosis", "cedi"):
-        if not config[method]["enabled"]:
-            plan[method] = f"{method}.enabled is false"
-        elif plan["ode"] and not (
-            method == "cedi"
-            and config["cedi"]["source"] != "ode"
-            or method == "caos"
-            and get_benchmark(kind).caption_truth
-        ):
-            # CEDI on Visual Genome / COCO scene graphs and CAOS on COCO captions (truth = instances) need no release
-            plan[method] = no_release
-        elif not method_models(config, method):
-            plan[method] = f"no model selected ({method}.models / models.*.skip)"
-        else:
-            plan[method] = None
-    samf = config["samf"]
-    if not samf["enabled"]:
-        plan["samf"] = "samf.enabled is false"
-    elif samf["source"]["format"] == "ode" and plan["ode"]:
-        plan["samf"] = f"samf.source.format is ode but {no_release}; set samf.source to a unihall file instead"
-    elif not method_models(config, "samf"):
-        plan["samf"] = "no model selected (samf.models / models.*.skip)"
-    else:
-        plan["samf"] = None
-    plan["report"] = (
-        "report.enabled is false"
-        if not config["report"]["enabled"]
-        else None
-        if not plan["ode"]
-        else f"the report audits this config's ODE release; {plan['ode']}"
-    )
-    return plan
 
 
 def read_config_file(path: str | os.PathLike) -> dict:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from .config import load_schema, merge_config, method_llm, method_models, read_config_file, stage_plan, validate_config
+from .benchmarks import get as get_benchmark
+from .config import load_schema, merge_config, method_llm, method_models, read_config_file, validate_config
 from .errors import ConfigError, InputError
 from .models import MODELS_CACHE, resolve, resolve_llm
 
@@ -35,6 +36,54 @@ COST_KEYS = ("synthesis_step_mp_s", "detection_image_s", "request_s", "token_s",
 
 
 # ---- the config, merged as Snakemake merges it ------------------------------------------------------------------
+def stage_plan(config: dict) -> dict[str, str | None]:
+    """For every stage: None when it runs, else the reason it is left out (logged once when the DAG is built)."""
+    kind = config["answer"]["source"]["kind"]
+    ode = get_benchmark(kind).release and not config["answer"]["source"]["path"]
+    no_release = (
+        f"answer.source.kind is {kind}: it reads the ODE release's images and scene graphs"
+        if not get_benchmark(kind).release
+        else "answer.source.path names an existing release: it needs this config's concept graph"
+    )
+    plan: dict[str, str | None] = {
+        "ode": None if ode else f"answer.source is {kind} {config['answer']['source']['path'] or ''}".rstrip(),
+        "answer": None if config.get("models") else "no models under test",
+        "score": None if config.get("models") else "no models under test",
+    }
+    for method in ("caos", "diagnosis", "cedi"):
+        if not config[method]["enabled"]:
+            plan[method] = f"{method}.enabled is false"
+        elif plan["ode"] and not (
+            method == "cedi"
+            and config["cedi"]["source"] != "ode"
+            or method == "caos"
+            and get_benchmark(kind).caption_truth
+        ):
+            # CEDI on Visual Genome / COCO scene graphs and CAOS on COCO captions (truth = instances) need no release
+            plan[method] = no_release
+        elif not method_models(config, method):
+            plan[method] = f"no model selected ({method}.models / models.*.skip)"
+        else:
+            plan[method] = None
+    samf = config["samf"]
+    if not samf["enabled"]:
+        plan["samf"] = "samf.enabled is false"
+    elif samf["source"]["format"] == "ode" and plan["ode"]:
+        plan["samf"] = f"samf.source.format is ode but {no_release}; set samf.source to a unihall file instead"
+    elif not method_models(config, "samf"):
+        plan["samf"] = "no model selected (samf.models / models.*.skip)"
+    else:
+        plan["samf"] = None
+    plan["report"] = (
+        "report.enabled is false"
+        if not config["report"]["enabled"]
+        else None
+        if not plan["ode"]
+        else f"the report audits this config's ODE release; {plan['ode']}"
+    )
+    return plan
+
+
 def _override(text: str) -> dict:
     key, sep, value = text.partition("=")
     if not sep or not key:
