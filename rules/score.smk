@@ -52,7 +52,7 @@ if BENCHMARK.release:
         script:
             "../scripts/rule.py"
 
-    # Validity against real images (src/halluflow/ode/validity.py): this run's scores beside those of a second run
+    # Validity against real images (src/halluflow/validity.py): this run's scores beside those of a second run
     # of the same models on a static real-image set (validity.results). Not in `rule all`: ask for
     # results/<release>/validity/validity.json.
     if config["validity"]["source"]:

@@ -18,7 +18,6 @@ from halluflow.cedi.comparison import (
     radius,
     valor_on_conversations,
     valor_scores,
-    write_section,
 )
 from halluflow.cedi.examiner import Examiner, Scene
 from halluflow.cedi.grader import premise_rejection
@@ -28,6 +27,7 @@ from halluflow.cedi.scene_graph import SceneGraph, Synonyms
 from halluflow.errors import ConfigError
 from halluflow.metrics.catalogue import CATALOGUE
 from halluflow.models.registry import VLMS
+from halluflow.report.cedi_comparison import write_section
 
 TRUTH = SceneGraph.from_dict(
     {

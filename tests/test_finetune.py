@@ -15,16 +15,15 @@ from helpers import make_lineage_release
 from halluflow.errors import ConfigError, InputError
 from halluflow.ode.export import export_release
 from halluflow.ode.finetune import (
-    before_after_rows,
     check_config,
     check_disjoint,
     dpo_rows,
     finetune_model,
-    finetune_section,
     sft_rows,
     train_release_dir,
     weights_hash,
 )
+from halluflow.report.finetune_section import before_after_rows, finetune_section
 
 
 def test_a_child_sharing_a_pair_is_refused_in_one_line(tmp_path):

@@ -98,7 +98,7 @@ def runs(tmp_path):
 
 
 def test_four_models_hand_worked(runs):
-    from halluflow.ode.validity import validity
+    from halluflow.validity import validity
 
     ode, real, labels = runs
     doc = validity(ode, real, str(labels), n_resamples=300, seed=3)
@@ -123,7 +123,7 @@ def test_four_models_hand_worked(runs):
 
 
 def test_rank_correlations_ties_and_constants():
-    from halluflow.ode.validity import rank_correlations
+    from halluflow.validity import rank_correlations
 
     # x ranks 1, 2.5, 2.5, 4; y ranks 1..4: rho = Pearson of ranks = 0.9487 (sqrt(0.9)); tau-b = 5/sqrt(5*6)
     got = rank_correlations([0.1, 0.5, 0.5, 0.9], [1, 2, 3, 4])
@@ -134,7 +134,7 @@ def test_rank_correlations_ties_and_constants():
 
 
 def test_fewer_than_three_models_is_undefined(tmp_path):
-    from halluflow.ode.validity import table, validity
+    from halluflow.validity import table, validity
 
     ode = _ode_run(tmp_path / "ode", ODE_CORRECT)
     real, labels = _pope_run(tmp_path / "pope", {m: REAL_CORRECT[m] for m in "AB"})
@@ -195,7 +195,7 @@ def test_bad_inputs_one_line(runs, tmp_path):
 def test_amber_existence_questions(tmp_path):
     """An AMBER run: only its existence questions (discriminative-hallucination) on shared concepts count, read by
     AMBER's exact Yes/No rule ("yes." is no answer under it: unknown, never correct)."""
-    from halluflow.ode.validity import validity
+    from halluflow.validity import validity
 
     ode = _ode_run(tmp_path / "ode", {m: ODE_CORRECT[m] for m in "ABC"})
     notes, queries = [], []
@@ -241,7 +241,7 @@ def test_demo_with_a_pope_source(default_run, tmp_path):
     from PIL import Image
     from workflow_utils import copy_run, run_snakemake
 
-    from halluflow.ode.validity import ode_existence
+    from halluflow.validity import ode_existence
 
     pope_file = SHARED_DATA / "pope-rucaibox" / "coco" / "coco_pope_popular.json"
     if not pope_file.exists():

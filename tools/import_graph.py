@@ -13,7 +13,7 @@ Rooms: every module (`x.py`) and package (`x/__init__.py`) of the tree. Layers, 
            (before the model package: models, models_fetch, registry, standins)
   metrics  halluflow.metrics (scorers and answer parsers) and align (metric-human agreement statistics)
   methods  halluflow.ode, caos, cedi, samf (one paper each)
-  stages   answer, sources, plan, report, imports, cli, snakemake_glue, workflow (workflow stages, CLI)
+  stages   answer, sources, plan, report, imports, cli, snakemake_glue, workflow, validity (workflow stages, CLI)
 models and metrics share one rank: a backend may use the failed-answer rule and a scorer may build an embedder,
 but neither may reach up into a method or a stage. An upward import is an import (any level) from a module of a
 lower rank into one of a higher rank (`backends.evaluatee -> answer`). A cycle is a strongly connected component
@@ -50,7 +50,18 @@ LAYER_OF = {
     **dict.fromkeys(["ode", "caos", "cedi", "samf"], "methods"),
     # benchmarks: the answer stage's sources behind one protocol (queries, peer-format answers, scoring)
     **dict.fromkeys(
-        ["answer", "sources", "benchmarks", "plan", "report", "imports", "cli", "snakemake_glue", "workflow"],
+        [
+            "answer",
+            "sources",
+            "benchmarks",
+            "plan",
+            "report",
+            "imports",
+            "cli",
+            "snakemake_glue",
+            "workflow",
+            "validity",
+        ],
         "stages",
     ),
 }

@@ -292,7 +292,7 @@ _VALIDITY_EPILOG = """examples:
 
 def _configure_validity(parser) -> None:
     from halluflow.metrics.parsers import PARSERS
-    from halluflow.ode.validity import METRICS
+    from halluflow.validity import METRICS
 
     parser.add_argument("ode", help="result folder of the run on the ODE release (results/<release>)")
     parser.add_argument("real", help="result folder of the run on the static real-image set (POPE or AMBER source)")
@@ -310,7 +310,7 @@ def _configure_validity(parser) -> None:
 def _run_validity(args) -> int:
     from halluflow.io import write_json
     from halluflow.metrics.uncertainty import resample_count
-    from halluflow.ode.validity import table, validity
+    from halluflow.validity import table, validity
 
     doc = validity(
         args.ode,

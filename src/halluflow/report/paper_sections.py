@@ -5,7 +5,7 @@ report's own reader) and writes paper-section JSON files with their PNG figures 
 paper's figures and tables:
 
 - ODE (Tu, Hu, Sang, CVPR 2025): results per distribution (Fig. 6), real-image set vs ODE images on the same concepts
-  (Fig. 1/4) and their difference per model (Fig. 7) from the validity view (halluflow.ode.validity), the clustered
+  (Fig. 1/4) and their difference per model (Fig. 7) from the validity view (halluflow.validity), the clustered
   concept x hallucination matrix (Fig. 8, halluflow.ode.diagnosis) and the domain release (Fig. 9,
   halluflow.ode.domain).
 - CAOS: per model and embedder, object precision, recall, objects per caption, 1 - CHAIR_s, POPE-F1 and the CAOS

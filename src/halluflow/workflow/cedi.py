@@ -81,7 +81,7 @@ def grade(
 
 def comparison(*, grades: list[str], models: list[str], section: str) -> None:
     """Rule cedi_comparison -> cedi/paper/section.json + figures: every model's grades.json, in `models` order."""
-    from ..cedi.comparison import write_section
+    from ..report.cedi_comparison import write_section
 
     by_model = {m: read_json(p) for m, p in zip(models, grades)}
     result = write_section(by_model, section)

@@ -1,7 +1,8 @@
 """Rules of rules/finetune.smk: ODE's fine-tuning loop (Tu et al., ODE, Fig. 10/11). One model under test is tuned
 with TRL on the exports of a training release (SFT and DPO), the tuned model answers this run's release (a child
 sharing no concept pair with it) and is scored, and the before/after paper section is written. The loop is
-halluflow.ode.finetune; these functions hand it the rule's files and sections."""
+halluflow.ode.finetune, the answering and scoring those of rules answer + score (answer_and_score), the section
+halluflow.report.finetune_section; these functions hand them the rule's files and sections."""
 
 from __future__ import annotations
 
@@ -31,6 +32,46 @@ def _scoring(answer: Answer, scoring: Scoring, nodes: str, hallu: str, edges: st
     }
 
 
+def answer_and_score(
+    spec: dict,
+    release: Path,
+    cache: Path,
+    answers: Path,
+    scores: Path,
+    metrics: Path,
+    *,
+    answer: dict,
+    scoring: dict,
+    graph_dir: str,
+    nodes: str,
+    hallu: str | None = None,
+    edges: str | None = None,
+) -> dict:
+    """`spec` answers every query of `release` through the answer stage (one shard, `answer` settings, request
+    cache `cache`) and the ODE scorer scores it (`scoring`, the concept graph's files), as rules answer + score do
+    for the run's own models; returns the metrics."""
+    from ..answer import answer_shard
+    from ..models.model import ModelUnderTest
+    from ..ode.scoring import run_score
+    from ..sources import source_queries
+
+    queries, image_root = source_queries({"kind": "ode", "path": str(release)}, str(release))
+    model = ModelUnderTest(spec, graph_dir=graph_dir)
+    settings = {k: v for k, v in answer.items() if k != "source"}
+    answer_shard(queries, image_root, model, cache, answers, settings=settings)
+    return run_score(
+        [str(answers)],
+        str(release / "queries.parquet"),
+        nodes,
+        str(scores),
+        str(metrics),
+        spec["name"],
+        scoring,
+        hallu_path=hallu,
+        edges_path=edges,
+    )
+
+
 def train(
     *,
     method: str,
@@ -55,7 +96,7 @@ def train(
     answers, through its request cache folder), checked disjoint from the evaluation release (`release`, its
     manifest), then train_model. `base`: the base model's resolved model, revision, device, dtype and stand_in."""
     from ..ode.export import export_release
-    from ..ode.finetune import answer_and_score, check_disjoint, dpo_rows, sft_rows, train_model
+    from ..ode.finetune import check_disjoint, dpo_rows, sft_rows, train_model
 
     settings = {k: v for k, v in Finetune.from_dict(finetune).to_dict().items() if k not in CHOICE_KEYS}
     train_dir, eval_dir = release_dir(train), release_dir(release[0])
@@ -111,7 +152,7 @@ def evaluate(
 ) -> None:
     """Rule ode_finetune_eval -> finetune/<model>/<method>/{answers,scores}.parquet + metrics.json: the tuned model
     (`model`, its folder) answers the evaluation release and is scored, as the base model was."""
-    from ..ode.finetune import answer_and_score, tuned_spec
+    from ..ode.finetune import tuned_spec
 
     tuned = tuned_spec(spec, method, model)
     # the cache is keyed by the tuned weights' hash: a retrained folder at the same path never reuses old answers
@@ -133,7 +174,7 @@ def paper_section(
 ) -> None:
     """Rule ode_finetune -> finetune/{section.json,before_after.png}: the before/after table, weight hashes and the
     Fig. 10/11-style figure as an ODE paper section."""
-    from ..ode.finetune import finetune_section
+    from ..report.finetune_section import finetune_section
 
     result = finetune_section(
         base_metrics=base,

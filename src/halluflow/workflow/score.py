@@ -101,7 +101,7 @@ def score_compare(scores: list[str], comparison: str, bootstrap: dict) -> None:
 def release_validity(metrics: list[str], release: list[str], validity: str, settings: dict, seed: int) -> None:
     """Rule release_validity: this run's scores (the results folder of its metrics) + the static set's run
     (`settings` = the validity section, validity.results) -> validity/validity.json."""
-    from ..ode.validity import run_workflow, table
+    from ..validity import run_workflow, table
 
     doc = run_workflow(Path(metrics[0]).parents[1], settings, validity, seed=seed, release=str(release_dir(release[0])))
     log.info("validity:\n%s", table(doc))

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ..errors import InputError
-from ..io import read_json, read_parquet, write_json
-from ..metrics.catalogue import CATALOGUE
-from ..metrics.parsers import PARSERS, failed_mask, parse_answers
-from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
+from .errors import InputError
+from .io import read_json, read_parquet, write_json
+from .metrics.catalogue import CATALOGUE
+from .metrics.parsers import PARSERS, failed_mask, parse_answers
+from .metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 
 METRICS = ("accuracy", "precision", "recall", "f1")
 # Existence questions of an ODE release: plain and counterfactual object questions (no attribute, no count).
@@ -137,14 +137,14 @@ def ode_existence(ode: Path, release: Path | None = None) -> tuple[pl.DataFrame,
 
 def _label(kind: str) -> str:
     """The benchmark's printed name (POPE, AMBER, ODE ...); an unknown kind as given."""
-    from ..benchmarks import get, names
+    from .benchmarks import get, names
 
     return get(kind).label if kind in names() else kind
 
 
 def real_existence(kind: str, labels: str, annotations: str | None = None) -> pl.DataFrame:
     """The static set's existence questions: query_id (as the answer stage stores it), concept, truth."""
-    from ..benchmarks import get, names, yes_no_names
+    from .benchmarks import get, names, yes_no_names
 
     bench = get(kind) if kind in names() else None
     if bench is None or not bench.yes_no:
@@ -161,7 +161,7 @@ def real_existence(kind: str, labels: str, annotations: str | None = None) -> pl
 
 
 def _real_answers(real: Path, model: str) -> pl.DataFrame:
-    from .scoring import read_answer_shards
+    from .ode.scoring import read_answer_shards
 
     shards = sorted(str(p) for p in (real / "answers" / model).glob("*.parquet"))
     if not shards:
@@ -188,7 +188,7 @@ def _ode_side(ode: Path, model: str, doc: dict, questions: pl.DataFrame) -> Side
 
 
 def _real_side(real: Path, model: str, kind: str, doc: dict, questions: pl.DataFrame, parser: str | None) -> Side:
-    from ..benchmarks import get
+    from .benchmarks import get
 
     bench = get(kind)
     block = doc.get(bench.scores_key) if isinstance(doc.get(bench.scores_key), dict) else {}
