@@ -92,12 +92,24 @@ def kill_everything(proc: subprocess.Popen, workdir: Path) -> str:
     return out
 
 
-def kill_job(proc: subprocess.Popen, workdir: Path, script: str) -> str:
-    """SIGKILL the running job whose Snakemake script is `script`; Snakemake itself sees the job die."""
-    pids = wait_for(
-        proc, lambda: [p for p, c in processes_in(workdir).items() if f".{script}" in c], f"a running {script} job"
-    )
-    for pid in pids:  # the job's interpreter (and a shell wrapper, if any)
+def job_processes(workdir: Path, rule: str) -> list[int]:
+    """The processes of a running `rule` job: every rule runs scripts/rule.py, so a job is told by the log it holds
+    open (logs/<release>/<rule>/..., opened by the job's first line, halluflow.snakemake_glue.setup)."""
+    logs = str((workdir / "logs").resolve()) + os.sep
+    found = []
+    for pid in processes_in(workdir):
+        fd_dir = Path(f"/proc/{pid}/fd")
+        with contextlib.suppress(OSError):
+            targets = [os.readlink(fd_dir / fd) for fd in os.listdir(fd_dir)]
+            if any(t.startswith(logs) and f"{os.sep}{rule}{os.sep}" in t for t in targets):
+                found.append(pid)
+    return found
+
+
+def kill_job(proc: subprocess.Popen, workdir: Path, rule: str) -> str:
+    """SIGKILL the running job of `rule`; Snakemake itself sees the job die."""
+    pids = wait_for(proc, lambda: job_processes(workdir, rule), f"a running {rule} job")
+    for pid in pids:  # the job's interpreter (the process holding its log)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     out = proc.communicate(timeout=PHASE_TIMEOUT_S)[0]
@@ -174,7 +186,7 @@ def story(default_run, tmp_path_factory):
     facts["b_locked"] = locked.returncode != 0 and "lock" in (locked.stdout + locked.stderr).lower()
     run_snakemake(work, "--unlock", manifest)
     proc = start(work, "--cores", "2", "--rerun-incomplete", manifest)
-    facts["b_out"] = kill_job(proc, work, "detect.py")
+    facts["b_out"] = kill_job(proc, work, "detect")
     facts["b_unreadable"] = unreadable_final_files(work / "results")
 
     # C: the rerun completes the release.
@@ -189,7 +201,7 @@ def story(default_run, tmp_path_factory):
     cache = out / "cache" / MODEL
     proc = start(work, "--cores", "1", answers)
     wait_for(proc, lambda: len(list(cache.glob("??/*.json"))) >= 2, "cached answers")
-    facts["d_out"] = kill_job(proc, work, "answer.py")
+    facts["d_out"] = kill_job(proc, work, "answer")
     facts["d_unreadable"] = unreadable_final_files(work / "results")
     facts["cached_stamp"] = stamp(sorted(cache.glob("??/*.json")))
     facts["answers_after_kill"] = (work / answers).exists()
