@@ -366,15 +366,48 @@ def parquet_columns(path: str | os.PathLike) -> list[str]:
         raise InputError(f"{path}: not a readable parquet file ({reason})") from None
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    path = Path(path)
-    text = read_text(path)
+MAX_JSON_DEPTH = 64
+"""The deepest nesting any JSON halluflow reads from outside may have (server bodies, results, imports): every
+document halluflow writes or reads is a few levels deep, so a deeper one is refused in one line before parsing."""
+
+_JSON_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """The nesting depth of a JSON text (strings skipped), stopping as soon as it passes `limit`: linear time, no
+    recursion, so a 200,000-deep body costs a scan, not a RecursionError."""
+    depth = deepest = 0
+    for match in _JSON_BRACKETS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def loads_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The one decoding guard for JSON from outside: `what` names the source (a file, a server) in the one-line
+    InputError raised for invalid JSON or nesting deeper than `max_depth`."""
+    if isinstance(text, bytes | bytearray):
+        text = decode_utf8(bytes(text), what)
+    if json_depth(text, max_depth) > max_depth:
+        raise InputError(f"{what}: JSON nested deeper than {max_depth} levels")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
+        raise InputError(f"{what}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:  # pragma: no cover - the depth scan refuses such text first
+        raise InputError(f"{what}: JSON nested too deeply") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    return loads_json(read_text(path), str(path))
 
 
 def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[dict]:
