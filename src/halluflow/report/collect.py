@@ -7,7 +7,6 @@ Numbers of the JSON documents are read only through the metric catalogue (halluf
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,6 +14,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from ..errors import InputError
+from ..io import read_json
 from ..metrics.catalogue import CATALOGUE, Metric
 from ..progress import get_logger
 
@@ -34,6 +34,41 @@ def _order_key(values: Iterable[str], order: list[str]) -> dict[str, int]:
     """Rank known names by the paper's order, unknown ones after them alphabetically (stable plots and tables)."""
     extra = sorted(v for v in set(values) if v not in order)
     return {name: i for i, name in enumerate(order + extra)}
+
+
+_KIND_NAMES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}
+_KIND_NAMES.update({bool: "a boolean", type(None): "null"})
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON names a value's type (an error message says `got a list`, not `got list`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
+def require(doc: Any, where: str, *path: str | int, kinds: tuple[type, ...] = ()) -> Any:
+    """doc[path[0]][path[1]]... with a one-line InputError naming `where` (the file) and the key when a step is
+    missing or, with `kinds`, the value is not one of them. A result file a stage wrote in another shape fails
+    here, never with a KeyError deep in a table builder."""
+    value = doc
+    for i, key in enumerate(path):
+        shown = ".".join(str(k) for k in path[: i + 1])
+        if isinstance(key, int):
+            if not isinstance(value, list) or not -len(value) <= key < len(value):
+                raise InputError(f"{where}: key '{shown}': missing (expected a list of at least {key + 1})")
+        elif not isinstance(value, dict) or key not in value:
+            parent = ".".join(str(k) for k in path[:i])
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: key '{parent}': expected an object, got {_json_kind(value)}")
+            raise InputError(f"{where}: key '{shown}': missing")
+        value = value[key]
+    if kinds and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+        names = " or ".join(dict.fromkeys(_KIND_NAMES.get(k, k.__name__) for k in kinds))
+        raise InputError(f"{where}: key '{'.'.join(map(str, path))}': expected {names}, got {_json_kind(value)}")
+    return value
 
 
 def _any_stand_in(obj: Any) -> bool:
@@ -82,16 +117,16 @@ class Results:
         return self._cache[key]
 
     def json(self, rel: str) -> Any:
+        """A result document (a JSON object), None when absent. Read through the one decoding guard
+        (halluflow.io.read_json: depth-bounded, one line naming the file); a document that is not an object
+        (a list, a number) is refused naming the file, never taken for an absent stage."""
         key = ("json", rel)
         if key not in self._cache:
             path = self.root / rel
-            if not path.exists():
-                self._cache[key] = None
-            else:
-                try:
-                    self._cache[key] = json.loads(path.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    raise InputError(f"{path}: not valid JSON ({exc})") from None
+            doc = read_json(path) if path.exists() or path.is_symlink() else None
+            if doc is not None and not isinstance(doc, dict):
+                raise InputError(f"{path}: expected a JSON object, got {_json_kind(doc)}")
+            self._cache[key] = doc
         return self._cache[key]
 
     # ---- contract tables ---------------------------------------------------------------------------------
@@ -119,6 +154,17 @@ class Results:
 
     def manifest(self) -> dict | None:
         return self.json("release/manifest.json")
+
+    def manifest_files(self) -> dict:
+        """The manifest's `files` table ({path: {sha256, ...}}); InputError naming the file and the key when it is
+        not one (a string's length is not a file count)."""
+        files = (self.manifest() or {}).get("files", {})
+        if not isinstance(files, dict):
+            raise InputError(
+                f"{self.root / 'release/manifest.json'}: key 'files': expected an object (path -> sha256), got "
+                f"{_json_kind(files)}"
+            )
+        return files
 
     # ---- per-model outputs -------------------------------------------------------------------------------
     def models(self) -> list[str]:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..io import read_bytes, read_json, write_text
+from ..io import read_json, write_text
 from ..metrics.catalogue import CATALOGUE, Metric
-from .page import _esc, _Page, render_shell
+from .page import Html, _Page, figure_file, join, render_shell, tag
 
 PAPERS = {
     "ode": 'Tu, Hu, Sang, "ODE: Open-Set Evaluation of Hallucinations in Multimodal Large Language Models" (CVPR 2025)',
@@ -33,16 +33,6 @@ PAPERS = {
     "samf": "UniHall / SAMF (EvalHall): static vs fuzzed hallucination by category, heuristic vs RL controllers",
 }
 LONG_TABLE = 16  # rows shown open; a longer table is folded under its row count
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-# on top of the summary's style: the section caption (who produced it) and the metric footnotes
-CSS = """
-p.caption { margin:0 0 8px; }
-ol.notes { font-size:12px; padding-left:22px; }
-ol.notes li { margin:3px 0; }
-a.fn { text-decoration:none; color:var(--accent); font-size:10px; margin-left:2px; }
-th[title], td[title], span[title] { cursor:help; }
-th.text { text-align:left; }
-"""
 # on top of the summary's style: the section caption (who produced it) and the metric footnotes
 CSS = """
 p.caption { margin:0 0 8px; }
@@ -136,7 +126,12 @@ def load_section(path: str | Path, paper: str) -> dict:
                 cw = f"{tw}.rows[{r}][{c}]"
                 if cell is not None and not isinstance(cell, (str, int, float)):
                     raise InputError(f"{cw}: a cell is a string, a number or null, got {type(cell).__name__}")
-                if keyed[c] is not None and isinstance(cell, (int, float)) and not isinstance(cell, bool):
+                if keyed[c] is not None and isinstance(cell, bool):
+                    raise InputError(
+                        f"{cw} ({table['columns'][c]}): expected a number or null for {keyed[c].name}, got "
+                        f"{str(cell).lower()}"
+                    )
+                if keyed[c] is not None and isinstance(cell, (int, float)):
                     CATALOGUE.check(keyed[c].name, cell, f"{cw} ({table['columns'][c]})")
             if metric_col is not None and row[metric_col] is not None:
                 key = row[metric_col]
@@ -147,28 +142,23 @@ def load_section(path: str | Path, paper: str) -> dict:
     for i, fig in enumerate(doc["figures"]):
         fw = _item(fig, _FIGURE_KEYS, f"{where}: figures[{i}]", seen)
         _metrics(fig["metrics"], fw)
-        file = path.parent / fig["file"]
         if Path(fig["file"]).is_absolute() or ".." in Path(fig["file"]).parts:
             raise InputError(f"{fw}.file: {fig['file']!r} must be a path inside the section's folder")
-        if not file.is_file():
-            raise InputError(f"{fw}.file: {file} does not exist")
-        data = read_bytes(file)
-        if not data.startswith(PNG_MAGIC):
-            raise InputError(f"{fw}.file: {file} is not a PNG image")
-        fig["_png"] = data
+        # checked here (a PNG, a regular file), read when the page is written: inline up to the page's size limit
+        fig["_path"], _ = figure_file(path.parent / fig["file"], f"{fw}.file")
     return doc
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any) -> Html:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return '<td class="na">n/a</td>'
+        return tag("td", "n/a", class_="na")
     if isinstance(value, bool):
-        return f'<td class="text">{"yes" if value else "no"}</td>'
+        return tag("td", "yes" if value else "no", class_="text")
     if isinstance(value, int):
-        return f"<td>{value}</td>"
+        return tag("td", value)
     if isinstance(value, float):
-        return f"<td>{value:.4g}</td>"
-    return f'<td class="text">{_esc(value)}</td>'
+        return tag("td", f"{value:.4g}")
+    return tag("td", value, class_="text")
 
 
 class _Notes:
@@ -177,38 +167,48 @@ class _Notes:
     def __init__(self) -> None:
         self.order: list[Metric] = []
 
-    def ref(self, entry: Metric) -> str:
+    def ref(self, entry: Metric) -> Html:
         if entry not in self.order:
             self.order.append(entry)
         n = self.order.index(entry) + 1
-        return f'<sup><a href="#metric-{n}" class="fn">{n}</a></sup>'
+        return tag("sup", tag("a", n, href=f"#metric-{n}", class_="fn"))
 
     @staticmethod
     def tooltip(entry: Metric) -> str:
         better = f", {entry.better} is better" if entry.better else ""
         return f"{entry.name}: {entry.label}. {entry.definition} Range {entry.range_text}{better}."
 
-    def html(self) -> str:
-        items = "".join(
-            f'<li id="metric-{i}"><code>{_esc(e.name)}</code> — <b>{_esc(e.label)}</b>: {_esc(e.definition)} '
-            f"Range {_esc(e.range_text)}{', ' + _esc(e.better) + ' is better' if e.better else ''}; unit "
-            f"{_esc(e.unit)}. Failed answers: {_esc(e.failed)} <i>{_esc(e.reference)}</i></li>"
+    def labelled(self, entry: Metric) -> Html:
+        return tag("span", entry.label, self.ref(entry), title=self.tooltip(entry))
+
+    def html(self) -> Html:
+        items = join(
+            tag(
+                "li",
+                tag("code", e.name),
+                " — ",
+                tag("b", e.label),
+                f": {e.definition} Range {e.range_text}{', ' + e.better + ' is better' if e.better else ''}; unit "
+                f"{e.unit}. Failed answers: {e.failed} ",
+                tag("i", e.reference),
+                id=f"metric-{i}",
+            )
             for i, e in enumerate(self.order, 1)
         )
-        return f'<ol class="notes">{items}</ol>'
+        return tag("ol", items, class_="notes")
 
 
-def _table_html(table: dict, notes: _Notes) -> str:
+def _table_html(table: dict, notes: _Notes) -> Html:
     entries = [CATALOGUE[k] for k in table["metrics"]]
     head = []
     for c, column in enumerate(table["columns"]):
         entry = _column_entry(column, entries)
         # a text column's header sits left, over its cells (numbers stay right-aligned)
-        text = ' class="text"' if any(isinstance(row[c], str) for row in table["rows"]) else ""
+        text = "text" if any(isinstance(row[c], str) for row in table["rows"]) else None
         if entry is None:
-            head.append(f"<th{text}>{_esc(column)}</th>")
+            head.append(tag("th", column, class_=text))
         else:
-            head.append(f'<th{text} title="{_esc(notes.tooltip(entry))}">{_esc(column)}{notes.ref(entry)}</th>')
+            head.append(tag("th", column, notes.ref(entry), class_=text, title=notes.tooltip(entry)))
     metric_col = table["columns"].index("metric") if "metric" in table["columns"] else None
     body = []
     for row in table["rows"]:
@@ -216,42 +216,31 @@ def _table_html(table: dict, notes: _Notes) -> str:
         for c, value in enumerate(row):
             if c == metric_col and value is not None:
                 entry = CATALOGUE[value]
-                cells.append(
-                    f'<td class="text" title="{_esc(notes.tooltip(entry))}">{_esc(entry.label)}{notes.ref(entry)}</td>'
-                )
+                cells.append(tag("td", entry.label, notes.ref(entry), class_="text", title=notes.tooltip(entry)))
             else:
                 cells.append(_cell(value))
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        body.append(tag("tr", join(cells)))
     # keys no column or row names still get their footnote: every number in the table is one of them
     loose = [e for e in entries if not any(_column_entry(c, [e]) for c in table["columns"])]
     if metric_col is not None:
         loose = [e for e in loose if not any(row[metric_col] == e.name for row in table["rows"])]
     keys = (
-        '<p class="note">Numbers from the metric catalogue: '
-        + ", ".join(f'<span title="{_esc(notes.tooltip(e))}">{_esc(e.label)}{notes.ref(e)}</span>' for e in loose)
-        + "</p>"
+        tag("p", "Numbers from the metric catalogue: ", join((notes.labelled(e) for e in loose), ", "), class_="note")
         if loose
-        else ""
+        else None
     )
-    note = f'<p class="note">{_esc(table["note"])}</p>' if table.get("note") else ""
-    grid = (
-        f'<div class="scroll"><table><thead><tr>{"".join(head)}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-    )
+    note = tag("p", table["note"], class_="note") if table.get("note") else None
+    grid = tag("div", tag("table", tag("thead", tag("tr", join(head))), tag("tbody", join(body))), class_="scroll")
     if len(body) > LONG_TABLE:  # the figure above carries a long table's numbers; the rows stay one click away
-        grid = f"<details><summary>{len(body)} rows</summary>{grid}</details>"
-    return f'<h3 id="{_esc(table["id"])}">{_esc(table["title"])}</h3>{grid}{keys}{note}'
+        grid = tag("details", tag("summary", f"{len(body)} rows"), grid)
+    return join([tag("h3", table["title"], id=table["id"]), grid, keys, note])
 
 
-def _figure_html(fig: dict, page: _Page, notes: _Notes, section: str) -> str:
-    refs = ", ".join(
-        f'<span title="{_esc(notes.tooltip(CATALOGUE[k]))}">{_esc(CATALOGUE[k].label)}{notes.ref(CATALOGUE[k])}</span>'
-        for k in fig["metrics"]
-    )
-    img = page.image(f"{section}_{fig['id']}", fig["_png"], fig["title"], fig["caption"])
-    return f'<h3 id="{_esc(section)}-{_esc(fig["id"])}">{_esc(fig["title"])}</h3>{img}' + (
-        f'<p class="note">Metrics drawn: {refs}</p>' if refs else ""
-    )
+def _figure_html(fig: dict, page: _Page, notes: _Notes, section: str) -> Html:
+    refs = join((notes.labelled(CATALOGUE[k]) for k in fig["metrics"]), ", ")
+    img = page.image_file(f"{section}_{fig['id']}", fig["_path"], fig["title"], fig["caption"])
+    drawn = tag("p", "Metrics drawn: ", refs, class_="note") if fig["metrics"] else None
+    return join([tag("h3", fig["title"], id=f"{section}-{fig['id']}"), img, drawn])
 
 
 def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> None:
@@ -273,21 +262,21 @@ def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> Non
         for name in doc["stand_ins"]:
             if name not in stand_in:
                 stand_in.append(name)
-        body = f'<p class="caption">{_esc(doc["caption"])}</p>'
+        body = [tag("p", doc["caption"], class_="caption")]
         if doc["stand_ins"]:
-            body += f'<p class="warn">Stand-ins in this section: {_esc(", ".join(doc["stand_ins"]))}.</p>'
-        body += "".join(_figure_html(f, page, notes, doc["section"]) for f in doc["figures"])
-        body += "".join(_table_html(t, notes) for t in doc["tables"])
+            body.append(tag("p", f"Stand-ins in this section: {', '.join(doc['stand_ins'])}.", class_="warn"))
+        body += [_figure_html(f, page, notes, doc["section"]) for f in doc["figures"]]
+        body += [_table_html(t, notes) for t in doc["tables"]]
         # a section without figures or tables is a part whose stage did not run: its caption says what to run
         ran = bool(doc["figures"] or doc["tables"])
-        page.add(f"sec-{doc['section']}", doc["title"], body, ran=ran)
-    page.add("metric-notes", "Metric definitions", notes.html() if notes.order else "<p>No catalogue numbers.</p>")
+        page.add(f"sec-{doc['section']}", doc["title"], join(body), ran=ran)
+    page.add("metric-notes", "Metric definitions", notes.html() if notes.order else tag("p", "No catalogue numbers."))
     html = render_shell(
         f"halluflow — {paper.upper()} paper layout",
         f"{PAPERS[paper]}: the paper's tables and figures, computed by halluflow.",
         page.sections,
         stand_in,
-        footer_html=f'{len(docs)} section file(s) · <a href="summary.html">report summary</a>',
+        footer=join([f"{len(docs)} section file(s) · ", tag("a", "report summary", href="summary.html")]),
         extra_css=CSS,
     )
     write_text(out, html)

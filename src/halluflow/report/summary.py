@@ -26,7 +26,7 @@ from .collect import (
     scorecard,
     scorecard_table,
 )
-from .page import _esc, _Page, render_shell
+from .page import Html, _Page, join, render_shell, tag
 
 log = get_logger(__name__)
 
@@ -116,23 +116,22 @@ def write_table_files(root: str | Path, outputs: dict[str, str | Path]) -> None:
 
 
 # ---- HTML (the page shell: halluflow.report.page) ----
-def html_table(df: pl.DataFrame, percent: tuple[str, ...] = ()) -> str:
-    head = "".join(f"<th>{_esc(c)}</th>" for c in df.columns)
+def html_table(df: pl.DataFrame, percent: tuple[str, ...] = ()) -> Html:
+    head = join(tag("th", c) for c in df.columns)
     body = []
     for row in df.iter_rows():
         cells = []
         for col, value in zip(df.columns, row):
             if value is None:
-                cells.append('<td class="na">n/a</td>')
+                cells.append(tag("td", "n/a", class_="na"))
             elif isinstance(value, float):
-                text = f"{100 * value:.1f}%" if col in percent else f"{value:.4g}"
-                cells.append(f"<td>{text}</td>")
+                cells.append(tag("td", f"{100 * value:.1f}%" if col in percent else f"{value:.4g}"))
             elif isinstance(value, (int,)) and not isinstance(value, bool):
-                cells.append(f"<td>{value}</td>")
+                cells.append(tag("td", value))
             else:
-                cells.append(f'<td class="text">{_esc(value)}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+                cells.append(tag("td", value, class_="text"))
+        body.append(tag("tr", join(cells)))
+    return tag("div", tag("table", tag("thead", tag("tr", head)), tag("tbody", join(body))), class_="scroll")
 
 
 def _label_audit(res: Results) -> str:
@@ -141,24 +140,21 @@ def _label_audit(res: Results) -> str:
 
     summary = res.json("audit/audit.json")
     counts, rates = report_tables(summary, res.json("release/manifest.json"))
-    body = "<h3>Label audit</h3>"
+    body = [tag("h3", "Label audit")]
     if counts is None:
-        return body + _not_run("not run: no audit/audit.json (halluflow release audit, rule release_audit)")
+        return join([*body, _not_run("not run: no audit/audit.json (halluflow release audit, rule release_audit)")])
     if summary.get("warning"):
-        body += f'<p class="note"><b>{_esc(summary["warning"])}</b></p>'
-    body += "<p>Second detector and VLM oracle against the stated truth, per query type × distribution:</p>"
-    body += html_table(counts)
+        body.append(tag("p", tag("b", summary["warning"]), class_="note"))
+    body.append(tag("p", "Second detector and VLM oracle against the stated truth, per query type × distribution:"))
+    body.append(html_table(counts))
     if rates is None:
-        return body + _not_run("no human labels recorded yet (halluflow release audit REL --labels CSV)")
-    return (
-        body
-        + "<p>Human label-error rates, Wilson intervals:</p>"
-        + html_table(rates, percent=("label-error rate", "low", "high"))
-    )
+        return join([*body, _not_run("no human labels recorded yet (halluflow release audit REL --labels CSV)")])
+    body.append(tag("p", "Human label-error rates, Wilson intervals:"))
+    return join([*body, html_table(rates, percent=("label-error rate", "low", "high"))])
 
 
-def _not_run(message: str) -> str:
-    return f'<p class="note">{_esc(message)}</p>'
+def _not_run(message: str) -> Html:
+    return tag("p", message, class_="note")
 
 
 def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = ReportOptions(), embed: bool = True) -> Path:
@@ -183,7 +179,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
     for sid in progress(steps, desc="report sections"):
         title = dict((s[0], s[1]) for s in SECTIONS)[sid]
         if sid == "overview":
-            page.add(sid, title, _overview(res, models, stand_in) + _paper_links(out))
+            page.add(sid, title, join([_overview(res, models, stand_in), _paper_links(out)]))
         elif sid == "counts":
             counts, reasons = counts_table(res), rejection_reasons(res)
             if counts is None:
@@ -194,13 +190,15 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                     ran=False,
                 )
             else:
-                body = html_table(counts, percent=("acceptance_rate",))
-                body += "<h3>Rejection reasons</h3>" + (
+                body = [
+                    html_table(counts, percent=("acceptance_rate",)),
+                    tag("h3", "Rejection reasons"),
                     html_table(reasons)
                     if reasons is not None and reasons.height
-                    else _not_run("no rejected images (or filter_images did not run)")
-                )
-                page.add(sid, title, body + _label_audit(res))
+                    else _not_run("no rejected images (or filter_images did not run)"),
+                    _label_audit(res),
+                ]
+                page.add(sid, title, join(body))
         elif sid == "gallery-accepted":
             figure_section(
                 sid,
@@ -223,10 +221,11 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                     sid, title, _not_run("not run: no metrics/<model>.json, caos, cedi or fuzz outputs"), ran=False
                 )
             else:
-                body = html_table(card) if card is not None else ""
+                body = [_warnings(res, models), html_table(card) if card is not None else None]
                 if full is not None:
-                    body += f"<details><summary>All {full.height} numbers from metrics/&lt;model&gt;.json</summary>{html_table(full)}</details>"
-                page.add(sid, title, _warnings(res, models) + body)
+                    summary = tag("summary", f"All {full.height} numbers from metrics/<model>.json")
+                    body.append(tag("details", summary, html_table(full)))
+                page.add(sid, title, join(body))
         elif sid == "radar":
             figure_section(
                 sid,
@@ -250,8 +249,8 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                     "Share of answers the scorer marked hallucinated, per scene "
                     "distribution (standard → fictional = frequent → never co-occurring concepts).",
                 )
-                body += "<details><summary>Table</summary>" + html_table(rates, percent=("rate",)) + "</details>"
-                page.add(sid, title, body)
+                table = tag("details", tag("summary", "Table"), html_table(rates, percent=("rate",)))
+                page.add(sid, title, join([body, table]))
         elif sid == "uncertainty":
             figure_section(
                 sid,
@@ -264,7 +263,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
             if table is not None:
                 page.sections[-1] = (
                     *page.sections[-1][:2],
-                    page.sections[-1][2] + "<h3>Paired comparisons</h3>" + html_table(table),
+                    join([page.sections[-1][2], tag("h3", "Paired comparisons"), html_table(table)]),
                     page.sections[-1][3],
                 )
         elif sid == "diagnosis":
@@ -272,12 +271,10 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
             for model in models:
                 png_path = res.diagnosis_png(model)
                 if png_path is not None:
-                    parts.append(
-                        f"<h3>{_esc(model)}</h3>"
-                        + page.image(f"diagnosis_{model}", png_path.read_bytes(), f"diagnosis {model}")
-                    )
+                    parts.append(tag("h3", model))
+                    parts.append(page.image_file(f"diagnosis_{model}", png_path, f"diagnosis {model}"))
             if parts:
-                page.add(sid, title, "".join(parts))
+                page.add(sid, title, join(parts))
             else:
                 page.add(
                     sid, title, _not_run("not run: no diagnosis/<model>.png (ode_diagnosis did not run)"), ran=False
@@ -316,8 +313,8 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 page.add(
                     sid,
                     title,
-                    "".join(
-                        f"<h3>{_esc(name)}</h3>" + html_table(pl.DataFrame(table_rows(doc)))
+                    join(
+                        join([tag("h3", name), html_table(pl.DataFrame(table_rows(doc)))])
                         for name, doc in found.items()
                     ),
                 )
@@ -363,16 +360,16 @@ def comparison_table(doc: dict | None) -> pl.DataFrame | None:
     return pl.DataFrame(rows)
 
 
-def _warnings(res: Results, models: list[str]) -> str:
+def _warnings(res: Results, models: list[str]) -> Html:
     """Warnings the stages wrote into their JSON (e.g. CAOS judging out-of-domain objects without an oracle)."""
     lines = []
     for model in models:
         for w in (res.caos(model) or {}).get("warnings") or []:
-            lines.append(f'<p class="warn">CAOS, {_esc(model)}: {_esc(w)}</p>')
-    return "".join(lines)
+            lines.append(tag("p", f"CAOS, {model}: {w}", class_="warn"))
+    return join(lines)
 
 
-def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
+def _overview(res: Results, models: list[str], stand_in: list[str]) -> Html:
     kpis = []
     for label, df in (
         ("scenes", res.scenes()),
@@ -383,30 +380,35 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> str:
     ):
         kpis.append((label, "–" if df is None else str(df.height)))
     kpis.append(("models", str(len(models))))
-    body = (
-        '<div class="kpis">' + "".join(f'<div class="kpi"><b>{v}</b><span>{k}</span></div>' for k, v in kpis) + "</div>"
-    )
+    body = [tag("div", join(tag("div", tag("b", v), tag("span", k), class_="kpi") for k, v in kpis), class_="kpis")]
     if models:
-        body += f'<p class="note">Models: {", ".join(_esc(m) for m in models)}</p>'
+        body.append(tag("p", f"Models: {', '.join(models)}", class_="note"))
     manifest = res.manifest()
     if manifest is not None:
-        body += f'<p class="note">Release manifest: release/manifest.json ({len(manifest.get("files", []) or [])} files listed).</p>'
+        n = len(res.manifest_files())
+        body.append(tag("p", f"Release manifest: release/manifest.json ({n} files listed).", class_="note"))
     else:
-        body += '<p class="note">No release/manifest.json (package_release did not run).</p>'
+        body.append(tag("p", "No release/manifest.json (package_release did not run).", class_="note"))
     if stand_in:
-        body += f'<p class="note">Stand-in models were used in: {_esc(", ".join(stand_in))}.</p>'
-    return body
+        body.append(tag("p", f"Stand-in models were used in: {', '.join(stand_in)}.", class_="note"))
+    return join(body)
 
 
-def _paper_links(out: Path) -> str:
+def _paper_links(out: Path) -> Html:
     """Links to the paper pages beside this page (rules paper_<paper>, halluflow.report.papers) that exist."""
     from .papers import PAPERS
 
     built = [p for p in PAPERS if (out.parent / f"paper_{p}.html").is_file()]
     if not built:
-        return '<p class="note">Paper pages: none built yet (<code>snakemake paper_ode</code>, paper_caos, paper_samf, paper_cedi).</p>'
-    links = " · ".join(f'<a href="paper_{p}.html">{p.upper()} paper layout</a>' for p in built)
-    return f'<p class="note" id="paper-pages">Paper pages: {links}</p>'
+        return tag(
+            "p",
+            "Paper pages: none built yet (",
+            tag("code", "snakemake paper_ode"),
+            ", paper_caos, paper_samf, paper_cedi).",
+            class_="note",
+        )
+    links = join((tag("a", f"{p.upper()} paper layout", href=f"paper_{p}.html") for p in built), " · ")
+    return tag("p", "Paper pages: ", links, class_="note", id="paper-pages")
 
 
 def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
@@ -416,5 +418,5 @@ def _render_page(res: Results, page: _Page, stand_in: list[str]) -> str:
         "CEDI and SAMF.",
         page.sections,
         stand_in,
-        f"built from {_esc(res.release)}/ by <code>halluflow report build</code>",
+        join([f"built from {res.release}/ by ", tag("code", "halluflow report build")]),
     )
