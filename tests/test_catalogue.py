@@ -85,8 +85,10 @@ def test_every_number_of_pope_chair_samf_and_compare_outputs_is_catalogued():
     from halluflow.metrics.uncertainty import compare_models
     from halluflow.samf.pipeline import compare as samf_compare
 
-    pope = pope_metrics(["yes", "no", "", "sure"], ["yes", "no", "no", "yes"])
-    assert _assert_catalogued({"pope": pope}, "metrics") == 16
+    pope = pope_metrics(["yes", "no", "", "sure", "Nein"], ["yes", "no", "no", "yes", "no"])
+    # 16 numbers and counts, n_default_rule and its one reason ("Nein" read as yes by POPE's default rule)
+    assert pope["default_rule_reasons"] == {"non_english": 1}
+    assert _assert_catalogued({"pope": pope}, "metrics") == 18
     captions = pl.DataFrame(
         {"image_id": ["1", "2", "3"], "caption": ["A dog on a sofa.", "A cat.", ""], "failed": [False, False, True]}
     )

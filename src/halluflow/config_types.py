@@ -725,8 +725,12 @@ class Scoring(Section):
     #: score every answer string, the empty one included (a failed request is still left out): lmms_eval = lmms-eval's
     #: POPE task (exact match, its aggregation bugs: yes_ratio of the ground truth, unparsed answers left out of
     #: recall); vlmevalkit = VLMEvalKit's YOrN_Extraction and POPE rating (yes/no/unknown); pope_official = POPE
-    #: evaluate.py's reading with "" read as yes, as the script does.
-    parser: str
+    #: evaluate.py's reading with "" read as yes, as the script does. release = the release's own reader (case-,
+    #: whitespace- and punctuation-robust; refusals, hedges, other languages and emoji are unknown, excluded from every
+    #: ratio and counted as n_unknown; docs/failed-answers.md). null (default) = the source's own reader: an ODE
+    #: release's declared task reader (its manifest's `task`; another parser is an override, said in the metrics' task
+    #: block), pope for POPE and RePOPE.
+    parser: str | None
     #: Positive class of precision/recall/F1 ("yes" as POPE; "no" as AMBER; a peer parser takes "yes" only).
     positive: str
     #: What a caption's objects are judged against (matched through CHAIR's synonym table, the one CAOS uses). detected
@@ -1102,11 +1106,14 @@ class Audit(Section):
     #: Detector score at which the object counts as present; null = the release's ode.filter.exclusion_threshold.
     detector_threshold: float | None
     #: Oracle members (names from `models:`); null = caos.oracle.members, else every `models:` entry whose backend looks
-    #: at the image (not blind, not prior); [] = no oracle.
+    #: at the image (not blind, not prior), less the models under test unless allow_dependent_oracle; [] = no oracle.
     oracle: tuple[str, ...] | None
+    #: Let oracle members that are models under test (`models:` entries, by name or model) judge the labels; every audit
+    #: output then says so. false = a named one is refused, the default oracle leaves them out.
+    allow_dependent_oracle: bool
     #: Half-width of the label-error rate the human sample is sized for, per query type.
     margin: float
-    #: Confidence level of the sample size and of the Wilson intervals.
+    #: Confidence level of the sample size and of the label-error intervals.
     confidence: float
     #: Expected label-error rate p of the sample size formula (0.5 is the worst case).
     expected_rate: float

@@ -10,7 +10,9 @@ from .command import Command
 _POPE_DESCRIPTION = (
     "POPE scores of yes/no answers against POPE label files. Answers are matched to labels by question_id.\n"
     "Parsers: pope (official evaluate.py), exact (exact yes/no match, fixed aggregation), amber (strict\n"
-    "'Yes'/'No'), lenient, unihall, affirm, opener, pope_lower (docs/failed-answers.md); peer parsers: lmms_eval\n"
+    "'Yes'/'No'), lenient, unihall, affirm, opener, pope_lower, release (the release's own reader: robust to\n"
+    "case, whitespace and punctuation; refusals, hedges, other languages and emoji are unknown and EXCLUDED)\n"
+    "(docs/failed-answers.md); peer parsers: lmms_eval\n"
     "(lmms-eval's POPE task, its bugs included: yes_ratio counts ground truth, unparsed answers left out of\n"
     "recall), vlmevalkit (VLMEvalKit's YOrN_Extraction and POPE rating, no judge model) and pope_official\n"
     '(evaluate.py, "" read as yes). Undefined ratios (0/0) are null (0 under lmms_eval and vlmevalkit, as they\n'
@@ -18,7 +20,9 @@ _POPE_DESCRIPTION = (
     "A failed record (status failed, or no answer) is never scored: excluded and counted as n_failed. Under\n"
     "halluflow's parsers a blank answer (empty, whitespace or control characters only) is failed too; a peer\n"
     "parser scores it as its peer does. An answer read as neither yes nor no counts as wrong and as n_unknown\n"
-    "(docs/failed-answers.md). The output's parser_mode says which rule applied."
+    "(excluded instead under release). n_default_rule counts the answers read only by the parser's default rule\n"
+    "(POPE: no negation word -> yes), with one line on stderr when not 0 (docs/failed-answers.md). The output's\n"
+    "parser_mode says which rule applied."
 )
 
 
@@ -55,18 +59,23 @@ def emit(result: dict, out: str | None) -> None:
 
 
 def _run_pope(args: argparse.Namespace) -> int:
+    from halluflow.metrics.parsers import default_rule_line, excludes_unknown
     from halluflow.metrics.pope import score_files
 
-    emit(
-        score_files(
-            args.answers,
-            args.labels,
-            parser=args.parser,
-            positive=args.positive,
-            max_failed_fraction=args.max_failed_fraction,
-        ),
-        args.out,
+    result = score_files(
+        args.answers,
+        args.labels,
+        parser=args.parser,
+        positive=args.positive,
+        max_failed_fraction=args.max_failed_fraction,
     )
+    emit(result, args.out)
+    if result["n_default_rule"]:  # one line saying how many answers only the parser's default rule read
+        n_read = result["n"] + (result["n_unknown"] if excludes_unknown(args.parser) else 0)
+        line = default_rule_line(
+            f"score pope {args.answers}", args.parser, result["n_default_rule"], n_read, result["default_rule_reasons"]
+        )
+        print(f"halluflow: note: {line}", file=sys.stderr)
     return 0
 
 
@@ -345,6 +354,82 @@ def _run_ghr(args) -> int:
     return 0
 
 
+_RELEASE_DESCRIPTION = (
+    "Any tool's answers to an ODE release (halluflow's answer stage, `answer run --source ode`, `import lmms-eval`,\n"
+    "`import vlmevalkit`) scored by the release scorer: POPE-style numbers, hallucination rate and CHAIR-like\n"
+    "description scores, overall and per distribution, pair kind, query kind and their crossings\n"
+    "(by_distribution_pair_kind_query_type). Answers to part of the release (one distribution's subtask) are\n"
+    "scored as they are; the rest is counted as n_unanswered. Answers are read by the reader the release's task\n"
+    "declares (manifest.json `task`; default: release) unless --parser overrides it; the JSON's `task` block\n"
+    "gives the task used, its hash and every override, also said on stderr."
+)
+
+
+_RELEASE_EPILOG = """examples:
+  halluflow import lmms-eval logs/llava/*_samples_halluflow_demo_*.jsonl --out answers.jsonl
+  halluflow score release answers.jsonl --release results/ode-demo/release
+  halluflow score release answers.jsonl --release REL --parser pope --out metrics.json   # an override, said so
+  halluflow score release answers/llava/000.parquet --release REL --scores scored.parquet
+answers: JSONL {"query_id" | "question_id", "answer" | "text"[, "status", "model", "task_hash"]} or the answer
+stage's parquet."""
+
+
+def _configure_release(parser) -> None:
+    from halluflow.metrics.parsers import NO, PARSERS, YES
+
+    from .argtypes import add_max_failed_argument
+
+    parser.add_argument("answers", help="answers JSONL (import lmms-eval / vlmevalkit, answer run) or parquet")
+    parser.add_argument("--release", required=True, help="the release folder the answers answer")
+    parser.add_argument(
+        "--parser",
+        default=None,
+        choices=sorted(PARSERS),
+        help="yes/no reader (default: the one the release's task declares; another is an override, recorded)",
+    )
+    parser.add_argument("--positive", default=YES, choices=[YES, NO], help="positive class (default: yes)")
+    parser.add_argument(
+        "--generative-truth",
+        default="detected",
+        choices=["detected", "scene"],
+        help="descriptions judged against the scene's objects plus the detected ones (default) or the scene's only",
+    )
+    parser.add_argument("--model", help="model name (default: the answers' own, else their folder's name)")
+    add_max_failed_argument(parser)
+    parser.add_argument("--scores", help="also write the per-answer table (parquet)")
+    parser.add_argument("--out", help="also write the JSON to this file")
+
+
+def _run_release(args) -> int:
+    from halluflow.io import write_parquet
+    from halluflow.ode.release_scoring import score_release, summary_lines
+
+    metrics, scored = score_release(
+        args.answers,
+        args.release,
+        parser=args.parser,
+        positive=args.positive,
+        generative_truth=args.generative_truth,
+        model=args.model,
+        max_failed_fraction=args.max_failed_fraction,
+    )
+    if args.scores:
+        write_parquet(args.scores, scored)
+    emit(metrics, args.out)
+    for line in summary_lines(metrics, f"score release {args.answers}"):
+        print(f"halluflow: note: {line}", file=sys.stderr)
+    return 0
+
+
+_RELEASE = Command(
+    "release",
+    "an ODE release's answers from any tool, by distribution x pair kind x query kind (the release scorer)",
+    _configure_release,
+    _run_release,
+    description=_RELEASE_DESCRIPTION,
+    epilog=_RELEASE_EPILOG,
+)
+
 _POPE = Command(
     "pope",
     "POPE accuracy/precision/recall/F1/yes-ratio of yes/no answers",
@@ -401,6 +486,7 @@ _GHR = Command(
 
 COMMANDS = (
     _POPE,
+    _RELEASE,
     _CHAIR,
     _AMBER,
     _CAOS,

@@ -32,9 +32,11 @@ DOCUMENTS = {
 FAILED_EXCLUDED = "Failed requests and empty answers are left out (counted in n_failed); they never become yes or no."
 POPE_UNKNOWN = (
     FAILED_EXCLUDED + " An answer the parser cannot read as yes or no (unknown, counted in n_unknown) stays in n and "
-    "is never correct: a miss when the truth is the positive class, neither TP nor FP otherwise. A peer-compatible "
+    "is never correct: a miss when the truth is the positive class, neither TP nor FP otherwise; under the release "
+    "reader (parser release) it is excluded instead: out of n and of every ratio. A peer-compatible "
     "parser (lmms_eval, vlmevalkit, pope_official) reads every answer string its peer would see, the empty string "
-    "included."
+    "included. Answers read only by the parser's default rule (POPE's: no negation word → yes) are counted in "
+    "n_default_rule."
 )
 AMBER_UNKNOWN = (
     FAILED_EXCLUDED + " A response that is not exactly AMBER's Yes/No is counted and never correct (AMBER's rule)."
@@ -244,9 +246,13 @@ _POPE_RATES = {
     "yes_ratio": ("yes ratio", "answers read as yes / n (POPE's bias indicator; 0.5 on POPE's balanced sets)", None),
 }
 _POPE_COUNTS = {
-    "n": "yes/no answers scored (failed ones left out, unknown ones in)",
+    "n": "yes/no answers scored (failed ones left out; unknown ones in, except under the release reader)",
     "n_failed": "yes/no requests that failed or came back empty (left out)",
-    "n_unknown": "answers the parser could not read as yes or no",
+    "n_unknown": "answers the parser could not read as yes or no (excluded under the release reader)",
+    "n_default_rule": "answers the parser read only by its default rule: for POPE's rule (pope, pope_official, "
+    "pope_lower) a yes the answer does not affirm (the release reader reads it as no or cannot read it: another "
+    "language, an emoji, a refusal, a hedge); for a parser that leaves what it cannot read unknown and counts it "
+    "wrong (exact, lmms_eval, vlmevalkit, amber, ...), its unknown answers; 0 for the release reader",
     "tp": "true positives",
     "fp": "false positives",
     "tn": "true negatives",
@@ -448,6 +454,32 @@ def _metrics_entries() -> list[Metric]:
             "n_unknown",
             "yes/no answers (not failed) the parser could not read (ODE layout; POPE sources: pope.n_unknown)",
             ODE_REF,
+        ),
+        _count(
+            "n_default_rule",
+            "answers read by the default rule",
+            "metrics",
+            "n_default_rule",
+            "yes/no answers (not failed) the parser read only by its default rule (ODE layout; see pope.n_default_rule)",
+            ODE_REF,
+        ),
+        _count(
+            "default_rule_reasons",
+            "why the default rule read them",
+            "metrics",
+            "default_rule_reasons.{reason}",
+            "the answers of n_default_rule by why the release reader does not read them as the parser did: refusal, "
+            "hedge, non_english, emoji, no_yes_no_word, negation (it reads no), affirmation (it reads yes); the "
+            "phrases are the shared table resources/answers/unreadable.tsv (ODE layout)",
+            ODE_REF,
+        ),
+        _count(
+            "pope.default_rule_reasons",
+            "why the default rule read them (POPE)",
+            "metrics",
+            "pope.default_rule_reasons.{reason}",
+            "pope.n_default_rule by reason, as default_rule_reasons (`halluflow score pope`)",
+            POPE_REF,
         ),
     ]
     out += _section_entries("", "", "over all answers")

@@ -9,7 +9,13 @@ else the only one of the two present (the CAOS oracle and the ODE diagnosis); `u
 yes/no word (UniHall's GHR binary branch, "EvalHall" eq. 22); `affirm` = an opening yes/no word, else a negation in
 the first sentence, else an affirmation (CEDI's yes/no questions); `opener` = only an opening yes/no word (CEDI's
 open questions); `pope_lower` = POPE's first-sentence negation test, case-insensitive, on any whitespace (the
-parser of the lmms-eval task that `halluflow release export` writes, which must run without halluflow).
+parser of the lmms-eval task that `halluflow release export` writes, which must run without halluflow); `release` =
+the release's own reader (case-, whitespace- and punctuation-robust; refusals, hedges, other languages and emoji
+from the shared table resources/answers/unreadable.tsv are unknown, and its unknown answers are excluded from every
+ratio: EXCLUDES_UNKNOWN). `release_reader_source()` gives it as standalone source for an exported task.
+
+Every parser also states its default rule (DEFAULT_RULES: what it does with an answer it cannot read);
+`default_rule_mask` marks the answers it read only by that rule, which the scorers count as n_default_rule.
 
 Every variant has three outcomes: "yes", "no" or None (unknown: an answer was given but says neither).
 
@@ -80,8 +86,17 @@ def is_peer(parser: str | None) -> bool:
     return parser in PEER_PARSERS
 
 
+RELEASE_RULE = (
+    "halluflow release reader: failed requests and blank answers are excluded and counted as n_failed; answers it "
+    "cannot read (refusals, hedges, other languages, emoji, no yes/no in the first sentence) are excluded and "
+    "counted as n_unknown, never read as yes"
+)
+
+
 def parser_mode(parser: str) -> str:
     """How `parser` treats answers, in words (written as "parser_mode" beside the numbers)."""
+    if parser == "release":
+        return RELEASE_RULE
     return PEER_PARSERS.get(parser, HALLUFLOW_RULE)
 
 
@@ -266,6 +281,201 @@ def pope_lower_yes_no(text: str) -> str | None:
     return NO if ("no" in words or "not" in words) else YES
 
 
+# ---------------------------------------------------------------- the release's own reader
+# Answers no reader may read (refusals, hedges, other languages, emoji): one shared table, documented in
+# docs/failed-answers.md ("Answers no reader can read"). Its phrases are matched as whole words of the normalised
+# first sentence (NFKC, case-folded, curly apostrophes straightened, any whitespace run → one space).
+UNREADABLE_TABLE = "answers/unreadable.tsv"
+UNREADABLE_KINDS = ("refusal", "hedge", "foreign_yes", "foreign_no", "emoji_yes", "emoji_no")
+# An opening word that answers the question.
+RELEASE_YES_OPENERS = frozenset(
+    {"yes", "yeah", "yep", "yup", "yea", "affirmative", "correct", "true", "certainly", "definitely", "absolutely"}
+    | {"indeed", "sure"}
+)
+RELEASE_NO_OPENERS = frozenset({"no", "nope", "nah", "negative", "not", "none", "never", "false", "incorrect"})
+# A negation anywhere in the first sentence (after no opener) → no.
+RELEASE_NEGATIONS = frozenset(
+    {"no", "not", "none", "nothing", "never", "nobody", "nowhere", "neither", "nor", "cannot", "absent", "ain't"}
+    | {"isn't", "aren't", "wasn't", "weren't", "doesn't", "don't", "didn't", "can't", "couldn't", "won't", "hasn't"}
+    | {"haven't", "hadn't"}
+)
+# An affirmation in the first sentence (after no opener and no negation) → yes; anything else is unknown.
+RELEASE_AFFIRMATIONS = (
+    "yes",
+    "there is",
+    "there are",
+    "there's",
+    "i see",
+    "i can see",
+    "it is",
+    "it's",
+    "they are",
+    "they're",
+    "this is",
+    "that is",
+    "is present",
+    "are present",
+    "is visible",
+    "are visible",
+    "of course",
+    "the image shows",
+    "the image contains",
+    "the picture shows",
+    "the picture contains",
+)
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
+_SENTENCE_END = re.compile(r"[.!?;:\u3002\uff01\uff1f]")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'", "\u00b4": "'"})
+
+
+def _load_unreadable() -> dict[str, tuple[str, ...]]:
+    from ..resources import resource_path
+
+    table: dict[str, list[str]] = {k: [] for k in UNREADABLE_KINDS}
+    with open(resource_path(UNREADABLE_TABLE), encoding="utf-8") as fh:
+        rows = [line.rstrip("\n").split("\t") for line in fh if line.strip() and not line.startswith("#")]
+    for kind, _language, phrase in rows[1:]:
+        if kind not in table:
+            raise InputError(f"{UNREADABLE_TABLE}: unknown kind {kind!r} (known: {', '.join(UNREADABLE_KINDS)})")
+        words = " ".join(_WORD.findall(_release_normalise(phrase)))
+        table[kind].append(words if kind in ("refusal", "hedge") else phrase.casefold())
+    return {k: tuple(v) for k, v in table.items()}
+
+
+_UNREADABLE: dict[str, tuple[str, ...]] | None = None
+
+
+def unreadable_table() -> dict[str, tuple[str, ...]]:
+    """The shared table of refusal / hedge phrases and non-English / emoji yes-no words, by kind (read once)."""
+    global _UNREADABLE
+    if _UNREADABLE is None:
+        _UNREADABLE = _load_unreadable()
+    return _UNREADABLE
+
+
+def _release_normalise(text: str) -> str:
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES).split())
+
+
+def _release_first_words(text: str) -> list[str]:
+    """The words of the first sentence that has any (so "... yes" and "Yes!!!" both read "yes")."""
+    for sentence in _SENTENCE_END.split(_release_normalise(text)):
+        words = _WORD.findall(sentence)
+        if words:
+            return words
+    return []
+
+
+def _has_phrase(joined: str, phrases: Iterable[str]) -> bool:
+    return any(f" {p} " in joined for p in phrases)
+
+
+def release_yes_no(text: str) -> str | None:
+    """The release's own reader: case-, whitespace- and punctuation-robust; unknown (None) for what it cannot read.
+
+    On the first sentence that has words (NFKC, case-folded, any whitespace run one space): a refusal or a hedge
+    of the shared table → unknown; an opening yes word (yes, yeah, yep, correct, sure, ...) → yes; an opening no
+    word (no, nope, nah, not, none, never, ...) → no, so "Not really" is no while "Not sure" (a hedge) is unknown;
+    a negation anywhere (no, not, isn't, can't, ...) → no; "yes" or an affirmation ("there is", "it is", "I see",
+    "the image shows", ...) → yes; anything else (other languages, emoji, a bare noun phrase) → unknown. Under
+    this reader an unknown answer is excluded from every ratio (counted as n_unknown), never read as yes."""
+    words = _release_first_words(text)
+    if not words:
+        return None
+    table = unreadable_table()
+    joined = f" {' '.join(words)} "
+    if _has_phrase(joined, table["refusal"]) or _has_phrase(joined, table["hedge"]):
+        return None
+    if words[0] in RELEASE_YES_OPENERS:
+        return YES
+    if words[0] in RELEASE_NO_OPENERS:
+        return NO
+    if RELEASE_NEGATIONS.intersection(words):
+        return NO
+    return YES if _has_phrase(joined, RELEASE_AFFIRMATIONS) else None
+
+
+def unreadable_kind(text: Any) -> str | None:
+    """Why the release reader cannot read `text` (None when it can): "failed" (no answer or blank), "refusal",
+    "hedge", "non_english" (a yes/no word of another language, or no Latin letter at all), "emoji" (a yes/no emoji
+    or no word at all), or "no_yes_no_word" (English without an answer in it)."""
+    if is_failed(text):
+        return "failed"
+    if release_yes_no(text) is not None:
+        return None
+    table = unreadable_table()
+    words = _release_first_words(text)
+    joined = f" {' '.join(words)} "
+    if _has_phrase(joined, table["refusal"]):
+        return "refusal"
+    if _has_phrase(joined, table["hedge"]):
+        return "hedge"
+    foreign = set(table["foreign_yes"]) | set(table["foreign_no"])
+    if any(w in foreign or any(w.startswith(f) and not f.isascii() for f in foreign) for w in words):
+        return "non_english"
+    if not words:
+        return "emoji"
+    if not any(w.isascii() for w in words):
+        return "non_english"
+    return "no_yes_no_word"
+
+
+def release_reader_source() -> str:
+    """Standalone Python source of `release_yes_no(text)` (stdlib only, the shared table inlined): what an exported
+    task that must run without halluflow writes; a test checks it reads every answer as this module does."""
+    import inspect
+
+    table = unreadable_table()
+    body = [
+        "import re",
+        "import unicodedata",
+        "",
+        f"YES, NO = {YES!r}, {NO!r}",
+        f"_REFUSAL = {table['refusal']!r}",
+        f"_HEDGE = {table['hedge']!r}",
+        f"RELEASE_YES_OPENERS = frozenset({sorted(RELEASE_YES_OPENERS)!r})",
+        f"RELEASE_NO_OPENERS = frozenset({sorted(RELEASE_NO_OPENERS)!r})",
+        f"RELEASE_NEGATIONS = frozenset({sorted(RELEASE_NEGATIONS)!r})",
+        f"RELEASE_AFFIRMATIONS = {RELEASE_AFFIRMATIONS!r}",
+        f"_WORD = re.compile({_WORD.pattern!r})",
+        f"_SENTENCE_END = re.compile({_SENTENCE_END.pattern!r})",
+        f"_APOSTROPHES = str.maketrans({ {chr(k): v for k, v in _APOSTROPHES.items()}!r})",
+        "",
+        "",
+        "def _release_normalise(text):",
+        '    return " ".join(unicodedata.normalize("NFKC", text).casefold().translate(_APOSTROPHES).split())',
+        "",
+        "",
+        inspect.getsource(_release_first_words).replace(" -> list[str]", ""),
+        "",
+        "def _has_phrase(joined, phrases):",
+        '    return any(f" {p} " in joined for p in phrases)',
+        "",
+        "",
+        "def release_yes_no(text):",
+        '    """halluflow\'s release reader (halluflow.metrics.parsers.release_yes_no), without halluflow."""',
+        "    if not isinstance(text, str):",
+        "        return None",
+        "    words = _release_first_words(text)",
+        "    if not words:",
+        "        return None",
+        "    joined = f\" {' '.join(words)} \"",
+        "    if _has_phrase(joined, _REFUSAL) or _has_phrase(joined, _HEDGE):",
+        "        return None",
+        "    if words[0] in RELEASE_YES_OPENERS:",
+        "        return YES",
+        "    if words[0] in RELEASE_NO_OPENERS:",
+        "        return NO",
+        "    if RELEASE_NEGATIONS.intersection(words):",
+        "        return NO",
+        "    return YES if _has_phrase(joined, RELEASE_AFFIRMATIONS) else None",
+        "",
+    ]
+    return "\n".join(body)
+
+
 SCALAR: dict[str, Callable[[str], str | None]] = {
     "pope": pope_yes_no,
     "pope_official": pope_yes_no,
@@ -278,8 +488,70 @@ SCALAR: dict[str, Callable[[str], str | None]] = {
     "affirm": affirm_yes_no,
     "opener": opener_yes_no,
     "pope_lower": pope_lower_yes_no,
+    "release": release_yes_no,
 }
 PARSERS = tuple(SCALAR)
+
+
+# Parsers that leave an answer they cannot read out of every ratio (counted as n_unknown) instead of counting it
+# wrong: the release's reader, which has no default rule.
+EXCLUDES_UNKNOWN = frozenset({"release"})
+# What each parser does with an answer it cannot read: its default rule. `score pope`, ODE scoring and the workflow
+# count the answers each parser read only by it (n_default_rule) and say so in one line when there are any.
+_NEGATION_DEFAULT = "an answer without a negation word in its first sentence is read as yes"
+DEFAULT_RULES = {
+    "pope": "POPE evaluate.py: " + _NEGATION_DEFAULT + " (No/not/no, split on single spaces)",
+    "pope_official": "POPE evaluate.py: " + _NEGATION_DEFAULT + " (No/not/no, split on single spaces), '' included",
+    "pope_lower": "POPE's rule lower-cased: " + _NEGATION_DEFAULT + " (no/not, any whitespace)",
+    "exact": "an answer other than exactly yes/no is unknown and counted wrong",
+    "lmms_eval": "lmms-eval: an answer other than exactly yes/no is counted wrong",
+    "vlmevalkit": "VLMEvalKit: an answer with neither (or both) of yes/no is Unknown and counted as not yes",
+    "amber": "AMBER: a response other than exactly Yes/No is counted wrong",
+    "lenient": "an answer with no yes/no word is unknown and counted wrong",
+    "unihall": "an answer with no yes/no word is unknown and counted wrong",
+    "affirm": "an answer with no yes/no word, negation or affirmation is unknown and counted wrong",
+    "opener": "an answer that does not open with a yes/no word is unknown and counted wrong",
+    "release": "none: an answer it cannot read is unknown and excluded (n_unknown)",
+}
+# The parsers whose default rule reads an unreadable answer as yes (the others leave it unknown).
+DEFAULT_YES = frozenset({"pope", "pope_official", "pope_lower"})
+
+
+def excludes_unknown(parser: str | None) -> bool:
+    return parser in EXCLUDES_UNKNOWN
+
+
+def default_rule_mask(answers: "pl.Series", parsed: "pl.Series", parser: str) -> "pl.Series":
+    """Which answers (not failed) `parser` read only by its default rule: for POPE's rule, a "yes" the answer does
+    not affirm (the release reader reads it as no or cannot read it: "Nein", a refusal, "There isn't a cat"); for
+    a parser that leaves what it cannot read unknown (and counts it wrong), every unknown answer; none for the
+    release reader. `parsed` is the parser's reading of `answers`."""
+    import polars as pl
+
+    if excludes_unknown(parser):
+        return pl.Series("default_rule", [False] * len(parsed), dtype=pl.Boolean)
+    if parser in DEFAULT_YES:
+        release = _map_unique(answers.cast(pl.String), release_yes_no)
+        return ((parsed == YES) & (release.fill_null("") != YES)).fill_null(False).rename("default_rule")
+    return parsed.is_null().rename("default_rule")
+
+
+def default_rule_reasons(answers: Iterable[Any], weights: Iterable[int] | None = None) -> dict[str, int]:
+    """Why the release reader cannot read these answers (unreadable_kind, "negation" where it reads no): counts."""
+    out: dict[str, int] = {}
+    for text, w in zip(answers, weights if weights is not None else iter(lambda: 1, None)):
+        kind = unreadable_kind(text) or ("negation" if release_yes_no(text) == NO else "affirmation")
+        out[kind] = out.get(kind, 0) + int(w)
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def default_rule_line(what: str, parser: str, n_default: int, n_read: int, reasons: dict[str, int] | None) -> str:
+    """The one line a scorer prints when `n_default` answers were read only by `parser`'s default rule."""
+    why = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in (reasons or {}).items())
+    return (
+        f"{what}: {n_default} of {n_read} answers read only by the {parser} parser's default rule "
+        f"({DEFAULT_RULES.get(parser, parser)})" + (f"; release reader: {why}" if why else "")
+    )
 
 
 def _known(parser: str) -> Callable[[str], str | None]:

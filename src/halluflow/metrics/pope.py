@@ -20,6 +20,9 @@ from .parsers import (
     PARSERS,
     YES,
     check_failed,
+    default_rule_mask,
+    default_rule_reasons,
+    excludes_unknown,
     failed_mask,
     is_peer,
     parse_answers,
@@ -104,7 +107,10 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
             yes_ratio = c["pred_yes"] / n if n else None
         if not n:
             precision = recall = f1 = None
-    elif aggregation == "standard":
+    elif aggregation in ("standard", "release"):
+        if aggregation == "release":
+            # the release reader's unknown answers are excluded: out of n, and a miss only when answered negative
+            n, fn = n - c["n_unknown"], c["fn_answered"]
         precision = _ratio(tp, tp + fp)
         recall = _ratio(tp, tp + fn)
         if precision is None or recall is None:
@@ -115,16 +121,21 @@ def metrics_from_counts(c: dict[str, int], aggregation: str = "standard", positi
         accuracy = (tp + tn) / n if n else None
         yes_ratio = c["pred_yes"] / n if n else None
     else:
-        raise InputError(f"unknown aggregation {aggregation!r} (known: standard, lmms_eval, vlmevalkit)")
+        raise InputError(f"unknown aggregation {aggregation!r} (known: standard, release, lmms_eval, vlmevalkit)")
     out = {"accuracy": accuracy, "precision": precision, "recall": recall, "f1": f1, "yes_ratio": yes_ratio}
     out.update({k: c.get(k, 0) for k in COUNT_KEYS})
+    if aggregation == "release":
+        out["n"], out["fn"] = n, fn
     out["positive"] = positive
     out["aggregation"] = aggregation
     return out
 
 
 def aggregation_for(parser: str) -> str:
-    # pope_official aggregates as POPE's script, which is the standard one (null where the script crashes)
+    # pope_official aggregates as POPE's script, which is the standard one (null where the script crashes); the
+    # release reader's unknown answers are excluded ("release")
+    if excludes_unknown(parser):
+        return "release"
     return parser if parser in ("lmms_eval", "vlmevalkit") else "standard"
 
 
@@ -180,9 +191,14 @@ def pope_metrics(answers, truth, parser: str = "pope", positive: str = YES, stat
     failed = failed_mask(rows["answer"], rows["status"] if status_s is not None else None, parser=parser)
     n_failed = int(rows["w"].filter(failed).sum())
     rows = rows.filter(~failed)
-    counts = confusion_counts(parse_answers(rows["answer"], parser), rows["truth"], positive, rows["w"])
+    parsed = parse_answers(rows["answer"], parser)
+    counts = confusion_counts(parsed, rows["truth"], positive, rows["w"])
     counts["n_failed"] = n_failed
     out = metrics_from_counts(counts, aggregation_for(parser), positive)
+    # the answers this parser read only by its default rule (POPE's: no negation word → yes), and why
+    by_default = rows.filter(default_rule_mask(rows["answer"], parsed, parser))
+    out["n_default_rule"] = int(by_default["w"].sum())
+    out["default_rule_reasons"] = default_rule_reasons(by_default["answer"], by_default["w"])
     out["parser"] = parser
     out["parser_mode"] = parser_mode(parser)
     return out

@@ -16,6 +16,7 @@ blank answer) is never scored: left out of every metric, counted as n_failed in 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 
 import polars as pl
@@ -23,7 +24,15 @@ import polars as pl
 from ..errors import InputError
 from ..io import read_parquet
 from ..metrics.chair import tokenize
-from ..metrics.parsers import failed_mask, parse_answers, parser_mode
+from ..metrics.parsers import (
+    default_rule_line,
+    default_rule_mask,
+    default_rule_reasons,
+    excludes_unknown,
+    failed_mask,
+    parse_answers,
+    parser_mode,
+)
 from ..metrics.pope import aggregation_for, confusion_counts, metrics_from_counts
 from ..metrics.singular import singularize_cached
 from ..models.fetch import lock_record
@@ -314,7 +323,9 @@ def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
         return None
     counts = confusion_counts(disc["parsed"], disc["truth"], positive)
     counts["n_failed"] = asked.height - disc.height  # the failed yes/no answers this block left out
-    return metrics_from_counts(counts, aggregation_for(parser), positive)
+    out = metrics_from_counts(counts, aggregation_for(parser), positive)
+    out["n_default_rule"] = int(default_rule_mask(disc["answer"], disc["parsed"], parser).sum())
+    return out
 
 
 def _generative_block(df: pl.DataFrame) -> dict | None:
@@ -418,7 +429,13 @@ def _rate(df: pl.DataFrame) -> dict:
 def _section(df: pl.DataFrame, parser: str, positive: str) -> dict:
     out = _rate(df)
     out["n_failed"] = int(df["failed"].sum())
-    pope, gen, amber = _pope_block(df, parser, positive), _generative_block(df), _amber_block(df)
+    # the release reader's unknown yes/no answers are in no ratio: AMBER's counters leave them out too
+    read = (
+        df.filter((pl.col("query_type") == GENERATIVE) | pl.col("failed") | pl.col("parsed").is_not_null())
+        if excludes_unknown(parser)
+        else df
+    )
+    pope, gen, amber = _pope_block(df, parser, positive), _generative_block(df), _amber_block(read)
     if pope is not None:
         out["pope"] = pope
     if gen is not None:
@@ -460,6 +477,10 @@ def ode_metrics(
         "n_failed": int(scored["failed"].sum()),
         "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"] & scored["parsed"].is_null()).sum()),
     }
+    disc = scored.filter((pl.col("query_type") != GENERATIVE) & ~pl.col("failed"))
+    by_default = disc.filter(default_rule_mask(disc["answer"], disc["parsed"], parser))
+    out["n_default_rule"] = by_default.height
+    out["default_rule_reasons"] = default_rule_reasons(by_default["answer"].to_list())
     out.update(_section(scored, parser, positive))
     for b in breakdowns:
         out[f"by_{b}"] = _groups(scored, [b], parser, positive)
@@ -475,7 +496,7 @@ def read_answer_shards(paths: Sequence[str]) -> pl.DataFrame:
     for p in paths:
         df = read_parquet(p)
         _require(df, ANSWER_COLUMNS, f"answers shard {p}")
-        cols = list(ANSWER_COLUMNS) + [c for c in ("stand_in", "image_sha256") if c in df.columns]
+        cols = list(ANSWER_COLUMNS) + [c for c in ("stand_in", "image_sha256", "task_definition") if c in df.columns]
         frames.append(
             df.select(cols).with_columns(pl.col("query_id").cast(pl.String), pl.col("answer").cast(pl.String))
         )
@@ -494,11 +515,15 @@ def run_score(
     scoring: dict,
     hallu_path: str | None = None,
     edges_path: str | None = None,
+    release_dir: str | None = None,
 ) -> dict:
     """The `score` rule: read the model's answer shards, score them, write the tidy table and the metrics JSON.
     Cog reads the graph `scoring.cog_graph` names: G_H (`hallu_path`) or the co-occurrence edges (`edges_path`);
-    without that file there is no Cog."""
+    without that file there is no Cog. The yes/no reader is `scoring.parser`, or (null) the one the release's task
+    declares (`release_dir`'s manifest); the metrics' `task` block says how the answers were asked and read and
+    what differs from the release's declaration (halluflow.ode.task)."""
     from ..io import write_json, write_parquet
+    from .task import answers_task, release_task
 
     queries = read_parquet(queries_path)
     nodes = read_parquet(nodes_path)
@@ -520,10 +545,12 @@ def run_score(
         | set(queries["target"].drop_nulls().to_list())
         | {o for nb in (prone or {}).values() for o, _ in nb}
     )
-    parser, positive = scoring.get("parser", "pope"), scoring.get("positive", "yes")
+    answers = read_answer_shards(answer_paths)
+    used, task = answers_task(answers, release_task(release_dir), scoring.get("parser"), f"answers of {model}")
+    parser, positive = used["kinds"]["discriminative"]["reader"], scoring.get("positive", "yes")
     scored = score_answers(
         queries,
-        read_answer_shards(answer_paths),
+        answers,
         vocabulary,
         parser,
         positive,
@@ -536,7 +563,20 @@ def run_score(
     if wrong_model.height:
         raise InputError(f"answers of model {model!r} contain rows of model {wrong_model['model'][0]!r}")
     metrics = ode_metrics(scored, model, parser, positive, scoring.get("breakdowns", BREAKDOWNS))
+    if metrics["n_default_rule"]:
+        n_read = metrics["pope"]["n"] + (metrics["n_unknown"] if excludes_unknown(parser) else 0)
+        print(
+            default_rule_line(
+                f"score {model}", parser, metrics["n_default_rule"], n_read, metrics["default_rule_reasons"]
+            ),
+            file=sys.stderr,
+        )
+    metrics["task"] = task
+    for line in task["overrides"]:
+        print(f"score {model}: task override (recorded in metrics task.overrides): {line}", file=sys.stderr)
     metrics["models_lock"] = lock_record()  # the Hub commits the run loaded, when it checked a lock
+    # `score compare` pairs only answers asked and read under one task
+    scored = scored.with_columns(pl.lit(task["hash"]).alias("task_hash"))
     write_parquet(scores_out, scored)
     write_json(metrics_out, metrics)
     return metrics
