@@ -8,7 +8,6 @@ import csv
 import html
 import io
 import json
-import math
 import re
 
 import polars as pl
@@ -25,8 +24,9 @@ from halluflow.ode.audit import (
     allocate,
     apply_labels,
     audit_release,
+    group_rate,
+    interval_text,
     sample_size,
-    stratified_rate,
     wilson_interval,
     with_audit_section,
 )
@@ -61,29 +61,19 @@ def test_wilson_intervals_worked_by_hand():
     assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(3.841459 / 13.841459, abs=1e-6)
 
 
-def test_stratified_rate_worked_by_hand():
-    # one stratum of an endless population: the plain Wilson interval of 3 of 50
-    one = stratified_rate([{"population": 10**15, "labelled": 50, "errors": 3}])
-    assert one["error_rate"] == pytest.approx(0.06) and one["interval"] == pytest.approx([0.020615, 0.162171], abs=2e-6)
-    # A: 1 error in 10 of 100 items, B: 3 in 10 of 300. Weights 1/4 and 3/4: p = 0.025 + 0.225 = 0.25.
-    # Var = (1/16)(0.1 * 0.9 / 10)(1 - 10/100) + (9/16)(0.3 * 0.7 / 10)(1 - 10/300) = 0.00050625 + 0.01141875
-    var = 0.00050625 + 0.01141875
-    n_eff = 0.25 * 0.75 / var  # 15.7233
-    z2 = Z95**2
-    centre = (0.25 + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
-    half = Z95 / (1 + z2 / n_eff) * math.sqrt(0.25 * 0.75 / n_eff + z2 / (4 * n_eff**2))
-    two = stratified_rate(
-        [{"population": 100, "labelled": 10, "errors": 1}, {"population": 300, "labelled": 10, "errors": 3}]
-    )
-    assert two["error_rate"] == pytest.approx(0.25) and two["effective_n"] == pytest.approx(15.7233, abs=1e-3)
-    assert two["interval"] == pytest.approx([centre - half, centre + half], abs=1e-6)
-    # every item labelled, none wrong: the rate is known exactly
-    assert stratified_rate([{"population": 5, "labelled": 5, "errors": 0}])["interval"] == [0.0, 0.0]
-    # a stratum without labels is named, not counted
-    part = stratified_rate(
-        [{"population": 5, "labelled": 0, "errors": 0}, {"population": 5, "labelled": 5, "errors": 1}]
+def test_group_rate_of_a_census_and_of_cells_without_labels():
+    # every item labelled, none wrong: the rate is known exactly ("exact (census)", never "[0.0%, 0.0%]")
+    full = group_rate([{"population": 5, "sampled": 5, "labelled": 5, "errors": 0, "unresolved": 0}])
+    assert full["kind"] == "census" and interval_text(full) == "exact (census)"
+    # a cell without labels is named, left out of the point estimate and covered whole by the interval
+    part = group_rate(
+        [
+            {"population": 5, "sampled": 0, "labelled": 0, "errors": 0, "unresolved": 0},
+            {"population": 5, "sampled": 5, "labelled": 5, "errors": 1, "unresolved": 0},
+        ]
     )
     assert part["strata_without_labels"] == 1 and part["error_rate"] == pytest.approx(0.2)
+    assert part["wrong"] == [1, 6] and part["interval"] == pytest.approx([0.1, 0.6])
 
 
 def test_allocation_is_proportional_with_one_per_stratum():
@@ -331,37 +321,38 @@ def test_labels_round_trip_into_datacard_and_manifest(audited, tmp_path, capsys)
     assert verify_release(release) == []  # DATACARD.md, README.md and manifest.json re-hashed
     manifest = json.loads((release / "manifest.json").read_text())
     rates = manifest["audit"]["labels"]
-    # expected by hand: an error is a sampled wrong stated truth, each stratum weighted N_h / N of its query type
+    # expected by hand: an error is a sampled wrong stated truth; each cell (query type x distribution x stated
+    # answer) weighted N_c / N over the labelled cells of its query type
     wrong = {r["query_id"] for r in sample.iter_rows(named=True) if _true_answer(r) != r["truth"]}
-    strata = {}
+    cells = {}
     for r in sample.iter_rows(named=True):
-        s = strata.setdefault((r["query_type"], r["distribution"]), {"labelled": 0, "errors": 0})
+        c = cells.setdefault((r["query_type"], r["distribution"], r["truth"]), {"labelled": 0, "errors": 0})
         if r["query_id"] != unsure:
-            s["labelled"] += 1
-            s["errors"] += r["query_id"] in wrong
-    population = {("attribute", "random"): 2, ("attribute", "standard"): 4, ("count", "standard"): 1}
-    population |= {("counterfactual", d): 2 for d in ("random", "standard")}
-    population |= {("existence", d): 4 for d in ("random", "standard")}
+            c["labelled"] += 1
+            c["errors"] += r["query_id"] in wrong
+    items = pl.read_parquet(release / "queries.parquet").filter(pl.col("truth").is_in(["yes", "no"]))
+    population = {tuple(k): n for *k, n in items.group_by("query_type", "distribution", "truth").len().iter_rows()}
     for qt in ("attribute", "count", "counterfactual", "existence"):
-        keys = [k for k in strata if k[0] == qt and strata[k]["labelled"]]
+        keys = [k for k in cells if k[0] == qt and cells[k]["labelled"]]
         n_pop = sum(population[k] for k in keys)
-        expected = sum(population[k] / n_pop * strata[k]["errors"] / strata[k]["labelled"] for k in keys)
+        expected = sum(population[k] / n_pop * cells[k]["errors"] / cells[k]["labelled"] for k in keys)
         got = rates["by_query_type"][qt]
         assert got["error_rate"] == pytest.approx(expected, abs=1e-6), qt
-        assert got["labelled"] == sum(strata[k]["labelled"] for k in keys)
-        assert got["interval"][0] <= got["error_rate"] <= got["interval"][1]
+        assert got["labelled"] == sum(cells[k]["labelled"] for k in keys)
+        assert got["population"] == sum(n for k, n in population.items() if k[0] == qt)
+        assert got["interval"][0] <= got["errors"] / got["population"] <= got["interval"][1]
     assert rates["unsure"] == 1 and rates["labelled"] == sample.height - 1
     assert rates["overall"]["errors"] == len(wrong - {unsure})
     card = (release / "DATACARD.md").read_text()
-    assert card.count("## Label audit") == 1 and "| overall |" in card and "Wilson interval" in card
+    assert card.count("## Label audit") == 1 and "| overall |" in card and "95% interval" in card
     assert "| existence | random | 4 | 1 of 4 | 1 of 4 | 1 |" in card
     assert "## Label audit" in (release / "README.md").read_text()  # the dataset card carries the data card
-    assert "overall:" in printed and "recorded in" in printed
+    assert "\n  overall " in printed and "recorded in" in printed
     # a second label file replaces the section (and the manifest entry), never stacks them
     _write_labels(labels, sample, lambda r: r["truth"])
     assert main(["release", "audit", str(release), "--labels", str(labels)]) == 0
     card = (release / "DATACARD.md").read_text()
-    assert card.count("## Label audit") == 1 and f"| overall | {sample.height} | 0 | 0.0% |" in card
+    assert card.count("## Label audit") == 1 and f"| overall | 19 | {sample.height} | 0 | 0.0% |" in card
     assert verify_release(release) == []
 
 
@@ -545,7 +536,11 @@ def test_report_shows_the_audit_beside_the_release(audited, tmp_path):
     apply_labels(release, out, labels)
     page = build_summary(root, tmp_path / "after.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
     audit = page[page.index("<h3>Label audit</h3>") :]
-    assert "Human label-error rates" in audit and f'<td class="text">overall</td><td>{sample.height}</td>' in audit
+    assert (
+        "Human label-error rates" in audit
+        and f'<td class="text">overall</td><td>19</td><td>{sample.height}</td>' in audit
+    )
+    assert "RePOPE" in audit and "exact (census)" in audit
 
 
 def test_labels_from_a_fifo(audited, tmp_path):

@@ -170,8 +170,10 @@ _AUDIT_DESCRIPTION = (
     "VLM-oracle ensemble re-judge every item (disagreements flagged per item and counted per query type x "
     "distribution), and a stratified sample sized for --margin at --confidence is written as one self-contained "
     "HTML page (annotate.html) whose 'save CSV' button downloads the annotator's labels. With --labels: the "
-    "label-error rate of that CSV, with Wilson intervals per query type and overall, is written into the "
-    "release's DATACARD.md and manifest.json (re-hashed: `release verify` still passes)."
+    "label-error rate of that CSV per query type x stated answer (beside RePOPE's rates for POPE), per query type and "
+    "overall, with exact finite-population (hypergeometric) intervals that cover the unlabelled items, is written "
+    "into the release's DATACARD.md and manifest.json (re-hashed: `release verify` still passes). The second "
+    "detector may not be the release's own; oracle members that are models under test need --allow-dependent-oracle."
 )
 
 
@@ -209,6 +211,12 @@ def _configure_audit(parser) -> None:
         help="oracle member from the config's models: (repeat; default: caos.oracle.members, else every model that "
         "looks at images); 'none' skips the oracle",
     )
+    parser.add_argument(
+        "--allow-dependent-oracle",
+        action="store_true",
+        help="let oracle members that are models under test (models:) judge the labels; every output then says so "
+        "(default: refused when named, left out of the default oracle)",
+    )
     parser.add_argument("--margin", type=fraction, help="half-width of each query type's rate (default 0.025)")
     parser.add_argument("--confidence", type=fraction, help="confidence level (default 0.95)")
     parser.add_argument("--expected-rate", type=fraction, help="expected error rate p of the sample size (default 0.5)")
@@ -217,20 +225,29 @@ def _configure_audit(parser) -> None:
 
 
 def _run_audit(args) -> int:
-    from halluflow.ode.audit import apply_labels, default_out, percent, run_workflow
+    from halluflow.ode.audit import apply_labels, default_out, interval_text, notes, percent, rate_rows, run_workflow
 
     release_dir = Path(args.release)
     out_dir = Path(args.out) if args.out else default_out(release_dir)
     if args.labels:
         record = apply_labels(release_dir, out_dir, args.labels)
         lab = record["labels"]
-        print(f"label audit of {release_dir}: {lab['labelled']} labelled, {lab['unsure']} unsure")
-        for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
-            interval = r["interval"] or [None, None]
+        for line in notes(record):
+            print(f"WARNING: {line}")
+        print(
+            f"label audit of {release_dir}: {lab['labelled']} labelled, {lab['unsure']} unsure, "
+            f"{lab.get('unresolved', lab['unsure']) - lab['unsure']} sampled but unlabelled "
+            f"({100 * lab['confidence']:g}% exact finite-population intervals)"
+        )
+        print(f"  {'query type / stated answer':<28} {'items':>6} {'errors':>13}  {'rate':>6}  interval")
+        for name, r, ref in rate_rows(lab):
+            repope = f"  (RePOPE, POPE: {percent(ref)})" if ref is not None else ""
             print(
-                f"  {name}: {r['errors']}/{r['labelled']} errors, rate {percent(r['error_rate'])} "
-                f"[{percent(interval[0])}, {percent(interval[1])}]"
+                f"  {name:<28} {r.get('population', 0):>6} {r['errors']:>6}/{r['labelled']:<6}  "
+                f"{percent(r['error_rate']):>6}  {interval_text(r)}{repope}"
             )
+        for name, r in lab["by_query_type"].items():
+            print(f"  {name}: {r['errors']}/{r['labelled']} errors, rate {percent(r['error_rate'])} {interval_text(r)}")
         print(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
         return 0
     from halluflow.config import load_config
@@ -242,6 +259,7 @@ def _run_audit(args) -> int:
         "detector_backend": args.detector_backend,
         "detector_threshold": args.detector_threshold,
         "oracle": [] if args.oracle == ["none"] else args.oracle,
+        "allow_dependent_oracle": args.allow_dependent_oracle or None,
         "margin": args.margin,
         "confidence": args.confidence,
         "expected_rate": args.expected_rate,
@@ -257,6 +275,14 @@ def _print_audit(summary: dict, out_dir: Path) -> None:
     t = summary["totals"]
     if summary["warning"]:
         print(f"WARNING: {summary['warning']}")
+    for line in ((summary.get("independence") or {}).get("note"), summary.get("human_only")):
+        if line:
+            print(f"WARNING: {line}")
+    left_out = (summary.get("independence") or {}).get("left_out_dependent") or []
+    if left_out:
+        print(
+            f"oracle: left out {', '.join(map(str, left_out))} (models under test; --allow-dependent-oracle uses them)"
+        )
     print(
         f"audit of {summary['release']}: {summary['items']} yes/no items; detector disagrees on "
         f"{t['detector_disagrees']} of {t['detector_judged']}, oracle on {t['oracle_disagrees']} of "

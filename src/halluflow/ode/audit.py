@@ -43,6 +43,7 @@ from ..io import (
     read_parquet,
     read_text,
     sha256_bytes,
+    sha256_file,
     write_json,
     write_parquet,
     write_text,
@@ -130,42 +131,94 @@ def wilson_interval(errors: int, n: int, confidence: float = 0.95) -> tuple[floa
     return wilson(errors / n if n else 0.0, n, confidence)
 
 
-def stratified_rate(strata: list[dict], confidence: float = 0.95) -> dict:
-    """Error rate over strata {population, labelled, errors}: each stratum weighted by its share of the items
-    (N_h / N over the strata with labels), so an unequal allocation across strata does not bias it; the Wilson
-    interval uses Kish's effective sample size p (1 - p) / Var(p), Var with the finite-population correction."""
-    covered = [s for s in strata if s["labelled"] > 0]
-    population = sum(s["population"] for s in covered)
-    labelled = sum(s["labelled"] for s in covered)
-    errors = sum(s["errors"] for s in covered)
+# RePOPE (Neuhaus & Hein, "RePOPE: Impact of Annotation Errors on the POPE Benchmark"): the share of POPE's MSCOCO
+# labels its relabelling found wrong, by stated answer. The audit's table by query type x stated answer stands beside it.
+REPOPE_RATES = {"yes": 0.093, "no": 0.017}
+REPOPE_SOURCE = 'Neuhaus & Hein, "RePOPE: Impact of Annotation Errors on the POPE Benchmark": POPE (MSCOCO) labels'
+
+
+def hypergeom_interval(wrong_low: int, wrong_high: int, draws: int, population: int, alpha: float) -> tuple[int, int]:
+    """Exact interval on K, the number of wrong labels among `population` items, from `draws` items drawn without
+    replacement (a simple random sample) of which at least `wrong_low` and at most `wrong_high` are wrong (the rest of
+    the range: sampled items left unsure or unlabelled). Lower end: the least K with P(X >= wrong_low | K) >= alpha/2;
+    upper end: the largest K with P(X <= wrong_high | K) >= alpha/2 (X hypergeometric: `draws` from `population`
+    items, K of them wrong). With every item drawn it is [wrong_low, wrong_high] (no sampling error); with none,
+    [0, population]."""
+    if not 0 <= wrong_low <= wrong_high <= draws <= population:
+        raise ValueError(f"hypergeom_interval: need 0 <= {wrong_low} <= {wrong_high} <= {draws} <= {population}")
+    if draws == population:
+        return wrong_low, wrong_high
+    if draws == 0:
+        return 0, population
+    from scipy.stats import hypergeom
+
+    tail = alpha / 2.0
+    ks = np.arange(population + 1)
+    # K is possible only when the sample's right labels fit among the population's right ones
+    upper_tail = hypergeom.sf(wrong_low - 1, population, ks, draws)  # P(X >= wrong_low | K)
+    lower_tail = hypergeom.cdf(wrong_high, population, ks, draws)  # P(X <= wrong_high | K)
+    ok_low = np.nonzero((upper_tail >= tail * (1 - 1e-9)) & (population - ks >= draws - wrong_low))[0]
+    ok_high = np.nonzero((lower_tail >= tail * (1 - 1e-9)) & (ks >= wrong_high))[0]
+    return int(ok_low.min()), int(ok_high.max())
+
+
+def group_rate(cells: list[dict], confidence: float = 0.95) -> dict:
+    """Label-error rate of a group of cells {population, sampled, labelled, errors, unresolved} (cells: query type x
+    distribution x stated answer; unresolved = sampled items labelled unsure or not at all).
+
+    Interval: per cell the exact hypergeometric interval on its NUMBER of wrong labels (hypergeom_interval, an
+    unresolved item counted right for the lower end and wrong for the upper end, whatever made it unresolved), summed
+    over the cells; the cells with sampling error (0 < sampled < population) share the error level by Bonferroni
+    (each at 1 - (1 - confidence) / m), so the sum holds at `confidence` or more. `kind`: "census" when every item is
+    labelled (the rate is exact), "census-bounds" when every item was sampled but some are unresolved (the interval
+    is every rate they allow), "sampled" otherwise. Point estimate: each labelled cell's rate weighted by its share
+    of the items of the labelled cells (cells without labels have none; the interval still covers them)."""
+    population = sum(c["population"] for c in cells)
+    sampled = sum(c["sampled"] for c in cells)
+    labelled = sum(c["labelled"] for c in cells)
+    errors = sum(c["errors"] for c in cells)
+    unresolved = sum(c["unresolved"] for c in cells)
     out = {
+        "population": population,
+        "sampled": sampled,
         "labelled": labelled,
         "errors": errors,
-        "population": sum(s["population"] for s in strata),
-        "strata_without_labels": len(strata) - len(covered),
+        "unresolved": unresolved,
+        "strata_without_labels": sum(1 for c in cells if c["labelled"] == 0),
     }
-    if not covered:
-        return {**out, "error_rate": None, "interval": None, "effective_n": None}
-    rate = sum(s["population"] / population * s["errors"] / s["labelled"] for s in covered)
-    var = sum(
-        (s["population"] / population) ** 2
-        * (s["errors"] / s["labelled"])
-        * (1 - s["errors"] / s["labelled"])
-        / s["labelled"]
-        * (1 - s["labelled"] / s["population"])
-        for s in covered
-    )
-    if var > 0:
-        n_eff = rate * (1 - rate) / var
-    else:  # every stratum all-right (or all-wrong) or fully labelled: the self-weighting effective size
-        n_eff = math.inf if labelled >= population else labelled / (1 - labelled / population)
-    low, high = wilson(rate, n_eff, confidence)
+    if population == 0:
+        return {**out, "error_rate": None, "interval": None, "wrong": None, "kind": None, "bonferroni_cells": 0}
+    random = [c for c in cells if 0 < c["sampled"] < c["population"]]
+    alpha = (1.0 - confidence) / max(1, len(random))
+    low = high = 0
+    for c in cells:
+        lo, hi = hypergeom_interval(c["errors"], c["errors"] + c["unresolved"], c["sampled"], c["population"], alpha)
+        low, high = low + lo, high + hi
+    covered = [c for c in cells if c["labelled"] > 0]
+    covered_pop = sum(c["population"] for c in covered)
+    rate = sum(c["population"] / covered_pop * c["errors"] / c["labelled"] for c in covered) if covered else None
+    if all(c["sampled"] == c["population"] for c in cells):
+        kind = "census" if unresolved == 0 else "census-bounds"
+    else:
+        kind = "sampled"
     return {
         **out,
-        "error_rate": round(rate, 6),
-        "interval": [round(low, 6), round(high, 6)],
-        "effective_n": None if math.isinf(n_eff) else round(n_eff, 3),
+        "error_rate": None if rate is None else round(rate, 6),
+        "interval": [round(low / population, 6), round(high / population, 6)],
+        "wrong": [low, high],
+        "kind": kind,
+        "bonferroni_cells": len(random),
     }
+
+
+def interval_text(r: dict) -> str:
+    """How the audit prints a group's interval: "exact (census)", "[9.4%, 12.5%] (census bounds)", "[a, b]"."""
+    if r.get("interval") is None:
+        return "-"
+    if r.get("kind") == "census":
+        return "exact (census)"
+    text = f"[{percent(r['interval'][0])}, {percent(r['interval'][1])}]"
+    return text + (" (census bounds)" if r.get("kind") == "census-bounds" else "")
 
 
 # ---- reading a release --------------------------------------------------------------------------------------------
@@ -535,36 +588,62 @@ def read_labels(path: str | Path, sample: pl.DataFrame) -> dict[str, str]:
     return labels
 
 
-def label_rates(sample: pl.DataFrame, design: list[dict], labels: dict[str, str], confidence: float) -> dict:
-    """Label-error rates (label yes/no differs from the stated truth; unsure and unlabelled left out) per stratum,
-    per query type and overall, population-weighted, with Wilson intervals (stratified_rate)."""
-    frame = sample.select("query_id", "query_type", "distribution", "truth").with_columns(
+def label_rates(items: pl.DataFrame, sample: pl.DataFrame, labels: dict[str, str], confidence: float) -> dict:
+    """Label-error rates (a yes/no label that differs from the stated truth) of the release's yes/no `items` from the
+    audit's `sample`, per query type, per query type x stated answer (RePOPE's table), per stated answer and overall,
+    each with group_rate's interval. Cells are query type x distribution x stated answer: the sample was drawn at
+    random within query type x distribution, so given how many of a cell's items it holds they are a simple random
+    sample of the cell (post-stratification by the stated answer keeps the hypergeometric interval exact)."""
+    keys = ["query_type", "distribution", "truth"]
+    frame = sample.select("query_id", *keys).with_columns(
         pl.col("query_id").replace_strict(labels, default=None, return_dtype=pl.String).alias("label")
     )
-    strata = []
-    for d in design:
-        rows = frame.filter((pl.col("query_type") == d["query_type"]) & (pl.col("distribution") == d["distribution"]))
+    population = {tuple(k): n for *k, n in items.group_by(keys).len().iter_rows()}
+    cells = []
+    for key in sorted(population):
+        rows = frame.filter(pl.all_horizontal([pl.col(c) == v for c, v in zip(keys, key)]))
         decided = rows.filter(pl.col("label").is_in(["yes", "no"]))
-        strata.append(
+        cells.append(
             {
-                **d,
+                **dict(zip(keys, key)),
+                "population": population[key],
+                "sampled": rows.height,
                 "labelled": decided.height,
                 "unsure": rows.filter(pl.col("label") == "unsure").height,
+                "unresolved": rows.height - decided.height,
                 "errors": decided.filter(pl.col("label") != pl.col("truth")).height,
             }
         )
-    by_type = {}
-    for qtype in sorted({s["query_type"] for s in strata}):
-        group = [s for s in strata if s["query_type"] == qtype]
-        by_type[qtype] = {**stratified_rate(group, confidence), "unsure": sum(s["unsure"] for s in group)}
+
+    def rate(group: list[dict]) -> dict:
+        return {**group_rate(group, confidence), "unsure": sum(c["unsure"] for c in group)}
+
+    types = sorted({c["query_type"] for c in cells})
+    by_answer_rows = []
+    for qtype in types:
+        for truth in ("yes", "no"):
+            group = [c for c in cells if c["query_type"] == qtype and c["truth"] == truth]
+            if group:
+                by_answer_rows.append({"query_type": qtype, "truth": truth, **rate(group)})
     return {
         "confidence": confidence,
-        "labelled": sum(s["labelled"] for s in strata),
-        "unsure": sum(s["unsure"] for s in strata),
+        "labelled": sum(c["labelled"] for c in cells),
+        "unsure": sum(c["unsure"] for c in cells),
+        "unresolved": sum(c["unresolved"] for c in cells),
         "sampled": sample.height,
-        "overall": {**stratified_rate(strata, confidence), "unsure": sum(s["unsure"] for s in strata)},
-        "by_query_type": by_type,
-        "strata": strata,
+        "interval_method": "exact hypergeometric interval on the number of wrong labels per query type x distribution "
+        "x stated answer (unsure or unlabelled sampled items: right for the lower end, wrong for the upper); summed "
+        "over cells, Bonferroni over the cells with sampling error",
+        "overall": rate(cells),
+        "by_query_type": {qtype: rate([c for c in cells if c["query_type"] == qtype]) for qtype in types},
+        "by_query_type_answer": by_answer_rows,
+        "by_answer": {
+            truth: rate([c for c in cells if c["truth"] == truth])
+            for truth in ("yes", "no")
+            if any(c["truth"] == truth for c in cells)
+        },
+        "repope": {**REPOPE_RATES, "source": REPOPE_SOURCE},
+        "strata": cells,
     }
 
 
@@ -587,11 +666,15 @@ def audit_release(
     seed: int | None = None,
     max_side: int = 512,
     batch_size: int = 8,
+    dependent_oracle: list[str] = (),
+    left_out_dependent: list[str] = (),
 ) -> dict:
     """Run the verifiers over every yes/no item, draw the sample, write the page; returns audit.json's content.
 
-    `detector`: a detector backend (None: not run); `oracle_members`: vlm Models (halluflow.models.model.Model:
-    .name, .generate(requests), .describe()); empty: no oracle. Writes only inside `out_dir`."""
+    `detector`: a detector backend (None: not run), never the release's own (refused); `oracle_members`: vlm Models
+    (halluflow.models.model.Model: .name, .generate(requests), .describe()); empty: no oracle. `dependent_oracle`:
+    members that are models under test, used by choice (every output says so); `left_out_dependent`: members the
+    default oracle left out for that reason. Writes only inside `out_dir`."""
     release_dir, out_dir = Path(release_dir), Path(out_dir)
     _check_out(release_dir, out_dir)
     manifest, items = read_release(release_dir)
@@ -601,6 +684,8 @@ def audit_release(
     verifiers: dict = {}
     det = ora = None
     if detector is not None:
+        info = detector.describe()
+        refuse_same_detector(manifest, info.model, info.revision)
         if detector_threshold is None:
             detector_threshold = (
                 ((manifest.get("config") or {}).get("ode") or {}).get("filter", {}).get("exclusion_threshold")
@@ -630,6 +715,15 @@ def audit_release(
     sample, design = draw_sample(items, margin, confidence, expected, seed)
     queries_sha = manifest["files"]["queries.parquet"]["sha256"]
     sample_id = sha256_bytes(dumps_json({"queries": queries_sha, "sample": sample["query_id"].to_list()}).encode())[:16]
+    totals = {
+        "detector_judged": int(table["detector_says"].is_not_null().sum()),
+        "detector_disagrees": int(table["detector_disagrees"].sum()),
+        "oracle_judged": int(table["oracle_says"].is_not_null().sum()),
+        "oracle_disagrees": int(table["oracle_disagrees"].sum()),
+        # asked but undecided: every member abstained (no yes/no in its answer, or a failed one) or a tie
+        "oracle_undecided": int(table["oracle_says"].is_null().sum()) if oracle_members else 0,
+        "flagged": int(table["flagged"].sum()),
+    }
     summary = {
         "format": "halluflow-audit/1",
         "release": name,
@@ -643,15 +737,13 @@ def audit_release(
             if stand_in_verifiers
             else None
         ),
-        "totals": {
-            "detector_judged": int(table["detector_says"].is_not_null().sum()),
-            "detector_disagrees": int(table["detector_disagrees"].sum()),
-            "oracle_judged": int(table["oracle_says"].is_not_null().sum()),
-            "oracle_disagrees": int(table["oracle_disagrees"].sum()),
-            # asked but undecided: every member abstained (no yes/no in its answer, or a failed one) or a tie
-            "oracle_undecided": int(table["oracle_says"].is_null().sum()) if oracle_members else 0,
-            "flagged": int(table["flagged"].sum()),
+        "totals": totals,
+        "independence": {
+            "dependent_oracle": list(dependent_oracle),
+            "left_out_dependent": list(left_out_dependent),
+            "note": dependent_note(list(dependent_oracle)),
         },
+        "human_only": human_only_note(totals, table.height, stand_in_verifiers),
         "by_query_type_distribution": verifier_counts(table),
         "sample": {
             "id": sample_id,
@@ -685,14 +777,14 @@ def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str 
     if not (out_dir / AUDIT_JSON).is_file() or not (out_dir / SAMPLE).is_file():
         raise InputError(f"{out_dir}: no audit to label; run `halluflow release audit {release_dir}` first")
     summary = read_json(out_dir / AUDIT_JSON)
-    manifest, _items = read_release(release_dir)
+    manifest, items = read_release(release_dir)
     if manifest["files"]["queries.parquet"]["sha256"] != summary.get("queries_sha256"):
         raise InputError(f"{out_dir / AUDIT_JSON}: made for other queries than {release_dir}'s; rerun the audit")
     sample = read_parquet(out_dir / SAMPLE)
     labels = read_labels(labels_path, sample)
     if not labels:
         raise InputError(f"{labels_path}: no item is labelled yes, no or unsure")
-    rates = label_rates(sample, summary["sample"]["strata"], labels, summary["sample"]["confidence"])
+    rates = label_rates(items, sample, labels, summary["sample"]["confidence"])
     result = {
         "labels_file": Path(labels_path).name,
         # of the text read (a pipe or FIFO is read once, so the file cannot be hashed again)
@@ -706,6 +798,9 @@ def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str 
         "totals": summary["totals"],
         "by_query_type_distribution": summary["by_query_type_distribution"],
         "sample": {k: v for k, v in summary["sample"].items() if k != "strata"},
+        "independence": summary.get("independence") or {},
+        "human_only": summary.get("human_only")
+        or human_only_note(summary["totals"], summary["items"], summary["stand_in_verifiers"]),
         "labels": result,
     }
     card = with_audit_section(read_text(release_dir / "DATACARD.md"), datacard_section(record))
@@ -718,30 +813,97 @@ def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str 
     return record
 
 
+def dependent_note(members: list[str]) -> str | None:
+    """The line every output carries when oracle members are models under test (--allow-dependent-oracle)."""
+    if not members:
+        return None
+    return (
+        f"DEPENDENT ORACLE: {', '.join(map(str, members))} "
+        f"{'is a model' if len(members) == 1 else 'are models'} under test; its verdicts are not independent of the "
+        "results they check (--allow-dependent-oracle)"
+    )
+
+
+def human_only_note(totals: dict, items: int, stand_in_verifiers: bool) -> str | None:
+    """The line saying the label-error rate rests on human labels alone: the automatic verifiers decided no item
+    (or are random stand-ins, whose verdicts are noise)."""
+    decided = totals["detector_judged"] + totals["oracle_judged"]
+    if decided == 0:
+        return (
+            f"the automatic verifiers decided none of the {items} yes/no items (detector judged 0, oracle decided 0): "
+            "the label-error rate rests on human labels only"
+        )
+    if stand_in_verifiers:
+        return "the automatic verifiers are random stand-ins: the label-error rate rests on human labels only"
+    return None
+
+
 def percent(x: float | None) -> str:
     """A rate as the audit prints it: 12.3%, '-' when undefined."""
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def notes(record: dict) -> list[str]:
+    """The lines every output of a labelled audit carries: a dependent oracle, human labels alone."""
+    out = [(record.get("independence") or {}).get("note"), record.get("human_only")]
+    return [line for line in out if line]
+
+
+def rate_rows(lab: dict) -> list[tuple[str, dict, float | None]]:
+    """(row name, rates, RePOPE's rate beside it) of RePOPE's table: query type x stated answer, then every "yes",
+    every "no", overall. RePOPE's rates stand beside the existence rows and the totals (POPE asks existence only)."""
+    repope = lab.get("repope") or REPOPE_RATES
+    rows = []
+    for r in lab.get("by_query_type_answer") or []:
+        ref = repope.get(r["truth"]) if r["query_type"] == "existence" else None
+        rows.append((f'{r["query_type"]} / "{r["truth"]}"', r, ref))
+    for truth, r in (lab.get("by_answer") or {}).items():
+        rows.append((f'all / "{truth}"', r, repope.get(truth)))
+    rows.append(("overall", lab["overall"], None))
+    return rows
+
+
 def datacard_section(record: dict) -> str:
-    """The DATACARD's "Label audit" section: the human label-error rates, then the automatic verifiers' counts."""
+    """The DATACARD's "Label audit" section: the human label-error rates by query type x stated answer beside
+    RePOPE's, per query type, then the automatic verifiers' counts."""
     lab, sample = record["labels"], record["sample"]
     conf = f"{100 * lab['confidence']:g}%"
-    lines = [
-        SECTION,
-        "",
+    unresolved = lab.get("unresolved", lab["unsure"])
+    lines = [SECTION, ""]
+    lines += [f"**{line}**" for line in notes(record)]
+    if notes(record):
+        lines.append("")
+    lines += [
         f"Human labels (`{lab['labels_file']}`, sha256 {lab['labels_sha256'][:12]}...): {lab['labelled']} of "
-        f"{lab['sampled']} sampled yes/no items answered yes or no, {lab['unsure']} unsure (left out). The sample "
-        f"is stratified by query type x distribution and sized for +/-{100 * sample['margin']:g} points at "
-        f"{100 * sample['confidence']:g}% per query type ({sample['formula']}; p = {sample['expected_rate']}). "
-        "An error is a label that differs from the stated truth; rates weight each stratum by its share of the items.",
+        f"{lab['sampled']} sampled yes/no items answered yes or no, {lab['unsure']} unsure, "
+        f"{unresolved - lab['unsure']} unlabelled. The sample is stratified by query type x distribution and sized "
+        f"for +/-{100 * sample['margin']:g} points at {100 * sample['confidence']:g}% per query type "
+        f"({sample['formula']}; p = {sample['expected_rate']}). An error is a label that differs from the stated "
+        "truth. Interval: " + lab.get("interval_method", "") + f", at {conf}; it covers every rate the unlabelled and "
+        'unsure items allow. "exact (census)": every item of the group labelled, the rate is exact.',
         "",
-        f"| query type | labelled | errors | label-error rate | {conf} Wilson interval |",
-        "|---|---|---|---|---|",
+        f"| query type / stated answer | items | labelled | unresolved | errors | label-error rate | {conf} interval "
+        "| RePOPE (POPE) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r, ref in rate_rows(lab):
+        lines.append(
+            f"| {name} | {r.get('population', '-')} | {r['labelled']} | {r.get('unresolved', r['unsure'])} | "
+            f"{r['errors']} | {percent(r['error_rate'])} | {interval_text(r)} | {percent(ref)} |"
+        )
+    lines += [
+        "",
+        f"RePOPE: {(lab.get('repope') or {}).get('source', REPOPE_SOURCE)}, relabelled; a share of the stated "
+        '"yes" (or "no") labels found wrong.',
+        "",
+        f"| query type | items | labelled | errors | label-error rate | {conf} interval |",
+        "|---|---|---|---|---|---|",
     ]
     for name, r in [*lab["by_query_type"].items(), ("overall", lab["overall"])]:
-        interval = "-" if r["interval"] is None else f"[{percent(r['interval'][0])}, {percent(r['interval'][1])}]"
-        lines.append(f"| {name} | {r['labelled']} | {r['errors']} | {percent(r['error_rate'])} | {interval} |")
+        lines.append(
+            f"| {name} | {r.get('population', '-')} | {r['labelled']} | {r['errors']} | {percent(r['error_rate'])} "
+            f"| {interval_text(r)} |"
+        )
     ver = record["verifiers"]
     lines += ["", "Automatic verifiers (every yes/no item; `halluflow release audit` writes the per-item flags):"]
     if record["stand_in_verifiers"]:
@@ -757,6 +919,9 @@ def datacard_section(record: dict) -> str:
             f"{m['name']}{' (STAND-IN)' if m.get('stand_in') else ''}" for m in ver["oracle"]["members"]
         )
         lines.append(f"- VLM oracle (CAOS ensemble, {ver['oracle']['vote']} vote): {members}; every yes/no item")
+    left_out = (record.get("independence") or {}).get("left_out_dependent") or []
+    if left_out:
+        lines.append(f"- left out of the default oracle as models under test: {', '.join(map(str, left_out))}")
     lines += [
         "",
         "| query type | distribution | items | detector disagrees | oracle disagrees | flagged |",
@@ -805,6 +970,85 @@ def standin_detector(manifest: dict, folder: Path):
     return detector
 
 
+def _model_key(name: str | None) -> str:
+    """A model id as identities compare it: a local folder by its resolved path, a hub id case-folded."""
+    text = str(name or "").strip().rstrip("/")
+    path = Path(text)
+    return str(path.resolve()) if text and path.exists() else text.lower()
+
+
+def folder_digest(path: str | Path) -> str | None:
+    """sha256 over a local model folder's files (relative path and content), None when it is not a folder."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    parts = [f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}" for f in sorted(path.rglob("*")) if f.is_file()]
+    return sha256_bytes("\n".join(parts).encode())
+
+
+def release_detectors(manifest: dict) -> list[dict]:
+    """The detectors that filtered the release's images (the manifest's `models`, role detector)."""
+    return [m for m in manifest.get("models") or [] if m.get("role") == "detector"]
+
+
+def same_detector(manifest: dict, model: str, revision: str | None = None) -> dict | None:
+    """The release detector `model` (+ `revision`) is, or None: the same id with no differing revision on record,
+    or a local folder whose files hash like the release detector's folder."""
+    for m in release_detectors(manifest):
+        if _model_key(m.get("model")) == _model_key(model):
+            if m.get("revision") is None or revision is None or str(m["revision"]) == str(revision):
+                return m
+        digest = folder_digest(model) if Path(str(model)).is_dir() else None
+        if digest and digest == (m.get("folder_sha256") or folder_digest(str(m.get("model")))):
+            return m
+    return None
+
+
+def refuse_same_detector(manifest: dict, model: str, revision: str | None = None) -> None:
+    """One error line when the audit's detector is the one that filtered the release (it would agree with itself)."""
+    m = same_detector(manifest, model, revision)
+    if m is not None:
+        shown = m.get("model") + (f" (revision {m['revision']})" if m.get("revision") else "")
+        raise ConfigError(
+            f"audit detector (--detector, config key audit.detector) {model!r} is the release's own detector "
+            f"{shown}: it would agree with itself; name an independent detector (another model) or 'none'"
+        )
+
+
+def _spec_key(spec: dict) -> tuple[str, str]:
+    args = spec.get("args") or {}
+    return (str(spec.get("backend") or ""), _model_key(args.get("model") or spec.get("model") or spec.get("name")))
+
+
+def dependent_members(config: dict, specs: list[dict]) -> list[str]:
+    """Names of oracle members that are models under test (a `models:` entry, by name or by backend + model): an
+    oracle of the models being measured judges the labels they are measured against."""
+    tested = config.get("models") or []
+    names = {m.get("name") for m in tested}
+    keys = {_spec_key(m) for m in tested}
+    return [s.get("name") for s in specs if s.get("name") in names or _spec_key(s) in keys]
+
+
+def oracle_choice(config: dict, names: list[str] | None, allow_dependent: bool) -> tuple[list[dict], dict]:
+    """(member specs, record) of the audit's oracle. Named members that are models under test are refused unless
+    `allow_dependent`; the default (names None) leaves them out and says how many it left out."""
+    specs = oracle_specs(config, names)
+    dependent = dependent_members(config, specs)
+    record: dict = {"dependent_members": [], "left_out_dependent": []}
+    if dependent and names is None and not allow_dependent:
+        record["left_out_dependent"] = dependent
+        return [s for s in specs if s.get("name") not in dependent], record
+    if dependent and not allow_dependent:
+        raise ConfigError(
+            f"audit oracle (--oracle, config key audit.oracle): {', '.join(map(str, dependent))} "
+            f"{'is a model' if len(dependent) == 1 else 'are models'} under test (models:); an oracle of the "
+            "measured models is not independent of what it judges; pass --allow-dependent-oracle "
+            "(audit.allow_dependent_oracle: true) to use it anyway"
+        )
+    record["dependent_members"] = dependent
+    return specs, record
+
+
 def run_workflow(
     release_dir: str | Path,
     out_dir: str | Path,
@@ -816,8 +1060,9 @@ def run_workflow(
     max_side: int = 512,
 ) -> dict:
     """`release audit` and rule release_audit: build the verifiers from the `audit:` settings (audit_settings) and
-    run `audit_release`. detector: hub id or folder, "none", or None for a stand-in (refused for a release made with
-    real models); oracle: names from `models:` ([] none; None: oracle_specs' default)."""
+    run `audit_release`. detector: hub id or folder (never the release's own detector), "none", or None for a
+    stand-in (refused for a release made with real models); oracle: names from `models:` ([] none; None:
+    oracle_specs' default less the models under test); members under test need allow_dependent_oracle."""
     from ..models.model import Model
     from ..models.registry import create
 
@@ -825,12 +1070,15 @@ def run_workflow(
     release_dir = Path(release_dir)
     _check_out(release_dir, Path(out_dir))  # before any model loads
     manifest, _ = read_release(release_dir)
+    if cfg["detector"] not in (None, "none"):
+        refuse_same_detector(manifest, cfg["detector"])  # before it loads
+    specs, independence = oracle_choice(config, cfg["oracle"], cfg["allow_dependent_oracle"])
     queries = read_parquet(release_dir / "queries.parquet")
     members = [
         Model.under_test(
             s, graph_dir=release_dir.parent / "graph", queries=queries, models_cache=models_cache, method="audit oracle"
         )
-        for s in oracle_specs(config, cfg["oracle"])
+        for s in specs
     ]
     vote_rule = ((config.get("caos") or {}).get("oracle") or {}).get("vote", "majority")
     with tempfile.TemporaryDirectory(prefix="halluflow-audit-") as tmp:
@@ -853,12 +1101,14 @@ def run_workflow(
             oracle_members=members,
             oracle_rule=vote_rule,
             oracle_tie="exclude",  # a tie (a member answering neither yes nor no) decides nothing
-            yes_no_suffix=(config.get("answer") or {}).get("yes_no_suffix", " Answer yes or no."),
+            yes_no_suffix=(config.get("answer") or {}).get("yes_no_suffix") or " Answer yes or no.",
             margin=cfg["margin"],
             confidence=cfg["confidence"],
             expected=cfg["expected_rate"],
             seed=seed,
             max_side=max_side,
+            dependent_oracle=independence["dependent_members"],
+            left_out_dependent=independence["left_out_dependent"],
         )
 
 
@@ -871,22 +1121,28 @@ def report_tables(summary: dict | None, manifest: dict | None) -> tuple[pl.DataF
     order = ["query_type", "distribution", "items", "detector_judged", "detector_disagrees", "oracle_judged"]
     order += ["oracle_disagrees", "flagged"]
     counts = pl.DataFrame(summary["by_query_type_distribution"]).select(order) if summary else None
-    labels = ((manifest or {}).get("audit") or {}).get("labels")
+    audit = (manifest or {}).get("audit") or {}
+    labels = audit.get("labels")
     rates = None
     if labels:
-        rows = [*labels["by_query_type"].items(), ("overall", labels["overall"])]
         rates = pl.DataFrame(
             [
                 {
-                    "query type": name,
+                    "query type / stated answer": name,
+                    "items": r.get("population"),
                     "labelled": r["labelled"],
-                    "unsure": r["unsure"],
+                    "unresolved": r.get("unresolved", r["unsure"]),
                     "errors": r["errors"],
                     "label-error rate": r["error_rate"],
                     "low": r["interval"][0] if r["interval"] else None,
                     "high": r["interval"][1] if r["interval"] else None,
+                    "interval": {"census": "exact (census)", "census-bounds": "census bounds"}.get(
+                        r.get("kind"), "sampled"
+                    ),
+                    "RePOPE (POPE)": ref,
                 }
-                for name, r in rows
-            ]
+                for name, r, ref in rate_rows(labels)
+            ],
+            infer_schema_length=None,
         )
     return counts, rates

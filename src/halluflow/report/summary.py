@@ -149,8 +149,18 @@ def _label_audit(res: Results) -> str:
     body.append(html_table(counts))
     if rates is None:
         return join([*body, _not_run("no human labels recorded yet (halluflow release audit REL --labels CSV)")])
-    body.append(tag("p", "Human label-error rates, Wilson intervals:"))
-    return join([*body, html_table(rates, percent=("label-error rate", "low", "high"))])
+    from ..ode.audit import notes
+
+    record = (res.json("release/manifest.json") or {}).get("audit") or {}
+    body += [tag("p", tag("b", line), class_="warn") for line in notes(record)]
+    body.append(
+        tag(
+            "p",
+            "Human label-error rates by query type × stated answer, beside RePOPE's (Neuhaus & Hein) for POPE; exact "
+            "finite-population (hypergeometric) intervals that cover every rate the unlabelled items allow:",
+        )
+    )
+    return join([*body, html_table(rates, percent=("label-error rate", "low", "high", "RePOPE (POPE)"))])
 
 
 def _not_run(message: str) -> Html:
