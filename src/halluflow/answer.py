@@ -30,7 +30,7 @@ log = logging.getLogger("halluflow.answer")
 STOP_AFTER_ENV = "HALLUFLOW_ANSWER_STOP_AFTER"
 
 DEFAULT_SETTINGS: dict[str, Any] = {
-    "yes_no_suffix": " Answer yes or no.",
+    "yes_no_suffix": None,  # the source's declared task (halluflow.ode.task: " Answer yes or no." by default)
     "max_new_tokens": {"discriminative": 6, "generative": 24},
     "batch_size": 8,
     "max_answer_chars": 10000,
@@ -51,6 +51,7 @@ ANSWER_SCHEMA = {
     "truncated": "Boolean",
     "original_chars": "Int64",
     "generation": "String",
+    "task_definition": "String",  # the task the query was asked under (halluflow.ode.task, JSON)
 }
 
 
@@ -63,11 +64,15 @@ def shard_of(query_id: str, n_shards: int) -> int:
     return int(stable_hash(str(query_id))[:12], 16) % n_shards
 
 
-def prompt_for(row: dict, settings: Answer) -> str:
-    question = str(row["question"])
-    if row.get("task") == "discriminative" and settings.yes_no_suffix:
-        return question + settings.yes_no_suffix
-    return question
+def prompt_for(row: dict, settings: Answer | Mapping | dict) -> str:
+    """The prompt of one query: its question in the template of its kind (halluflow.ode.task). `settings`: the
+    answer section (its yes_no_suffix) or a task definition."""
+    from .ode.task import prompt, task_definition
+
+    task = settings if isinstance(settings, Mapping) and "kinds" in settings else task_definition(settings)
+    # only a yes/no question (task discriminative) takes the suffix; every source sets the column
+    kind = "discriminative" if row.get("task") == "discriminative" else "generative"
+    return prompt(task, str(row["question"]), kind)
 
 
 def clean_answer(text: Any, max_chars: int) -> tuple[str, bool, int]:
@@ -87,12 +92,26 @@ def answer_shard(
     shard: int = 0,
     n_shards: int = 1,
     settings: Answer | Mapping | None = None,
+    declared_task: Mapping | None = None,
 ) -> dict:
     """Answer the shard's queries, write answers/<model>/<shard>.parquet, return counts for the log. `settings`: the
-    config's answer section (typed, or a mapping completed with the schema's defaults; its source is not read)."""
+    config's answer section (typed, or a mapping completed with the schema's defaults; its source is not read).
+    `declared_task`: the task the release declares (halluflow.ode.task): its reader is kept, the prompts and limits
+    are the settings'; when they differ from the declaration the log says so, and every row records the task used."""
     import polars as pl
 
+    from .ode.task import RELEASE_READER, overrides, task_definition
+
     settings = Answer.from_dict(settings or {})
+    declared_disc = (declared_task or {}).get("kinds", {}).get("discriminative", {})
+    reader = declared_disc.get("reader") or RELEASE_READER
+    asked = settings.to_dict()
+    if asked.get("yes_no_suffix") is None and declared_disc:  # null: the suffix the release declares
+        asked["yes_no_suffix"] = declared_disc["suffix"]
+    task_def = task_definition(asked, reader)
+    task_json = json.dumps(task_def, sort_keys=True)
+    for line in overrides(declared_task, task_def):
+        log.warning("asked otherwise than the release declares (an override, recorded in every answer): %s", line)
     limits = settings.max_new_tokens.to_dict()  # per task; another task gets the yes/no length
     model.bind(queries)
     stop_after = int(os.environ.get(STOP_AFTER_ENV, "0") or 0)
@@ -120,7 +139,7 @@ def answer_shard(
         image = r.get("image")
         request = vlm_request(
             r["query_id"],
-            prompt_for(r, settings),
+            prompt_for(r, task_def),
             paths[image] if image else None,
             image_sha256=digests[image] if image else None,
             task=task,
@@ -217,6 +236,7 @@ def answer_shard(
                 "truncated": bool(res.get("truncated", False)),
                 "original_chars": int(res.get("original_chars", len(res["answer"]))),
                 "generation": res.get("generation"),
+                "task_definition": task_json,
             }
         )
     schema = {k: getattr(pl, v) for k, v in ANSWER_SCHEMA.items()}
@@ -263,8 +283,10 @@ def answer_file(
     from .metrics.formats import pope_native_ids
     from .sources import load_source, original_id
 
+    declared = None
     if source == "ode":
         from .ode.release import verify_release
+        from .ode.task import release_task
 
         problems = verify_release(questions)
         if problems:
@@ -272,6 +294,14 @@ def answer_file(
                 f"release {questions} fails verification ({len(problems)} problem(s), first: "
                 f"{problems[0]}); run `halluflow release verify {questions}`"
             )
+        declared = release_task(questions)
+        if declared is not None:  # what the caller left unset is asked as the release declares
+            kinds = declared["kinds"]
+            if settings.get("yes_no_suffix") is None:
+                settings = {**settings, "yes_no_suffix": kinds["discriminative"]["suffix"]}
+            lengths = {k: kinds[k]["max_new_tokens"] for k in kinds}
+            settings = {**settings, "max_new_tokens": {**lengths, **(settings.get("max_new_tokens") or {})}}
+
     queries, image_root = load_source(source, questions, images, annotations)
     out = Path(out)
     cache = Path(cache) if cache else out.with_name(out.name + ".cache")

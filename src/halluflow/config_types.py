@@ -914,8 +914,11 @@ class Answer(Section):
 
     #: What to answer.
     source: AnswerSource
-    #: Text appended to every yes/no question (part of the cache key).
-    yes_no_suffix: str
+    #: Text appended to every yes/no question (part of the cache key). null (default) = the task the source declares: an
+    #: ODE release's manifest `task` (a release this run builds declares " Answer yes or no."), " Answer yes or no." for
+    #: POPE and AMBER. Another suffix than an existing release declares is an override, recorded in the answers and said
+    #: in the metrics' task block.
+    yes_no_suffix: str | None
     #: Generation length per task.
     max_new_tokens: AnswerMaxNewTokens
     #: Requests per backend call.

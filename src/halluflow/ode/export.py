@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -251,13 +250,36 @@ def dpo_records(release_dir: Path, queries: pl.DataFrame, answers: pl.DataFrame)
 # ---------------------------------------------------------------------------------------------- lmms-eval
 LMMS_EVAL_UTILS = '''"""lmms-eval task functions for a halluflow ODE release (written by `halluflow release export`).
 
-Yes/no questions: the answer is read as POPE's evaluate.py does (first sentence; "no"/"not" -> no, else yes) and
-an empty answer counts as unknown, not as a prediction. Aggregation: accuracy, precision, recall, F1 (with "yes"
-as the positive class) and yes_ratio over the answers that could be read; a ratio with a zero denominator is None
-(null in results.json, never NaN). Descriptions (the generative subtask) are kept in the samples with their
-query_id: `halluflow import lmms-eval` brings them back for halluflow's own CHAIR-style scoring.
-Every per-sample record carries the query_id, so `--log_samples` output maps back to the release.
+The release declares its task (manifest.json `task`; TASK_HASH below): the prompt of each query kind and the
+generation limits (in the YAML files) and the yes/no reader. The answers are read here by that reader, copied from
+halluflow (halluflow.metrics.parsers; READER below), so this file runs without halluflow and reads every answer as
+`halluflow score release` does. A blank answer (only whitespace, control or format characters) is failed; an answer
+the reader cannot read (a refusal, a hedge, another language, an emoji) is unknown; both are left out of every ratio.
+Aggregation: accuracy, precision, recall, F1 (with "yes" as the positive class) and yes_ratio over the answers that
+were read; a ratio with a zero denominator is None (null in results.json, never NaN). Descriptions (the generative
+subtask) are kept in the samples with their query_id: `halluflow import lmms-eval` brings them back for halluflow's
+own CHAIR-style scoring. Every per-sample record carries the query_id and TASK_HASH, so `--log_samples` output maps
+back to the release and its task.
 """
+
+import re
+
+{reader_source}
+
+TASK_HASH = {task_hash!r}
+READER = {reader!r}
+_BLANK = re.compile({blank!r})
+
+
+def is_blank(text):
+    return _BLANK.fullmatch(text) is not None
+
+
+def read_answer(text):
+    """("failed" | "yes" | "no" | None): halluflow's failed-answer rule, then the release's reader."""
+    if not isinstance(text, str) or is_blank(text):
+        return "failed"
+    return {reader_function}(text)
 
 
 def _yes_no(dataset):
@@ -281,32 +303,25 @@ def doc_to_visual(doc):
 
 
 def doc_to_text(doc, lmms_eval_specific_kwargs=None):
-    kwargs = lmms_eval_specific_kwargs or {}
-    return f"{kwargs.get('pre_prompt', '')}{doc['question']}{kwargs.get('post_prompt', '')}"
-
-
-def parse_yes_no(text):
-    text = (text or "").strip()
-    if not text:
-        return None
-    first = text.split(".")[0].replace(",", " ").lower().split()
-    return "no" if ("no" in first or "not" in first) else "yes"
+    kwargs = lmms_eval_specific_kwargs or {{}}
+    return f"{{kwargs.get('pre_prompt', '')}}{{doc['question']}}{{kwargs.get('post_prompt', '')}}"
 
 
 def process_results(doc, results):
-    pred = parse_yes_no(results[0] if results else "")
-    item = {"query_id": doc["query_id"], "truth": doc["truth"], "pred": pred, "query_type": doc.get("query_type"),
-            "distribution": doc.get("distribution")}
-    return {name: item for name in METRICS}
+    pred = read_answer(results[0] if results else "")
+    item = {{"query_id": doc["query_id"], "truth": doc["truth"], "pred": pred, "query_type": doc.get("query_type"),
+            "distribution": doc.get("distribution"), "task_hash": TASK_HASH}}
+    return {{name: item for name in METRICS}}
 
 
 def process_generative(doc, results):
     text = results[0] if results else ""
-    return {"ode_described": {"query_id": doc["query_id"], "described": bool((text or "").strip())}}
+    return {{"ode_described": {{"query_id": doc["query_id"], "described": not read_answer(text) == "failed",
+                               "task_hash": TASK_HASH}}}}
 
 
 def _counts(items):
-    read = [i for i in items if i["pred"] is not None]
+    read = [i for i in items if i["pred"] in ("yes", "no")]
     tp = sum(i["pred"] == "yes" and i["truth"] == "yes" for i in read)
     fp = sum(i["pred"] == "yes" and i["truth"] == "no" for i in read)
     tn = sum(i["pred"] == "no" and i["truth"] == "no" for i in read)
@@ -315,7 +330,7 @@ def _counts(items):
 
 
 def _ratio(num, den):
-    return num / den if den else None
+    return float(num) / float(den) if den else None
 
 
 def aggregate_accuracy(items):
@@ -335,7 +350,9 @@ def aggregate_recall(items):
 
 def aggregate_f1(items):
     p, r = aggregate_precision(items), aggregate_recall(items)
-    return None if p is None or r is None else _ratio(2 * p * r, p + r)
+    if p is None or r is None:
+        return None
+    return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
 
 def aggregate_yes_ratio(items):
@@ -347,8 +364,40 @@ def aggregate_described(items):
     return _ratio(sum(i["described"] for i in items), len(items))
 
 
+def aggregate_group(metrics, sizes, weight_by_size=True):
+    """The group row: the subtasks' numbers averaged, weighted by their sizes (lmms-eval's group aggregation; a
+    subtask with no number, None, is left out)."""
+    pairs = [(m, s if weight_by_size else 1) for m, s in zip(metrics, sizes) if isinstance(m, (int, float))]
+    total = sum(s for _, s in pairs)
+    return sum(m * s for m, s in pairs) / total if total else None
+
+
 METRICS = ("ode_accuracy", "ode_precision", "ode_recall", "ode_f1", "ode_yes_ratio")
 '''
+# the group row aggregates these (a size-weighted mean of the distributions' numbers; for accuracy and yes_ratio it
+# is the pooled number when no answer is failed or unknown); precision, recall and F1 do not average, the pooled ones
+# are those of the `_all` subtask
+LMMS_GROUP_METRICS = ("accuracy", "yes_ratio")
+# the readers an exported task can carry, as standalone source
+PORTABLE_READERS = ("release", "pope_lower")
+
+
+def lmms_eval_reader_source(reader: str) -> tuple[str, str]:
+    """(source, function name) of a yes/no reader that runs without halluflow."""
+    import inspect
+
+    from ..metrics import parsers
+
+    if reader == "release":
+        return parsers.release_reader_source(), "release_yes_no"
+    if reader == "pope_lower":
+        return inspect.getsource(parsers.pope_lower_yes_no).replace(" -> str | None", ""), "pope_lower_yes_no"
+    raise InputError(
+        f"the release's task reads yes/no answers with {reader!r}, which an exported task cannot carry "
+        f"(portable readers: {', '.join(PORTABLE_READERS)})"
+    )
+
+
 LMMS_YES_NO_METRICS = ("accuracy", "precision", "recall", "f1", "yes_ratio")
 LMMS_TEMPLATE = "_default_template_yaml"  # no .yaml suffix: lmms-eval indexes it as an include, not as a task
 
@@ -387,9 +436,23 @@ def lmms_eval_subtasks(task: str, queries: pl.DataFrame) -> list[dict]:
     return subtasks
 
 
-def lmms_eval_utils(subtasks: list[dict]) -> str:
-    """The task's utils.py: the fixed functions plus one process_docs per distribution / query-kind subtask."""
-    lines = [LMMS_EVAL_UTILS]
+def lmms_eval_utils(subtasks: list[dict], task: dict) -> str:
+    """The task's utils.py: the release's reader (standalone), the fixed functions and one process_docs per
+    distribution / query-kind subtask."""
+    from ..metrics.parsers import _BLANK
+    from .task import task_hash
+
+    reader = task["kinds"]["discriminative"]["reader"]
+    source, function = lmms_eval_reader_source(reader)
+    lines = [
+        LMMS_EVAL_UTILS.format(
+            reader_source=source.rstrip("\n"),
+            task_hash=task_hash(task),
+            reader=reader,
+            blank=_BLANK.pattern,
+            reader_function=function,
+        )
+    ]
     for s in subtasks:
         if s["column"] is not None:
             lines.append(
@@ -399,15 +462,25 @@ def lmms_eval_utils(subtasks: list[dict]) -> str:
     return "".join(lines)
 
 
-def lmms_eval_template(data_path: str, max_new_tokens: int = 16) -> str:
+def _yaml_string(text: str) -> str:
+    """A YAML scalar holding exactly `text` (JSON strings are YAML double-quoted strings)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def lmms_eval_template(data_path: str, task: dict) -> str:
+    """The yes/no subtasks' shared YAML: the release task's yes/no prompt (post_prompt = its suffix, so doc_to_text
+    gives exactly the answer stage's prompt) and generation limit; greedy decoding."""
+    disc = task["kinds"]["discriminative"]
     metrics = "\n".join(
-        # yes_ratio has no better direction; lmms-eval requires the key (its own POPE task says true)
-        f"  - metric: ode_{m}\n    aggregation: !function utils.aggregate_{m}\n    higher_is_better: true"
+        # the yes-ratio has no better direction (POPE reads it against 0.5); lmms-eval requires the key
+        f"  - metric: ode_{m}\n    aggregation: !function utils.aggregate_{m}\n"
+        f"    higher_is_better: {'false' if m == 'yes_ratio' else 'true'}"
         for m in LMMS_YES_NO_METRICS
     )
     return (
         "# Shared settings of the yes/no subtasks (included by each). dataset_path is relative to the export folder:\n"
         "# run lmms-eval from there (cd <export folder>; python -m lmms_eval --include_path . --tasks ...).\n"
+        "# Prompt and max_new_tokens: the release's declared task (manifest.json `task`).\n"
         f"dataset_path: {data_path}\n"
         "test_split: test\n"
         "output_type: generate_until\n"
@@ -415,7 +488,7 @@ def lmms_eval_template(data_path: str, max_new_tokens: int = 16) -> str:
         "doc_to_text: !function utils.doc_to_text\n"
         "doc_to_target: truth\n"
         "generation_kwargs:\n"
-        f"  max_new_tokens: {max_new_tokens}\n"
+        f"  max_new_tokens: {disc['max_new_tokens']}\n"
         "  temperature: 0\n"
         "  do_sample: false\n"
         "process_results: !function utils.process_results\n"
@@ -423,19 +496,20 @@ def lmms_eval_template(data_path: str, max_new_tokens: int = 16) -> str:
         "lmms_eval_specific_kwargs:\n"
         "  default:\n"
         '    pre_prompt: ""\n'
-        '    post_prompt: "\\nAnswer the question using a single word or phrase."\n'
+        f"    post_prompt: {_yaml_string(disc['suffix'])}\n"
         "metadata:\n"
         "  - version: 1.0\n"
     )
 
 
-def lmms_eval_subtask_yaml(s: dict) -> str:
+def lmms_eval_subtask_yaml(s: dict, task: dict) -> str:
     head = f"include: {LMMS_TEMPLATE}\ntask: {s['name']}\n"
     if s["generative"]:
+        gen = task["kinds"]["generative"]
         return head + (
             "process_docs: !function utils.process_docs_generative\n"
             "generation_kwargs:\n"
-            "  max_new_tokens: 256\n"
+            f"  max_new_tokens: {gen['max_new_tokens']}\n"
             "  temperature: 0\n"
             "  do_sample: false\n"
             "process_results: !function utils.process_generative\n"
@@ -446,46 +520,46 @@ def lmms_eval_subtask_yaml(s: dict) -> str:
             "lmms_eval_specific_kwargs:\n"
             "  default:\n"
             '    pre_prompt: ""\n'
-            '    post_prompt: ""\n'
+            f"    post_prompt: {_yaml_string(gen['suffix'])}\n"
         )
     docs = "process_docs_all" if s["column"] is None else f"process_docs_{_identifier(s['name'])}"
     return head + f"process_docs: !function utils.{docs}\n"
 
 
 def lmms_eval_group_yaml(name: str, tasks: list[str]) -> str:
+    """A group over subtasks with a row of its own: accuracy and yes-ratio averaged over the subtasks, weighted by
+    their sizes (lmms-eval's group aggregation, through utils.aggregate_group so a subtask without a number does
+    not break it)."""
     listed = "\n".join(f"  - {t}" for t in tasks)
-    return f"group: {name}\ntask:\n{listed}\n"
+    aggregate = "\n".join(
+        f"  - metric: ode_{m}\n    aggregation: !function utils.aggregate_group\n    weight_by_size: true"
+        for m in LMMS_GROUP_METRICS
+    )
+    return f"group: {name}\ntask:\n{listed}\naggregate_metric_list:\n{aggregate}\nmetadata:\n  version: 1.0\n"
 
 
 # ---------------------------------------------------------------------------------------------- VLMEvalKit
-VLMEVALKIT_CLASS = '''"""VLMEvalKit dataset class for the halluflow ODE release {release} (written by `halluflow release export`).
-
-Use: copy {name}.tsv into $LMUData (default ~/LMUData), put this file's folder on PYTHONPATH and import it before
-VLMEvalKit builds its datasets (`import {module}`); then run VLMEvalKit with `--data {name}`. The name contains
-"POPE", so VLMEvalKit's Y/N evaluator rates it with POPE_rating: accuracy, precision, recall and F1 overall and
-per `category` (the release's distributions). Bring the predictions back with
-`halluflow import vlmevalkit <model>_{name}.xlsx --out answers.jsonl`.
-"""
-
-from vlmeval.dataset import DATASET_CLASSES
-from vlmeval.dataset.image_yorn import ImageYORNDataset
-
-
-class {cls}(ImageYORNDataset):
-    TYPE = "Y/N"
-    DATASET_URL = {{"{name}": "{name}.tsv"}}  # found in $LMUData by its md5; never downloaded
-    DATASET_MD5 = {{"{name}": "{md5}"}}
+VLMEVALKIT_COLUMNS = (
+    "index",
+    "image",
+    "question",
+    "answer",
+    "category",
+    "query_type",
+    "query_id",
+    "image_id",
+    "task_hash",
+)
 
 
-if {cls} not in DATASET_CLASSES:
-    DATASET_CLASSES.insert(0, {cls})
-'''
-VLMEVALKIT_COLUMNS = ("index", "image", "question", "answer", "category", "query_type", "query_id", "image_id")
+def vlmevalkit_rows(release_dir: Path, queries: pl.DataFrame, definition: dict | None = None) -> list[list[str]]:
+    """VLMEvalKit's Y/N TSV rows: question = the release task's yes/no prompt, answer "Yes"/"No", category =
+    distribution, the image as base64 PNG once per image (later questions on it hold the index of the first, which
+    VLMEvalKit resolves), query_id and the task's hash kept (VLMEvalKit copies every column into its predictions)."""
+    from .task import prompt, task_definition, task_hash
 
-
-def vlmevalkit_rows(release_dir: Path, queries: pl.DataFrame) -> list[list[str]]:
-    """VLMEvalKit's Y/N TSV rows: answer "Yes"/"No", category = distribution, the image as base64 PNG once per
-    image (later questions on it hold the index of the first, which VLMEvalKit resolves), query_id kept."""
+    definition = definition or task_definition()
+    digest = task_hash(definition)
     rows, first = [], {}
     yes_no = queries.filter(pl.col("truth").is_in(["yes", "no"]))
     for i, row in enumerate(yes_no.iter_rows(named=True)):
@@ -499,12 +573,13 @@ def vlmevalkit_rows(release_dir: Path, queries: pl.DataFrame) -> list[list[str]]
             [
                 str(i),
                 image,
-                row["question"],
+                prompt(definition, row["question"], "discriminative"),
                 "Yes" if row["truth"] == "yes" else "No",
                 str(row.get("distribution") or ""),
                 str(row.get("query_type") or ""),
                 row["query_id"],
                 image_id,
+                digest,
             ]
         )
     return rows
@@ -611,18 +686,21 @@ def export_release(
         return _write_export(release_dir, fmt, out, queries, manifest, answers, task)
 
 
-def _write_lmms_eval(release_dir: Path, out: Path, queries: pl.DataFrame, task: str) -> tuple[list[str], list[str]]:
+def _write_lmms_eval(
+    release_dir: Path, out: Path, queries: pl.DataFrame, task: str, definition: dict
+) -> tuple[list[str], list[str]]:
     """The task folder: the release's data (images linked, so the folder stands on its own and dataset_path is
-    relative), the shared template, one YAML per subtask, the groups, utils.py and the POPE labels."""
+    relative), the shared template, one YAML per subtask, the groups, utils.py and the POPE labels; prompts,
+    generation limits and the reader are the release's task `definition`."""
     folder = out / task
     data = f"{task}/data"
     write_jsonl(out / data / HUB_METADATA, hub_metadata_rows(queries))
     write_text(out / data / HUB_CARD, hub_card(task, f"Data of the lmms-eval task `{task}` (see ../DATACARD.md).\n"))
     _link_images(release_dir, out / data, sorted(set(queries["image_id"].to_list())))
     subtasks = lmms_eval_subtasks(task, queries)
-    write_text(folder / LMMS_TEMPLATE, lmms_eval_template(data))
+    write_text(folder / LMMS_TEMPLATE, lmms_eval_template(data, definition))
     for s in subtasks:
-        write_text(folder / f"{s['name']}.yaml", lmms_eval_subtask_yaml(s))
+        write_text(folder / f"{s['name']}.yaml", lmms_eval_subtask_yaml(s, definition))
     by_dist = [s["name"] for s in subtasks if s["column"] == "distribution"]
     by_kind = [s["name"] for s in subtasks if s["column"] == "query_type"]
     generative = [s["name"] for s in subtasks if s["generative"]]
@@ -631,7 +709,7 @@ def _write_lmms_eval(release_dir: Path, out: Path, queries: pl.DataFrame, task: 
     write_text(folder / f"{task}.yaml", lmms_eval_group_yaml(task, by_dist + generative))
     if by_kind:
         write_text(folder / f"{task}_by_kind.yaml", lmms_eval_group_yaml(f"{task}_by_kind", by_kind))
-    write_text(folder / "utils.py", lmms_eval_utils(subtasks))
+    write_text(folder / "utils.py", lmms_eval_utils(subtasks, definition))
     write_jsonl(folder / POPE_LABELS, pope_label_rows(queries))
     n_gen = sum(s["n"] for s in subtasks if s["generative"])
     use = [
@@ -640,41 +718,75 @@ def _write_lmms_eval(release_dir: Path, out: Path, queries: pl.DataFrame, task: 
         "",
         f"- `{task}`: group of the per-distribution subtasks"
         + (f" and `{task}_generative` ({n_gen} descriptions, kept for halluflow's scoring)" if n_gen else "")
-        + ": every query once;",
+        + ": every query once; its own row averages accuracy and yes-ratio over the distributions, weighted by "
+        "size (pooled precision, recall and F1: `halluflow score release`, or the subtask below);",
         f"- `{task}_by_kind`: one subtask per yes/no query kind; `{task}_all`: every yes/no question.",
         "",
+        *_task_use_lines(definition, "lmms-eval"),
         "| subtask | queries |",
         "|---|---|",
         *(f"| `{s['name']}` | {s['n']} |" for s in subtasks),
         "",
-        "Back into halluflow (the yes/no questions of the release group, each once):",
+        "Back into halluflow, per distribution, pair kind and query kind, read as lmms-eval read them:",
         "",
-        f"    halluflow import lmms-eval logs/<model>/*_samples_{task}_dist_*.jsonl --out answers.jsonl",
-        f"    halluflow score pope --answers answers.jsonl --labels {task}/{POPE_LABELS}",
+        f"    halluflow import lmms-eval logs/<model>/*_samples_{task}_*.jsonl --out answers.jsonl",
+        "    halluflow score release answers.jsonl --release <the release folder>",
         "",
-        "Importing every samples file (descriptions included) gives the answers table of the release scorer",
-        "(`halluflow.ode.scoring.score_answers`); a query found in several subtasks is kept once.",
+        "A query found in several subtasks is kept once. POPE's own reading of the same answers (its official",
+        f"numbers, not the release's): `halluflow score pope --answers answers.jsonl --labels {task}/{POPE_LABELS}`.",
     ]
     return [s["name"] for s in subtasks], use
 
 
-def _write_vlmevalkit(release_dir: Path, out: Path, queries: pl.DataFrame, task: str) -> tuple[int, list[str]]:
-    """VLMEvalKit's Y/N dataset: `<name>.tsv` (base64 images), the dataset class file and the POPE labels."""
-    name = task if "POPE" in task else f"{task}_POPE"
-    rows = vlmevalkit_rows(release_dir, queries)
-    write_tsv(out / f"{name}.tsv", VLMEVALKIT_COLUMNS, rows)
-    module = f"{_identifier(task)}_vlmevalkit"
-    cls = "".join(part.capitalize() for part in _identifier(name).split("_")) + "Dataset"
-    md5 = hashlib.md5(read_bytes(out / f"{name}.tsv")).hexdigest()  # VLMEvalKit's own check of its TSV files
-    write_text(out / f"{module}.py", VLMEVALKIT_CLASS.format(release=task, name=name, module=module, cls=cls, md5=md5))
-    write_jsonl(out / POPE_LABELS, pope_label_rows(queries))
-    use = [
-        f"Copy `{name}.tsv` into `$LMUData` (default `~/LMUData`), import `{module}` (this folder on PYTHONPATH)",
-        f"before VLMEvalKit builds its datasets, and run it with `--data {name}`.",
+def _task_use_lines(definition: dict, tool: str) -> list[str]:
+    from .task import task_hash
+
+    disc, gen = definition["kinds"]["discriminative"], definition["kinds"]["generative"]
+    return [
+        f"The release's task (hash `{task_hash(definition)}`), as {tool} runs it: yes/no prompt "
+        f"`{disc['template']}`, at most {disc['max_new_tokens']} new tokens, read by halluflow's `{disc['reader']}` "
+        f"reader; descriptions `{gen['template']}`, at most {gen['max_new_tokens']} new tokens; no system prompt.",
         "",
-        f"Back into halluflow: `halluflow import vlmevalkit <model>_{name}.xlsx --out answers.jsonl` (or the .tsv",
-        f"that PRED_FORMAT=tsv writes), then `halluflow score pope --answers answers.jsonl --labels {POPE_LABELS}`",
-        "(`--parser vlmevalkit` gives VLMEvalKit's own numbers).",
+    ]
+
+
+def vlmevalkit_data_config(name: str) -> dict:
+    """VLMEvalKit's --data-config for the exported TSV: its own Y/N dataset class reads $LMUData/<name>.tsv (no
+    URL, no md5 check) and, the name containing "POPE", rates it with POPE_rating (VLMEvalKit run.py
+    build_dataset_from_config + ImageBaseDataset.load_data, commit e8e78f0)."""
+    return {name: {"class": "ImageYORNDataset", "dataset": name}}
+
+
+def _write_vlmevalkit(
+    release_dir: Path, out: Path, queries: pl.DataFrame, task: str, definition: dict
+) -> tuple[int, list[str]]:
+    """VLMEvalKit's Y/N dataset: `<name>.tsv` (base64 images; the question column holds the release task's exact
+    yes/no prompt, since VLMEvalKit sends it as written), the --data-config JSON and the POPE labels."""
+    from .task import task_hash
+
+    name = task if "POPE" in task else f"{task}_POPE"
+    rows = vlmevalkit_rows(release_dir, queries, definition)
+    write_tsv(out / f"{name}.tsv", VLMEVALKIT_COLUMNS, rows)
+    config = vlmevalkit_data_config(name)
+    write_json(out / f"{name}.data_config.json", config)
+    write_jsonl(out / POPE_LABELS, pope_label_rows(queries))
+    inline = json.dumps(config, separators=(",", ":"))
+    use = [
+        f"Copy `{name}.tsv` into `$LMUData` (default `~/LMUData`) and run VLMEvalKit's own run.py; its `--data-config`",
+        "names the Y/N dataset class (no import, no code of this export runs inside VLMEvalKit):",
+        "",
+        f"    python run.py --model <model> --data {name} --data-config '{inline}'",
+        "",
+        f"(the same JSON is `{name}.data_config.json`). The name contains `POPE`, so VLMEvalKit rates it with its",
+        "POPE rating (accuracy, precision, recall, F1 overall and per `category`, the release's distributions).",
+        f"The `question` column is the release task's yes/no prompt (task `{task_hash(definition)}`); the generation",
+        "limit is the model's own in VLMEvalKit (no dataset sets it).",
+        "",
+        f"Back into halluflow: `halluflow import vlmevalkit <model>_{name}.xlsx --out answers.jsonl` (.xlsx, or the",
+        ".tsv / .json that PRED_FORMAT=tsv / json writes), then `halluflow score release answers.jsonl --release",
+        "<the release folder>` (per distribution, pair kind and query kind, the release's reader);",
+        f"`halluflow score pope --answers answers.jsonl --labels {POPE_LABELS} --parser vlmevalkit` gives",
+        "VLMEvalKit's own numbers.",
     ]
     return len(rows), use
 
@@ -682,12 +794,16 @@ def _write_vlmevalkit(release_dir: Path, out: Path, queries: pl.DataFrame, task:
 def _write_export(
     release_dir: Path, fmt: str, out: Path, queries: pl.DataFrame, manifest: dict, answers, task: str
 ) -> dict:
+    from .task import release_task, task_definition
+
+    # the release's declared task; a release made before releases declared one is asked with halluflow's defaults
+    definition = release_task(release_dir, manifest) or task_definition()
     if fmt == "lmms-eval":
-        subtasks, use = _write_lmms_eval(release_dir, out, queries, task)
+        subtasks, use = _write_lmms_eval(release_dir, out, queries, task, definition)
         n = queries.filter(pl.col("truth").is_in(["yes", "no"]) | (pl.col("query_type") == "generative")).height
         card_dir, extra = out / task, {"task": task, "subtasks": subtasks}
     elif fmt == "vlmevalkit":
-        n, use = _write_vlmevalkit(release_dir, out, queries, task)
+        n, use = _write_vlmevalkit(release_dir, out, queries, task, definition)
         card_dir, extra = out, {}
     else:
         if fmt == "llava":

@@ -34,6 +34,7 @@ from ..io import (
 from ..models.fetch import lock_record
 from ..progress import progress
 from .export import write_hub_files
+from .task import task_definition, task_hash
 
 MANIFEST = "manifest.json"
 FORMAT = "halluflow-release/1"
@@ -254,6 +255,7 @@ def _datacard(
     lines += ["", "| query type | yes | no | open |", "|---|---|---|---|"]
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
+    lines += ["", *task_card(task_definition(config.get("answer")))]
     lines += ["", *lineage_card]
     if resources:
         lines += [
@@ -272,6 +274,23 @@ def _datacard(
         "",
     ]
     return "\n".join(lines)
+
+
+def task_card(task: dict) -> list[str]:
+    """The DATACARD's task section: how each query kind is asked and read (manifest.json `task`)."""
+    disc, gen = task["kinds"]["discriminative"], task["kinds"]["generative"]
+    return [
+        "## Task",
+        f"How every tool asks and reads this release (manifest.json `task`, hash `{task_hash(task)}`): the",
+        "answer stage, the lmms-eval and VLMEvalKit exports and `halluflow score release` use it; a run that asks or",
+        "reads otherwise says so in its metrics (`task.overrides`).",
+        "",
+        f"- yes/no questions: prompt `{disc['template']}`, at most {disc['max_new_tokens']} new tokens, "
+        f"read by the `{disc['reader']}` reader (halluflow.metrics.parsers)",
+        f"- descriptions: prompt `{gen['template']}`, at most {gen['max_new_tokens']} new tokens",
+        "- system prompt: " + (f"`{task['system_prompt']}`" if task.get("system_prompt") else "none"),
+        "",
+    ]
 
 
 def _truths_not_checked(
@@ -481,6 +500,7 @@ def _build(
         "models": models,
         "models_lock": lock_record(),  # the commit of every Hub model when the run checked a lock (models fetch)
         "stand_ins_used": stand_ins,
+        "task": task_definition(config.get("answer")),  # how every tool asks and reads it (ode/task.py)
         "counts": counts,
         "files": files,
     }
@@ -490,7 +510,7 @@ def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys
     """Rewrite listed text files of a finished release and set top-level manifest keys, re-hashing what changed.
 
     Only a release that verifies is updated, only files its manifest lists may be rewritten, and the keys that
-    describe the build itself (files, format, release, seed, config, counts, lineage) are never replaced. Like
+    describe the build itself (files, format, release, seed, config, counts, lineage, task) are never replaced. Like
     `package_release`, the new folder is built beside the old one (unchanged files hard-linked) and swapped in whole,
     so a failure anywhere leaves the release exactly as it was and `release verify` passes afterwards."""
     release_dir = Path(release_dir)
@@ -501,7 +521,9 @@ def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys
     unlisted = sorted(set(texts) - set(manifest["files"]))
     if unlisted:
         raise InputError(f"{release_dir}: {unlisted[0]} is not a file of this release; only listed files are updated")
-    protected = sorted(set(manifest_keys) & {"files", "format", "release", "seed", "config", "counts", "lineage"})
+    protected = sorted(
+        set(manifest_keys) & {"files", "format", "release", "seed", "config", "counts", "lineage", "task"}
+    )
     if protected:
         raise InputError(f"{release_dir / MANIFEST}: key {protected[0]!r} describes the build and is not updated")
     with building_folder(release_dir, "updating") as tmp:

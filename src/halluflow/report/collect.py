@@ -166,6 +166,32 @@ class Results:
             )
         return files
 
+    def comparison(self) -> dict | None:
+        """compare/models.json (rule score_compare), checked against this folder: its `models` are models with
+        results here (a renamed model is refused, never drawn beside the others), each comparison names two of
+        them and carries `n` and `significant` per metric. None when absent."""
+        doc = self.json("compare/models.json")
+        if doc is None:
+            return None
+        where = str(self.root / "compare/models.json")
+        models = require(doc, where, "models", kinds=(dict,))
+        known = self.models()
+        for name in models:
+            if name not in known:
+                raise InputError(
+                    f"{where}: key 'models.{name}': no model of that name has results in this folder "
+                    f"({', '.join(known) or 'none'}); renamed?"
+                )
+        for i, _ in enumerate(require(doc, where, "comparisons", kinds=(list,)) if "comparisons" in doc else []):
+            for side in ("a", "b"):
+                name = require(doc, where, "comparisons", i, side, kinds=(str,))
+                if name not in models:
+                    raise InputError(f"{where}: key 'comparisons.{i}.{side}': {name!r} is not one of its 'models'")
+            for metric in require(doc, where, "comparisons", i, "metrics", kinds=(dict,)):
+                require(doc, where, "comparisons", i, "metrics", metric, "n", kinds=(int,))
+                require(doc, where, "comparisons", i, "metrics", metric, "significant", kinds=(bool,))
+        return doc
+
     # ---- per-model outputs -------------------------------------------------------------------------------
     def models(self) -> list[str]:
         """Every model that left an output in any per-model stage, sorted."""

@@ -19,7 +19,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from ..errors import InputError  # noqa: E402
+from ..errors import InputError, clip, visible  # noqa: E402
 from ..io import safe_join  # noqa: E402
 from ..metrics.catalogue import CATALOGUE  # noqa: E402
 from .collect import DISTRIBUTIONS, PAIR_KINDS, Results, Scorecard, _order_key  # noqa: E402
@@ -38,8 +38,16 @@ plt.rcParams.update(
         "axes.spines.right": False,
         "figure.facecolor": "white",
         "svg.hashsalt": "halluflow",
+        # every label a figure draws is data (concept, model, reason): `$\frac{1}{$` is text, never mathtext
+        "text.parse_math": False,
     }
 )
+MAX_LABEL = 80  # characters of one data value drawn in a figure (a 5 MB rejection reason is cut, with a marker)
+
+
+def data_label(value: object, limit: int = MAX_LABEL) -> str:
+    """A value from data as a figure label: control characters shown as escapes, cut at `limit` characters."""
+    return clip(visible(value), limit)
 
 
 def model_colours(models: list[str]) -> dict[str, str]:
@@ -136,7 +144,13 @@ def _draw_tile(ax, res: Results, row: dict, detections: pl.DataFrame | None, max
             ax.imshow(img.convert("RGB"))
     else:
         ax.text(
-            0.5, 0.5, f"missing image\n{row['path']}", ha="center", va="center", transform=ax.transAxes, color="#C62828"
+            0.5,
+            0.5,
+            f"missing image\n{data_label(row['path'])}",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#C62828",
         )
     obj_a, obj_b = row.get("object_a"), row.get("object_b")
     if detections is not None:
@@ -159,16 +173,16 @@ def _draw_tile(ax, res: Results, row: dict, detections: pl.DataFrame | None, max
             ax.text(
                 det["x0"],
                 det["y0"],
-                f"{det['label']} {det['score']:.2f}",
+                f"{data_label(det['label'], 40)} {det['score']:.2f}",
                 fontsize=7,
                 color="black",
                 va="bottom",
                 bbox={"facecolor": colour, "edgecolor": "none", "pad": 1, "alpha": 0.85},
             )
-    pair = f"{obj_a} + {obj_b}" if obj_a else row["scene_id"]
-    title = f"{pair}\n{row['distribution']} · {row['pair_kind'].replace('_', '–')}"
+    pair = f"{data_label(obj_a, 40)} + {data_label(obj_b, 40)}" if obj_a else data_label(row["scene_id"])
+    title = f"{pair}\n{data_label(row['distribution'], 40)} · {data_label(row['pair_kind'].replace('_', '–'), 40)}"
     if which == "rejected":
-        title += f"\nrejected: {row.get('reason', '?')}"
+        title += f"\nrejected: {data_label(row.get('reason', '?'), 60)}"
     ax.set_title(title, fontsize=8, color="#B71C1C" if which == "rejected" else "black")
 
 
@@ -203,13 +217,13 @@ def rates_by_distribution(rates: pl.DataFrame | None) -> Figure | str:
                     xs.append(j - 0.4 + width * (i + 0.5))
                     ys.append(100.0 * float(cell["hallucinated"].sum()) / n if n else 0.0)
                     ns.append(n)
-            bars = ax.bar(xs, ys, width=width * 0.92, color=colours[model], label=model)
+            bars = ax.bar(xs, ys, width=width * 0.92, color=colours[model], label=data_label(model))
             for bar, y, n in zip(bars, ys, ns):
                 ax.text(
                     bar.get_x() + bar.get_width() / 2, y + 1, f"{y:.0f}%\nn={n}", ha="center", va="bottom", fontsize=7
                 )
-        ax.set_xticks(range(len(dists)), [d.replace("_", "-") for d in dists])
-        ax.set_title(f"{task} queries")
+        ax.set_xticks(range(len(dists)), [data_label(d.replace("_", "-"), 40) for d in dists])
+        ax.set_title(f"{data_label(task, 40)} queries")
         ax.set_xlabel("scene distribution")
         ax.set_ylim(0, 115)
         ax.grid(axis="y", alpha=0.3)
@@ -251,7 +265,7 @@ def metric_intervals(doc: dict | None) -> Figure | str:
         ax.set_xlim(entry.low, entry.high)
         ax.set_title(f"{entry.label} ({entry.better} is better)" if entry.better else entry.label)
         ax.grid(axis="x", alpha=0.3)
-    axes.flat[0].set_yticks(range(len(models)), models)
+    axes.flat[0].set_yticks(range(len(models)), [data_label(m) for m in models])
     axes.flat[0].set_ylim(-0.6, len(models) - 0.4)
     level = int(round(100 * float(doc.get("confidence", 0.95))))
     fig.suptitle(f"Headline metrics with {level}% bootstrap intervals ({doc.get('n_resamples')} resamples)", y=1.02)
@@ -388,7 +402,7 @@ def cedi_curve_panels(data: dict[str, pl.DataFrame]) -> Figure:
                 label=mode,
                 markersize=4,
             )
-        ax.set_title(model)
+        ax.set_title(data_label(model))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("conversation turn")
         ax.set_ylim(-3, 103)
@@ -499,7 +513,7 @@ def _samf_group_axes(ax, model: str, df: pl.DataFrame) -> None:
         drawn = ax.bar(xs, heights, width=0.38, color=colours[name], label=name)
         ax.bar_label(drawn, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=2)
     _samf_ticks(ax, labels)
-    ax.set_title(model)
+    ax.set_title(data_label(model))
     ax.set_ylabel("hallucination rate (GHR, 0–1)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
@@ -507,7 +521,13 @@ def _samf_group_axes(ax, model: str, df: pl.DataFrame) -> None:
 
 def _samf_ticks(ax, labels: list[str]) -> None:
     many = len(labels) > 3
-    ax.set_xticks(range(len(labels)), labels, rotation=30 if many else 0, ha="right" if many else "center", fontsize=8)
+    ax.set_xticks(
+        range(len(labels)),
+        [data_label(x) for x in labels],
+        rotation=30 if many else 0,
+        ha="right" if many else "center",
+        fontsize=8,
+    )
 
 
 def _samf_controller_axes(ax, model: str, df: pl.DataFrame) -> None:
@@ -529,7 +549,7 @@ def _samf_controller_axes(ax, model: str, df: pl.DataFrame) -> None:
         drawn = ax.bar(xs, [v or 0.0 for v in values], width=width * 0.95, color=colour, label=label)
         ax.bar_label(drawn, labels=["n/a" if v is None else f"{v:.2f}" for v in values], fontsize=6, padding=2)
     _samf_ticks(ax, categories)
-    ax.set_title(f"{model}: by category and controller")
+    ax.set_title(f"{data_label(model)}: by category and controller")
     ax.set_ylabel("GHR (0–1), test split")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, frameon=False)
@@ -568,7 +588,7 @@ def diagnosis_panels(res: Results, models: list[str]) -> Figure | str:
     for ax, (model, path) in zip(axes.flat, pngs):
         with Image.open(path) as img:
             ax.imshow(img.convert("RGB"))
-        ax.set_title(model)
+        ax.set_title(data_label(model))
         ax.axis("off")
     fig.tight_layout()
     return fig

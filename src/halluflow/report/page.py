@@ -62,7 +62,7 @@ footer { text-align:center; color:var(--muted); font-size:12px; padding:12px; }
 
 MAX_TEXT = 2_000
 """Characters of one value shown on a page (a cell, a caption, a reason); a longer one is cut with a marker."""
-MAX_INLINE_FIGURE = 16 * 1024 * 1024
+MAX_INLINE_FIGURE = 16_000_000
 """Bytes of a figure file placed in a page; a larger one is linked (never read whole), and the page says so."""
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

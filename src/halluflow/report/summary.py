@@ -13,6 +13,7 @@ from typing import Callable
 
 import polars as pl
 
+from ..errors import InputError
 from ..io import write_bytes, write_text
 from ..metrics.catalogue import CATALOGUE
 from ..progress import get_logger, progress
@@ -23,6 +24,7 @@ from .collect import (
     hallucination_by_distribution,
     metrics_long,
     rejection_reasons,
+    require,
     scorecard,
     scorecard_table,
 )
@@ -75,7 +77,7 @@ def figure_builders(res: Results, opts: ReportOptions) -> dict[str, Callable[[],
         "gallery_rejected": lambda: figures.gallery(res, "rejected", opts.gallery_size, opts.max_boxes),
         "radar": lambda: figures.radar(scorecard_table(res)),
         "rates": lambda: figures.rates_by_distribution(hallucination_by_distribution(res)),
-        "intervals": lambda: figures.metric_intervals(res.json("compare/models.json")),
+        "intervals": lambda: figures.metric_intervals(res.comparison()),
         "diagnosis": lambda: figures.diagnosis_panels(res, models),
         "cedi": lambda: figures.cedi_curves(res, models),
         "cedi_errors": lambda: figures.cedi_error_types(res, models),
@@ -134,12 +136,47 @@ def html_table(df: pl.DataFrame, percent: tuple[str, ...] = ()) -> Html:
     return tag("div", tag("table", tag("thead", tag("tr", head)), tag("tbody", join(body))), class_="scroll")
 
 
-def _label_audit(res: Results) -> str:
+# the verifier counts per row of audit/audit.json's by_query_type_distribution (halluflow.ode.audit)
+AUDIT_COLUMNS = ("query_type", "distribution", "items", "detector_judged", "detector_disagrees", "oracle_judged")
+AUDIT_COLUMNS += ("oracle_disagrees", "flagged")
+ALIGN_STATISTICS = ("n", "accuracy", "recall", "f1", "kappa", "pearson", "spearman")
+
+
+def _check_alignment(doc: dict, where: str) -> dict:
+    """An align/*.json (`halluflow align human --out`): every metric's statistics present, as table_rows reads them."""
+    for name, entry in require(doc, where, "metrics", kinds=(dict,)).items():
+        parts = [("metrics", name, "overall")]
+        if isinstance(entry, dict) and "risk_weighted" in entry:
+            parts.append(("metrics", name, "risk_weighted"))
+            if "by_risk" in entry:
+                levels = require(doc, where, "metrics", name, "by_risk", kinds=(dict,))
+                parts += [("metrics", name, "by_risk", lv) for lv in levels]
+        for part in parts:
+            for key in ALIGN_STATISTICS:
+                require(doc, where, *part, key, kinds=(int, float, type(None)))
+    return doc
+
+
+def _label_audit(res: Results) -> Html:
     """The release's label audit (halluflow.ode.audit): verifier counts and, once recorded, the label-error rates."""
     from ..ode.audit import report_tables
 
     summary = res.json("audit/audit.json")
-    counts, rates = report_tables(summary, res.json("release/manifest.json"))
+    if summary is not None:
+        where = str(res.root / "audit/audit.json")
+        for i, _ in enumerate(require(summary, where, "by_query_type_distribution", kinds=(list,))):
+            for key in AUDIT_COLUMNS:
+                require(summary, where, "by_query_type_distribution", i, key)
+        if summary.get("warning") is not None:
+            require(summary, where, "warning", kinds=(str,))
+    try:
+        counts, rates = report_tables(summary, res.manifest())
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, pl.exceptions.PolarsError) as exc:
+        # audit.json is checked above: what is left is the label audit recorded in the manifest
+        raise InputError(
+            f"{res.root / 'release/manifest.json'}: key 'audit.labels': not the layout `halluflow release audit "
+            f"--labels` records ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
     body = [tag("h3", "Label audit")]
     if counts is None:
         return join([*body, _not_run("not run: no audit/audit.json (halluflow release audit, rule release_audit)")])
@@ -269,7 +306,7 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                 "Dots: the metric on all judged answers; bars: percentile "
                 "bootstrap interval over answers (failed and unread answers excluded).",
             )
-            table = comparison_table(res.json("compare/models.json"))
+            table = comparison_table(res.comparison())
             if table is not None:
                 page.sections[-1] = (
                     *page.sections[-1][:2],
@@ -324,7 +361,16 @@ def build_summary(root: str | Path, out: str | Path, opts: ReportOptions = Repor
                     sid,
                     title,
                     join(
-                        join([tag("h3", name), html_table(pl.DataFrame(table_rows(doc)))])
+                        join(
+                            [
+                                tag("h3", name),
+                                html_table(
+                                    pl.DataFrame(
+                                        table_rows(_check_alignment(doc, str(res.root / f"align/{name}.json")))
+                                    )
+                                ),
+                            ]
+                        )
                         for name, doc in found.items()
                     ),
                 )
