@@ -8,6 +8,7 @@ if BENCHMARK.release:
     rule score:
         input:
             answers=get_model_answers,
+            release=get_answer_source_input,  # the release's manifest: the task it declares
             # an existing release (answer.source.path) brings its own questions
             queries=f"{SOURCE['path']}/queries.parquet" if SOURCE["path"] else rules.make_queries.output.queries,
             nodes=rules.build_graph.output.nodes,

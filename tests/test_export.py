@@ -89,20 +89,34 @@ def test_lmms_eval_task_folder(release, tmp_path, monkeypatch):
     folder = out / "ode_demo"
     # the release group: one subtask per distribution, plus the descriptions (every query answered once)
     group = _yaml(folder / "ode_demo.yaml")
+    # the group has a row of its own: accuracy and yes-ratio averaged over the distributions, weighted by size
+    aggregate = [
+        {"metric": f"ode_{m}", "aggregation": ("function", "utils.aggregate_group"), "weight_by_size": True}
+        for m in ("accuracy", "yes_ratio")
+    ]
     assert group == {
         "group": "ode_demo",
         "task": ["ode_demo_dist_fictional", "ode_demo_dist_standard", "ode_demo_generative"],
+        "aggregate_metric_list": aggregate,
+        "metadata": {"version": 1.0},
     }
-    assert _yaml(folder / "ode_demo_by_kind.yaml") == {"group": "ode_demo_by_kind", "task": ["ode_demo_kind_existence"]}
+    assert _yaml(folder / "ode_demo_by_kind.yaml")["task"] == ["ode_demo_kind_existence"]
     template = _yaml(folder / "_default_template_yaml")
     assert template["dataset_path"] == "ode_demo/data"  # relative to the export folder: it moves with it
-    assert "ode_yes_ratio" in [m["metric"] for m in template["metric_list"]]
+    # the yes-ratio has no better direction; the other four do
+    better = {m["metric"]: m["higher_is_better"] for m in template["metric_list"]}
+    assert better == {"ode_accuracy": True, "ode_precision": True, "ode_recall": True, "ode_f1": True} | {
+        "ode_yes_ratio": False
+    }
+    # the release's declared task: its suffix and limits (halluflow's answer stage asks the same)
+    assert template["lmms_eval_specific_kwargs"]["default"]["post_prompt"] == " Answer yes or no."
+    assert template["generation_kwargs"]["max_new_tokens"] == 6
     sub = _yaml(folder / "ode_demo_dist_standard.yaml")
     assert sub["include"] == "_default_template_yaml"
     assert sub["process_docs"] == ("function", "utils.process_docs_ode_demo_dist_standard")
     gen = _yaml(folder / "ode_demo_generative.yaml")
     assert gen["process_results"] == ("function", "utils.process_generative")
-    assert gen["generation_kwargs"]["max_new_tokens"] == 256  # a description, not one word
+    assert gen["generation_kwargs"]["max_new_tokens"] == 24  # the release task's description length
     # the data folder stands on its own: moved elsewhere, `datasets` still loads it from the relative path
     moved = tmp_path / "elsewhere"
     shutil.copytree(out, moved)
@@ -117,9 +131,9 @@ def test_lmms_eval_task_folder(release, tmp_path, monkeypatch):
     assert [d["query_id"] for d in utils.process_docs_ode_demo_dist_standard(ds)] == ["q1", "q2"]
     assert [d["query_id"] for d in utils.process_docs_generative(ds)] == ["q3", "q5"]
     docs = [{"query_id": f"q{i}", "truth": t} for i, t in enumerate(["yes", "no", "yes", "no"])]
-    preds = ["Yes, there is.", "No.", "", "Yes"]  # the empty answer is unknown, not "yes"
+    preds = ["Yes, there is.", "No.", "", "Yes"]  # the empty answer is failed, not "yes"
     items = [utils.process_results(d, [p])["ode_accuracy"] for d, p in zip(docs, preds)]
-    assert items[2]["pred"] is None and items[3]["query_id"] == "q3"
+    assert items[2]["pred"] == "failed" and items[3]["query_id"] == "q3"
     assert utils.aggregate_accuracy(items) == pytest.approx(2 / 3)
     assert utils.aggregate_precision(items) == pytest.approx(1 / 2)
     assert utils.aggregate_yes_ratio(items) == pytest.approx(2 / 3)
@@ -130,6 +144,7 @@ def test_lmms_eval_task_folder(release, tmp_path, monkeypatch):
     assert utils.aggregate_precision([]) is None and utils.aggregate_described([]) is None
     card = (folder / "DATACARD.md").read_text()
     assert "| `ode_demo_generative` | 2 |" in card and "halluflow import lmms-eval" in card
+    assert "halluflow score release answers.jsonl --release" in card
 
 
 @pytest.mark.parametrize("fmt", ["llava", "sharegpt", "dpo"])
@@ -242,6 +257,9 @@ def test_odd_task_names_still_make_valid_python(release, tmp_path):
     for path in folder.glob("2025-x.v2_*.yaml"):
         docs = _yaml(path).get("process_docs")
         assert docs is None or docs[1].split(".")[1] in names, path.name
-    (module,) = out.glob("*_vlmevalkit.py")
-    assert module.stem.isidentifier()
-    compile(module.read_text(), module.name, "exec")
+    # VLMEvalKit runs the dataset through its own run.py: no module of the export is imported
+    assert not list(out.glob("*.py"))
+    (config,) = out.glob("*.data_config.json")
+    assert json.loads(config.read_text()) == {
+        "2025-x.v2_POPE": {"class": "ImageYORNDataset", "dataset": "2025-x.v2_POPE"}
+    }

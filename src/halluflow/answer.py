@@ -59,6 +59,15 @@ class SimulatedCrash(RuntimeError):
     """Raised by the STOP_AFTER_ENV hook."""
 
 
+class CacheFull(InputError):
+    """The request cache stopped taking answers mid-shard; raised after the answer table was written (`out`), so
+    the caller can still write its own output from it."""
+
+    def __init__(self, message: str, out: str):
+        super().__init__(message)
+        self.out = out
+
+
 def shard_of(query_id: str, n_shards: int) -> int:
     """Stable across runs, machines and Python versions (unlike hash()): sha256 of the id, mod n."""
     return int(stable_hash(str(query_id))[:12], 16) % n_shards
@@ -183,6 +192,8 @@ def answer_shard(
     ]
     stream = model.run_stream([[b[1] for b in batch] for batch in batches])
     stand_in = None
+    cache_error: str | None = None  # the first answer the cache could not take: nothing more is sent after it
+    uncached = 0
     for b, i, outcome in progress(stream, desc=f"answer {model.name} {shard:03d}", total=len(misses)):
         _, request, key, _ = batches[b][i]
         if stand_in is None:
@@ -250,6 +261,12 @@ def answer_shard(
         "empty": sum(r["answer"] == "" for r in table_rows),
     }
     log.info("model %s shard %d: %s", model.name, shard, json.dumps(stats, sort_keys=True))
+    if cache_error is not None:
+        raise CacheFull(
+            f"{cache_error}; {new - uncached} answers received are cached, {uncached} more are only in {out_path} "
+            f"(a rerun asks them again) and {failed} requests failed or were not sent",
+            str(out_path),
+        )
     if planned and failed / len(planned) > float(settings.max_failed_fraction):
         first = next(r for r in table_rows if r["status"] == "failed")
         raise BackendError(
@@ -309,7 +326,19 @@ def answer_file(
     # then the caller's limit decides.
     settings = {**settings, "max_failed_fraction": 1.0}
     table_path = out if out.suffix == ".parquet" else cache / "answers.parquet"
-    stats = answer_shard(queries, image_root, ModelUnderTest(spec), cache / spec["name"], table_path, settings=settings)
+    full = None
+    try:
+        stats = answer_shard(
+            queries,
+            image_root,
+            ModelUnderTest(spec),
+            cache / spec["name"],
+            table_path,
+            settings=settings,
+            declared_task=declared,
+        )
+    except CacheFull as exc:  # the answers received are in the table: written out below, then the one line
+        stats, full = {}, exc
     table = pl.read_parquet(table_path)
     if out.suffix != ".parquet":
         if source == "amber":
@@ -331,6 +360,8 @@ def answer_file(
                     for r in table.iter_rows(named=True)
                 ),
             )
+    if full is not None:
+        raise full
     failures = table.filter(pl.col("status") == "failed")
     first = f"first: query {original_id(failures['query_id'][0])}: {failures['error'][0]}; " if failures.height else ""
     return stats, first

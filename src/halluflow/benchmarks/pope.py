@@ -41,7 +41,7 @@ class POPE(Benchmark):
         return pope.pope_metrics(
             joined["answer"],
             joined["truth"],
-            parser=scoring["parser"],
+            parser=scoring["parser"] or "pope",  # null: POPE's own reading
             positive=scoring["positive"],
             status=joined["status"],
         )

@@ -28,6 +28,7 @@ _ANSWER_EPILOG = """examples:
 def _configure_answer(parser) -> None:
     from halluflow.answer import DEFAULT_SETTINGS
     from halluflow.metrics.parsers import DEFAULT_MAX_FAILED_FRACTION
+    from halluflow.ode.task import DEFAULT_SUFFIX
 
     from .argtypes import fraction, positive_int
 
@@ -50,11 +51,22 @@ def _configure_answer(parser) -> None:
     parser.add_argument("--out", required=True, help="answers file to write (.jsonl, .json or .parquet)")
     parser.add_argument("--cache", default=None, help="request cache folder (default: <out>.cache/)")
     parser.add_argument(
-        "--yes-no-suffix", default=DEFAULT_SETTINGS["yes_no_suffix"], help="appended to yes/no questions"
+        "--yes-no-suffix",
+        default=None,
+        help="appended to yes/no questions (default: an ODE release's declared task, else "
+        f"{DEFAULT_SUFFIX!r}); another suffix than the release's is an override, recorded",
     )
-    parser.add_argument("--max-new-tokens", type=positive_int, default=None, help="yes/no answer length (default 6)")
     parser.add_argument(
-        "--max-new-tokens-generative", type=positive_int, default=None, help="description length (default 24)"
+        "--max-new-tokens",
+        type=positive_int,
+        default=None,
+        help="yes/no answer length (default: the release's task, else 6)",
+    )
+    parser.add_argument(
+        "--max-new-tokens-generative",
+        type=positive_int,
+        default=None,
+        help="description length (default: the release's task, else 24)",
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=DEFAULT_SETTINGS["batch_size"], help="requests per backend call"
@@ -104,7 +116,7 @@ def _cli_spec(args) -> dict:
 
 
 def _run_answer(args) -> int:
-    from halluflow.answer import DEFAULT_SETTINGS, answer_file
+    from halluflow.answer import answer_file
     from halluflow.io import safe_name
     from halluflow.metrics.parsers import check_failed
 
@@ -112,7 +124,7 @@ def _run_answer(args) -> int:
     # The name is a folder of the request cache: "../../x" would put the cache outside it.
     safe_name(str(spec["name"]), "--name" if args.name else "model name")
     out = Path(args.out)
-    lengths = dict(DEFAULT_SETTINGS["max_new_tokens"])
+    lengths = {}  # what is not given: the release's declared task (ODE), else the defaults
     if args.max_new_tokens:
         lengths["discriminative"] = args.max_new_tokens
     if args.max_new_tokens_generative:

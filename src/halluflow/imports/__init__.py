@@ -1,9 +1,10 @@
 """Answers from other evaluation tools, brought into halluflow (`halluflow import lmms-eval|vlmevalkit`).
 
-lmms-eval (`--log_samples`) and VLMEvalKit (its prediction xlsx/tsv) keep one record per question with the model's
-text. Read back as halluflow answers JSONL — {"question_id", "query_id", "model", "answer", "status", "source",
-"task"} — they are scored by `halluflow score pope` (with the export's pope_labels.jsonl) and by the release
-scorer with exactly the numbers of answers halluflow collected itself: the text is kept as the tool recorded it and
+lmms-eval (`--log_samples`) and VLMEvalKit (its prediction xlsx/tsv/csv/json) keep one record per question with the
+model's text. Read back as halluflow answers JSONL — {"question_id", "query_id", "model", "answer", "status",
+"source", "task"[, "task_hash"]} — they are scored by `halluflow score release` (per distribution, pair kind and
+query kind, read by the release's declared reader; task_hash: the release task an exported task or dataset
+recorded) and by `halluflow score pope` (with the export's pope_labels.jsonl) with exactly the numbers of answers halluflow collected itself: the text is kept as the tool recorded it and
 parsed only by halluflow's parsers. Neither tool records a failed request, so every record is status "ok"; an empty
 text is a failed answer under halluflow's parsers, as always.
 """
@@ -16,12 +17,15 @@ from ..errors import InputError
 from ..io import dumps_json, write_jsonl
 
 
-def answer_rows(records: list[tuple[str, str, str, str]], model: str, source: str) -> tuple[list[dict], int]:
-    """(id, text, task, where) per record -> answer rows, one per id. The same question answered twice with the
-    same text (a query in two subtasks, or two files of one run) is kept once; two different texts are refused."""
+def answer_rows(records: list[tuple], model: str, source: str) -> tuple[list[dict], int]:
+    """(id, text, task, where[, task_hash]) per record -> answer rows, one per id. The same question answered
+    twice with the same text (a query in two subtasks, or two files of one run) is kept once; two different texts
+    are refused. `task_hash`: the release task an exported task or dataset records in every sample (the release
+    scorer compares it with the release's own)."""
     seen: dict[str, tuple[str, str]] = {}
     rows, duplicates = [], 0
-    for qid, text, task, where in records:
+    for qid, text, task, where, *rest in records:
+        task_hash = rest[0] if rest else None
         if qid in seen:
             if seen[qid][0] != text:
                 raise InputError(
@@ -40,6 +44,7 @@ def answer_rows(records: list[tuple[str, str, str, str]], model: str, source: st
                 "status": "ok",
                 "source": source,
                 "task": task,
+                **({"task_hash": task_hash} if task_hash else {}),
             }
         )
     if not rows:

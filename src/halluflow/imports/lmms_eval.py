@@ -30,6 +30,14 @@ def _text(value, where: str) -> str:
     return value
 
 
+def _task_hash(record: dict) -> str | None:
+    """The release task's hash an exported task's process_results puts in every per-sample metric."""
+    for value in record.values():
+        if isinstance(value, dict) and isinstance(value.get("task_hash"), str):
+            return value["task_hash"]
+    return None
+
+
 def _question_id(record: dict, where: str) -> str:
     for value in record.values():
         if isinstance(value, dict):
@@ -47,7 +55,7 @@ def _question_id(record: dict, where: str) -> str:
     )
 
 
-def read_samples(paths: list[str]) -> list[tuple[str, str, str, str]]:
+def read_samples(paths: list[str]) -> list[tuple[str, str, str, str, str | None]]:
     records = []
     for path in paths:
         match = SAMPLES_NAME.search(Path(path).name)
@@ -62,5 +70,5 @@ def read_samples(paths: list[str]) -> list[tuple[str, str, str, str]]:
                 value = record["resps"]
             else:
                 raise InputError(f"{where}: no filtered_resps or resps (not an lmms-eval samples file?)")
-            records.append((_question_id(record, where), _text(value, where), task, where))
+            records.append((_question_id(record, where), _text(value, where), task, where, _task_hash(record)))
     return records

@@ -139,8 +139,9 @@ def model_intervals(scores: pl.DataFrame, *, n_resamples: int = 2000, seed: int 
 
 def check_pairable(a: pl.DataFrame, b: pl.DataFrame, name_a: str = "a", name_b: str = "b") -> None:
     """InputError (one line) unless the two score tables answer the same queries: the same query ids, and for each
-    id the same truth and, where both tables record it, the same image sha256. Answers to different releases (or to
-    a release whose images changed between two answer runs) are not paired answers, whatever their ids say."""
+    id the same truth and, where both tables record it, the same image sha256 and the same task (task_hash). Answers
+    to different releases (or to a release whose images changed between two answer runs, or asked with another
+    prompt or read with another reader) are not paired answers, whatever their ids say."""
     for name, df in ((name_a, a), (name_b, b)):
         dup = df["query_id"].is_duplicated()
         if dup.any():
@@ -154,6 +155,17 @@ def check_pairable(a: pl.DataFrame, b: pl.DataFrame, name_a: str = "a", name_b: 
             f"{name_a} and {len(only_b)} of {len(ids_b)} of {name_b} unmatched, e.g. {example}): answers of different "
             "releases are not paired"
         )
+    # answers asked or read under different task definitions (another prompt suffix, limit or yes/no reader:
+    # halluflow.ode.task) are not paired answers either; a table without the column (made before tasks) is not
+    # checked
+    if "task_hash" in a.columns and "task_hash" in b.columns:
+        tasks_a, tasks_b = set(a["task_hash"].drop_nulls().to_list()), set(b["task_hash"].drop_nulls().to_list())
+        if tasks_a and tasks_b and tasks_a != tasks_b:
+            raise InputError(
+                f"score compare: {name_a} was asked and read under task {', '.join(sorted(tasks_a))} and {name_b} "
+                f"under {', '.join(sorted(tasks_b))} (another prompt, generation limit or reader: see each metrics "
+                "JSON's task block): not paired"
+            )
     cols = ["query_id", "truth"] + ["image_sha256"] * ("image_sha256" in a.columns and "image_sha256" in b.columns)
     both = a.select(cols).join(b.select(cols), on="query_id", suffix="_b")
     for col, what in (("truth", "truth"), ("image_sha256", "image sha256")):

@@ -28,7 +28,6 @@ from ..io import (
     link_or_copy,
     owned_folder,
     read_bytes,
-    read_json,
     read_parquet,
     safe_join,
     safe_name,

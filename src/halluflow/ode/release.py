@@ -38,6 +38,10 @@ from .task import task_definition, task_hash
 
 MANIFEST = "manifest.json"
 FORMAT = "halluflow-release/1"
+MAX_MANIFEST_BYTES = 256 << 20
+"""The largest manifest.json read (256 MiB: a release of a million images lists them in about 150 MiB). A manifest
+is read only as a regular file under this cap: a FIFO or a link to /dev/zero in its place is refused at once."""
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}\Z")
 PACKAGES = (
     "halluflow",
     "numpy",
@@ -539,13 +543,24 @@ def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys
     return manifest
 
 
+def read_manifest(release_dir: str | Path) -> Any:
+    """The release's manifest.json: a regular file of at most MAX_MANIFEST_BYTES, through the JSON decoding guard
+    (InputError in one line naming it otherwise)."""
+    return read_json(Path(release_dir) / MANIFEST, max_bytes=MAX_MANIFEST_BYTES, regular=True)
+
+
+def sha256_text(value: Any) -> str | None:
+    """A manifest's sha256 as lower-case hex (upper-case hex is the same digest), None when it is not one."""
+    return value.lower() if isinstance(value, str) and _SHA256.match(value) else None
+
+
 def verify_release(release_dir: str | Path) -> list[str]:
     """Problems found (empty = verified): missing/altered listed files, unlisted files, a bad manifest."""
     release_dir = Path(release_dir)
     if not release_dir.is_dir():
         return [f"{release_dir}: not a folder"]
     try:
-        manifest = read_json(release_dir / MANIFEST)
+        manifest = read_manifest(release_dir)
     except InputError as exc:
         return [str(exc)]
     files = manifest.get("files") if isinstance(manifest, dict) else None
@@ -573,8 +588,10 @@ def verify_release(release_dir: str | Path) -> list[str]:
             problems.append(f"{shown}: is {kind}, not a regular file")
         elif not path.is_file():
             problems.append(f"{shown}: missing")
-        elif not isinstance(meta, dict) or sha256_file(path) != meta.get("sha256"):
-            problems.append(f"{rel}: sha256 differs from manifest")
+        elif not isinstance(meta, dict) or sha256_text(meta.get("sha256")) is None:
+            problems.append(f"{shown}: no sha256 in the manifest (64 hex digits)")
+        elif sha256_file(path) != sha256_text(meta["sha256"]):
+            problems.append(f"{shown}: sha256 differs from manifest")
     for path in sorted(release_dir.rglob("*")):
         rel = path.relative_to(release_dir).as_posix()
         if path.is_dir() and not path.is_symlink():

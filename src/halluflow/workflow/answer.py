@@ -28,11 +28,13 @@ def answer(
     from ..benchmarks import get
     from ..devices import set_threads
     from ..models.model import ModelUnderTest
+    from ..ode.task import release_task
     from ..sources import source_queries
 
     set_threads(threads)
     src = answer.source
-    queries, image_root = source_queries(src.to_dict(), release_dir(source[0]) if get(src.kind).release else None)
+    folder = release_dir(source[0]) if get(src.kind).release else None
+    queries, image_root = source_queries(src.to_dict(), folder)
     # a model that reads the concept graph (its inputs list the graph's files) is given the graph's folder
     model = ModelUnderTest(spec, graph_dir=str(Path(graph[0]).parent) if graph else None)
     return answer_shard(
@@ -44,4 +46,5 @@ def answer(
         shard=int(shard),
         n_shards=int(shards),
         settings=answer,
+        declared_task=release_task(folder) if folder is not None else None,
     )

@@ -28,6 +28,7 @@ def score(
     nodes: str | None = None,
     hallu: str | None = None,
     edges: str | None = None,
+    release: list[str] = (),
 ) -> None:
     """Rule score: the model's answer shards -> scores/<model>/answers.* + metrics/<model>.json. A release source
     (the benchmark protocol's `release`) is scored with the release's queries and concept graph, a static one with
@@ -37,7 +38,8 @@ def score(
     if get(source["kind"]).release:
         from ..ode.scoring import run_score
 
-        doc = run_score(list(answers), queries, nodes, scores, metrics, model, dict(scoring), hallu, edges)
+        folder = str(release_dir(release[0])) if release else None  # its manifest declares the task
+        doc = run_score(list(answers), queries, nodes, scores, metrics, model, dict(scoring), hallu, edges, folder)
         log.info(
             "scored %d answers of %s: hallucination rate %s", doc["n_answers"], doc["model"], doc["hallucination_rate"]
         )
