@@ -23,16 +23,17 @@ def _configure_verify(parser) -> None:
 
 
 def _run_verify(args) -> int:
+    from halluflow.errors import visible
     from halluflow.io import read_json
     from halluflow.ode.release import MANIFEST, verify_release
 
     problems = verify_release(args.dir)
     for p in problems:
-        print(p)
+        print(visible(p))  # one line per problem: a file name cannot forge or erase lines
     if problems:
         return 1
     n = len(read_json(Path(args.dir) / MANIFEST)["files"])
-    print(f"ok: {n} files match {Path(args.dir) / MANIFEST}")
+    print(visible(f"ok: {n} files match {Path(args.dir) / MANIFEST}"))
     return 0
 
 

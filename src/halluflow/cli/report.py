@@ -34,7 +34,7 @@ def _configure_build(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from halluflow.errors import InputError
+    from halluflow.errors import InputError, visible
     from halluflow.report.summary import ReportOptions, build_summary
 
     for key, low in (("gallery_size", 1), ("max_boxes", 0), ("dpi", 30)):
@@ -42,7 +42,7 @@ def _run_build(args: argparse.Namespace) -> int:
             raise InputError(f"--{key.replace('_', '-')} must be at least {low}, got {getattr(args, key)}")
     opts = ReportOptions(gallery_size=args.gallery_size, max_boxes=args.max_boxes, dpi=args.dpi)
     out = build_summary(Path(args.results), Path(args.out), opts, embed=not args.link_images)
-    print(out)
+    print(visible(out))
     return 0
 
 
@@ -68,10 +68,11 @@ def _configure_paper(parser) -> None:
 
 
 def _run_paper(args) -> int:
+    from halluflow.errors import visible
     from halluflow.report.papers import render_paper
 
     render_paper(args.paper, args.sections, args.out)
-    print(args.out)
+    print(visible(args.out))
     return 0
 
 
