@@ -532,3 +532,30 @@ def test_editing_a_question_resource_reruns_the_steps_that_read_it(tmp_path):
         os.utime(wf / resource, (now + 60, now + 60))
         assert {r for r in rules if planned(r)} == readers, resource
         os.utime(wf / resource, (now - 60, now - 60))
+
+
+def test_a_stand_in_never_carries_a_hub_revision(stage):
+    """The manifest and DATACARD record what was loaded: the stand-in synthesizer's image table still holds the
+    revision its config pinned for the real model ("r1"), the release does not repeat it."""
+    from halluflow.backends.base import BackendInfo
+
+    tmp, kwargs = stage
+    images = kwargs["images"][0]
+    assert images["revision"].to_list() == ["r1", "r1"] and images["stand_in"].all()
+    real = pl.DataFrame(
+        {"image_id": ["a-i00"], "label": ["dog"], "score": [0.9], "model": ["IDEA/gdino"], "revision": ["abc123"]}
+    ).with_columns(pl.lit(False).alias("stand_in"))
+    manifest = package_release(tmp / "rel" / "release", **{**kwargs, "detections": [kwargs["detections"][0], real]})
+    models = {(m["role"], m["model"]): m for m in manifest["models"]}
+    assert models["synthesizer", "tiny-flux"]["revision"] is None
+    assert models["detector", "IDEA/gdino"]["revision"] == "abc123"  # a real model keeps its revision
+    card = (tmp / "rel" / "release" / "DATACARD.md").read_text()
+    assert "r1" not in card.split("## Models")[1].split("##")[0]
+    assert "- synthesizer: tiny-flux - STAND-IN (random weights built locally; no hub revision)" in card
+    assert "- detector: IDEA/gdino (revision abc123)" in card
+    # backends describe a stand-in without the config's revision
+    info = BackendInfo(
+        role="synthesizer", backend="diffusers", model="models/tiny-flux", revision="01aa605f", stand_in=True
+    )
+    assert info.revision is None and info.as_dict()["revision"] is None
+    assert BackendInfo(role="detector", backend="t", model="m", revision="01aa605f").revision == "01aa605f"

@@ -110,6 +110,12 @@ class BackendInfo:
     stand_in: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self):
+        # A stand-in is built locally from a seed: a hub revision (the config's, of the model it stands in for) would
+        # name weights that were never loaded.
+        if self.stand_in:
+            self.revision = None
+
     def as_dict(self) -> dict[str, Any]:
         """The record every output keeps of a model; with a models lock in use (HALLUFLOW_MODELS_LOCK) also the
         commit the lock staged it at, so a summary names the exact weights even when it asked for `main`."""

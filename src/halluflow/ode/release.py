@@ -66,7 +66,9 @@ def package_versions(names=PACKAGES) -> dict[str, str | None]:
 
 
 def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
-    """Distinct (role, model, revision, stand_in) rows of the image/detection tables."""
+    """Distinct (role, model, revision, stand_in) rows of the image/detection tables: what was loaded. A stand-in
+    carries no revision (it is built locally from a seed; a table made before backends dropped it may still hold the
+    hub revision of the model it stood in for)."""
     seen = set()
     for role, dfs in tables.items():
         for df in dfs:
@@ -74,7 +76,8 @@ def models_used(tables: dict[str, list[pl.DataFrame]]) -> list[dict]:
                 continue
             cols = [c for c in ("model", "revision", "stand_in") if c in df.columns]
             for row in df.select(cols).unique().iter_rows(named=True):
-                seen.add((role, row.get("model"), row.get("revision"), bool(row.get("stand_in", False))))
+                stand_in = bool(row.get("stand_in", False))
+                seen.add((role, row.get("model"), None if stand_in else row.get("revision"), stand_in))
     return [
         {"role": r, "model": m, "revision": v, "stand_in": s}
         for r, m, v, s in sorted(seen, key=lambda t: tuple("" if x is None else str(x) for x in t))
@@ -225,8 +228,11 @@ def _datacard(
         "## Models",
     ]
     for m in models:
+        if m["stand_in"]:
+            lines.append(f"- {m['role']}: {m['model']} - STAND-IN (random weights built locally; no hub revision)")
+            continue
         revision = f" (revision {m['revision']})" if m["revision"] else ""
-        lines.append(f"- {m['role']}: {m['model']}{revision}{' - STAND-IN' if m['stand_in'] else ''}")
+        lines.append(f"- {m['role']}: {m['model']}{revision}")
     if not models:
         lines.append("- (none recorded)")
     lines += [
