@@ -370,8 +370,9 @@ MAX_JSON_DEPTH = 64
 """The deepest nesting any JSON halluflow reads from outside may have (server bodies, results, imports): every
 document halluflow writes or reads is a few levels deep, so a deeper one is refused in one line before parsing."""
 
-# possessive runs: a 5 MB string is a few regex steps, not 5 million backtracking marks (~570 MB of memory)
-_JSON_BRACKETS = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
+# a string as runs between escapes ("unrolled"): a 5 MB string is one run, not 5 million backtracking marks
+# (~570 MB of memory with (?:[^"\\]|\\.)*); possessive quantifiers would need Python 3.11
+_JSON_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
 def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
