@@ -305,3 +305,23 @@ def test_release_without_a_task_is_exported_with_the_defaults(tmp_path, answer):
 
     release = make_release(tmp_path, answer)
     assert task_hash(release_task(release)) == task_hash(task_definition())
+
+
+def test_metrics_json_states_each_block_s_scale_as_the_catalogue(tmp_path, capsys):
+    """POPE's numbers (0-1) and AMBER's (0-100, its own counters) sit side by side in one metrics JSON: the JSON
+    says each block's unit, and it is the unit the metric catalogue gives every metric of that block."""
+    from halluflow.metrics.catalogue import CATALOGUE
+
+    release = make_release(tmp_path)
+    shard, _ = answer_stage(release, tmp_path, {**ANSWERS, **GENERATIVE})
+    metrics, _ = _score_release(capsys, shard, release)
+    units = metrics["units"]
+    assert units["pope"] == "fraction" and units["amber"] == "percent"
+    checked = 0
+    for m in CATALOGUE:
+        block = m.name.split(".")[0]
+        if m.document == "metrics" and block in units and m.unit != "count":
+            assert m.unit == units[block], m.name
+            checked += 1
+    assert checked > 30
+    assert 0 <= metrics["pope"]["accuracy"] <= 1 and metrics["amber"]["overall"]["accuracy"] > 1

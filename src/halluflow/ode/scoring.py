@@ -46,6 +46,11 @@ BREAKDOWNS = ("distribution", "pair_kind", "query_type", "attribute_kind", "gene
 # Breakdowns over columns a release may lack (releases made before generators were recorded): skipped when absent.
 OPTIONAL_BREAKDOWNS = ("generator",)
 GENERATIVE = "generative"
+# The scale of each block of a metrics JSON, as the metric catalogue (halluflow.metrics.catalogue) states it: POPE's
+# numbers, the hallucination rate and the CHAIR-like description scores are fractions (0-1); AMBER's block is AMBER's
+# own counters in percent (0-100, rounded as AMBER prints them: the anchors reproduce them exactly). Written into
+# every metrics JSON as `units`, so a reader never has to guess which scale a number is on.
+UNITS = {"hallucination_rate": "fraction", "pope": "fraction", "generative": "fraction", "amber": "percent"}
 
 
 class ConceptMatcher:
@@ -481,6 +486,7 @@ def ode_metrics(
     by_default = disc.filter(default_rule_mask(disc["answer"], disc["parsed"], parser))
     out["n_default_rule"] = by_default.height
     out["default_rule_reasons"] = default_rule_reasons(by_default["answer"].to_list())
+    out["units"] = dict(UNITS)  # one scale per block, as the metric catalogue states it
     out.update(_section(scored, parser, positive))
     for b in breakdowns:
         out[f"by_{b}"] = _groups(scored, [b], parser, positive)

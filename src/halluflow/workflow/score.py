@@ -15,6 +15,9 @@ from ..errors import ConfigError, InputError
 from . import release_dir
 
 log = logging.getLogger("halluflow.workflow.score")
+# The scale of each static benchmark's block in metrics/<model>.json (the metric catalogue's units): AMBER's own
+# percent, POPE's and CHAIR's fractions.
+SOURCE_UNITS = {"pope": "fraction", "chair": "fraction", "amber": "percent"}
 
 
 def score(
@@ -86,6 +89,7 @@ def score_source(
         "n_requests_failed": int((answers["status"] != "ok").sum()),
         "stand_in": bool(answers["stand_in"].any()) if "stand_in" in answers.columns else False,
         bench.scores_key: scores,
+        "units": {bench.scores_key: SOURCE_UNITS.get(bench.scores_key, "fraction")},  # as the catalogue states
         "models_lock": lock_record(),  # the Hub commits the run loaded, when it checked a lock (models fetch)
     }
     write_json(out_metrics, metrics)
