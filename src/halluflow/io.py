@@ -370,18 +370,23 @@ MAX_JSON_DEPTH = 64
 """The deepest nesting any JSON halluflow reads from outside may have (server bodies, results, imports): every
 document halluflow writes or reads is a few levels deep, so a deeper one is refused in one line before parsing."""
 
-# a string as runs between escapes ("unrolled"): a 5 MB string is one run, not 5 million backtracking marks
-# (~570 MB of memory with (?:[^"\\]|\\.)*); possessive quantifiers would need Python 3.11
-_JSON_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# one token at a time (an escape pair, a quote, a bracket), strings tracked by a flag: a pattern matching a whole
+# string held a backtracking mark per character or escape (a 5 MB JSON string: ~570 MB of memory)
+_JSON_TOKENS = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
 
 
 def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
     """The nesting depth of a JSON text (strings skipped), stopping as soon as it passes `limit`: linear time, no
     recursion, so a 200,000-deep body costs a scan, not a RecursionError."""
     depth = deepest = 0
-    for match in _JSON_BRACKETS.finditer(text):
+    in_string = False
+    for match in _JSON_TOKENS.finditer(text):
         token = match.group()
-        if token in "[{":
+        if token == '"':
+            in_string = not in_string
+        elif in_string or len(token) == 2:  # inside a string, or an escape (outside a string: invalid JSON)
+            continue
+        elif token in "[{":
             depth += 1
             if depth > deepest:
                 deepest = depth
