@@ -325,3 +325,22 @@ def test_metrics_json_states_each_block_s_scale_as_the_catalogue(tmp_path, capsy
             checked += 1
     assert checked > 30
     assert 0 <= metrics["pope"]["accuracy"] <= 1 and metrics["amber"]["overall"]["accuracy"] > 1
+
+
+def test_the_report_says_when_a_model_was_not_asked_or_read_as_the_release_declares(tmp_path):
+    from halluflow.report.paper_sections import ode_sections
+
+    root = tmp_path / "results" / "rel"
+    (root / "metrics").mkdir(parents=True)
+    (root / "release").mkdir()
+    by = {"standard": {"hallucination_rate": 0.25, "pope": {"f1": 0.5}}}
+    task = {"overridden": True, "overrides": ["discriminative.reader: 'release' -> 'pope'"]}
+    for m, t in (("a", task), ("b", {"overridden": False, "overrides": []})):
+        doc = {"model": m, "by_distribution": by, "parser": "pope" if m == "a" else "release", "task": t}
+        (root / "metrics" / f"{m}.json").write_text(json.dumps(doc))
+    (root / "release" / "manifest.json").write_text(json.dumps({"config": {}, "files": {}}))
+    paths = ode_sections(root, tmp_path / "sections", models=["a", "b"])
+    captions = [json.loads(p.read_text())["caption"] for p in paths]
+    said = "NOT the release's declared task (an override, metrics task.overrides): a (discriminative.reader:"
+    assert captions and all(said in c for c in captions if "parser" in c)
+    assert not any("b (" in c for c in captions)

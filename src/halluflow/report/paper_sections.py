@@ -109,10 +109,21 @@ def ode_sections(root: str | Path, folder: str | Path, models: list[str] | None 
     manifest = res.manifest() or {}
     # the judge of every ODE number: the release's stated truth, answers read by the scorer's parser
     parsers = sorted({str(d["parser"]) for d in docs.values() if d and d.get("parser")})
+    # a model asked or read otherwise than the release's task declares (halluflow.ode.task) is said in every caption
+    overridden = [
+        f"{m} ({'; '.join((d.get('task') or {}).get('overrides') or [])})"
+        for m, d in docs.items()
+        if d and (d.get("task") or {}).get("overridden")
+    ]
     sizes = (
         f"judged against the release's truth, answers read by the {', '.join(parsers) or 'release'} parser; "
         f"release {res.release}: {0 if images is None else images.height} accepted images, "
         f"{0 if queries is None else queries.height} questions"
+        + (
+            "; NOT the release's declared task (an override, metrics task.overrides): " + ", ".join(overridden)
+            if overridden
+            else ""
+        )
     )
     names = list(docs)
     models = _models_text(docs)
