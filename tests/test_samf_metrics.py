@@ -58,7 +58,11 @@ def test_yes_no_items_by_regex():
     assert s.score(yon(truth="Yes"), "No, there is none.") == (1, "yon_negative")
     assert s.score(yon(truth="Yes"), "Yes.") == (0, "yon_match")
     assert s.score(yon(truth="No"), "yes") == (1, "yon_negative")
-    assert s.score(yon(truth="No"), "I cannot tell.") == (0, "yon_unparsed")  # matches neither side
+    assert s.score(yon(truth="No"), "I cannot tell.") == (None, "yon_unparsed")  # matches neither side: excluded
+    # the paper's "otherwise → not hallucinated", kept as a named option
+    assert M.GHRScorer(yon_unparsed="not_hallucinated").score(yon(truth="No"), "I cannot tell.") == (0, "yon_unparsed")
+    with pytest.raises(M.ConfigError, match="samf.ghr.yon_unparsed"):
+        M.GHRScorer(yon_unparsed="zero")
     assert M.ghr_yes_no("Well... NO, it's a cat") == "no"
     assert M.ghr_yes_no("Nobody knows") is None  # whole words only
 
@@ -147,6 +151,37 @@ def test_ghs_reads_the_judges_score_not_its_first_digit():
     assert M.parse_score("I'd give it 7 out of 10") == 7.0
     assert M.parse_score("9/10") == 9.0
     assert M.parse_score("It is 42% wrong") is None and M.parse_score("no idea") is None and M.parse_score("") is None
+
+
+def test_judge_scores_outside_the_scale_are_failures_never_absolute_values():
+    assert M.parse_score("-3") is None  # was 3.0
+    assert M.parse_score("score: -7") is None  # was 7.0
+    assert M.parse_score("Score: -7 on a scale of 0 to 10") is None  # a stated score out of range is not replaced
+    assert M.parse_score("\u22122") is None and M.parse_score("-8/10") is None and M.parse_score("Score: 12") is None
+    assert M.parse_score("scale 0-10: 6") == 6.0 and M.parse_score("+4") == 4.0 and M.parse_score("8") == 8.0
+    llm = ScriptedLLM(["Score: -7"])
+    assert M.ghs(vqa(), "The car is yellow.", llm)[1] == "fallback"  # a failure: the rule path decides
+
+
+UNREADABLE = ["はい", "👍", "I'm sorry, but I can't help with that.", "Nein"]
+
+
+def test_four_unreadable_yes_no_answers_are_counted_and_excluded(tmp_path, capsys):
+    items = [yon(f"11000{i}", truth, 1) for i, truth in enumerate(["Yes", "No", "Yes", "No", "Yes", "No"], 1)]
+    (tmp_path / "u.json").write_text(json.dumps(items))
+    texts = ["Yes", "Yes", *UNREADABLE]  # one right, one hallucinated, four GHR cannot read
+    answers = [{"instance_id": it["instance_id"], "answer": t} for it, t in zip(items, texts)]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(a, ensure_ascii=False) for a in answers))
+    base = ["score", "ghr", "--instances", str(tmp_path / "u.json"), "--answers", str(tmp_path / "a.jsonl")]
+    assert main([*base, "--similarity", "trigram"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["yon_unparsed"] == 4 and out["n"] == 6 and out["ghr"] == 0.5  # over the two it could read
+    assert out["per_qtype"]["YON"]["yon_unparsed"] == 4 and out["yon_unparsed_rule"] == "exclude"
+    assert "4 yes/no answers have no yes/no word (left out of GHR" in captured.err
+    assert main([*base, "--similarity", "trigram", "--yon-unparsed", "not_hallucinated"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["yon_unparsed"] == 4 and out["ghr"] == pytest.approx(1 / 6)  # the paper's rule: GHR 1/6, not 0.5
 
 
 def test_judge_failure_is_counted_and_recorded_per_row_and_in_the_summary():

@@ -987,6 +987,9 @@ class SamfGhr(Section):
     tau2: float
     #: Token F1 to a truth answer at which it counts as correct.
     tau3: float
+    #: A yes/no answer GHR cannot read (no standalone yes/no word: another language, an emoji, a refusal) - exclude =
+    #: left out of every GHR mean and counted (yon_unparsed); not_hallucinated = the paper's 'otherwise' branch (h = 0).
+    yon_unparsed: str
 
 
 @dataclass(frozen=True, init=False, eq=False, repr=False)

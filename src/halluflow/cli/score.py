@@ -331,6 +331,13 @@ def _configure_ghr(parser) -> None:
     parser.add_argument(
         "--metrics", default="ghr", help="comma list of ghr,bhr,shr,ghs (shr/ghs use the rule fallback)"
     )
+    parser.add_argument(
+        "--yon-unparsed",
+        default="exclude",
+        choices=["exclude", "not_hallucinated"],
+        help="a yes/no answer with no yes/no word (another language, an emoji, a refusal): exclude = left out of "
+        "GHR and counted as yon_unparsed (default); not_hallucinated = the paper's 'otherwise' branch (h = 0)",
+    )
     parser.add_argument("--per-item", action="store_true", help="include one row per answered instance")
     add_max_failed_argument(parser)
     parser.add_argument("--out", help="also write the JSON to this file")
@@ -349,8 +356,16 @@ def _run_ghr(args) -> int:
         similarity=args.similarity,
         per_item=args.per_item,
         max_failed_fraction=args.max_failed_fraction,
+        yon_unparsed=args.yon_unparsed,
     )
     emit(result, args.out)
+    if result["yon_unparsed"]:
+        what = "left out of GHR" if args.yon_unparsed == "exclude" else "counted as not hallucinated"
+        print(
+            f"halluflow: note: score ghr {args.answers}: {result['yon_unparsed']} yes/no answers have no yes/no word "
+            f"({what}; --yon-unparsed)",
+            file=sys.stderr,
+        )
     return 0
 
 

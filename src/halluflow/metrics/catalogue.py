@@ -1216,6 +1216,19 @@ def _samf_entries() -> list[Metric]:
                 SAMF_FAILED,
             )
         )
+        out.append(
+            _count(
+                f"samf.n_yon_unparsed_{setting}",
+                f"GHR unreadable yes/no answers ({setting})",
+                "samf",
+                f"{row}n_yon_unparsed_{setting}",
+                f"yes/no answers on the {setting} inputs with no standalone yes/no word (another language, an emoji, "
+                "a refusal): left out of GHR (samf.ghr.yon_unparsed: exclude, the default) or counted as not "
+                "hallucinated (not_hallucinated, the paper's 'otherwise' branch)",
+                SAMF_REF,
+                SAMF_FAILED,
+            )
+        )
         for m in ("shr", "ghs"):
             out.append(
                 _count(

@@ -23,27 +23,38 @@ from ..progress import get_logger
 log = get_logger(__name__)
 
 # ---------------------------------------------------------------------------------------------- reply parsing
-_NUMBER = r"(\d+(?:\.\d+)?)"
+# A number with its sign: "-3" is minus three (outside the 0..10 scale, so no score), never 3.
+_NUMBER = r"([-+\u2212]?\d+(?:\.\d+)?)"
 # Formats that state the score explicitly win over any other number in the reply.
 _EXPLICIT_SCORE = (
     re.compile(rf"\b(?:score|rating|severity)\s*(?:is|of|=|:)?\s*{_NUMBER}", re.I),
-    re.compile(rf"{_NUMBER}\s*(?:/|out\s+of)\s*10\b", re.I),
+    re.compile(rf"(?<![\w.]){_NUMBER}\s*(?:/|out\s+of)\s*10\b", re.I),
 )
+
+
+def _signed(text: str) -> float:
+    return float(text.replace("\u2212", "-"))
 
 
 def parse_score(reply: str | None, high: float = 10.0) -> float | None:
     """A 0..high judge score from free text, or None when there is none.
 
     An explicit "Score: 8" / "8/10" / "8 out of 10" wins (the last one, as judges restate the scale before
-    answering); otherwise the last number in range, so "On a scale from 0 to 10 ... 8" reads 8, not 0."""
+    answering); otherwise the last number in range, so "On a scale from 0 to 10 ... 8" reads 8, not 0. A score
+    outside the scale is a failure (None), never its absolute value: "-3" and "Score: -7" give None, and an explicit
+    score out of range is not replaced by another number of the reply."""
     if not reply:
         return None
     for pattern in _EXPLICIT_SCORE:
-        hits = [float(m.group(1)) for m in pattern.finditer(reply)]
-        hits = [h for h in hits if 0 <= h <= high]
+        stated = [_signed(m.group(1)) for m in pattern.finditer(reply)]
+        hits = [h for h in stated if 0 <= h <= high]
         if hits:
             return hits[-1]
-    numbers = [float(m.group(0)) for m in re.finditer(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])", reply)]
+        if stated:  # the judge stated a score, outside the scale: a failure
+            return None
+    numbers = [_signed(m.group(0)) for m in re.finditer(r"(?<![\w.])[-+\u2212]?\d+(?:\.\d+)?(?![\w])", reply)]
+    if numbers and numbers[-1] < 0:  # the reply ends on a negative number: a score outside the scale
+        return None
     numbers = [n for n in numbers if 0 <= n <= high]
     return numbers[-1] if numbers else None
 

@@ -148,6 +148,11 @@ class LLMJudge(RuleJudge):
 
 
 # ---------------------------------------------------------------------------------------------- GHR
+# What GHR does with a yes/no answer it cannot read (no standalone yes/no word): exclude it (halluflow's default,
+# counted as yon_unparsed) or count it as not hallucinated (the paper's "otherwise" branch of eq. 22).
+YON_UNPARSED = ("exclude", "not_hallucinated")
+
+
 @dataclass
 class GHRScorer:
     """h_GHR of eq. (22). `stage` says which branch decided (auditable, and how the cascade is tested)."""
@@ -157,13 +162,24 @@ class GHRScorer:
     tau3: float = TAU_DEFAULTS["tau3"]
     similarity: Any = field(default_factory=LexicalSimilarity)
     judge: Any = field(default_factory=RuleJudge)
+    # A yes/no answer with no yes/no word in it ("Nein", an emoji, a refusal): "exclude" (default: h is None, left
+    # out of every mean and counted as yon_unparsed) or "not_hallucinated" (the paper's "otherwise" branch: h = 0).
+    yon_unparsed: str = "exclude"
 
-    def score(self, instance: dict, response: str, image_path: str | None = None) -> tuple[int, str]:
+    def __post_init__(self):
+        if self.yon_unparsed not in YON_UNPARSED:
+            raise ConfigError(
+                f"config key 'samf.ghr.yon_unparsed': {self.yon_unparsed!r}; known: {', '.join(YON_UNPARSED)}"
+            )
+
+    def score(self, instance: dict, response: str, image_path: str | None = None) -> tuple[int | None, str]:
+        """(h, stage); h is None for a yes/no answer GHR cannot read when yon_unparsed is "exclude"."""
         truths, negatives = truth_answers(instance), negative_answers(instance)
         if instance["seed_data"]["type"] == "YON":
             said = ghr_yes_no(response)
             if said is None:
-                return 0, "yon_unparsed"  # matches neither side: not a hallucination (design.md)
+                # matches neither side: excluded and counted (default), or not a hallucination (the paper's rule)
+                return (None if self.yon_unparsed == "exclude" else 0), "yon_unparsed"
             return (1, "yon_negative") if any(said == n.strip().lower() for n in negatives) else (0, "yon_match")
         if negatives and self.similarity(response, negatives) >= self.tau1:
             return 1, "neg_similarity"
@@ -402,6 +418,8 @@ def ghs(
         if score is not None:
             return score / 10.0, "judge"
     h = ghr_value if ghr_value is not None else GHRScorer().score(instance, response)[0]
+    if h is None:  # GHR could not read a yes/no answer and excludes it: so does the rule path of GHS
+        return None, "rule" if judge is None else "fallback"
     return max(
         float(h), bhr(instance, response, verifier, image_path, detected)[0]
     ), "rule" if judge is None else "fallback"
@@ -444,6 +462,7 @@ def scorer_from_config(cfg: dict | None = None, judge=None, similarity=None) -> 
         tau1=cfg.get("tau1", TAU_DEFAULTS["tau1"]),
         tau2=cfg.get("tau2", TAU_DEFAULTS["tau2"]),
         tau3=cfg.get("tau3", TAU_DEFAULTS["tau3"]),
+        yon_unparsed=cfg.get("yon_unparsed", "exclude"),
         similarity=similarity
         if similarity is not None and not isinstance(similarity, (str, dict))
         else similarity_from_config(similarity),
@@ -482,7 +501,7 @@ class MetricSuite:
         if is_failed(answer):
             return {**row, "failed": True, "ghr_stage": "failed"}
         h, stage = self.scorer.score(instance, answer, image_path)
-        row.update(ghr=int(h), ghr_stage=stage)
+        row.update(ghr=None if h is None else int(h), ghr_stage=stage)
         if "bhr" in self.metrics:
             value, claims = bhr(instance, answer, self.verifier, image_path)
             row.update(bhr=float(value), bhr_source=_claims_source(claims))
@@ -575,11 +594,14 @@ def summarize(rows: Sequence[dict], metrics: Sequence[str] = ("ghr",)) -> dict:
     def block(sub: Sequence[dict]) -> dict:
         scored = [r for r in sub if not r.get("failed")]
         out: dict[str, Any] = {"n": len(scored), "n_failed": len(sub) - len(scored)}
+        # yes/no answers GHR could not read (no yes/no word): excluded from the means by default, always counted
+        out["yon_unparsed"] = sum(r.get("ghr_stage") == "yon_unparsed" for r in scored)
         for m in metrics:
-            vals = [r[m] for r in scored]
+            valued = [r for r in scored if r.get(m) is not None]
+            vals = [r[m] for r in valued]
             # None, not NaN, for an empty set: NaN is not valid JSON.
             out[m] = float(np.mean(vals)) if vals else None
-            out[f"{m}_risk"] = risk_weighted(vals, [r["risk_level"] for r in scored]) if vals else None
+            out[f"{m}_risk"] = risk_weighted(vals, [r["risk_level"] for r in valued]) if vals else None
         return out
 
     summary = block(rows)
@@ -626,6 +648,7 @@ def score_ghr_files(
     similarity: str,
     per_item: bool,
     max_failed_fraction: float | None,
+    yon_unparsed: str = "exclude",
 ) -> dict:
     """`halluflow score ghr`: GHR (and the other `metrics`, a comma list of ghr,bhr,shr,ghs) of the answers of one
     JSONL file to the UniHall instances of another; `similarity` is an embedder backend or 'trigram'."""
@@ -648,9 +671,10 @@ def score_ghr_files(
         n_missing=len(instances) - len(answers),
     )
     sim = similarity_from_config("trigram" if similarity == "trigram" else {"backend": similarity})
-    scorer = GHRScorer(tau1=tau1, tau2=tau2, tau3=tau3, similarity=sim)
+    scorer = GHRScorer(tau1=tau1, tau2=tau2, tau3=tau3, similarity=sim, yon_unparsed=yon_unparsed)
     rows = score_rows(instances, answers, scorer, names)
     out = summarize(rows, names)
+    out["yon_unparsed_rule"] = yon_unparsed
     out["n_instances"] = len(instances)
     out["n_missing"] = len(instances) - len(rows)
     out["thresholds"] = {"tau1": tau1, "tau2": tau2, "tau3": tau3}

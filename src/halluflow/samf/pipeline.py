@@ -104,7 +104,10 @@ class PolicyEvaluator:
             return None, None, "failed"
         image = original_image(instance, self.images_root)
         h, stage = self.scorer.score(instance, answer, image)
-        value = float(h) if self.metric == "ghr" else bhr(instance, answer, self.verifier, image)[0]
+        if self.metric == "ghr":  # an unreadable yes/no answer GHR excludes (h None) is no evidence either way
+            value = None if h is None else float(h)
+        else:
+            value = bhr(instance, answer, self.verifier, image)[0]
         return value, h, stage
 
     def items(self, policy: Policy, batch: Sequence[dict]) -> list[dict]:
@@ -397,6 +400,11 @@ def compare(
             # Failed answers are no predictions: left out of every mean, counted per setting.
             failed = df["failed"].fill_null(False) if "failed" in df.columns else pl.Series([False] * df.height)
             row[f"n_failed_{setting}"] = int(failed.sum()) if df.height else 0
+            # yes/no answers GHR could not read (excluded from GHR by default): counted beside the failures
+            unparsed = (
+                (df["ghr_stage"] == "yon_unparsed").fill_null(False) & ~failed if "ghr_stage" in df.columns else None
+            )
+            row[f"n_yon_unparsed_{setting}"] = int(unparsed.sum()) if unparsed is not None and df.height else 0
             for m in ("shr", "ghs"):
                 # The judge failed and its rule fallback gave the number: reported, not hidden in the mean.
                 col = f"{m}_source"
@@ -423,6 +431,7 @@ def compare(
     schema = {"group": pl.String, "split": pl.String, "n": pl.Int64}
     for setting in SETTINGS:
         schema[f"n_failed_{setting}"] = pl.Int64
+        schema[f"n_yon_unparsed_{setting}"] = pl.Int64
         schema.update({f"n_shr_fallback_{setting}": pl.Int64, f"n_ghs_fallback_{setting}": pl.Int64})
         for m in ("ghr", "bhr", "shr", "ghs"):
             schema.update({f"{m}_{setting}": pl.Float64, f"{m}_risk_{setting}": pl.Float64})
