@@ -198,7 +198,7 @@ class _Notes:
         return tag("ol", items, class_="notes")
 
 
-def _table_html(table: dict, notes: _Notes) -> Html:
+def _table_html(table: dict, notes: _Notes, section: str) -> Html:
     entries = [CATALOGUE[k] for k in table["metrics"]]
     head = []
     for c, column in enumerate(table["columns"]):
@@ -233,7 +233,8 @@ def _table_html(table: dict, notes: _Notes) -> Html:
     grid = tag("div", tag("table", tag("thead", tag("tr", join(head))), tag("tbody", join(body))), class_="scroll")
     if len(body) > LONG_TABLE:  # the figure above carries a long table's numbers; the rows stay one click away
         grid = tag("details", tag("summary", f"{len(body)} rows"), grid)
-    return join([tag("h3", table["title"], id=table["id"]), grid, keys, note])
+    # the anchor is the section's and the table's id: two sections may each have a table "objects"
+    return join([tag("h3", table["title"], id=f"{section}-{table['id']}"), grid, keys, note])
 
 
 def _figure_html(fig: dict, page: _Page, notes: _Notes, section: str) -> Html:
@@ -266,7 +267,7 @@ def render_paper(paper: str, sections: list[str | Path], out: str | Path) -> Non
         if doc["stand_ins"]:
             body.append(tag("p", f"Stand-ins in this section: {', '.join(doc['stand_ins'])}.", class_="warn"))
         body += [_figure_html(f, page, notes, doc["section"]) for f in doc["figures"]]
-        body += [_table_html(t, notes) for t in doc["tables"]]
+        body += [_table_html(t, notes, doc["section"]) for t in doc["tables"]]
         # a section without figures or tables is a part whose stage did not run: its caption says what to run
         ran = bool(doc["figures"] or doc["tables"])
         page.add(f"sec-{doc['section']}", doc["title"], join(body), ran=ran)
