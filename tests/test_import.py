@@ -130,10 +130,10 @@ def test_lmms_eval_round_trip_gives_score_pope_numbers(release, tmp_path, monkey
     assert summary["n"] == len(yes_no) and summary["model"] == "model-x"
     imported = _pope(capsys, tmp_path / "imported.jsonl", labels)
     assert imported == direct
-    # lmms-eval's own aggregation (first sentence, empty = unknown) is halluflow's pope_lower reading
-    lower = _pope(capsys, tmp_path / "imported.jsonl", labels, "pope_lower")
+    # the exported task reads with the release's reader: lmms-eval's aggregation is `score pope --parser release`
+    release_reading = _pope(capsys, tmp_path / "imported.jsonl", labels, "release")
     for metric in ("accuracy", "precision", "recall", "f1", "yes_ratio"):
-        assert results["t_all"][f"ode_{metric}"] == lower[metric], metric
+        assert results["t_all"][f"ode_{metric}"] == release_reading[metric], metric
 
     # every file of the run (the same query in several subtasks, the descriptions too) -> the release scorer
     from halluflow.ode.scoring import ode_metrics, score_answers
@@ -186,9 +186,11 @@ def test_vlmevalkit_round_trip_gives_score_pope_numbers(release, tmp_path, capsy
     summary = _import(capsys, "vlmevalkit", tmp_path / "model-y" / "model-y_d_POPE.tsv", "--out", tmp_path / "a.jsonl")
     assert summary["model"] == "model-y" and summary["n"] == len(ids)
     assert _pope(capsys, tmp_path / "a.jsonl", labels, parser) == direct
-    card = (out / "d_vlmevalkit.py").read_text()
-    assert "class DPopeDataset(ImageYORNDataset)" in card and '"d_POPE"' in card
-    compile(card, "d_vlmevalkit.py", "exec")
+    # the dataset runs through VLMEvalKit's own run.py: --data-config names its Y/N class, nothing is imported
+    config = json.loads((out / "d_POPE.data_config.json").read_text())
+    assert config == {"d_POPE": {"class": "ImageYORNDataset", "dataset": "d_POPE"}}
+    card = (out / "DATACARD.md").read_text()
+    assert "python run.py --model <model> --data d_POPE --data-config" in card
 
 
 def test_import_bad_inputs_are_one_line(tmp_path, capsys):
@@ -280,8 +282,8 @@ def test_real_lmms_eval_round_trip(release, tmp_path, capsys, response):  # noqa
 
 
 def test_real_vlmevalkit_round_trip(release, tmp_path, capsys):  # noqa: F811
-    """Opt-in: VLMEvalKit's own code builds the exported dataset (the class file, the TSV found by md5 in
-    $LMUData, images decoded), and its Y/N evaluator (POPE_rating) gives `score pope --parser vlmevalkit`'s numbers
+    """Opt-in: VLMEvalKit's own code builds the exported dataset (its ImageYORNDataset named by the exported
+    --data-config, the TSV found in $LMUData, images decoded), and its Y/N evaluator (POPE_rating) gives `score pope --parser vlmevalkit`'s numbers
     on the imported predictions. HALLUFLOW_VLMEVALKIT_PATH = a PYTHONPATH under which `import vlmeval` works."""
     import os
     import subprocess
@@ -295,13 +297,15 @@ def test_real_vlmevalkit_round_trip(release, tmp_path, capsys):  # noqa: F811
     (tmp_path / "lmu" / "d_POPE.tsv").write_bytes((out / "d_POPE.tsv").read_bytes())
     pred = tmp_path / "model-v" / "model-v_d_POPE.tsv"
     pred.parent.mkdir()
+    # run.py's --data-config route (build_dataset_from_config): the class named in the exported JSON, built with
+    # the keys its __init__ takes; no module of the export is imported
     script = f"""
-import json, sys
-sys.path.insert(0, {str(out)!r})
-import d_vlmevalkit
-from vlmeval.dataset import build_dataset
+import inspect, json
+import vlmeval.dataset
 from vlmeval.smp import dump
-ds = build_dataset("d_POPE")
+cfg = dict(json.load(open({str(out / "d_POPE.data_config.json")!r}))["d_POPE"])
+cls = getattr(vlmeval.dataset, cfg.pop("class"))
+ds = cls(**{{k: v for k, v in cfg.items() if k in inspect.signature(cls.__init__).parameters}})
 data = ds.data.copy()
 for i in range(len(data)):
     ds.dump_image(data.iloc[i])
