@@ -279,6 +279,15 @@ def test_extra_sources_merge_and_add_up(tmp_path):
     # each table image adds one to its pair: car-sky (image 1), car-cloud (image 2); other edges unchanged
     assert weight[("car", "sky")] == seed_w.get(("car", "sky"), 0) + 1
     assert weight[("car", "cloud")] == seed_w.get(("car", "cloud"), 0) + 1
+    # the config's graph also corrects or drops misspelt words (resources/vocab/spelling.tsv): seegull -> seagull,
+    # earing -> earring, showerpuff -> shower puff; doghole and electrombile dropped with their edges
+    from halluflow.ode.graph import correct_spelling
+
+    seed_nodes, seed_edges, applied = correct_spelling(seed_nodes, seed_edges)
+    seed_w = {(s, t): w for s, t, w in seed_edges.iter_rows()}
+    assert applied == {"doghole": "", "earing": "earring", "electrombile": "", "seegull": "seagull",
+                       "showerpuff": "shower puff"}  # fmt: skip
+    assert not {"seegull", "doghole"} & set(nodes["node"]) and "seagull" in set(nodes["node"])
     assert weight[("cloud", "sky")] == 224 and len(weight) == len(seed_w | {("car", "sky"): 0, ("car", "cloud"): 0})
     seed_car = seed_nodes.filter(pl.col("node") == "car").row(0, named=True)
     car = nodes.filter(pl.col("node") == "car").row(0, named=True)

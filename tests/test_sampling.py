@@ -129,9 +129,10 @@ def test_conformance_with_odes_released_pairs():
     ours = sample_scenes(nodes, edges, sizes(40, 39), seed=42, standard_band=1)
     # Standard = ODE's "Common": our top-40 entity pairs differ from theirs only among pairs tied at the cut-off
     mine = {frozenset(p[:2]) for p in pairs(ours, "standard", "entity_entity")}
-    theirs = {frozenset(p) for p in lists[("Common", "ee")]}
+    # … once pairs with a concept no picture shows are left out (ODE's "tennis"-"racket": tennis is an activity)
+    theirs = {frozenset(p) for p in lists[("Common", "ee")]} - {frozenset(("tennis", "racket"))}
     cutoff = min(weight[p] for p in mine)
-    assert all(weight[p] == cutoff for p in mine ^ theirs) and len(mine & theirs) >= 39
+    assert all(weight[p] == cutoff for p in mine ^ theirs) and len(mine & theirs) >= 38
     assert all(
         w == 1 for *_, w in pairs(ours, "long_tail", "entity_entity") + pairs(ours, "long_tail", "entity_environment")
     )

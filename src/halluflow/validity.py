@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .errors import InputError
+from .errors import InputError, visible
 from .io import read_json, read_parquet, write_json
 from .metrics.catalogue import CATALOGUE
 from .metrics.parsers import PARSERS, failed_mask, parse_answers
@@ -428,7 +428,7 @@ def table(doc: dict) -> str:
         lines.append(f"not in both runs (left out): {', '.join(doc['unpaired_models'])}")
     if doc["stand_in"]:
         lines.append("(stand-in) = a tiny random stand-in model: its answers are noise, and so is its row")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)  # a model name from data stays on its line
 
 
 def run_workflow(ode: str | Path, section: dict, out: str, *, seed: int = 0, release: str | None = None) -> dict:

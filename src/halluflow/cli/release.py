@@ -225,6 +225,13 @@ def _configure_audit(parser) -> None:
     parser.add_argument("--max-side", type=positive_int, default=512, help="largest image side in the page (px)")
 
 
+def _say(line: str) -> None:
+    """One line of output: names and notes taken from data are shown with their control characters visible."""
+    from halluflow.errors import visible
+
+    print(visible(line))
+
+
 def _run_audit(args) -> int:
     from halluflow.ode.audit import apply_labels, default_out, interval_text, notes, percent, rate_rows, run_workflow
 
@@ -234,22 +241,22 @@ def _run_audit(args) -> int:
         record = apply_labels(release_dir, out_dir, args.labels)
         lab = record["labels"]
         for line in notes(record):
-            print(f"WARNING: {line}")
-        print(
+            _say(f"WARNING: {line}")
+        _say(
             f"label audit of {release_dir}: {lab['labelled']} labelled, {lab['unsure']} unsure, "
             f"{lab.get('unresolved', lab['unsure']) - lab['unsure']} sampled but unlabelled "
             f"({100 * lab['confidence']:g}% exact finite-population intervals)"
         )
-        print(f"  {'query type / stated answer':<28} {'items':>6} {'errors':>13}  {'rate':>6}  interval")
+        _say(f"  {'query type / stated answer':<28} {'items':>6} {'errors':>13}  {'rate':>6}  interval")
         for name, r, ref in rate_rows(lab):
             repope = f"  (RePOPE, POPE: {percent(ref)})" if ref is not None else ""
-            print(
+            _say(
                 f"  {name:<28} {r.get('population', 0):>6} {r['errors']:>6}/{r['labelled']:<6}  "
                 f"{percent(r['error_rate']):>6}  {interval_text(r)}{repope}"
             )
         for name, r in lab["by_query_type"].items():
-            print(f"  {name}: {r['errors']}/{r['labelled']} errors, rate {percent(r['error_rate'])} {interval_text(r)}")
-        print(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
+            _say(f"  {name}: {r['errors']}/{r['labelled']} errors, rate {percent(r['error_rate'])} {interval_text(r)}")
+        _say(f"recorded in {release_dir / 'DATACARD.md'} and {release_dir / 'manifest.json'}")
         return 0
     from halluflow.config import load_config
 
@@ -275,27 +282,27 @@ def _print_audit(summary: dict, out_dir: Path) -> None:
 
     t = summary["totals"]
     if summary["warning"]:
-        print(f"WARNING: {summary['warning']}")
+        _say(f"WARNING: {summary['warning']}")
     for line in ((summary.get("independence") or {}).get("note"), summary.get("human_only")):
         if line:
-            print(f"WARNING: {line}")
+            _say(f"WARNING: {line}")
     left_out = (summary.get("independence") or {}).get("left_out_dependent") or []
     if left_out:
-        print(
+        _say(
             f"oracle: left out {', '.join(map(str, left_out))} (models under test; --allow-dependent-oracle uses them)"
         )
-    print(
+    _say(
         f"audit of {summary['release']}: {summary['items']} yes/no items; detector disagrees on "
         f"{t['detector_disagrees']} of {t['detector_judged']}, oracle on {t['oracle_disagrees']} of "
         f"{t['oracle_judged']} ({t['oracle_undecided']} undecided); {t['flagged']} flagged"
     )
     for r in summary["by_query_type_distribution"]:
-        print(
+        _say(
             f"  {r['query_type']:<15} {r['distribution']:<10} items {r['items']:>4}  detector {r['detector_disagrees']}"
             f"/{r['detector_judged']}  oracle {r['oracle_disagrees']}/{r['oracle_judged']}  flagged {r['flagged']}"
         )
     s = summary["sample"]
-    print(
+    _say(
         f"sample: {s['size']} items for +/-{100 * s['margin']:g} points at {100 * s['confidence']:g}% per query type "
         f"-> {out_dir / PAGE}"
     )

@@ -120,3 +120,104 @@ def node_attribute_forms(node: dict, table: dict | None = None) -> set[str]:
                 if cleaned:
                     out.add(cleaned[1])
     return out
+
+
+# ------------------------------------------------------------------------------------- what an attribute fits
+ATTRIBUTE_TYPES = resource_path("vocab/attribute_types.tsv")
+# class groups of the `fits` column (classes: halluflow.ode.concepts)
+CLASS_GROUPS = {
+    "vehicles": ("vehicle", "aircraft", "watercraft"),
+    "things-made": ("vehicle", "aircraft", "watercraft", "furniture", "clothing", "object", "structure", "material",
+                    "part"),
+    "things": ("person", "animal", "bird", "fish", "vehicle", "aircraft", "watercraft", "plant", "food", "furniture",
+               "clothing", "object"),
+    "stuff": ("water", "sky", "ground", "vegetation", "structure", "material"),
+}  # fmt: skip
+# what an environment in the prompt makes true of every object in it: never asked as a counterfactual "no"
+IMPLIED_BY_ENVIRONMENT = {
+    **dict.fromkeys(("sea", "ocean", "lake", "river", "pond", "water", "waterfall", "swamp", "rain", "surf"), ("wet",)),
+    **dict.fromkeys(("snow", "glacier"), ("wet",)),
+    "desert": ("dry",),
+}
+
+
+class AttributeType(tuple):
+    """(type, exclusive, fits, near) of one attribute form."""
+
+    @property
+    def type(self) -> str:
+        return self[0]
+
+    @property
+    def exclusive(self) -> bool:
+        return self[1]
+
+    @property
+    def fits(self) -> frozenset[str]:
+        return self[2]
+
+    @property
+    def near(self) -> frozenset[str]:
+        return self[3]
+
+
+@lru_cache(maxsize=4)
+def read_attribute_types(path: str | None = None) -> dict[str, AttributeType]:
+    """form → AttributeType from the shipped typed attribute lexicon (resources/vocab/attribute_types.tsv): the
+    attribute's type (colour, posture, locomotion, activity, emotion-like temper …), whether a value of the type
+    rules out the others (a red car is not blue; a sitting person may laugh), the object classes it fits, and the
+    values too near it to be a reliable "no" (blue / azure)."""
+    path = Path(path) if path else ATTRIBUTE_TYPES
+    if not path.exists():
+        raise InputError(f"{path}: typed attribute lexicon not found")
+    out = {}
+    with open(path, encoding="utf-8", newline="") as fh:
+        for i, row in enumerate(csv.DictReader(fh, delimiter="\t"), 2):
+            if not row.get("form") or not row.get("type"):
+                raise InputError(f"{path}:{i}: needs a form and a type")
+            fits = set()
+            for name in filter(None, (row.get("fits") or "").split(",")):
+                fits |= set(CLASS_GROUPS.get(name, (name,)))
+            near = frozenset(filter(None, (row.get("near") or "").split(",")))
+            out[row["form"]] = AttributeType((row["type"], row.get("exclusive") == "yes", frozenset(fits), near))
+    return out
+
+
+def attribute_fit_problem(form: str, cls: str, kind: str, types: dict | None = None) -> str | None:
+    """Why an attribute form makes no sense of an object of class `cls` (None when it does): a vague word no
+    picture settles, an action for something that cannot do it ("Is the truck hiking?"), an emotion for an object
+    ("Is the chair gloomy?"), a food state for an animal ("Is the cat unappetizing?")."""
+    types = read_attribute_types() if types is None else types
+    entry = types.get(form)
+    if entry is None:  # a word of another graph source the typed lexicon lacks: not judged (its form is)
+        return None
+    if not entry.fits:
+        return f"{form!r} is {entry.type}: no picture settles it"
+    if cls and cls not in entry.fits:  # a concept the lexicon does not type (another graph source): not judged
+        return f"{kind} {form!r} ({entry.type}) does not fit a {cls or 'concept of unknown class'}"
+    return None
+
+
+def counterfactual_forms(
+    own: str, cls: str, words: list[str], exclude: set[str], implied: set[str], types: dict | None = None
+) -> list[str]:
+    """The words a counterfactual attribute question may ask beside the prompt's own attribute `own` of an object
+    of class `cls`: of the same exclusive type (the image shows a red car, so "blue" is a reliable "no"; a sitting
+    person may well be laughing, so activities are never counterfactuals), fitting the class, not too near `own`,
+    not in `exclude` (the object's own words) and not implied by the prompt's environment."""
+    types = read_attribute_types() if types is None else types
+    mine = types.get(own)
+    if mine is None or not mine.exclusive:
+        return []
+    return [
+        w
+        for w in words
+        if w != own
+        and w not in exclude
+        and w not in implied
+        and w not in mine.near
+        and (t := types.get(w)) is not None
+        and t.type == mine.type
+        and own not in t.near
+        and (cls in t.fits or not cls)
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -374,9 +375,15 @@ def hallu_graph_from_config(graph: Mapping[str, Any] | OdeGraph) -> pl.DataFrame
     """G_H of every source of an `ode.graph` block, weights added up."""
     graph = OdeGraph.from_dict(graph)
     weights: Counter[tuple[str, str]] = Counter()
+    from .concepts import read_spelling
+
+    spelling = read_spelling()
     for src in (graph.source, *graph.extra_sources):
         df = hallu_graph(src, graph.weighting)
-        weights.update({(s, t): int(w) for s, t, w in df.iter_rows()})
+        for s, t, w in df.iter_rows():
+            s, t = spelling.get(s, s), spelling.get(t, t)  # corrected or dropped as build_graph_from_config does
+            if s and t and s != t:
+                weights[(s, t)] += int(w)
     return _edge_frame(weights)
 
 
@@ -527,11 +534,58 @@ def merge_graphs(graphs: list[tuple[pl.DataFrame, pl.DataFrame]]) -> tuple[pl.Da
     )
 
 
+def correct_spelling(nodes: pl.DataFrame, edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """The graph with its misspelt words corrected by resources/vocab/spelling.tsv ("seegull" → seagull: counts and
+    attributes merge into the corrected node) and the words it drops removed with their edges (AMBER's "doghole":
+    no English noun, and which one is meant is unclear). Returns (nodes, edges, {wrong: right or ""})."""
+    from .concepts import read_spelling
+
+    table = read_spelling()
+    applied = {n: table[n] for n in nodes["node"].to_list() if n in table}
+    if not applied:
+        return nodes, edges, {}
+    rename = {n: applied.get(n, n) for n in nodes["node"].to_list()}
+    kept = nodes.filter(pl.col("node").replace_strict(rename, default=None) != "")
+    renamed = kept.with_columns(pl.col("node").replace_strict(rename, default=pl.col("node")))
+    keep_edges = edges.filter(~pl.col("source").is_in([w for w, r in applied.items() if not r]))
+    keep_edges = keep_edges.filter(~pl.col("target").is_in([w for w, r in applied.items() if not r]))
+    pairs = [
+        tuple(sorted((rename.get(s, s), rename.get(t, t)))) for s, t in keep_edges.select("source", "target").rows()
+    ]
+    renamed_edges = pl.DataFrame(
+        {"source": [p[0] for p in pairs], "target": [p[1] for p in pairs], "weight": keep_edges["weight"]},
+        schema=EDGE_SCHEMA,
+    )
+    renamed_edges = (
+        renamed_edges.filter(pl.col("source") != pl.col("target"))
+        .group_by("source", "target")
+        .agg(pl.col("weight").sum())
+        .sort("weight", "source", "target", descending=[True, False, False])
+    )
+    # merge_graphs adds up the nodes that now share a name (its second graph is empty)
+    nodes_out, _ = merge_graphs([(renamed, renamed_edges), (renamed.clear(), renamed_edges.clear())])
+    edges_out = renamed_edges.cast(EDGE_SCHEMA)
+    return nodes_out, edges_out, applied
+
+
 def build_graph_from_config(graph: Mapping[str, Any] | OdeGraph) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `ode.graph` config block: `source` plus any `extra_sources`, merged."""
+    """The `ode.graph` config block: `source` plus any `extra_sources`, merged, with misspelt words corrected or
+    dropped (`correct_spelling`; the build log says how many)."""
     graph = OdeGraph.from_dict(graph)
     sources = (graph.source, *graph.extra_sources)
-    return merge_graphs([build_graph(src, graph.environments, graph.weighting) for src in sources])
+    nodes, edges = merge_graphs([build_graph(src, graph.environments, graph.weighting) for src in sources])
+    nodes, edges, applied = correct_spelling(nodes, edges)
+    if applied:
+        fixed = sorted(f"{w} → {r}" for w, r in applied.items() if r)
+        dropped = sorted(w for w, r in applied.items() if not r)
+        logging.getLogger(__name__).info(
+            "spelling table: %d graph words corrected (%s), %d dropped (%s)",
+            len(fixed),
+            ", ".join(fixed),
+            len(dropped),
+            ", ".join(dropped),
+        )
+    return nodes, edges
 
 
 def neighbours(edges: pl.DataFrame) -> dict[str, list[tuple[str, int]]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ..config_types import Ode
-from ..errors import InputError
+from ..errors import InputError, visible
 from ..io import read_json, read_parquet
 
 MANIFEST = "manifest.json"
@@ -319,7 +319,7 @@ def diff_markdown(d: dict) -> str:
                 else "does not descend from A."
             )
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(visible(line) for line in lines) + "\n"  # a name from data stays on its line
 
 
 def lineage_record(

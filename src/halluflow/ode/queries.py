@@ -20,7 +20,17 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from ..io import canonical_json
 from ..progress import get_logger, progress
-from .attributes import NUMBER_WORDS, clean_word, node_attribute_forms, read_attribute_words
+from .attributes import (
+    IMPLIED_BY_ENVIRONMENT,
+    NUMBER_WORDS,
+    attribute_fit_problem,
+    clean_word,
+    counterfactual_forms,
+    node_attribute_forms,
+    read_attribute_types,
+    read_attribute_words,
+)
+from .concepts import NOT_A_THING, Implications, concept, no_object_problem, read_concepts
 from .graph import neighbours
 from .nouns import askable_nodes, noun, read_lexicon
 
@@ -154,6 +164,13 @@ class NegativeSampler:
         graph = set(self.nodes)
         foreign = {t for targets in self.hallu.values() for t, _ in targets} - graph
         self.barred = (graph - askable_nodes(nodes)) | {t for t in foreign if not noun(t).askable}
+        # "No" only where the picture can show it: a thing, never stuff (sky, wall, grass), a scene, a part or an
+        # abstract concept (typed concept lexicon, halluflow.ode.concepts); and never what the prompt implies
+        # (`implied`: hypernyms, hyponyms, wholes, parts, an environment's typical contents).
+        lexicon = read_concepts()
+        self.not_things = {n for n in graph | foreign if not concept(n, lexicon).thing} - self.barred
+        self.implications = Implications(lexicon)
+        self.removed: dict[str, int] = {}  # rule -> candidates skipped by it (counted as candidates are drawn)
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
         self._orders: dict[tuple, list[str]] = {}
@@ -198,12 +215,23 @@ class NegativeSampler:
                 )
         return self._orders[key]
 
+    def implied(self, truth) -> frozenset[str]:
+        return self.implications.implied(tuple(truth))
+
+    def _skip(self, n: str, exclude: set[str], implied: frozenset[str]) -> bool:
+        if n in exclude or n in self.barred:
+            return True
+        rule = "not a thing" if n in self.not_things else "implied by the prompt" if n in implied else None
+        if rule:
+            self.removed[rule] = self.removed.get(rule, 0) + 1
+        return rule is not None
+
     def candidates(self, strategy: str, truth, exclude: set[str], k: int, rng=None) -> list[str]:
         if k <= 0:
             return []
-        out = []
+        out, implied = [], self.implied(truth)
         for n in self.order(strategy, tuple(truth), rng):
-            if n not in exclude and n not in self.barred:
+            if not self._skip(n, exclude, implied):
                 out.append(n)
                 if len(out) == k:
                     break
@@ -237,7 +265,8 @@ def declared_candidates(
         n = negatives_per_image * (i + 1) + spare if negatives_per_image > 0 else 0
         out += [(o, strategy) for o in sampler.candidates(strategy, truth, block, n, rng)]
     if counterfactual_per_image > 0:
-        pool = [o for o in sampler.order("unlinked", tuple(truth)) if o not in block and o not in sampler.barred]
+        implied = sampler.implied(truth)
+        pool = [o for o in sampler.order("unlinked", tuple(truth)) if not sampler._skip(o, block, implied)]
         n = min(counterfactual_per_image + spare, len(pool))
         # in draw order: the first ones are the question, the rest stand by for an object the detector sees
         out += [(pool[int(i)], "fictional") for i in (rng.choice(len(pool), size=n, replace=False) if n else [])]
@@ -760,7 +789,11 @@ def make_queries(
             if (obj, kind) not in foreign:
                 own = node_attribute_forms(node)
                 foreign[(obj, kind)] = [w for w in vocab[kind] if w not in own]
-            return obj, kind, [w for w in foreign[(obj, kind)] if w not in (attr, contrast)]
+            # of the same exclusive type as the prompt's attribute and fitting the object's class (a red car: "Is
+            # the car blue?", never "Is the car hiking?"), nothing the prompt's environment implies ("wet" at sea)
+            cls = "scene" if concept(obj).kind == "scene" else concept(obj).cls
+            implied = {w for o in truth_of[si] for w in IMPLIED_BY_ENVIRONMENT.get(o, ())}
+            return obj, kind, counterfactual_forms(attr, cls, foreign[(obj, kind)], {contrast} - {None}, implied)
         kind = kind or ("action" if node.get("action_pairs") else "state")
         if (obj, kind) not in foreign:
             own = {w for p in node.get(f"{kind}_pairs") or [] for w in p.split("/")}
@@ -945,6 +978,8 @@ def question_problem(
     target: str | None,
     table: dict | None = None,
     lexicon: dict | None = None,
+    concepts: dict | None = None,
+    types: dict | None = None,
 ) -> str | None:
     """Why a question is not one of the grammatical templates (docs/ode.md), or None when it is. The noun
     lexicon (halluflow.ode.nouns) says which article, verb and plural the target takes, and whether it may be
@@ -959,6 +994,15 @@ def question_problem(
     entry = noun(target, read_lexicon() if lexicon is None else lexicon)
     if not entry.askable:
         return f"{target!r} is {'a virtual node of ODE' if entry.virtual else 'no noun'}: never asked about"
+    known = concept(target, concepts)
+    concept_kind = known.kind
+    attribute_class = "scene" if concept_kind == "scene" else known.cls
+    if concept_kind == "abstract":
+        return f"{target!r} is not visual (an activity, a sound, an event): never asked about"
+    if concept_kind == "none":
+        return f"{target!r} is no concept a picture shows (a misspelling or no noun): never asked about"
+    if truth == "no" and query_type in ("existence", "counterfactual") and attribute_kind is None and not known.thing:
+        return f"'no' about {target!r}, {NOT_A_THING.get(concept_kind, concept_kind)}: only a thing is asked as absent"
     if query_type in ("existence", "counterfactual") and attribute_kind is None:
         want = existence_question(target, lexicon)
         return None if question == want else f"not the existence template {want!r}"
@@ -967,7 +1011,11 @@ def question_problem(
         word = question[len(head) : -1] if question.startswith(head) and question.endswith("?") else ""
         if not word or " " in word:
             return f"not the {attribute_kind} template '{head}<{attribute_kind}>?'"
-        return _attribute_word_problem(word, attribute_kind, table)
+        # form, then meaning: the word must fit what the object is (typed attribute and concept lexicons)
+        problem = _attribute_word_problem(word, attribute_kind, table)
+        if problem is None and concept_kind not in ("abstract", "none"):
+            problem = attribute_fit_problem(word, attribute_class, attribute_kind, types)
+        return problem
     if query_type == "count":
         if not entry.countable:
             return f"count question on {target!r}, a {entry.kind} noun (never counted)"
@@ -983,17 +1031,44 @@ def question_problem(
 def invalid_questions(queries: pl.DataFrame) -> pl.DataFrame:
     """The queries whose question breaks the grammatical templates, with a `problem` column; also every
     (image, counted object) that has not exactly one "yes" count. Empty for a valid release."""
-    table, lexicon = read_attribute_words(), read_lexicon()
+    table, lexicon, concepts, types = read_attribute_words(), read_lexicon(), read_concepts(), read_attribute_types()
     keys = ["query_type", "attribute_kind", "question", "truth", "target"]
     distinct = queries.select(keys).unique()
     problems = distinct.with_columns(
         pl.Series(
-            "problem", [question_problem(*r, table=table, lexicon=lexicon) for r in distinct.rows()], dtype=pl.String
+            "problem",
+            [
+                question_problem(*r, table=table, lexicon=lexicon, concepts=concepts, types=types)
+                for r in distinct.rows()
+            ],
+            dtype=pl.String,
         )
     )
     bad = queries.join(problems.filter(pl.col("problem").is_not_null()), on=keys, how="inner", nulls_equal=True).select(
         "query_id", "image_id", *keys, "problem"
     )
+    if "objects" in queries.columns:
+        # a "no" object the prompt implies (a hypernym, hyponym, part or whole of a prompt object, what its
+        # environment shows): the picture may well show it
+        asked = no_object_questions(queries).select("query_id", "image_id", *keys, "objects")
+        pairs = asked.select("target", "objects").unique()
+        implied = pairs.filter(
+            pl.Series(
+                [no_object_problem(t, o or ()) == "implied by the prompt" for t, o in pairs.rows()], dtype=pl.Boolean
+            )
+        )
+        if implied.height:
+            bad = pl.concat(
+                [
+                    bad,
+                    asked.join(implied, on=["target", "objects"], how="semi").select(
+                        "query_id",
+                        "image_id",
+                        *keys,
+                        pl.lit("'no' about an object the prompt implies").alias("problem"),
+                    ),
+                ]
+            )
     yes_counts = (
         queries.filter(pl.col("query_type") == "count")
         .group_by("image_id", "target")

@@ -18,7 +18,8 @@ import polars as pl
 
 from ..errors import ConfigError
 from ..io import stable_hash
-from .attributes import clean_pair
+from .attributes import attribute_fit_problem, clean_pair, counterfactual_forms, read_attribute_types
+from .concepts import concept
 from .nouns import askable_nodes
 
 DISTRIBUTIONS = ("standard", "long_tail", "random", "fictional")
@@ -165,14 +166,29 @@ def _attribute_options(node: dict, kinds: tuple[str, ...], clean: bool = True) -
                     options.append((word, kind, contrast or None))
         return options
     seen = set()
+    cls = _attribute_class(node.get("node") or "")
     for mined_kind in ATTRIBUTE_KINDS:
         for pair in node.get(f"{mined_kind}_pairs") or []:
             option = clean_pair(pair, mined_kind)
-            # a word mined as a state may be an action ("sit"), so the kind filter applies after cleaning
+            # a word mined as a state may be an action ("sit"), so the kind filter applies after cleaning; the word
+            # must fit the object's class (typed attribute lexicon: no "hiking truck", no "gloomy chair")
             if option and option[1] in kinds and option[0] not in seen:
+                if attribute_fit_problem(option[0], cls, option[1]) is not None:
+                    continue
                 seen.add(option[0])
-                options.append(option)
+                form, kind, contrast = option
+                # the mined contrast is asked "no" only where it rules the word out (same exclusive type, fits)
+                typed = form in read_attribute_types()  # a word of another graph source: the mined pair stands
+                if contrast and typed and not counterfactual_forms(form, cls, [contrast], set(), set()):
+                    contrast = None
+                options.append((form, kind, contrast))
     return options
+
+
+def _attribute_class(name: str) -> str:
+    """The class attributes are typed by (halluflow.ode.concepts): a thing's or stuff's class, "scene", a part's."""
+    entry = concept(name)
+    return "scene" if entry.kind == "scene" else entry.cls
 
 
 def _pick_attributes(options: list, variants: int, rng) -> list[tuple | None]:
@@ -205,6 +221,8 @@ def sample_scenes(
     # ODE's virtual nodes (tire, drain, hot: typed so by the graph or the noun lexicon) and names that are no noun
     # are never drawn: a prompt would ask for "a hot" and a question about it
     barred = set(node_rows) - askable_nodes(nodes)
+    # nor is what no picture shows (abstract concepts: "sailing", "tennis", "sound"; concept lexicon)
+    barred |= {n for n in node_rows if concept(n).kind in ("abstract", "none")}
     weights = {frozenset((s, t)): int(w) for s, t, w in edges.iter_rows() if s != t}
     rows = []
     taken: set[frozenset] = set()  # Standard and Long-tail pairs, which Random leaves to them
