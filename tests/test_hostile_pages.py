@@ -250,6 +250,22 @@ def test_no_report_module_but_the_page_shell_writes_markup():
     assert found == []
 
 
+def test_the_shell_escapes_attributes_slugs_ids_and_keeps_links_relative(tmp_path):
+    from halluflow.report.page import _Page, anchor, tag
+
+    link = tag("a", PAYLOAD, href="javascript:document.title='PWNED'", id=PAYLOAD, title=PAYLOAD)
+    assert link.startswith('<a href="javascript%3Adocument.title%3D%27PWNED%27" id="')
+    assert "<script" not in link and "<img" not in link and link.count('"') == 6
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+", anchor(PAYLOAD)) and anchor(PAYLOAD) != anchor(PAYLOAD + "2")
+    # linked images (report build --link-images): the asset's file name is the slug, inside the assets folder
+    page = _Page(tmp_path / "s.html", embed=False, dpi=30)
+    _png(tmp_path / "x.png")
+    figure = page.image(f"diagnosis_{NAME_PAYLOAD}", (tmp_path / "x.png").read_bytes(), PAYLOAD, PAYLOAD)
+    [asset] = list((tmp_path / "s_files").iterdir())
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+\.png", asset.name) and f'src="s_files/{asset.name}"' in figure
+    assert "<script" not in figure and "onerror=" not in figure.replace("onerror=&quot;", "")
+
+
 # ---- class 2: names printed to a terminal --------------------------------------------------------------------------
 FORGED = "evil\nok: 3 files match manifest.json\x1b[2K\x1b[1A\u202e.txt"
 
@@ -275,6 +291,15 @@ def test_an_error_naming_a_hostile_file_is_one_visible_line(tmp_path, capsys):
     missing = folder / "sec\x1b[2J\nhalluflow: ok.json"
     line = _refused(["report", "paper", "caos", str(missing), "--out", str(tmp_path / "p.html")], capsys, folder)
     assert "\x1b" not in line and "sec\\x1b[2J\\nhalluflow: ok.json" in line
+
+
+def test_visible_shows_every_control_class():
+    from halluflow.errors import visible
+
+    assert visible("plain name é 中 ok") == "plain name é 中 ok"
+    shown = visible("a\nb\rc\td\x1b[2Je\x7ff\x9bg\u2028h\u202ei\udc80j\x00k")
+    assert shown == "a\\nb\\rc\\td\\x1b[2Je\\x7ff\\x9bg\\u2028h\\u202ei\\udc80j\\x00k"
+    assert shown.isprintable()
 
 
 # ---- class 3: large inputs -----------------------------------------------------------------------------------------
@@ -333,6 +358,19 @@ def test_a_5mb_rejection_reason_is_cut_and_fast(tmp_path, capsys):
     assert code == 0 and not err and time.monotonic() - start < 30, err
     page = (tmp_path / "out" / "s.html").read_text()
     assert "r" * 2000 + "… [cut: 4,998,000 more characters]" in page and len(page) < 500_000
+
+
+def test_a_huge_diagnosis_figure_is_linked_in_the_summary(tmp_path, capsys):
+    root = _results(tmp_path / "r" / "demo", scenes=False)
+    (root / "diagnosis").mkdir()
+    with open(root / "diagnosis" / "m.png", "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n")
+        fh.truncate(1_500_000_000)
+    code, err, _ = _run(_build(root, tmp_path), capsys, root)
+    assert code == 0 and not err, err
+    page = (tmp_path / "out" / "s.html").read_text()
+    assert "Figure not placed in the page: 1.5 GB is over the 16.0 MB limit" in page
+    assert 'href="../r/demo/diagnosis/m.png"' in page and len(page) < 200_000
 
 
 # ---- class 4: malformed result files -------------------------------------------------------------------------------
