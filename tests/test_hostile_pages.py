@@ -373,6 +373,34 @@ def test_a_huge_diagnosis_figure_is_linked_in_the_summary(tmp_path, capsys):
     assert 'href="../r/demo/diagnosis/m.png"' in page and len(page) < 200_000
 
 
+def test_a_huge_diagnosis_figure_is_not_copied_into_the_ode_paper_section(tmp_path):
+    from halluflow.report.paper_sections import ode_sections
+
+    root = _results(tmp_path / "r" / "demo", scenes=False)
+    (root / "diagnosis").mkdir()
+    with open(root / "diagnosis" / "m.png", "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n")
+        fh.truncate(1_500_000_000)
+    matrix = {"cluster": [0], "concept": ["dog"], "n": [4], "n_hallucinated": [1]}
+    write_parquet(root / "diagnosis" / "m.parquet", pl.DataFrame(matrix))
+    paths = ode_sections(root, tmp_path / "paper")
+    fig8 = json.loads(next(p for p in paths if p.name == "fig8.json").read_text())
+    png = tmp_path / "paper" / fig8["figures"][0]["file"]
+    assert png.stat().st_size < 200_000  # the placeholder saying where the 1.5 GB file is, not a copy
+
+
+def test_gallery_images_that_cannot_be_drawn_are_named_not_fatal(tmp_path, capsys):
+    root = _results(tmp_path / "r" / "demo")
+    (root / "images").mkdir()
+    (root / "images" / "x.png").write_text("not an image")
+    code, err, _ = _run(_build(root, tmp_path), capsys, root)
+    assert code == 0 and not err, err
+    with open(root / "images" / "x.png", "wb") as fh:  # 1.5 GB: named in the tile, never read
+        fh.truncate(1_500_000_000)
+    code, err, _ = _run(_build(root, tmp_path), capsys, root)
+    assert code == 0 and not err, err
+
+
 # ---- class 4: malformed result files -------------------------------------------------------------------------------
 def _metrics(root: Path, model: str) -> None:
     write_json(root / f"metrics/{model}.json", {"model": model, "n": 4, "n_failed": 0})

@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from ..errors import InputError, clip, visible  # noqa: E402
-from ..io import safe_join  # noqa: E402
+from ..io import open_rgb, safe_join  # noqa: E402
 from ..metrics.catalogue import CATALOGUE  # noqa: E402
 from .collect import DISTRIBUTIONS, PAIR_KINDS, Results, Scorecard, _order_key  # noqa: E402
 
@@ -137,11 +137,53 @@ def gallery(res: Results, which: str, n: int = 12, max_boxes: int = 4, columns: 
     return fig
 
 
+MAX_DRAWN_IMAGE_BYTES = 64_000_000  # an image file drawn into a figure (a gallery tile, a diagnosis panel)
+MAX_DRAWN_IMAGE_PIXELS = 40_000_000  # ... and its pixels: larger ones are named in the figure, not decoded
+
+
+def _image_problem(path: Path) -> str | None:
+    """Why the image at `path` is not drawn (too large, not a regular file, unreadable), or None: it can be."""
+    if not path.is_file():
+        return "not a regular file"
+    size = path.stat().st_size
+    if size > MAX_DRAWN_IMAGE_BYTES:
+        return f"{size / 1e6:,.0f} MB, over the {MAX_DRAWN_IMAGE_BYTES / 1e6:.0f} MB limit"
+    try:
+        with Image.open(path) as img:
+            w, h = img.size
+    except Exception as exc:  # PIL raises many types for a file that is not an image
+        return f"not a readable image ({type(exc).__name__})"
+    if w * h > MAX_DRAWN_IMAGE_PIXELS:
+        return f"{w} x {h} pixels, over the {MAX_DRAWN_IMAGE_PIXELS / 1e6:.0f} megapixel limit"
+    return None
+
+
+def _draw_image(ax, path: Path) -> None:
+    """The image on `ax`, or a line saying why it is not drawn (the figure still renders, and says so)."""
+    problem = _image_problem(path)
+    if problem is None:
+        try:
+            ax.imshow(open_rgb(path))
+            return
+        except InputError as exc:
+            problem = f"not a readable image ({data_label(exc, 60)})"
+    ax.text(
+        0.5,
+        0.5,
+        f"image not drawn: {problem}\n{data_label(path.name)}",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="#C62828",
+        fontsize=7,
+        wrap=True,
+    )
+
+
 def _draw_tile(ax, res: Results, row: dict, detections: pl.DataFrame | None, max_boxes: int, which: str) -> None:
     path = safe_join(res.root, row["path"])
     if path.exists():
-        with Image.open(path) as img:
-            ax.imshow(img.convert("RGB"))
+        _draw_image(ax, path)
     else:
         ax.text(
             0.5,
@@ -586,8 +628,7 @@ def diagnosis_panels(res: Results, models: list[str]) -> Figure | str:
         return "not run: no diagnosis/<model>.png (ode_diagnosis did not run)"
     fig, axes = plt.subplots(len(pngs), 1, figsize=(8, 6 * len(pngs)), squeeze=False)
     for ax, (model, path) in zip(axes.flat, pngs):
-        with Image.open(path) as img:
-            ax.imshow(img.convert("RGB"))
+        _draw_image(ax, path)
         ax.set_title(data_label(model))
         ax.axis("off")
     fig.tight_layout()

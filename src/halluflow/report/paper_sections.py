@@ -30,6 +30,7 @@ from ..io import write_json
 from ..metrics.catalogue import CATALOGUE
 from . import figures
 from .collect import DISTRIBUTIONS, Results, hallucination_by_distribution
+from .page import MAX_INLINE_FIGURE, figure_file
 
 SUBSETS = ("all", "in_domain", "out_of_domain", "without_top3_frequent")
 
@@ -277,7 +278,13 @@ def _ode_fig8(res: Results, w: _Writer, names: list[str], models: str, sizes: st
         if png is None or matrix is None:
             continue
         name = f"fig8_{len(figs)}"
-        figures.write_png(w.folder / f"{name}.png", png.read_bytes())
+        _, size = figure_file(png, str(png))
+        if size > MAX_INLINE_FIGURE:  # never read whole: the section's figure says where the file is
+            note = f"diagnosis/{model}.png is {size / 1e6:,.0f} MB, "
+            note += f"over the {MAX_INLINE_FIGURE / 1e6:.0f} MB a page holds"
+            figures.write_png(w.folder / f"{name}.png", figures.to_png(figures.placeholder(str(model), note)))
+        else:
+            figures.write_png(w.folder / f"{name}.png", png.read_bytes())
         figs.append(
             {
                 "id": name,
