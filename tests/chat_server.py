@@ -7,7 +7,9 @@ connection reset, timeout, a status line or a body trickled one byte at a time, 
 malformed JSON, null, empty, blank, list-shaped, space-prefixed, huge, lone-surrogate or key-quoting content — so
 the client's retry/backoff/failure paths run against real sockets. Server-wide: body fields it rejects like a strict
 server (`reject_fields`), a GET /v1/models that hangs (`models_stall_s`), and `hold_after`: after that many answers,
-hold every further request until `release()`, so a test can kill its client at a known point.
+hold every further request until `release()`, so a test can kill its client at a known point. A fault may also be a
+callable taking the request's headers and returning (status, raw body bytes), and `models_reply` such a callable
+for GET /v1/models, for replies no named fault writes (a key echoed in served ids, escaped or split bodies).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ChatServer:
         self.answered = 0  # 200 replies with an answer, fully written
         self.unknown_model_stall_s = 0.0  # a request naming an unlisted model waits this long before its 400
         self.models_status: int | None = None  # GET /v1/models answers this status instead of the list
+        self.models_reply = None  # callable(headers) -> (status, raw bytes): GET /v1/models answers that instead
         self.paths: list[str] = []  # request paths as received (query strings included)
         self.held = threading.Event()
         # Ids GET /v1/models lists; other ids get HTTP 400 like a server pinned to its models. None: no /v1/models
@@ -84,6 +87,9 @@ class ChatServer:
                     time.sleep(server.models_stall_s)  # a server blocked fetching a model it does not have
                 if server.models_status:
                     return self._send(server.models_status, {"error": f"HTTP {server.models_status}"})
+                if server.models_reply is not None:
+                    status, raw = server.models_reply(self.headers)
+                    return self._send(status, None, raw=raw)
                 if self.path.split("?")[0].rstrip("/") == "/v1/models" and server.models is not None:
                     return self._send(
                         200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]}
@@ -113,6 +119,9 @@ class ChatServer:
                     hold = server.hold_after is not None and server.answered >= server.hold_after
                 if hold:
                     server.held.wait(60)
+                if callable(fault):  # a reply built from the request's headers: (status, raw body bytes)
+                    status, raw = fault(self.headers)
+                    return self._send(status, None, raw=raw)
                 rejected = [f for f in server.reject_fields if f in body]
                 if rejected:  # as pydantic-validated servers (transformers serve) reject unknown fields
                     return self._send(

@@ -40,7 +40,7 @@ RANK = {"core": 0, "models": 1, "metrics": 1, "methods": 2, "stages": 3}
 # First dotted part below halluflow -> layer; anything not named here is reported as unassigned.
 LAYER_OF = {
     **dict.fromkeys(
-        ["errors", "io", "config", "config_types", "progress", "cache", "devices", "resources", "forked"],
+        ["errors", "io", "config", "config_types", "progress", "cache", "devices", "resources", "forked", "secrets"],
         "core",
     ),
     "config_section": "core",  # the runtime of the generated config_types

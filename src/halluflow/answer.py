@@ -3,7 +3,9 @@
 Queries are assigned to shards by a hash of the query id; the model loads once per shard and only when some request
 is not cached; requests run in batches; each answer goes to the request-hash cache the moment it arrives (a killed
 job repeats nothing it received); failures (an empty answer among them) are recorded (status failed + error), never
-cached, and retried by a rerun.
+cached, and retried by a rerun. When the cache cannot take an answer (a disk that fills), no further request is sent,
+the answers already received or in flight are still kept (cached when the disk takes them, and in the answer table
+either way), the table is written, and then the cache's one-line error is raised (`CacheFull`).
 """
 
 from __future__ import annotations
@@ -60,12 +62,12 @@ class SimulatedCrash(RuntimeError):
 
 
 class CacheFull(InputError):
-    """The request cache stopped taking answers mid-shard; raised after the answer table was written (`out`), so
-    the caller can still write its own output from it."""
+    """The request cache stopped taking answers mid-shard; raised once the shard's answers are in: `table` holds
+    them (written to the answer table too when that disk took it), so the caller can still write its own output."""
 
-    def __init__(self, message: str, out: str):
+    def __init__(self, message: str, table):
         super().__init__(message)
-        self.out = out
+        self.table = table
 
 
 def shard_of(query_id: str, n_shards: int) -> int:
@@ -216,7 +218,14 @@ def answer_shard(
             "query_id": request.request_id,
         }
         if error is None:
-            cache.put(key, record)  # at once: a kill after this line repeats nothing that arrived
+            try:
+                cache.put(key, record)  # at once: a kill after this line repeats nothing that arrived
+            except InputError as exc:  # a full or failing disk: keep this answer and those in flight, send no more
+                uncached += 1
+                if cache_error is None:
+                    cache_error = str(exc)
+                    log.warning("the request cache takes no more answers: sending no further request")
+                    model.stop(f"the request cache cannot take answers ({exc})")
             new += 1
             results[key] = record
             if stop_after and new >= stop_after:
@@ -251,7 +260,13 @@ def answer_shard(
             }
         )
     schema = {k: getattr(pl, v) for k, v in ANSWER_SCHEMA.items()}
-    write_parquet(out_path, pl.DataFrame(table_rows, schema=schema, orient="row"))
+    table = pl.DataFrame(table_rows, schema=schema, orient="row")
+    try:
+        write_parquet(out_path, table)
+    except OSError as exc:
+        if cache_error is None:
+            raise
+        cache_error += f"; the answer table {out_path} could not be written either ({exc.strerror or exc})"
     stats = {
         "queries": len(planned),
         "cache_hits": hits,
@@ -263,9 +278,9 @@ def answer_shard(
     log.info("model %s shard %d: %s", model.name, shard, json.dumps(stats, sort_keys=True))
     if cache_error is not None:
         raise CacheFull(
-            f"{cache_error}; {new - uncached} answers received are cached, {uncached} more are only in {out_path} "
-            f"(a rerun asks them again) and {failed} requests failed or were not sent",
-            str(out_path),
+            f"{cache_error}; {new - uncached} answers received are cached, {uncached} more are not (a rerun asks "
+            f"them again), {failed} requests failed or were not sent",
+            table,
         )
     if planned and failed / len(planned) > float(settings.max_failed_fraction):
         first = next(r for r in table_rows if r["status"] == "failed")
@@ -337,9 +352,9 @@ def answer_file(
             settings=settings,
             declared_task=declared,
         )
-    except CacheFull as exc:  # the answers received are in the table: written out below, then the one line
+    except CacheFull as exc:  # the answers received are in its table: written out below, then the one line
         stats, full = {}, exc
-    table = pl.read_parquet(table_path)
+    table = pl.read_parquet(table_path) if full is None else full.table
     if out.suffix != ".parquet":
         if source == "amber":
             write_json(

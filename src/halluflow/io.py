@@ -280,7 +280,15 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 def write_parquet(path: str | os.PathLike, df) -> None:
     """Write a polars DataFrame atomically. Statistics off and a fixed compression keep bytes reproducible."""
     with atomic_path(path) as tmp:
-        df.write_parquet(tmp, compression="zstd", statistics=False)
+        try:
+            df.write_parquet(tmp, compression="zstd", statistics=False)
+        except OSError:
+            raise
+        except Exception as exc:  # polars reports a failed write (a full disk) as ComputeError: the OSError it is
+            code = re.search(r"os error (\d+)", str(exc))
+            if code is None:
+                raise
+            raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(tmp)) from None
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:

@@ -9,10 +9,15 @@ set. 429/5xx/timeouts/connection errors/malformed or empty replies are retried w
 new requests), then recorded as a failure that the answer stage does not cache, so a rerun retries it. A 3xx/4xx fails its own request; the rest of
 the shard is not sent only when the rejection is provably shared (401, 404, 405, a redirect, or a probe request
 rejected alike). One deadline (timeout_s) bounds each attempt from connect through status line, headers and the last
-body byte, and a reply is decoded only up to max_reply_bytes. The API key is read from an environment variable
-NAMED in the config; it, the Authorization value and base_url's credentials (userinfo, query values) are redacted
-(`OpenAIClient.redact`, the one redaction point) from every reply, error and log text before anything stores, logs
-or prints it, and httpx's per-request log lines (which carry the URL) are silenced.
+body byte, and a reply is decoded only up to max_reply_bytes (a GET /models listing up to MAX_MODELS_BYTES). The API
+key is read from an environment variable NAMED in the config; it, the Authorization value and base_url's credentials
+(userinfo, query values) are registered with halluflow.secrets, the one redaction point, and every body a server
+sends is redacted the moment it is read (`_request`), before any id, answer or error is taken from it: the key
+verbatim, in part, split across lines or JSON-escaped; error texts also lose masked keys ("sk-ab***...xyz"). httpx's
+per-request log lines (which carry the URL) are silenced. Bodies are decoded by halluflow.io.loads_json (bounded
+depth; a reply nested 200,000 deep is one failed request), and a 200 reply that carries only {"error": ...} is
+recorded as that error. A request's failure never escapes as a traceback: a shared rejection stops the rest of the
+shard (`stop`), and a queued request cancelled by its caller is dropped quietly whatever its state.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ import socket
 import threading
 import time
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from datetime import timezone
 from typing import Any, Callable, Sequence
 
+from .. import secrets as redaction
 from ..errors import BackendError, ConfigError, InputError
-from ..io import scrub_surrogates
+from ..io import loads_json, scrub_surrogates
 from . import concurrency as adaptive
 from .base import LLM, VLM, BackendInfo, Result, VLMRequest, finish_result
 
@@ -51,10 +57,12 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # shard is not sent. Other 4xx fail only their own request unless a probe request is rejected alike.
 SHARED_STATUS = {401, 404, 405}
 PROBES_PER_CLIENT = 8  # distinct rejection texts probed; beyond that each stays a per-request failure
-REDACTED = "[REDACTED]"
+REDACTED = redaction.REDACTED
 ERROR_EXCERPT_CHARS = 200  # of a server's error body, cut AFTER redaction
 MODELS_DEADLINE_S = 10.0  # GET /models is a listing: it answers within this or the server is stuck
 DEFAULT_MAX_REPLY_BYTES = 64 * 2**20  # decoded; a chat reply is kilobytes, a runaway one megabytes
+MAX_MODELS_BYTES = 4 * 2**20  # decoded; a model list is kilobytes (OpenAI's, with every model, about 10 KB)
+MODELS_SHOWN = 10  # served ids named in the one "model not served" line
 
 
 class RetryableError(Exception):
@@ -323,8 +331,8 @@ class OpenAIClient:
             self._headers["Authorization"] = f"Bearer {key}"
             # The key as sent, as a JSON string escapes it, and as servers that escape "/" write it.
             secrets += [f"Bearer {key}", key, json.dumps(key)[1:-1], key.replace("/", "\\/")]
-        # Longest first, so "Bearer <key>" goes as a whole before <key> alone.
-        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        # Registered before any request: every body, id, error and log line of this process is redacted of them.
+        redaction.register(*secrets)
         self._url = url
         self._chat_url = _endpoint(url, "chat/completions")
         self._models_url = _endpoint(url, "models")
@@ -379,19 +387,20 @@ class OpenAIClient:
         self.empty_is_failure = True
 
     # ---- the one redaction point -------------------------------------------------------------------------------
-    def redact(self, text: str) -> str:
-        """Every text leaving this backend (answers, errors, log lines) passes here: the key, the Authorization
-        value and the base_url's credentials become [REDACTED]."""
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+    @staticmethod
+    def redact(text: str, error: bool = False) -> str:
+        """Every text leaving this backend (answers, errors, log lines) passes halluflow.secrets.redact: the key,
+        the Authorization value and the base_url's credentials become [REDACTED], whole, in part, split across
+        lines or escaped; `error`: masked and key-shaped values too."""
+        return redaction.redact(text, error)
 
     def excerpt(self, text: str, chars: int = ERROR_EXCERPT_CHARS) -> str:
-        """A server's text as one short line: redacted FIRST, then cut, so a key straddling the cut cannot
-        survive in part."""
-        return " ".join(self.redact(text).split())[:chars]
+        """A server's text as one short error line: redacted FIRST (as an error), then cut, so a key straddling
+        the cut cannot survive in part."""
+        return " ".join(self.redact(text, error=True).split())[:chars]
 
     def _result(self, text: str | None, error: str | None, attempts: int, start: float) -> Result:
+        # The body was redacted as it was read; the text once more, now unescaped (a key in \u escapes).
         text = None if text is None else scrub_surrogates(self.redact(text))
         error = None if error is None else self.excerpt(error, 1000)
         return Result(text, error, attempts, latency_s=time.monotonic() - start)
@@ -431,10 +440,13 @@ class OpenAIClient:
                 self._conns.append(conn)
         return conn
 
-    def _request(self, method: str, url, body: dict | None = None, timeout_s: float | None = None):
+    def _request(
+        self, method: str, url, body: dict | None = None, timeout_s: float | None = None, cap: int | None = None
+    ):
         """One HTTP exchange within ONE deadline, connect to the last body byte: each phase's socket timeout is what
         is left of it, and a watchdog shuts the socket at the deadline, so neither a status line and headers nor a
-        body trickled byte by byte hold an attempt past it. Returns (status, headers, decoded capped body)."""
+        body trickled byte by byte hold an attempt past it. Returns (status, headers, body text): decoded, capped
+        at `cap` bytes (max_reply_bytes) and REDACTED here, before anything reads an id, answer or error from it."""
         httpx = self._httpx
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
@@ -460,7 +472,8 @@ class OpenAIClient:
             request = conn.http.build_request(method, url, json=body, extensions={"timeout": timeouts, "trace": trace})
             response = conn.http.send(request, stream=True)
             try:
-                reply = _CappedBody(response.headers.get("content-encoding", "").strip().lower(), self.max_reply_bytes)
+                encoding = response.headers.get("content-encoding", "").strip().lower()
+                reply = _CappedBody(encoding, self.max_reply_bytes if cap is None else cap)
                 for chunk in response.iter_raw():
                     reply.feed(chunk)
                     if time.monotonic() > deadline:
@@ -474,12 +487,12 @@ class OpenAIClient:
             raise
         finally:
             _WATCHDOG.disarm(alarm)
-        return response.status_code, response.headers, data
+        return response.status_code, response.headers, self.redact(data.decode("utf-8", "replace"))
 
     def _once(self, body: dict) -> str:
         httpx = self._httpx
         try:
-            status, headers, data = self._request("POST", self._chat_url, body)
+            status, headers, text = self._request("POST", self._chat_url, body)
         except httpx.TimeoutException as exc:
             raise RetryableError(f"timeout after {self.timeout_s:g} s ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -494,12 +507,32 @@ class OpenAIClient:
             raise RetryableError(f"HTTP {status}", retry_after_seconds(headers.get("retry-after")), status)
         if status >= 400:
             # 400/401/403/404/422: the request itself is wrong; retrying cannot help.
-            raise Rejected(self.excerpt(f"HTTP {status}: {data.decode('utf-8', 'replace')}"), status)
+            raise Rejected(self.excerpt(f"HTTP {status}: {self._said(text)}"), status)
         try:
-            content = json.loads(data)["choices"][0]["message"].get("content")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            reply = loads_json(text, "server reply")
+        except InputError as exc:
+            raise RetryableError(f"malformed JSON response ({str(exc).removeprefix('server reply: ')})") from None
+        if isinstance(reply, dict) and "choices" not in reply and reply.get("error"):
+            # A 200 that carries only an error (a proxy or a busy server): that error, not "malformed".
+            error = reply["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            said = message if isinstance(message, str) else json.dumps(_redact_tree(error), ensure_ascii=False)
+            raise RetryableError(f"server error: {self.redact(said, error=True)}")
+        try:
+            content = reply["choices"][0]["message"].get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
             raise RetryableError("malformed JSON response (no choices[0].message)") from None
         return message_text(content, allow_empty=not self.empty_is_failure)
+
+    def _said(self, text: str) -> str:
+        """What a server's (already redacted) error body says, as one text: a JSON body unescaped and redacted again
+        string by string (a key written with \\u escapes or split by an escaped line break reads whole only once
+        decoded); any other body as it came."""
+        try:
+            decoded = loads_json(text, "server reply")
+        except InputError:
+            return text
+        return json.dumps(_redact_tree(decoded), ensure_ascii=False)
 
     def _location(self, value: str | None) -> str:
         if not value:
@@ -541,7 +574,7 @@ class OpenAIClient:
         try:
             self._once(probe)
         except Rejected as exc:
-            return self.redact(str(exc)) == error
+            return self.excerpt(str(exc), 1000) == error
         except RetryableError:
             return False
         return False
@@ -617,7 +650,8 @@ class OpenAIClient:
         where = f"GET {display_url(self._models_url)}"
         limit = MODELS_DEADLINE_S  # its own deadline: a short timeout_s for answers must not fail a busy listing
         try:
-            status, _, data = self._request("GET", self._models_url, timeout_s=limit)
+            cap = min(self.max_reply_bytes, MAX_MODELS_BYTES)
+            status, _, body = self._request("GET", self._models_url, timeout_s=limit, cap=cap)
         except httpx.TimeoutException:
             raise BackendError(
                 f"openai backend: {where} did not answer within {limit:g} s, so model {self.model!r} cannot be "
@@ -630,18 +664,24 @@ class OpenAIClient:
         except httpx.TransportError as exc:
             raise BackendError(f"openai backend: {where} failed ({type(exc).__name__}); no request was sent") from None
         except (Rejected, RetryableError) as exc:  # an oversized or undecodable list
-            raise BackendError(f"openai backend: {where}: {self.redact(str(exc))}; no request was sent") from None
+            raise BackendError(f"openai backend: {where}: {self.excerpt(str(exc), 300)}; no request was sent") from None
         if status in (404, 405, 501):
             log.info("%s: HTTP %d (no model list); the first request checks the model id", where, status)
             return None
-        body = data.decode("utf-8", "replace")
         if status != 200:
-            raise BackendError(self.excerpt(f"openai backend: {where} answered HTTP {status}: {body}", 400))
+            raise BackendError(self.excerpt(f"openai backend: {where} answered HTTP {status}: {self._said(body)}", 400))
         try:
-            return [str(m["id"]) for m in json.loads(data)["data"]]
-        except (ValueError, KeyError, TypeError):
+            listing = loads_json(body, "body")
+        except InputError as exc:  # not JSON, or nested past the depth bound: one line, no RecursionError
             raise BackendError(
-                self.excerpt(f"openai backend: {where} answered no model list (no data[].id): {body}", 300)
+                self.excerpt(f"openai backend: {where} answered no model list ({exc}); no request was sent", 300)
+            ) from None
+        try:
+            # Ids are a server's words: redacted again once unescaped, before any message can name them.
+            return [self.redact(str(m["id"]), error=True) for m in listing["data"]]
+        except (KeyError, TypeError, IndexError):
+            raise BackendError(
+                self.excerpt(f"openai backend: {where} answered no model list (no data[].id): {self._said(body)}", 300)
             ) from None
 
     def check_model(self) -> None:
@@ -655,9 +695,10 @@ class OpenAIClient:
         with self._check_lock:
             if not self._checked:
                 try:
-                    self._unserved = self._model_problem()
+                    problem = self._model_problem()
                 except BackendError as exc:
-                    self._unserved = self.redact(str(exc))
+                    problem = str(exc)
+                self._unserved = None if problem is None else self.redact(problem, error=True)
                 self._checked = True
         if self._unserved is not None:  # every queued request fails the same way, none is sent
             raise BackendError(self._unserved)
@@ -679,10 +720,12 @@ class OpenAIClient:
                 return None
             verdict = str(exc)
         slow = " (or raise timeout_s if the server loads it on demand)" if verdict.startswith("timeout") else ""
+        shown = ", ".join(repr(m[:80]) for m in served[:MODELS_SHOWN]) or "nothing"
+        if len(served) > MODELS_SHOWN:
+            shown += f" and {len(served) - MODELS_SHOWN} more"
         return (
-            f"openai backend: model {self.model!r} is not served by {self.base_url} (GET /models lists "
-            f"{', '.join(map(repr, served)) or 'nothing'}; a probe request got {self.excerpt(verdict, 120)}); "
-            f"set args.model to a served id{slow}"
+            f"openai backend: model {self.model!r} is not served by {self.base_url} (GET /models lists {shown}; "
+            f"a probe request got {self.excerpt(verdict, 120)}); set args.model to a served id{slow}"
         )
 
     # ---- many requests -----------------------------------------------------------------------------------------
@@ -712,6 +755,13 @@ class OpenAIClient:
         return _results(
             [self.submit(c, o.pop("max_tokens", None) or max_tokens, o) for c, o in zip(conversations, per)]
         )
+
+    def stop(self, reason: str) -> None:
+        """Send nothing more: every request not yet sent is answered "not sent: <reason>" at once (the caller could
+        not keep its answer: a full disk), while those in flight finish and are kept."""
+        with self._lock:
+            if self._stopped is None:
+                self._stopped = self.redact(reason, error=True)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -782,21 +832,50 @@ def _results(futures: Sequence[Future]) -> list[Result]:
             f.cancel()
 
 
+class _Finished(Future):
+    """The Future of one queued request's Result as VLM.respond returns it (text stripped, the image fallback
+    noted). Cancelling it cancels the request only while it is still queued: a request already sent cannot be
+    called back, so it runs on and its Result arrives (the caller keeps it). Before, the wrapper was cancelled
+    alone and the request's completion then set a result on a cancelled Future: one InvalidStateError traceback
+    per request in flight, thousands of lines after a wrong model id's one error line."""
+
+    def __init__(self, request: Future, note: str | None):
+        super().__init__()
+        self._request = request
+        self._note = note
+        request.add_done_callback(self._copy)
+
+    def cancel(self) -> bool:
+        return self._request.cancel()  # its callback cancels this Future when it worked
+
+    def _copy(self, f: Future) -> None:
+        try:
+            if f.cancelled():
+                # Cancelled AND notified, as an executor does with its own: as_completed/wait see it as done.
+                if Future.cancel(self):
+                    self.set_running_or_notify_cancel()
+            elif f.exception() is not None:
+                self.set_exception(f.exception())
+            else:
+                self.set_result(finish_result(f.result(), self._note))
+        except (InvalidStateError, RuntimeError):  # settled already by a caller: nothing to report
+            pass
+
+
 def _finish(future: Future, note: str | None) -> Future:
     """A Future of the Result as VLM.respond returns it: text stripped, the image fallback noted."""
-    done: Future = Future()
+    return _Finished(future, note)
 
-    def copy(f: Future) -> None:
-        if f.cancelled():
-            done.cancel()
-        elif f.exception() is not None:
-            done.set_exception(f.exception())
-        else:
-            done.set_result(finish_result(f.result(), note))
 
-    future.add_done_callback(copy)
-    done.add_done_callback(lambda d: future.cancel() if d.cancelled() else None)
-    return done
+def _redact_tree(value: Any) -> Any:
+    """A decoded JSON value with every string (keys too) redacted as an error text."""
+    if isinstance(value, str):
+        return redaction.redact(value, error=True)
+    if isinstance(value, dict):
+        return {_redact_tree(str(k)): _redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_tree(v) for v in value]
+    return value
 
 
 def _socket_of_stream(stream) -> socket.socket | None:
@@ -859,6 +938,10 @@ class OpenAIVLM(VLM):
             fitted, note = self.fit_images(request)
             out.append(_finish(self._submit(fitted), note))
         return out
+
+    def stop(self, reason: str) -> None:
+        """Send no request not yet sent (OpenAIClient.stop); those in flight finish."""
+        self.client.stop(reason)
 
     def answer(self, requests: Sequence[VLMRequest]) -> list[str]:
         results = self.answer_results(requests)

@@ -23,6 +23,7 @@ from .. import __version__
 from ..errors import HalluflowError, visible
 from ..io import check_target, command_scope
 from ..progress import configure_logging
+from ..secrets import redact
 from .command import Command, text
 
 # group -> its module in halluflow.cli, in the order `halluflow --help` lists them.
@@ -141,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             _check_outputs(args)  # before any work: an --out that is an input or a device is refused up front
             return int(command.run(args) or 0)
     except HalluflowError as exc:
-        print(f"halluflow: error: {visible(exc)}", file=sys.stderr)
+        print(f"halluflow: error: {visible(redact(str(exc), error=True))}", file=sys.stderr)
         return 1
     except OSError as exc:  # an output path that is a folder, a full or read-only disk: name the file, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"halluflow: error: {visible(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
+        print(f"halluflow: error: {visible(redact(f'{where}{exc.strerror or exc}', error=True))}", file=sys.stderr)
         return 1
 
 

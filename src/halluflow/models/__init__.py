@@ -269,11 +269,16 @@ def check_backend_args(
     """Refuse, in one line naming the model and the argument, backend arguments the backend cannot take: unknown
     names (with the closest known one), wrong types (`timeout_s: "fast"`), impossible values (`max_retries: -1`),
     missing required ones (`base_url`). `filled_in`: arguments the workflow supplies itself (the prior's graph)."""
+    from ..secrets import register_args
+
+    who = f"model {name or backend!r} ({role} backend {backend!r})"
+    # Before any message about these arguments is formed: the key api_key_env names and base_url's credentials
+    # join the process's redaction, and a key pasted into another argument is refused without echoing it.
+    register_args(args, who)
     signature = backend_signature(role, str(backend))
     if signature is None:
         return
     params, hints, bounds, open_kwargs = signature
-    who = f"model {name or backend!r} ({role} backend {backend!r})"
     for arg, value in args.items():
         if arg not in params:
             if open_kwargs:

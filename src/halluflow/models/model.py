@@ -188,6 +188,7 @@ class ModelUnderTest:
             self.args["graph"] = str(graph_dir)
         self._queries = queries
         self._backend = None
+        self._stopped: str | None = None
 
     @property
     def backend(self):
@@ -234,19 +235,36 @@ class ModelUnderTest:
         """One Result per request (text stripped, failures as errors, fallbacks as notes): backend.respond."""
         return self.backend.respond(requests)
 
+    def stop(self, reason: str) -> None:
+        """Send no request not yet sent: run_stream answers each of them "not sent: <reason>" (the caller cannot
+        keep answers: a full disk); requests in flight finish and are still yielded."""
+        if self._stopped is None:
+            self._stopped = reason
+            stop = getattr(self._backend, "stop", None)
+            if callable(stop):
+                stop(reason)
+
     def run_stream(self, batches):
         """Yield (batch index, position in the batch, Result) for every request AS ITS ANSWER ARRIVES, so the caller
         caches each one at once (a job killed after 7 of 8 replies keeps 7). A backend that queues requests
         (respond_futures: the served `openai` one) gets every batch up front, so the server keeps its configured
         number of requests in flight across batch boundaries; others answer batch by batch, each Result carrying
-        its share of the batch's time as latency."""
-        from concurrent.futures import as_completed
+        its share of the batch's time as latency.
+
+        A request that raises (a wrong model id: every request raises the same BackendError) stops the rest from
+        being sent, yet every answer already received or in flight is still yielded, so the caller keeps it; the
+        FIRST failure is raised once, after them (one error line, not one per request)."""
+        from concurrent.futures import CancelledError, as_completed
 
         if not any(batches):
             return  # a fully cached shard never loads the model
         backend = self.backend
         if not hasattr(backend, "respond_futures"):
             for b, requests in enumerate(batches):
+                if self._stopped is not None:
+                    for i in range(len(requests)):
+                        yield b, i, Result(None, error=f"not sent: {self._stopped}", attempts=0)
+                    continue
                 start = time.perf_counter()
                 results = self.run(requests)
                 for i, result in enumerate(results):
@@ -258,12 +276,25 @@ class ModelUnderTest:
         for b, requests in enumerate(batches):
             for i, future in enumerate(backend.respond_futures(requests)):
                 queued[future] = (b, i)
+        first: BaseException | None = None
         try:
             for future in as_completed(queued):
-                yield (*queued[future], future.result())
+                try:
+                    result = future.result()
+                except CancelledError:
+                    continue  # cancelled before it was sent, after a failure: the failure is what is raised
+                except Exception as exc:  # noqa: BLE001 - collected: raised once, after the answers in flight
+                    if first is None:
+                        first = exc
+                        for other in queued:  # only those not yet sent are cancelled
+                            other.cancel()
+                    continue
+                yield (*queued[future], result)
         finally:  # a crash or an early stop must not leave queued requests to be sent
             for future in queued:
                 future.cancel()
+        if first is not None:
+            raise first
 
 
 class Model:
