@@ -160,8 +160,9 @@ class _CappedBody:
     """The reply body decoded (identity, gzip, deflate) and capped at `cap` bytes AS IT IS DECODED, so a small
     compressed body that expands enormously is stopped at the cap instead of filling memory."""
 
-    def __init__(self, encoding: str, cap: int):
+    def __init__(self, encoding: str, cap: int, setting: str = "max_reply_bytes"):
         self.cap = cap
+        self.setting = setting  # what sets the cap, named in the failure
         self.out = bytearray()
         if encoding in ("", "identity"):
             self.z = None
@@ -187,7 +188,7 @@ class _CappedBody:
 
     def _check(self) -> None:
         if len(self.out) > self.cap:
-            raise Rejected(f"reply larger than {self.cap} bytes once decoded (max_reply_bytes); not read further", None)
+            raise Rejected(f"reply larger than {self.cap} bytes once decoded ({self.setting}); not read further", None)
 
     def result(self) -> bytes:
         if self.z is not None:
@@ -473,7 +474,10 @@ class OpenAIClient:
             response = conn.http.send(request, stream=True)
             try:
                 encoding = response.headers.get("content-encoding", "").strip().lower()
-                reply = _CappedBody(encoding, self.max_reply_bytes if cap is None else cap)
+                if cap is None or cap >= self.max_reply_bytes:
+                    reply = _CappedBody(encoding, self.max_reply_bytes)
+                else:
+                    reply = _CappedBody(encoding, cap, "the cap of a model list")
                 for chunk in response.iter_raw():
                     reply.feed(chunk)
                     if time.monotonic() > deadline:
