@@ -12,10 +12,10 @@ from .progress import LOG_FORMAT
 def _one_line_for_user_errors(kind, exc, tb) -> None:
     """A bad input (HalluflowError: it names the file or key) is one line in the job's log, as in the CLI; a bug
     keeps its traceback."""
-    from .errors import HalluflowError
+    from .errors import HalluflowError, visible
 
     if isinstance(exc, HalluflowError):
-        print(f"halluflow: error: {exc}", file=sys.stderr, flush=True)
+        print(f"halluflow: error: {visible(exc)}", file=sys.stderr, flush=True)
     else:
         sys.__excepthook__(kind, exc, tb)
 
