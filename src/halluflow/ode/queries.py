@@ -168,9 +168,14 @@ class NegativeSampler:
         # abstract concept (typed concept lexicon, halluflow.ode.concepts); and never what the prompt implies
         # (`implied`: hypernyms, hyponyms, wholes, parts, an environment's typical contents).
         lexicon = read_concepts()
-        self.not_things = {n for n in graph | foreign if not concept(n, lexicon).thing} - self.barred
+        self.not_things = {
+            n: concept(n, lexicon).kind
+            for n in graph | foreign
+            if not concept(n, lexicon).thing and n not in self.barred
+        }
         self.implications = Implications(lexicon)
-        self.removed: dict[str, int] = {}  # rule -> candidates skipped by it (counted as candidates are drawn)
+        # (strategy, rule: a concept kind or "implied by the prompt") -> candidates skipped, counted as drawn
+        self.removed: dict[tuple[str, str], int] = {}
         freq = dict(zip(nodes["node"], nodes["frequency"]))
         self.popular = sorted(self.nodes, key=lambda n: (-freq[n], n))
         self._orders: dict[tuple, list[str]] = {}
@@ -218,12 +223,13 @@ class NegativeSampler:
     def implied(self, truth) -> frozenset[str]:
         return self.implications.implied(tuple(truth))
 
-    def _skip(self, n: str, exclude: set[str], implied: frozenset[str]) -> bool:
+    def _skip(self, n: str, exclude: set[str], implied: frozenset[str], strategy: str) -> bool:
         if n in exclude or n in self.barred:
             return True
-        rule = "not a thing" if n in self.not_things else "implied by the prompt" if n in implied else None
+        rule = self.not_things.get(n) or ("implied by the prompt" if n in implied else None)
         if rule:
-            self.removed[rule] = self.removed.get(rule, 0) + 1
+            key = (strategy, rule)
+            self.removed[key] = self.removed.get(key, 0) + 1
         return rule is not None
 
     def candidates(self, strategy: str, truth, exclude: set[str], k: int, rng=None) -> list[str]:
@@ -231,7 +237,7 @@ class NegativeSampler:
             return []
         out, implied = [], self.implied(truth)
         for n in self.order(strategy, tuple(truth), rng):
-            if not self._skip(n, exclude, implied):
+            if not self._skip(n, exclude, implied, strategy):
                 out.append(n)
                 if len(out) == k:
                     break
@@ -266,7 +272,8 @@ def declared_candidates(
         out += [(o, strategy) for o in sampler.candidates(strategy, truth, block, n, rng)]
     if counterfactual_per_image > 0:
         implied = sampler.implied(truth)
-        pool = [o for o in sampler.order("unlinked", tuple(truth)) if not sampler._skip(o, block, implied)]
+        # (the whole pool is filtered: its count is of pool members left out, per image)
+        pool = [o for o in sampler.order("unlinked", tuple(truth)) if not sampler._skip(o, block, implied, "fictional")]
         n = min(counterfactual_per_image + spare, len(pool))
         # in draw order: the first ones are the question, the rest stand by for an object the detector sees
         out += [(pool[int(i)], "fictional") for i in (rng.choice(len(pool), size=n, replace=False) if n else [])]
@@ -677,8 +684,13 @@ def make_queries(
     question_style: str = "grammatical",
     release: str | None = None,
     spare: int = SPARE_CANDIDATES,
+    report: dict | None = None,
 ) -> pl.DataFrame:
     """Queries table (docs/data-contracts.md), one block of queries per accepted image.
+
+    `report`, when given, receives what the meaning rules removed (`no_rule_report`): per rule the "no"
+    candidates skipped over all images (stuff, scene, part, abstract, unknown, implied by the prompt) and the
+    counterfactual attribute questions not asked for want of a word that fits.
 
     Query ids are content-addressed (`query_id`): `release` (the release name; with `seed` its identity) and the
     accepted table's `sha256` column (each image's file hash, then also written as `image_sha256`) go into them.
@@ -771,11 +783,16 @@ def make_queries(
     image_scene = [scene_index[sid] for sid in acc["scene_id"].to_list()]
     generators = _image_generators(seed, image_ids) if draws else iter(lambda: None, 0)
 
+    removed: dict[tuple[str, str], int] = {}  # (strategy, rule) -> "no" candidates it skipped, over all images
+
     def declared(si, rng):
         # the list the detector was prompted with (image_vocabularies): same seed, graph and config
-        return declared_candidates(
+        before = dict(sampler.removed)
+        out = declared_candidates(
             sampler, truth_of[si], strategies, negatives_per_image, counterfactual_per_image, spare, synonyms, rng
         )
+        delta = {k: v - before.get(k, 0) for k, v in sampler.removed.items() if v != before.get(k, 0)}
+        return out, delta
 
     def attribute_pool(si, side):
         obj = truth_of[si][side]
@@ -812,18 +829,20 @@ def make_queries(
         else []
     )
     vocabularies = acc["vocabulary"].to_list()
-    unprompted = 0
+    unprompted = unfit_attributes = 0
     for idx, (si, detected, vocabulary, rng) in enumerate(
         progress(
             zip(image_scene, acc["detected"].to_list(), vocabularies, generators), desc="queries", total=acc.height
         )
     ):
         if seeded_candidates:
-            candidates = declared(si, rng)
+            candidates, delta = declared(si, rng)
         elif si in per_scene_candidates:
-            candidates = per_scene_candidates[si]
+            candidates, delta = per_scene_candidates[si]
         else:
-            candidates = per_scene_candidates[si] = declared(si, rng)
+            candidates, delta = per_scene_candidates[si] = declared(si, rng)
+        for rule, n in delta.items():
+            removed[rule] = removed.get(rule, 0) + n
         # an object of the image under another name ("man" beside "person") must not be asked as absent
         seen = set(detected or ())
         seen |= {other for o in list(seen) for other in synonyms.get(o, ())}
@@ -839,6 +858,8 @@ def make_queries(
             cfo_img.append(idx), cfo_pos.append(j), cfo_obj.append(o)
         if counterfactual_attributes:
             for side, (obj, kind, words) in enumerate(attribute_pools[si]):
+                if not words and kind in ("state", "action") and scene_attrs[side][si][0]:
+                    unfit_attributes += 1
                 if words:
                     word = words[int(rng.integers(len(words)))]
                     cfa_img.append(idx), cfa_pos.append(side), cfa_kind.append(kind), cfa_target.append(obj)
@@ -850,6 +871,10 @@ def make_queries(
             unprompted,
         )
 
+    if report is not None:
+        report.update(no_rule_report(removed, unfit_attributes))
+    if removed or unfit_attributes:
+        log.info("meaning rules: %s", no_rule_report(removed, unfit_attributes))
     objects = _object_table(set(objects_a) | set(objects_b) | set(neg_obj) | set(cfo_obj), node_rows, question_style)
     existence = objects.select("object", "existence")
     row_schema = {
@@ -955,6 +980,21 @@ def make_queries(
         .cast({**QUERY_SCHEMA, **({"image_sha256": pl.String} if hashed else {})})
         .rechunk()
     )
+
+
+NO_RULES = ("stuff", "scene", "part", "abstract", "unknown", "implied by the prompt")
+
+
+def no_rule_report(removed: dict[tuple[str, str], int], unfit_attributes: int) -> dict:
+    """What the meaning rules removed, in a fixed order (the DATACARD's and the manifest's table): per strategy
+    the "no" candidates skipped per rule over all images (for `fictional`, the counterfactual pool's members left
+    out), and the counterfactual attribute questions not asked (the prompt's attribute has no other value of its
+    exclusive type that fits the object: a person's "laughing" is no counterfactual of "sitting")."""
+    strategies = sorted({s for s, _ in removed})
+    return {
+        "no_candidates_removed": {s: {rule: int(removed.get((s, rule), 0)) for rule in NO_RULES} for s in strategies},
+        "counterfactual_attributes_not_asked": int(unfit_attributes),
+    }
 
 
 def _attribute_word_problem(word: str, kind: str, table: dict) -> str | None:
