@@ -11,8 +11,14 @@ as RePOPE (Neuhaus and Hein) did for POPE and LiveXiv (Shabtay et al.) did for i
   per item and counted per query type x distribution. Offline the verifiers are random stand-ins: their
   disagreements are noise and every output says so;
 - human: a stratified sample (strata = query type x distribution) sized for a stated precision is written as one
-  self-contained HTML page; the CSV its annotator saves comes back through `--labels` as a label-error rate with
-  Wilson intervals per query type and overall, written into the release's DATACARD and manifest.
+  self-contained HTML page; the CSV its annotator saves comes back through `--labels` as label-error rates per query
+  type x stated answer (RePOPE's table, beside RePOPE's rates), per query type and overall, each with an exact
+  finite-population interval on the number of wrong labels (`group_rate`: hypergeometric per cell, unlabelled items
+  covered, cells combined conservatively), written into the release's DATACARD and manifest.
+
+Independence: the second detector may not be the one that filtered the images (same id and revision, or a folder
+whose files hash alike); oracle members that are models under test are refused unless allowed, and then every output
+says so. When the automatic verifiers decide nothing, every output says the rate rests on human labels only.
 
 Sample size per query type (normal approximation, finite-population corrected): n0 = z^2 p (1 - p) / e^2 and
 n = ceil(n0 / (1 + (n0 - 1) / N)), N = the query type's yes/no items, e = the margin, p = the expected error
@@ -680,7 +686,13 @@ def audit_release(
     manifest, items = read_release(release_dir)
     name = manifest.get("release") or release_dir.name
     if detector is None and not oracle_members:
-        raise ConfigError("release audit: no verifier (a detector or at least one oracle member is needed)")
+        why = (
+            f"; the default oracle left out {', '.join(map(str, left_out_dependent))} (models under test: name "
+            "independent members, or pass --allow-dependent-oracle)"
+            if left_out_dependent
+            else ""
+        )
+        raise ConfigError(f"release audit: no verifier (a detector or at least one oracle member is needed){why}")
     verifiers: dict = {}
     det = ora = None
     if detector is not None:

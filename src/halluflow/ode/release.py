@@ -212,6 +212,9 @@ def _datacard(
             "> this release tests the pipeline, it does not measure any model. Do not report numbers from it.",
             "",
         ]
+    support = counts.get("label_support")
+    if support and support.get("line"):
+        lines += [f"> **{support['line']}.**", ""]
     lines += [
         "## What",
         "An ODE-style (open-set dynamic evaluation, Tu et al., CVPR 2025) hallucination benchmark release made by",
@@ -266,6 +269,10 @@ def _datacard(
     for row in counts["by_query_type"]:
         lines.append(f"| {row['query_type']} | {row['yes']} | {row['no']} | {row['open']} |")
     lines += ["", *task_card(task_definition(config.get("answer")))]
+    if support:
+        from .support import support_card
+
+        lines += ["", *support_card(support)]
     lines += ["", *lineage_card]
     if resources:
         lines += [
@@ -316,6 +323,23 @@ def _truths_not_checked(
     threshold = Ode.from_dict(config.get("ode") or {}).filter.exclusion_threshold
     bad = unverified_truths(queries, accepted_detections(accepted, images, detections), threshold)
     return {"no_object_questions": no_object_questions(queries).height, "not_checked": bad.height}
+
+
+def _label_support(accepted: pl.DataFrame, queries: pl.DataFrame, images: list, detections: list) -> dict | None:
+    """How many yes/no labels the detector supports at the paper threshold (halluflow.ode.support), from the
+    detections of the round each released image was accepted on (every table's rows of the released images when
+    the image and detection tables do not pair up)."""
+    from .filtering import accepted_detections
+    from .support import label_support
+
+    tables = [d for d in detections if d.height and "image_id" in d.columns]
+    if not tables:
+        table = None
+    elif len(images) == len(detections):
+        table = accepted_detections(accepted, images, detections)
+    else:
+        table = pl.concat(tables, how="diagonal_relaxed").filter(pl.col("image_id").is_in(accepted["image_id"]))
+    return label_support(queries, table, PAPER_KEEP_THRESHOLD)
 
 
 def resource_name(path: str | Path) -> str:
@@ -494,6 +518,7 @@ def _build(
     stand_ins = any(m["stand_in"] for m in models)
     counts = _counts(accepted, queries, kept_scenes, rejected)
     counts["truths_not_checked"] = _truths_not_checked(accepted, queries, images, detections, config)
+    counts["label_support"] = _label_support(accepted, queries, images, detections)
     card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card, resources)
     write_text(tmp / "DATACARD.md", card)
     write_hub_files(tmp, name, queries, card)

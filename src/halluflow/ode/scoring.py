@@ -578,6 +578,13 @@ def run_score(
             file=sys.stderr,
         )
     metrics["task"] = task
+    from .support import release_support
+
+    support = release_support(release_dir)  # how many "yes" labels rest on the prompt alone (the DATACARD's line)
+    if support:
+        metrics["label_support"] = support
+        if support["line"]:
+            print(f"score {model}: release labels: {support['line']}", file=sys.stderr)
     for line in task["overrides"]:
         print(f"score {model}: task override (recorded in metrics task.overrides): {line}", file=sys.stderr)
     metrics["models_lock"] = lock_record()  # the Hub commits the run loaded, when it checked a lock

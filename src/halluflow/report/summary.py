@@ -447,7 +447,29 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> Html:
         body.append(tag("p", "No release/manifest.json (package_release did not run).", class_="note"))
     if stand_in:
         body.append(tag("p", f"Stand-in models were used in: {', '.join(stand_in)}.", class_="note"))
+    body += _label_support(manifest)
     return join(body)
+
+
+def _label_support(manifest: dict | None) -> list[Html]:
+    """The release's label support (halluflow.ode.support, manifest counts.label_support): the prompt-only line and
+    the table per query type x stated answer."""
+    support = ((manifest or {}).get("counts") or {}).get("label_support")
+    if not support:
+        return []
+    out = [tag("p", tag("b", support["line"] + "."), class_="warn")] if support.get("line") else []
+    out.append(
+        tag(
+            "p",
+            f"Label support: the yes/no labels the release's detector supports at ODE's paper threshold "
+            f'{support["threshold"]} (a "yes" object boxed, a "no" object asked for and not boxed), contradicts, '
+            "or that rest on the prompt alone (attribute and count items: their object only):",
+        )
+    )
+    table = pl.DataFrame(support["rows"]).rename(
+        {"query_type": "query type", "truth": "stated answer", "prompt_only": "prompt alone"}
+    )
+    return [*out, html_table(table)]
 
 
 def _paper_links(out: Path) -> Html:
