@@ -448,6 +448,30 @@ CASES = {
         lambda r: write_json(r / "align/h.json", {"metrics": {"ged_hal": {"overall": {"n": 3}}}}),
         ("align/h.json", "'metrics.ged_hal.overall.accuracy': missing"),
     ),
+    "metrics number is text": (
+        lambda r: write_json(r / "metrics/m.json", {"model": "m", "pope": {"f1": "high", "accuracy": 0.5}}),
+        ("metrics/m.json", "pope.f1", "expected a number", "'high'"),
+    ),
+    "manifest is a list": (
+        lambda r: (r / "release").mkdir() or (r / "release/manifest.json").write_text("[]"),
+        ("release/manifest.json", "expected a JSON object, got a list"),
+    ),
+    "cedi grades is a number": (
+        lambda r: (r / "cedi/m").mkdir(parents=True) or (r / "cedi/m/grades.json").write_text("3"),
+        ("cedi/m/grades.json", "expected a JSON object, got a number"),
+    ),
+    "alignment metrics is a list": (
+        lambda r: write_json(r / "align/h.json", {"metrics": []}),
+        ("align/h.json", "key 'metrics': expected an object, got a list"),
+    ),
+    "compare models is a list": (
+        lambda r: _metrics(r, "m") or write_json(r / "compare/models.json", {"models": ["m"]}),
+        ("compare/models.json", "key 'models': expected an object, got a list"),
+    ),
+    "caos warnings is a number": (
+        lambda r: write_json(r / "caos/m.json", {"embedders": {"glove": {"caos_t": 0.5}}, "warnings": 5}),
+        ("caos/m.json", "key 'warnings': expected a list, got a number"),
+    ),
     "caos file is a list": (
         lambda r: write_json(r / "caos/m.json", [{"warnings": "x"}]),
         ("caos/m.json", "expected a JSON object, got a list"),

@@ -420,8 +420,12 @@ def _warnings(res: Results, models: list[str]) -> Html:
     """Warnings the stages wrote into their JSON (e.g. CAOS judging out-of-domain objects without an oracle)."""
     lines = []
     for model in models:
-        for w in (res.caos(model) or {}).get("warnings") or []:
-            lines.append(tag("p", f"CAOS, {model}: {w}", class_="warn"))
+        doc = res.caos(model) or {}
+        if doc.get("warnings") is None:
+            continue
+        where = str(res.root / f"caos/{model}.json")
+        for i, _ in enumerate(require(doc, where, "warnings", kinds=(list,))):
+            lines.append(tag("p", f"CAOS, {model}: {require(doc, where, 'warnings', i, kinds=(str,))}", class_="warn"))
     return join(lines)
 
 
