@@ -172,6 +172,11 @@ def test_metrics_and_report_carry_the_line(tmp_path, capsys):
     assert metrics["label_support"]["line"] == line and metrics["label_support"]["yes_prompt_only"] == 2
     assert json.loads((tmp_path / "m.json").read_text())["label_support"]["line"] == line
     assert f"score m: release labels: {line}" in capsys.readouterr().err
+    from halluflow.ode.release_scoring import score_release, summary_lines
+
+    released, _ = score_release(tmp_path / "a.parquet", release, parser="pope")
+    assert released["label_support"]["line"] == line
+    assert f"score release: release labels: {line}" in summary_lines(released, "score release")
     page = build_summary(tmp_path / "results", tmp_path / "r.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
     page = html.unescape(page)
     assert '2 of 5 "yes" labels rest on the prompt alone' in page and "Label support" in page

@@ -108,6 +108,11 @@ def score_release(
     metrics["n_queries"] = queries.height
     metrics["n_unanswered"] = queries.height - scored.height
     metrics["task"] = task
+    from .support import release_support
+
+    support = release_support(release_dir)  # how many "yes" labels rest on the prompt alone (the DATACARD's line)
+    if support:
+        metrics["label_support"] = support
     return metrics, scored.with_columns(pl.lit(task["hash"]).alias("task_hash"))
 
 
@@ -116,6 +121,8 @@ def summary_lines(metrics: dict, what: str) -> list[str]:
     from ..metrics.parsers import default_rule_line, excludes_unknown
 
     lines = [f"{what}: task override: {line}" for line in metrics["task"]["overrides"]]
+    if (metrics.get("label_support") or {}).get("line"):
+        lines.append(f"{what}: release labels: {metrics['label_support']['line']}")
     if metrics["task"].get("note"):
         lines.append(f"{what}: {metrics['task']['note']}")
     if metrics.get("n_default_rule"):
