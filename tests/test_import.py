@@ -297,15 +297,27 @@ def test_real_vlmevalkit_round_trip(release, tmp_path, capsys):  # noqa: F811
     (tmp_path / "lmu" / "d_POPE.tsv").write_bytes((out / "d_POPE.tsv").read_bytes())
     pred = tmp_path / "model-v" / "model-v_d_POPE.tsv"
     pred.parent.mkdir()
-    # run.py's --data-config route (build_dataset_from_config): the class named in the exported JSON, built with
-    # the keys its __init__ takes; no module of the export is imported
+    # run.py's --data-config route: run.py's own load_data_config + build_dataset_from_cli on the exported JSON when
+    # run.py is on the path (a checkout), else what build_dataset_from_config does (the named class, built with the
+    # keys its __init__ takes); no module of the export is imported
     script = f"""
 import inspect, json
 import vlmeval.dataset
 from vlmeval.smp import dump
-cfg = dict(json.load(open({str(out / "d_POPE.data_config.json")!r}))["d_POPE"])
-cls = getattr(vlmeval.dataset, cfg.pop("class"))
-ds = cls(**{{k: v for k, v in cfg.items() if k in inspect.signature(cls.__init__).parameters}})
+text = open({str(out / "d_POPE.data_config.json")!r}).read()
+try:
+    import run
+except ImportError:
+    run = None
+if run is not None and hasattr(run, "build_dataset_from_cli"):
+    ds = run.build_dataset_from_cli("d_POPE", run.load_data_config(text), {{}})
+    print("ROUTE run.py")
+else:
+    cfg = dict(json.loads(text)["d_POPE"])
+    cls = getattr(vlmeval.dataset, cfg.pop("class"))
+    ds = cls(**{{k: v for k, v in cfg.items() if k in inspect.signature(cls.__init__).parameters}})
+assert type(ds).__name__ == "ImageYORNDataset", type(ds)
+assert list(ds.data["question"])[0].endswith(" Answer yes or no."), list(ds.data["question"])[0]
 data = ds.data.copy()
 for i in range(len(data)):
     ds.dump_image(data.iloc[i])
