@@ -293,6 +293,20 @@ def test_an_error_naming_a_hostile_file_is_one_visible_line(tmp_path, capsys):
     assert "\x1b" not in line and "sec\\x1b[2J\\nhalluflow: ok.json" in line
 
 
+def test_release_diff_keeps_a_hostile_distribution_name_on_its_line(tmp_path, capsys):
+    from helpers import make_lineage_release
+
+    hostile = "standard\n| forged | 9 | 9 |\x1b[2K"
+    a = make_lineage_release(tmp_path / "in", "a", [(hostile, "dog", "cat")])
+    b = make_lineage_release(tmp_path / "in", "b", [(hostile, "dog", "cat"), ("standard", "cup", "kite")])
+    argv = ["release", "diff", str(a), str(b), "--out", str(tmp_path / "d.json")]
+    code, err, out = _run(argv, capsys, tmp_path / "in")
+    assert code == 0 and not err, err
+    assert "\x1b" not in out and "| forged" not in out.splitlines()[0]
+    rows = [line for line in out.splitlines() if line.startswith("| standard")]
+    assert any("standard\\n| forged | 9 | 9 |\\x1b[2K |" in line for line in rows), rows
+
+
 def test_visible_shows_every_control_class():
     from halluflow.errors import visible
 
