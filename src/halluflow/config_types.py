@@ -536,6 +536,10 @@ class Caos(Section):
     #: skip leaves out objects a caption says are absent ("There is no dog."); ignore reads every mention as present
     #: (CHAIR's matcher).
     negation: str
+    #: skip leaves out words about the image itself (picture, photo, image, scene, view, background, shot...
+    #: resources/caos/meta_words.txt), counted in extraction.meta_words_left_out; keep counts them as objects (the
+    #: reading before they were filtered).
+    meta_words: str
     #: Training objects for CAOS_K, most frequent first - coco (MSCOCO train2014 by image count, shipped; the paper's),
     #: graph (the release graph's node frequencies) or a path (TSV with an `object` column, or one name per line).
     frequent: str

@@ -4,7 +4,11 @@ A vocabulary matcher (COCO 80 + CHAIR synonyms, plus the release's concept-graph
 finds in-domain objects; an open vocabulary (Visual Genome's 1600 object classes) finds out-of-domain ones; an
 optional LLM (the `llm` registry) adds out-of-domain objects through a strict JSON reply. When the reply does not
 parse, the vocabulary result is used alone. Mentions in a negation's scope ("There is no dog.") are left out unless
-`negation="ignore"` (CHAIR's reading). Every object records which extractor found it.
+`negation="ignore"` (CHAIR's reading). Words about the image itself ("The picture shows...", "in the background":
+resources/caos/meta_words.txt) are not objects and are left out (counted) unless `meta_words="keep"`. Every object
+records which extractor found it. `Vocabulary.synonym_class` maps a name to its COCO category through CHAIR's
+synonym table ("woman" → "person"), whichever source named it first: CAOS compares extracted and truth objects
+by that class, as CHAIR does.
 """
 
 from __future__ import annotations
@@ -123,6 +127,23 @@ class Vocabulary:
         self.surfaces: dict[tuple[str, ...], str] = {}
         self.source_of: dict[str, str] = {}
         self.max_len = 0
+        # name (and plural) → COCO category, from CHAIR's synonym table, whatever source won the surface
+        self.synonym_of: dict[str, str] = {}
+
+    def add_synonym(self, synonym: str, category: str) -> None:
+        """Record `synonym` (and its plural) as a name of COCO `category` (CHAIR's table): synonym_class reads it."""
+        toks = tokens(synonym)
+        if not toks:
+            return
+        category = " ".join(tokens(category))
+        for v in [toks] + [toks[:-1] + [p] for p in plural_forms(toks[-1])]:
+            self.synonym_of.setdefault(" ".join(v), category)
+
+    def synonym_class(self, name: str) -> str:
+        """The COCO category of `name` by CHAIR's synonym table ("woman" → "person", "puppy" → "dog"), else the name
+        itself: how CAOS compares extracted and truth objects (both sides mapped, as CHAIR does)."""
+        key = " ".join(tokens(name))
+        return self.synonym_of.get(key, key)
 
     def add(self, surface: str, canonical: str, source: str) -> None:
         toks = tuple(tokens(surface))
@@ -207,6 +228,26 @@ OPEN = "open"  # vocabulary source of out-of-domain objects
 COCO_FREQUENCY = resource_path("caos/coco_train2014_frequency.tsv")
 OPEN_VOCABULARY = resource_path("caos/open_objects.tsv")
 COCO_SYNONYMS = resource_path("caos/coco_synonyms.tsv")
+META_WORDS_FILE = resource_path("caos/meta_words.txt")
+# skip: words about the image itself (picture, photo, image, scene, view, background, shot...) are not objects
+# (left out, counted); keep: every vocabulary match is an object (the reading before meta-words were filtered)
+META_WORD_MODES = ("skip", "keep")
+
+
+def read_meta_words(path: str | Path = META_WORDS_FILE) -> frozenset[str]:
+    """The meta-words (one per line, '#' comments): names a caption uses for the image, not for an object in it."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: meta-word list not found")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(" ".join(tokens(line)) for line in lines if line.strip() and not line.startswith("#"))
+
+
+META_WORDS = read_meta_words()
+
+
+def is_meta_word(name: str, meta_words: frozenset[str] = META_WORDS) -> bool:
+    return " ".join(tokens(name)) in meta_words
 
 
 def default_chair_synonyms() -> Path:
@@ -297,7 +338,8 @@ def read_frequency(path: str | Path) -> list[str]:
 
 def derive_open_vocabulary(source: str | Path, target: str | Path) -> int:
     """Write resources/caos/open_objects.tsv (surface, canonical) from Visual Genome's 1600 object classes (one
-    class per line, comma-separated synonyms, the first canonical — the bottom-up-attention vocabulary); returns rows."""
+    class per line, comma-separated synonyms, the first canonical — the bottom-up-attention vocabulary), leaving out
+    the meta-words (resources/caos/meta_words.txt); returns rows."""
     from ..io import write_text
 
     source = Path(source)
@@ -307,7 +349,8 @@ def derive_open_vocabulary(source: str | Path, target: str | Path) -> int:
     out = ["surface\tcanonical"]
     for line in source.read_text(encoding="utf-8").splitlines():
         names = [" ".join(tokens(n)) for n in line.split(",")]
-        names = [n for n in names if n]
+        # a class named by a meta-word (picture, photo, image, scene, view, background...) is no object
+        names = [n for n in names if n and n not in META_WORDS]
         for name in names:
             if name not in seen:
                 seen.add(name)
@@ -353,6 +396,7 @@ def build_vocabulary(
         vocab.add_terms(sorted({c for _, c in pairs}), "coco")
         for syn, cat in pairs:
             vocab.add(syn, cat, "coco")
+            vocab.add_synonym(syn, cat)
     if open_vocabulary is True:
         open_vocabulary = OPEN_VOCABULARY
     if open_vocabulary:
@@ -418,6 +462,7 @@ class Extraction:
     llm_status: str  # not_used | ok | unparsed (fell back to the vocabulary matcher)
     llm_dropped: list[str] = field(default_factory=list)  # LLM objects not found in the caption text
     negated: list[str] = field(default_factory=list)  # objects the caption says are absent ("no dog")
+    meta: list[str] = field(default_factory=list)  # meta-word mentions left out ("picture" of "The picture shows")
 
     @property
     def names(self) -> list[str]:
@@ -446,12 +491,25 @@ class ObjectExtractor:
     `llm`: an LLM backend (registry role "llm") or None for the vocabulary matcher alone.
     """
 
-    def __init__(self, vocabulary: Vocabulary, llm=None, negation: str = "skip"):
+    def __init__(self, vocabulary: Vocabulary, llm=None, negation: str = "skip", meta_words: str = "skip"):
         if negation not in NEGATION_MODES:
             raise InputError(f"negation {negation!r}: expected one of {', '.join(NEGATION_MODES)}")
+        if meta_words not in META_WORD_MODES:
+            raise InputError(f"meta_words {meta_words!r}: expected one of {', '.join(META_WORD_MODES)}")
         self.vocabulary = vocabulary
         self.llm = llm
         self.negation = negation
+        self.meta_words = meta_words
+        if meta_words == "keep":
+            # the reading before meta-words were filtered: Visual Genome's picture, photo, image, scene, view,
+            # background... were out-of-domain objects of the open vocabulary
+            for word in sorted(META_WORDS):
+                if any(src == OPEN for src in vocabulary.source_of.values()) and word not in vocabulary:
+                    vocabulary.add(word, word, OPEN)
+        self._meta_phrases = [tuple(w.split()) for w in sorted(META_WORDS)]
+
+    def _is_meta(self, name: str, surface: str) -> bool:
+        return self.meta_words == "skip" and (is_meta_word(name) or is_meta_word(surface))
 
     def extract(self, caption: str) -> Extraction:
         return self.extract_many([caption])[0]
@@ -472,9 +530,13 @@ class ObjectExtractor:
         # "graffiti wall" around "wall") confirms that object instead of adding a second, out-of-domain one.
         covered: dict[int, str] = {}
         negated: list[str] = []
+        meta: list[str] = []
         for m in vocab.match(caption, self.negation):
             for t in range(m.token_index, m.token_index + len(m.surface.split())):
                 covered[t] = m.canonical
+            if self._is_meta(m.canonical, m.surface):
+                meta.append(m.canonical)
+                continue
             if m.negated:
                 negated.append(m.canonical)
                 continue
@@ -495,6 +557,9 @@ class ObjectExtractor:
                         dropped.append(obj)
                         continue
                     name = vocab.normalise(obj)
+                    if self._is_meta(name, where[1]):
+                        meta.append(name)
+                        continue
                     span = range(where[0], where[0] + len(where[1].split()))
                     overlap = next((covered[t] for t in span if t in covered), None)
                     if name not in found and overlap is not None:
@@ -505,6 +570,18 @@ class ObjectExtractor:
                     entry[2].add("llm")
                     if where[0] < entry[0]:
                         entry[0], entry[1] = where[0], where[1]
+        if self.meta_words == "skip":
+            # every meta-word the caption uses outside a longer object ("picture" of "The picture shows", not of
+            # "picture frame"), whether or not a vocabulary lists it: what was left out, counted
+            meta = []  # (the vocabulary matches dropped above are among these)
+            toks = tokens(caption)
+            for phrase in self._meta_phrases:
+                n = len(phrase)
+                for i in range(len(toks) - n + 1):
+                    if tuple(toks[i : i + n]) == phrase and not any(
+                        t in covered and not is_meta_word(covered[t]) for t in range(i, i + n)
+                    ):
+                        meta.append(" ".join(phrase))
         ordered = sorted(found.items(), key=lambda kv: (kv[1][0], kv[0]))
         objects = [
             ExtractedObject(
@@ -517,5 +594,9 @@ class ObjectExtractor:
             for name, (idx, surface, ex) in ordered
         ]
         return Extraction(
-            objects=objects, llm_status=status, llm_dropped=dropped, negated=sorted(set(negated) - set(found))
+            objects=objects,
+            llm_status=status,
+            llm_dropped=dropped,
+            negated=sorted(set(negated) - set(found)),
+            meta=meta,
         )

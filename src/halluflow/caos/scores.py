@@ -200,6 +200,9 @@ class Caption:
     hallucinated: list[bool | None]
     judged_by: list[str]
     verdicts: list[OracleVerdict | None] = field(default_factory=list)
+    # synonym classes (CHAIR's table) of the truth objects / of the extracted objects found in the truth
+    truth_classes: frozenset[str] = frozenset()
+    named_classes: frozenset[str] = frozenset()
 
 
 OOD_WITHOUT_ORACLE = ("hallucinated", "exclude")
@@ -215,25 +218,30 @@ def judge_caption(
     ood_without_oracle: str = "hallucinated",
 ) -> Caption:
     """In-domain objects against the truth; out-of-domain against the oracle verdicts when an oracle ran, else
-    against the truth (`hallucinated`) or left undecided (`exclude`)."""
+    against the truth (`hallucinated`) or left undecided (`exclude`). An object and a truth object match when their
+    synonym classes (CHAIR's synonym table: "woman" → "person") are equal, as CHAIR compares them."""
     truth_norm = sorted({vocabulary.normalise(t) for t in truth if tokens(t)})
-    truth_set = set(truth_norm)
+    truth_set = {vocabulary.synonym_class(t) for t in truth_norm}
     hallucinated, judged_by, used = [], [], []
     for obj in objects:
         v = (verdicts or {}).get(obj.name)
-        if v is None and not obj.in_domain and obj.name not in truth_set and ood_without_oracle == "exclude":
+        named = vocabulary.synonym_class(obj.name) in truth_set
+        if v is None and not obj.in_domain and not named and ood_without_oracle == "exclude":
             hallucinated.append(None)
             judged_by.append("none")
             used.append(None)
-        elif obj.in_domain or obj.name in truth_set or v is None:
-            hallucinated.append(obj.name not in truth_set)
+        elif obj.in_domain or named or v is None:
+            hallucinated.append(not named)
             judged_by.append("truth")
             used.append(None)
         else:
             hallucinated.append(None if v.present is None else not v.present)
             judged_by.append("oracle")
             used.append(v)
-    return Caption(caption_id, image_id, truth_norm, list(objects), hallucinated, judged_by, used)
+    named = frozenset(vocabulary.synonym_class(o.name) for o in objects) & truth_set
+    return Caption(
+        caption_id, image_id, truth_norm, list(objects), hallucinated, judged_by, used, frozenset(truth_set), named
+    )
 
 
 class _Embeddings:
@@ -359,8 +367,12 @@ def object_statistics(captions: Sequence[Caption]) -> dict:
     decided = [(h, o) for c in captions for h, o in zip(c.hallucinated, c.objects) if h is not None]
     n_obj = sum(len(c.objects) for c in captions)
     n_hal = sum(1 for h, _ in decided if h)
-    n_truth = sum(len(c.truth) for c in captions)
-    n_truth_hit = sum(len(set(c.truth) & {o.name for o in c.objects}) for c in captions)
+    # recall over the truth's synonym classes ("woman" names the truth "person"); a caption judged without a
+    # vocabulary (a hand-made Caption) compares names
+    n_truth = sum(len(c.truth_classes) if c.truth_classes else len(c.truth) for c in captions)
+    n_truth_hit = sum(
+        len(c.named_classes) if c.truth_classes else len(set(c.truth) & {o.name for o in c.objects}) for c in captions
+    )
     return {
         "n_captions": n_caps,
         "n_objects": n_obj,
@@ -457,8 +469,8 @@ def ood_warning(captions: Sequence[Caption], oracle_ran: bool, policy: str) -> s
     n = sum(
         1
         for c in captions
-        for o, j in zip(c.objects, c.judged_by)
-        if not o.in_domain and j != "oracle" and o.name not in c.truth
+        for o, j, h in zip(c.objects, c.judged_by, c.hallucinated)
+        if not o.in_domain and j != "oracle" and h is not False
     )
     if oracle_ran or n == 0:
         return None
@@ -538,6 +550,17 @@ def score_release_answers(
         "llm_dropped": sum(len(e.llm_dropped) for e in extractions),
         "negated_mentions_left_out": sum(len(e.negated) for e in extractions),
         "negation": extractor.negation,
+        "meta_words_left_out": sum(len(e.meta) for e in extractions),
+        "meta_words": extractor.meta_words,
+    }
+    # the settings every caption and note of the CAOS page is written from (report/paper_sections.py)
+    summary["settings"] = {
+        "ood_without_oracle": ood_without_oracle,
+        "oracle": oracle is not None,
+        "negation": extractor.negation,
+        "meta_words": extractor.meta_words,
+        "synonym_classes": bool(extractor.vocabulary.synonym_of),
+        "open_vocabulary": any(src == "open" for src in extractor.vocabulary.source_of.values()),
     }
     stand_in = bool(ok["stand_in"].any()) if "stand_in" in ok.columns and ok.height else False
     summary["stand_in"] = stand_in

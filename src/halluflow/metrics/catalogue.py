@@ -784,6 +784,8 @@ def _caos_entries() -> list[Metric]:
         "n_answers_missing": "queries without an answer row",
         "extraction.llm_dropped": "objects the LLM extractor named that were dropped",
         "extraction.negated_mentions_left_out": "mentions left out as negated",
+        "extraction.meta_words_left_out": "mentions of words about the image itself (picture, photo, image, scene, "
+        "view, background, shot...: resources/caos/meta_words.txt) left out as no objects (caos.meta_words: skip)",
     }.items():
         out.append(_count(f"caos.{key}", key, "caos", key, definition, CAOS_REF))
     out.append(

@@ -329,8 +329,17 @@ def _pope_block(df: pl.DataFrame, parser: str, positive: str) -> dict | None:
     counts = confusion_counts(disc["parsed"], disc["truth"], positive)
     counts["n_failed"] = asked.height - disc.height  # the failed yes/no answers this block left out
     out = metrics_from_counts(counts, aggregation_for(parser), positive)
-    out["n_default_rule"] = int(default_rule_mask(disc["answer"], disc["parsed"], parser).sum())
+    by_default = _default_rule(disc, parser)
+    out["n_default_rule"] = None if by_default is None else int(by_default.sum())
     return out
+
+
+def _default_rule(disc: pl.DataFrame, parser: str) -> pl.Series | None:
+    """Which yes/no answers `parser` read only by its default rule (parsers.default_rule_mask); None for a table
+    without the answer texts (a scored table built by hand)."""
+    if "answer" not in disc.columns:
+        return None
+    return default_rule_mask(disc["answer"], disc["parsed"], parser)
 
 
 def _generative_block(df: pl.DataFrame) -> dict | None:
@@ -483,9 +492,10 @@ def ode_metrics(
         "n_unknown": int(((scored["query_type"] != GENERATIVE) & ~scored["failed"] & scored["parsed"].is_null()).sum()),
     }
     disc = scored.filter((pl.col("query_type") != GENERATIVE) & ~pl.col("failed"))
-    by_default = disc.filter(default_rule_mask(disc["answer"], disc["parsed"], parser))
-    out["n_default_rule"] = by_default.height
-    out["default_rule_reasons"] = default_rule_reasons(by_default["answer"].to_list())
+    mask = _default_rule(disc, parser)
+    by_default = disc.filter(mask) if mask is not None else None
+    out["n_default_rule"] = None if by_default is None else by_default.height
+    out["default_rule_reasons"] = {} if by_default is None else default_rule_reasons(by_default["answer"].to_list())
     out["units"] = dict(UNITS)  # one scale per block, as the metric catalogue states it
     out.update(_section(scored, parser, positive))
     for b in breakdowns:

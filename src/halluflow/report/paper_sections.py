@@ -381,21 +381,53 @@ FIG3_EMBEDDED = [
 ]
 
 
-def _judges_text(doc: dict) -> str:
+def _oracle_text(doc: dict) -> str:
+    """How out-of-domain objects were judged, from the run's own settings (caos/<model>.json `oracle`, `settings`)."""
     oracle = doc.get("oracle")
     if oracle:
         members = ", ".join(
             f"{m.get('name') or m.get('model')}{' (STAND-IN)' if m.get('stand_in') else ''}"
             for m in oracle.get("members") or []
         )
-        text = f"oracle ensemble [{members}] (vote {oracle.get('vote')}, tie {oracle.get('tie')})"
-    else:
-        text = "no oracle (out-of-domain objects undecided)"
+        return f"oracle ensemble [{members}] (vote {oracle.get('vote')}, tie {oracle.get('tie')})"
+    policy = (doc.get("settings") or {}).get("ood_without_oracle")
+    if policy == "hallucinated":
+        return "no oracle: out-of-domain objects the truth does not list counted as hallucinated (ood_without_oracle)"
+    if policy == "exclude":
+        return "no oracle: out-of-domain objects the truth does not list left undecided, excluded (ood_without_oracle)"
+    return "no oracle (how out-of-domain objects were judged is not recorded in this result)"
+
+
+def _objects_text(doc: dict) -> str:
+    """What counted as an object, from the run's settings: negation, meta-words, synonym classes."""
+    settings = doc.get("settings") or {}
+    parts = []
+    if "negation" in settings:
+        parts.append("objects said to be absent left out" if settings["negation"] == "skip" else "negations ignored")
+    if "meta_words" in settings:
+        n = (doc.get("extraction") or {}).get("meta_words_left_out")
+        left = f" ({n} mentions left out)" if n else ""
+        parts.append(
+            f"meta-words (picture, image, scene, background...) not objects{left}"
+            if settings["meta_words"] == "skip"
+            else "meta-words (picture, image, scene...) counted as objects"
+        )
+    if "synonym_classes" in settings:
+        parts.append(
+            "objects and truth compared by CHAIR synonym class (woman = person)"
+            if settings["synonym_classes"]
+            else "objects and truth compared by name (no synonym table)"
+        )
+    return "; ".join(parts)
+
+
+def _judges_text(doc: dict) -> str:
     llm = doc.get("llm") or {}
     extractor = doc.get("extractor")
     if llm:
         extractor += f" with {llm.get('model')}{' (STAND-IN)' if llm.get('stand_in') else ''}"
-    return f"extractor {extractor}; {text}"
+    objects = _objects_text(doc)
+    return f"extractor {extractor}{f' ({objects})' if objects else ''}; {_oracle_text(doc)}"
 
 
 def _caos_stand_ins(doc: dict) -> list[str]:

@@ -121,7 +121,7 @@ def caos_score(
         queries,
         nodes_df,
         release_dir=image_root,
-        extractor=ObjectExtractor(vocab, extractor_llm, negation=caos.negation),
+        extractor=ObjectExtractor(vocab, extractor_llm, negation=caos.negation, meta_words=caos.meta_words),
         embedders=embedders,
         oracle=oracle,
         k=caos.k,
@@ -147,6 +147,7 @@ def caos_score(
         vocabulary_size=len(vocab),
         frequent_source=str(caos.frequent),
     )
+    result["settings"].update(extractor=caos.extractor, frequent=str(caos.frequent), k=caos.k)
     write_parquet(objects, object_rows)
     write_parquet(captions, caption_rows)
     write_json(summary, result)
