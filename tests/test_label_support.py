@@ -180,3 +180,18 @@ def test_metrics_and_report_carry_the_line(tmp_path, capsys):
     page = build_summary(tmp_path / "results", tmp_path / "r.html", ReportOptions(gallery_size=1, dpi=30)).read_text()
     page = html.unescape(page)
     assert '2 of 5 "yes" labels rest on the prompt alone' in page and "Label support" in page
+
+
+def test_a_label_support_of_another_shape_is_one_error_line(tmp_path):
+    import pytest
+
+    from halluflow.errors import InputError
+    from halluflow.report.summary import ReportOptions, build_summary
+
+    build(tmp_path)
+    release = tmp_path / "results" / "release"
+    manifest = json.loads((release / "manifest.json").read_text())
+    manifest["counts"]["label_support"]["rows"][0]["labels"] = "many"
+    (release / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"key 'counts.label_support.rows.0.labels': expected a number, got a string"):
+        build_summary(tmp_path / "results", tmp_path / "r.html", ReportOptions(gallery_size=1, dpi=30))

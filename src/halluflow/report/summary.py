@@ -451,27 +451,40 @@ def _overview(res: Results, models: list[str], stand_in: list[str]) -> Html:
         body.append(tag("p", "No release/manifest.json (package_release did not run).", class_="note"))
     if stand_in:
         body.append(tag("p", f"Stand-in models were used in: {', '.join(stand_in)}.", class_="note"))
-    body += _label_support(manifest)
+    body += _label_support(res)
     return join(body)
 
 
-def _label_support(manifest: dict | None) -> list[Html]:
+def _label_support(res: Results) -> list[Html]:
     """The release's label support (halluflow.ode.support, manifest counts.label_support): the prompt-only line and
-    the table per query type x stated answer."""
-    support = ((manifest or {}).get("counts") or {}).get("label_support")
-    if not support:
+    the table per query type x stated answer; a manifest holding it in another shape is one error line."""
+    from .collect import require
+
+    manifest = res.manifest() or {}
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict) or counts.get("label_support") is None:
         return []
-    out = [tag("p", tag("b", support["line"] + "."), class_="warn")] if support.get("line") else []
+    where = str(res.root / "release/manifest.json")
+    threshold = require(manifest, where, "counts", "label_support", "threshold", kinds=(int, float))
+    line = require(manifest, where, "counts", "label_support", "line", kinds=(str, type(None)))
+    rows = require(manifest, where, "counts", "label_support", "rows", kinds=(list,))
+    cols = {"query_type": (str,), "truth": (str,), "labels": (int,), "supported": (int,)}
+    cols |= {"contradicted": (int,), "prompt_only": (int,)}
+    table = pl.DataFrame(
+        [
+            {c: require(manifest, where, "counts", "label_support", "rows", i, c, kinds=k) for c, k in cols.items()}
+            for i in range(len(rows))
+        ],
+        schema={c: pl.String if k == (str,) else pl.Int64 for c, k in cols.items()},
+    ).rename({"query_type": "query type", "truth": "stated answer", "prompt_only": "prompt alone"})
+    out = [tag("p", tag("b", line + "."), class_="warn")] if line else []
     out.append(
         tag(
             "p",
-            f"Label support: the yes/no labels the release's detector supports at ODE's paper threshold "
-            f'{support["threshold"]} (a "yes" object boxed, a "no" object asked for and not boxed), contradicts, '
-            "or that rest on the prompt alone (attribute and count items: their object only):",
+            f"Label support: the yes/no labels the release's detector supports at ODE's paper threshold {threshold} "
+            '(a "yes" object boxed, a "no" object asked for and not boxed), contradicts, or that rest on the prompt '
+            "alone (attribute and count items: their object only):",
         )
-    )
-    table = pl.DataFrame(support["rows"]).rename(
-        {"query_type": "query type", "truth": "stated answer", "prompt_only": "prompt alone"}
     )
     return [*out, html_table(table)]
 
