@@ -26,6 +26,7 @@ from typing import Any
 REDACTED = "[REDACTED]"
 PIECE = 8  # characters: no piece of a secret this long survives redaction
 MIN_SECRET = 4  # shorter values (v=1 in a query string) would redact ordinary words
+BLOCK = 1 << 14  # characters a text is looked at in, beyond the first look at all of it
 
 # One unit of text as a server may write a character: a JSON escape, a percent-escape, or the character itself.
 _UNIT = re.compile(r"\\u[0-9a-fA-F]{4}|\\[\\/\"bfnrt]|%[0-9a-fA-F]{2}|.", re.DOTALL)
@@ -72,7 +73,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()):
         self._lock = threading.Lock()
-        self._state: tuple = ((), frozenset(), frozenset(), None)
+        self._state: tuple = ((), frozenset(), frozenset(), None, None)
         self.add(*secrets)
 
     @property
@@ -96,8 +97,10 @@ class Redactor:
                 anchors.update(flat[i : i + block] for i in range(0, len(flat) - block + 1, block))
                 anchors.add(flat[-block:])
             chars = {c for s in every for c in s if not c.isspace()} | set('\\%u0123456789abcdefABCDEF/"bfnrt')
-            runs = re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + r"\s]{" + str(MIN_SECRET) + ",}")
-            self._state = (tuple(every), frozenset(pieces), frozenset(anchors), runs)
+            members = "".join(re.escape(c) for c in sorted(chars)) + r"\s"
+            runs = re.compile(f"[{members}]{{{MIN_SECRET},}}")
+            breaker = re.compile(f"[^{members}]")  # a character no run holds: where a block may end
+            self._state = (tuple(every), frozenset(pieces), frozenset(anchors), runs, breaker)
 
     def __call__(self, text: str, error: bool = False) -> str:
         return self.redact(text, error)
@@ -107,12 +110,25 @@ class Redactor:
         key-shaped values (server errors, log lines, the error line)."""
         if not isinstance(text, str):
             text = str(text)
-        secrets, pieces, anchors, runs = self._state
+        secrets, pieces, anchors, runs, breaker = self._state
         for secret in secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         if pieces and _may_hold(text, anchors):
-            text = runs.sub(lambda m: self._run(m.group(0), pieces, anchors), text)
+            # Block by block (each ending where no run can go on), so only the blocks that may hold a piece are
+            # looked at run by run: a 12 MB answer with a key at its end costs one block's runs, not millions.
+            out, pos = [], 0
+            while pos < len(text):
+                end = pos + BLOCK
+                if end < len(text):
+                    stop = breaker.search(text, end)
+                    end = stop.end() if stop else len(text)
+                block = text[pos:end]
+                if _may_hold(block, anchors):
+                    block = runs.sub(lambda m: self._run(m.group(0), pieces, anchors), block)
+                out.append(block)
+                pos = end
+            text = "".join(out)
         if error:
             text = _MASKED.sub(REDACTED, text)
             text = _KEY_SHAPED.sub(REDACTED, text)
@@ -222,7 +238,8 @@ def register_args(args: Mapping[str, Any], who: str = "model") -> None:
     if not key or len(key) < MIN_SECRET:
         return
     for name, value in args.items():
-        if name != "api_key_env" and isinstance(value, str) and key in value:
+        # base_url may carry the key as a query value on purpose (it is redacted as a credential)
+        if name not in ("api_key_env", "base_url") and isinstance(value, str) and key in value:
             raise ConfigError(
                 f"{who}: argument {name!r} holds the API key of the variable {args['api_key_env']!r} (api_key_env); "
                 "the key goes only through api_key_env, never into another argument"
