@@ -82,7 +82,10 @@ def test_always_yes_and_hallu_objects(amber):
 def test_strict_yes_no(amber):
     r = amber_scores(_responses(lambda a: "", lambda a: "no"), amber, dimension="de")
     assert r["existence"]["accuracy"] == 0.0  # 'no' is not 'No'
-    assert set(r) == {"existence", "dimension", "similarity", "n_failed"}
+    assert set(r) == {"existence", "dimension", "similarity", "n_failed", "n_default_rule", "default_rule_reasons"}
+    # every 'no' was read only by AMBER's default rule (not exactly Yes/No: wrong), and the count says so
+    assert r["n_default_rule"] == r["existence"]["n"] > 0
+    assert r["default_rule_reasons"] == {"negation": r["n_default_rule"]}
 
 
 @pytest.fixture

@@ -142,3 +142,43 @@ def test_score_pope_says_the_count_in_one_line(tmp_path, capsys):
     out = json.loads(captured.out)
     assert (out["n_unknown"], out["n"], out["accuracy"], out["n_default_rule"]) == (4, 4, 1.0, 0)
     assert captured.err.strip() == ""
+
+
+def _ode_scored(parser: str):
+    import polars as pl
+
+    from halluflow.ode.scoring import score_answers
+
+    texts = READABLE + UNREADABLE
+    truth = ["yes", "no", "yes", "no"] + ["yes", "yes", "no", "no"]
+    queries = pl.DataFrame(
+        {
+            "query_id": [f"q{i}" for i in range(8)],
+            "distribution": ["standard"] * 4 + ["fictional"] * 4,
+            "pair_kind": "entity_entity",
+            "task": "discriminative",
+            "query_type": "existence",
+            "attribute_kind": None,
+            "truth": truth,
+            "objects": [["dog"]] * 8,
+        },
+        schema_overrides={"attribute_kind": pl.String},
+    )
+    answers = pl.DataFrame({"query_id": [f"q{i}" for i in range(8)], "model": "m", "answer": texts, "status": "ok"})
+    return score_answers(queries, answers, ["dog"], parser=parser)
+
+
+def test_ode_metrics_count_the_default_rule_and_exclude_the_release_readers_unknowns():
+    from halluflow.ode.scoring import ode_metrics
+
+    pope = ode_metrics(_ode_scored("pope"), "m", parser="pope", breakdowns=("distribution",))
+    assert pope["n_default_rule"] == 4 and pope["pope"]["n_default_rule"] == 4
+    assert pope["default_rule_reasons"] == {"non_english": 2, "emoji": 1, "refusal": 1}
+    assert pope["by_distribution"]["fictional"]["pope"]["n_default_rule"] == 4
+    assert pope["by_distribution"]["standard"]["pope"]["n_default_rule"] == 0
+    assert pope["pope"]["accuracy"] == 0.75  # POPE's reading: the four read as yes, two of them right
+    release = ode_metrics(_ode_scored("release"), "m", parser="release", breakdowns=("distribution",))
+    assert (release["n_unknown"], release["n_default_rule"], release["pope"]["n"]) == (4, 0, 4)
+    assert release["pope"]["accuracy"] == 1.0 and release["amber"]["overall"]["accuracy"] == 100.0
+    assert release["by_distribution"]["fictional"]["pope"]["n"] == 0  # nothing it could read there
+    assert release["hallucination_rate"] == 0.0 and release["n_judged"] == 4

@@ -179,6 +179,15 @@ def _run_amber(args: argparse.Namespace) -> int:
         max_failed_fraction=args.max_failed_fraction,
     )
     emit(scores, args.out)  # refused before anything is printed or written
+    if scores.get("n_default_rule"):
+        from halluflow.metrics.parsers import default_rule_line
+
+        parts = ("existence", "state", "number", "action", "relation")
+        n_read = sum((scores.get(k) or {}).get("n") or 0 for k in parts)
+        line = default_rule_line(
+            f"score amber {args.responses}", "amber", scores["n_default_rule"], n_read, scores["default_rule_reasons"]
+        )
+        print(f"halluflow: note: {line}", file=sys.stderr)
     return 0
 
 

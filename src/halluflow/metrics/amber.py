@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..io import read_json, read_text
 from ..progress import progress
 from .formats import read_amber_annotations
-from .parsers import failed_mask, parse_answers
+from .parsers import default_rule_reasons, failed_mask, parse_answers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -562,6 +562,13 @@ def amber_scores(
     if set(wanted) - {"generative"}:
         scores = discriminative_scores(disc, data.start)
         out.update({k: scores[k] for k in wanted if k != "generative"})
+        # AMBER's default rule: a response other than exactly Yes/No is wrong (counted, and why: parsers)
+        sections = set(wanted) | ({"state", "number", "action"} if {"attribute", "overall"} & set(wanted) else set())
+        if "overall" in wanted:
+            sections |= {"existence", "relation"}
+        unread = disc.filter(pl.col("parsed").is_null() & pl.col("section").is_in(sorted(sections)))
+        out["n_default_rule"] = unread.height
+        out["default_rule_reasons"] = default_rule_reasons(unread["response"].to_list())
     for section in out.values():  # a section nothing was scored in has no numbers (AMBER's epsilons give 0 or 100)
         if isinstance(section, dict) and section.get("n") == 0:
             section.update({k: None for k in section if k != "n"})

@@ -516,9 +516,26 @@ def _metrics_entries() -> list[Metric]:
     out += _amber_entries("", "", "")
     # ODE's scorer per breakdown group (by_distribution_pair_kind.fictional/entity_entity.amber.existence.f1 ...)
     out += _amber_entries("by.", "by_{breakdown}.{group}.", ", over the answers of one breakdown group")
-    out.append(
-        _count("amber.n_failed", "AMBER failed", "metrics", "amber.n_failed", "failed or empty responses", AMBER_REF)
-    )
+    out += [
+        _count("amber.n_failed", "AMBER failed", "metrics", "amber.n_failed", "failed or empty responses", AMBER_REF),
+        _count(
+            "amber.n_default_rule",
+            "AMBER default rule",
+            "metrics",
+            "amber.n_default_rule",
+            "discriminative responses AMBER read only by its default rule (not exactly Yes / No: counted wrong)",
+            AMBER_REF,
+        ),
+        _count(
+            "amber.default_rule_reasons",
+            "why AMBER's default rule read them",
+            "metrics",
+            "amber.default_rule_reasons.{reason}",
+            "amber.n_default_rule by why the release reader does not read them (refusal, hedge, non_english, emoji, "
+            "no_yes_no_word; negation / affirmation where it reads no / yes)",
+            AMBER_REF,
+        ),
+    ]
     # RePOPE sources with the original POPE file given: what the relabelling changed (halluflow.benchmarks.repope)
     for key, definition in {
         "n_changed": "questions whose corrected label differs from the original POPE label",
