@@ -168,6 +168,9 @@ def test_paper_page_from_hostile_sections_runs_no_script(tmp_path, capsys):
     dom = _dom(out, tmp_path / "profile")
     assert _injected(dom) == []
     assert dom.title == "halluflow — CAOS paper layout"
+    # behind the escaping, the page forbids scripts itself (the element check above does not rely on it)
+    [csp] = [a["content"] for n, a in dom.tags if n == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp
     # every field reached the page, as text: title x2 sections, caption, table title, note, cells, figure title, ...
     assert sum(t.count(f"document.title='{PWNED}'") for t in dom.text) >= 2 * 10
     ids = [attrs["id"] for _, attrs in dom.tags if "id" in attrs]

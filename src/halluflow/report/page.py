@@ -60,6 +60,10 @@ details summary { cursor:pointer; color:var(--accent); }
 footer { text-align:center; color:var(--muted); font-size:12px; padding:12px; }
 """
 
+# Behind the escaping, the page itself forbids scripts, plugins, frames, forms and any fetch but its own images and
+# inline style: a value that ever slipped past `tag` could still not run or load anything.
+CSP = "default-src 'none'; img-src data: 'self' file: http: https:; style-src 'unsafe-inline'; base-uri 'none'; "
+CSP += "form-action 'none'"
 MAX_TEXT = 2_000
 """Characters of one value shown on a page (a cell, a caption, a reason); a longer one is cut with a marker."""
 MAX_INLINE_FIGURE = 16_000_000
@@ -231,6 +235,7 @@ def render_shell(
     head = join(
         [
             Html('<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'),
+            Html(f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'),
             tag("title", title),
             Html(f"<style>{CSS}{extra_css}</style>"),  # the code's own style sheets, never data
         ]
