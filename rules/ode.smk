@@ -6,11 +6,13 @@
 rule build_graph:
     input:
         sources=get_graph_sources,
+        spelling_table=QUESTION_RESOURCES["spelling"],  # misspelt graph words corrected or dropped
     output:
         nodes=f"{OUT}/graph/nodes.parquet",
         edges=f"{OUT}/graph/edges.parquet",
         graphml=f"{OUT}/graph/graph.graphml",
         hallu=f"{OUT}/graph/hallu_edges.parquet",
+        spelling=f"{OUT}/graph/spelling.json",  # the words the spelling table corrected or dropped
     log:
         f"{LOGS}/build_graph.log",
     conda:
@@ -32,6 +34,9 @@ rule sample_scenes:
         # virtual nodes and non-nouns are never drawn; attribute words are cleaned per kind
         nouns=QUESTION_RESOURCES["nouns"],
         attribute_words=QUESTION_RESOURCES["attribute_words"],
+        # abstract concepts are never drawn; an attribute must fit its object's class
+        concepts=QUESTION_RESOURCES["concepts"],
+        attribute_types=QUESTION_RESOURCES["attribute_types"],
         # a domain release's category table (ode.domain.categories)
         categories=[QUESTION_RESOURCES[k] for k in ("domain_categories",) if k in QUESTION_RESOURCES],
     output:
@@ -58,9 +63,11 @@ rule make_prompts:
         nodes=rules.build_graph.output.nodes,
         edges=rules.build_graph.output.edges,
         hallu=rules.build_graph.output.hallu,
-        # articles of the prompt's objects; the "no" candidates skip synonyms of the image's objects
+        # articles of the prompt's objects; the "no" candidates skip synonyms of the image's objects, concepts that
+        # are no things and what the prompt implies
         nouns=QUESTION_RESOURCES["nouns"],
         synonyms=QUESTION_RESOURCES["synonyms"],
+        concepts=QUESTION_RESOURCES["concepts"],
     output:
         prompts=f"{OUT}/prompts/prompts.parquet",
     log:

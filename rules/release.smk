@@ -40,8 +40,13 @@ rule make_queries:
         nouns=QUESTION_RESOURCES["nouns"],
         attribute_words=QUESTION_RESOURCES["attribute_words"],
         synonyms=QUESTION_RESOURCES["synonyms"],
+        # "no" only about things the prompt does not imply; attributes that fit their object
+        concepts=QUESTION_RESOURCES["concepts"],
+        attribute_types=QUESTION_RESOURCES["attribute_types"],
+        spelling=rules.build_graph.output.spelling,
     output:
         queries=f"{OUT}/queries/queries.parquet",
+        meaning=f"{OUT}/queries/meaning.json",  # what each meaning rule removed (the DATACARD's table)
     log:
         f"{LOGS}/make_queries.log",
     conda:
@@ -64,6 +69,7 @@ rule package_release:
         accepted=rules.filter_images.output.accepted,
         rejected=rules.filter_images.output.rejected,
         queries=rules.make_queries.output.queries,
+        meaning=rules.make_queries.output.meaning,
         scenes=rules.sample_scenes.output.scenes,
         images=get_round_images,
         detections=get_round_detections,

@@ -570,6 +570,26 @@ def test_a_paper_size_release_asks_no_about_objects_the_detector_was_prompted_wi
 
     pairs = no_objects.select("target", "objects").unique().rows()
     assert [(t, o, no_object_problem(t, o)) for t, o in pairs if no_object_problem(t, o)] == []
+    # the DATACARD's record counts the same from the questions, and fails where it should
+    from halluflow.ode.meaning import meaning_record
+
+    record = meaning_record(q, {"counterfactual_attributes_not_asked": 0})
+    assert record["no_about_non_things"] == record["no_implied_by_prompt"] == record["invalid_questions"] == 0
+    assert sum(record["no_object_questions_by_strategy"].values()) == no_objects.height
+    first = no_objects.head(1)
+    planted = pl.concat(
+        [
+            q,
+            first.with_columns(pl.lit("x1").alias("query_id"), pl.lit("wall").alias("target")),
+            first.with_columns(
+                pl.lit("x2").alias("query_id"),
+                pl.lit("animal").alias("target"),
+                pl.lit(["dog", "sea"]).alias("objects"),
+            ),
+        ]
+    )
+    wrong = meaning_record(planted, None)
+    assert wrong["no_about_non_things"] == 1 and wrong["no_implied_by_prompt"] == 1
     bad = unverified_truths(q, detections, exclusion)
     assert bad.height == 0, bad.head(5)
     # an attribute "yes" asserts only what the image's prompt asked for ("a swimming dog": "Is the dog swimming?")

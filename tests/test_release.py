@@ -443,9 +443,30 @@ def test_the_datacard_records_every_threshold_the_negative_prompts_the_domain_an
     )
     sections = {k: config[k] for k in ("release", "seed", "shards", "ode", "synthesis", "detection")}
     resources = question_resource_files(config)  # the domain's category table shaped the scenes too
-    kwargs = {**kwargs, "config": sections, "resources": list(resources.values())}
+    # make_queries' report of what each meaning rule removed (queries/meaning.json)
+    meaning = {
+        "no_candidates_removed": {
+            "graph_neighbour": {
+                "stuff": 7,
+                "scene": 1,
+                "part": 0,
+                "abstract": 2,
+                "unknown": 0,
+                "implied by the prompt": 3,
+            }
+        },
+        "counterfactual_attributes_not_asked": 4,
+        "spelling": {"corrected": {"seegull": "seagull"}, "dropped": ["doghole"]},
+    }
+    kwargs = {**kwargs, "config": sections, "resources": list(resources.values()), "meaning": meaning}
     manifest = package_release(tmp / "r" / "release", **kwargs)
     card = (tmp / "r" / "release" / "DATACARD.md").read_text()
+    # what the labels mean: make_queries' report (this hand-made queries table has no question columns to count
+    # from; tests/test_queries.py counts a paper-size table's)
+    got = manifest["counts"]["meaning"]
+    assert got["no_candidates_removed"] == meaning["no_candidates_removed"]
+    assert "## What the labels mean" in card and "| graph_neighbour | 7 | 1 | 0 | 2 | 0 | 3 |" in card
+    assert "- misspelt graph words (resources/vocab/spelling.tsv): 1 corrected (seegull -> seagull), 1 dropped" in card
     # ODE's code's 0.2 is a threshold, not "no check": fainter detections pass, the images were checked
     assert "keep threshold 0.2: an image is kept when the detector finds each of its objects with at least this" in card
     assert "below the paper's 0.65 (ODE's released code uses 0.2)" in card and "NOT checked" not in card
@@ -470,9 +491,12 @@ def test_the_datacard_records_every_threshold_the_negative_prompts_the_domain_an
         assert f"- `{name}`: {sha256_file(path)}" in card
     assert sorted(manifest["resources"]) == [
         "resources/caos/coco_synonyms.tsv",
+        "resources/vocab/attribute_types.tsv",
         "resources/vocab/attribute_words.tsv",
         "resources/vocab/coco_supercategories.tsv",
+        "resources/vocab/concepts.tsv",
         "resources/vocab/nouns.tsv",
+        "resources/vocab/spelling.tsv",
     ]
     assert str(tmp) not in (tmp / "r" / "release" / "manifest.json").read_text()
 

@@ -30,6 +30,10 @@ QUESTION_RESOURCES = {
     "nouns": "vocab/nouns.tsv",
     "attribute_words": "vocab/attribute_words.tsv",
     "synonyms": "caos/coco_synonyms.tsv",
+    # what a "no" object may be and what a prompt implies; what each attribute fits; misspelt graph words
+    "concepts": "vocab/concepts.tsv",
+    "attribute_types": "vocab/attribute_types.tsv",
+    "spelling": "vocab/spelling.tsv",
 }
 
 

@@ -568,16 +568,20 @@ def correct_spelling(nodes: pl.DataFrame, edges: pl.DataFrame) -> tuple[pl.DataF
     return nodes_out, edges_out, applied
 
 
-def build_graph_from_config(graph: Mapping[str, Any] | OdeGraph) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_graph_from_config(
+    graph: Mapping[str, Any] | OdeGraph, applied: dict | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The `ode.graph` config block: `source` plus any `extra_sources`, merged, with misspelt words corrected or
-    dropped (`correct_spelling`; the build log says how many)."""
+    dropped (`correct_spelling`; the build log says how many, and `applied` receives {wrong: right or ""})."""
     graph = OdeGraph.from_dict(graph)
     sources = (graph.source, *graph.extra_sources)
     nodes, edges = merge_graphs([build_graph(src, graph.environments, graph.weighting) for src in sources])
-    nodes, edges, applied = correct_spelling(nodes, edges)
-    if applied:
-        fixed = sorted(f"{w} → {r}" for w, r in applied.items() if r)
-        dropped = sorted(w for w, r in applied.items() if not r)
+    nodes, edges, spelt = correct_spelling(nodes, edges)
+    if applied is not None:  # the caller's record of what the spelling table did (graph/spelling.json)
+        applied.update(spelt)
+    if spelt:
+        fixed = sorted(f"{w} → {r}" for w, r in spelt.items() if r)
+        dropped = sorted(w for w, r in spelt.items() if not r)
         logging.getLogger(__name__).info(
             "spelling table: %d graph words corrected (%s), %d dropped (%s)",
             len(fixed),

@@ -273,6 +273,10 @@ def _datacard(
         from .support import support_card
 
         lines += ["", *support_card(support)]
+    if counts.get("meaning"):
+        from .meaning import meaning_card
+
+        lines += ["", *meaning_card(counts["meaning"])]
     lines += ["", *lineage_card]
     if resources:
         lines += [
@@ -424,8 +428,12 @@ def package_release(
     graph_sources: list[str] = (),
     graph: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     resources: list[str] = (),
+    meaning: dict | None = None,
 ) -> dict:
     """Write the release folder (built beside it, then renamed into place) and return the manifest.
+
+    `meaning`: make_queries' report of what each meaning rule removed (queries/meaning.json), for the manifest's
+    `counts.meaning` and the DATACARD (halluflow.ode.meaning).
 
     `resources`: the tables that shaped the scenes, prompts and questions (noun lexicon, attribute words, synonym
     table, G_H seed ...); their sha256 go into the manifest (`resources`) and the DATACARD.
@@ -468,6 +476,7 @@ def package_release(
             rejected,
             lineage_card,
             shaping,
+            meaning=meaning,
         )
         manifest["lineage"] = lineage
         manifest["ids"] = ids
@@ -491,8 +500,11 @@ def _build(
     rejected: pl.DataFrame | None,
     lineage_card: list[str] = (),
     resources: dict | None = None,
+    meaning: dict | None = None,
 ) -> dict:
     """Every file of the release but manifest.json into `tmp`; returns the manifest without its lineage."""
+    from .meaning import meaning_record
+
     sha_of = {}  # by path: a regenerated image has one row (and file) per attempt under the same id
     for df in images:
         if "sha256" in df.columns:
@@ -519,6 +531,7 @@ def _build(
     counts = _counts(accepted, queries, kept_scenes, rejected)
     counts["truths_not_checked"] = _truths_not_checked(accepted, queries, images, detections, config)
     counts["label_support"] = _label_support(accepted, queries, images, detections)
+    counts["meaning"] = meaning_record(queries, meaning)
     card = _datacard(name, counts, models, stand_ins, seed, config, lineage_card, resources)
     write_text(tmp / "DATACARD.md", card)
     write_hub_files(tmp, name, queries, card)

@@ -14,12 +14,23 @@ from ..io import read_parquet, write_parquet
 log = logging.getLogger("halluflow.workflow.ode")
 
 
-def build_graph(graph: OdeGraph, nodes: str, edges: str, graphml: str, hallu: str) -> None:
-    """Rule build_graph: annotations (or the shipped seed) -> graph/{nodes,edges}.parquet + graph.graphml + G_H."""
+def build_graph(graph: OdeGraph, nodes: str, edges: str, graphml: str, hallu: str, spelling: str | None = None) -> None:
+    """Rule build_graph: annotations (or the shipped seed) -> graph/{nodes,edges}.parquet + graph.graphml + G_H, and
+    `spelling` (graph/spelling.json): the misspelt words resources/vocab/spelling.tsv corrected or dropped."""
+    from ..io import write_json
     from ..ode.graph import build_graph_from_config, hallu_graph_from_config, write_graph
 
     graph = OdeGraph.from_dict(graph)
-    node_table, edge_table = build_graph_from_config(graph)
+    applied: dict = {}
+    node_table, edge_table = build_graph_from_config(graph, applied=applied)
+    if spelling:
+        write_json(
+            spelling,
+            {
+                "corrected": {w: r for w, r in sorted(applied.items()) if r},
+                "dropped": sorted(w for w, r in applied.items() if not r),
+            },
+        )
     write_graph(node_table, edge_table, nodes_path=nodes, edges_path=edges, graphml_path=graphml)
     hallu_table = hallu_graph_from_config(graph)  # empty unless a source annotates hallucination-prone objects
     write_parquet(hallu, hallu_table)

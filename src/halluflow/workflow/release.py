@@ -10,7 +10,7 @@ import polars as pl
 
 from ..config_types import OdeFilter, OdeQueries
 from ..errors import InputError
-from ..io import parquet_columns, read_parquet, write_parquet
+from ..io import parquet_columns, read_json, read_parquet, write_json, write_parquet
 from . import release_dir
 
 log = logging.getLogger("halluflow.workflow.release")
@@ -56,6 +56,8 @@ def make_queries(
     images: list[str] = (),
     release: str | None = None,
     spare: int = 3,
+    meaning: str | None = None,
+    spelling: str | None = None,
 ) -> None:
     """Rule make_queries: accepted images + scenes + graph -> the release's questions (`settings` = ode.queries),
     with each image's generator, read from the image tables. With the image tables given, every accepted image's
@@ -66,6 +68,7 @@ def make_queries(
 
     settings = OdeQueries.from_dict(settings)
     node_table, edge_table = read_graph(nodes, edges)
+    report: dict = {}
     accepted_table = read_parquet(accepted)
     images = list(images)
     if images:
@@ -98,7 +101,12 @@ def make_queries(
         question_style=settings.question_style,
         release=release,
         spare=spare,
+        report=report,
     )
+    if meaning:
+        # what each meaning rule removed, and the graph words the spelling table corrected or dropped
+        report["spelling"] = read_json(spelling) if spelling else {"corrected": {}, "dropped": []}
+        write_json(meaning, report)
     tables = [read_parquet(p, columns=["image_id", "generator"]) for p in images if "generator" in parquet_columns(p)]
     if tables:
         generator = pl.concat(tables).unique("image_id", keep="last")
@@ -123,11 +131,12 @@ def package_release(
     nodes: str | None = None,
     edges: str | None = None,
     resources: list[str] = (),
+    meaning: str | None = None,
 ) -> None:
     """Rule package_release: accepted images + scenes + queries -> release/ with manifest.json (written last);
     `parent` is the ODE lineage's parent release, `graph_sources` the files the concept graph was built from,
     `nodes`/`edges` the concept graph (the DATACARD's Standard drift from its top band), `resources` the tables
-    that shaped the questions (hashed in the manifest)."""
+    that shaped the questions (hashed in the manifest), `meaning` make_queries' queries/meaning.json."""
     from ..ode.graph import read_graph
     from ..ode.release import package_release as package
 
@@ -147,6 +156,7 @@ def package_release(
         graph_sources=list(graph_sources),
         graph=read_graph(nodes, edges) if nodes and edges else None,
         resources=list(resources),
+        meaning=read_json(meaning) if meaning else None,  # what each meaning rule removed (make_queries)
     )
     log.info("release %s: %d files, stand-ins used: %s", name, len(out["files"]), out["stand_ins_used"])
 
