@@ -430,7 +430,12 @@ def classify(name, noun_kind, virtual, spelling, envs, coco, stuff, wn: WordNet)
         # WordNet refines COCO's supercategory where it is finer (a bird, an airplane, a boat)
         chain = {wn.name(h) for h in [sense, *wn.hypernyms(sense)]} if sense else set()
         finer = next((c for r, c in CLASS_ROOTS if r in chain), None)
-        return "thing", finer if finer in ("bird", "fish", "aircraft", "watercraft") else coco[name], sense or "", "coco"
+        return (
+            "thing",
+            finer if finer in ("bird", "fish", "aircraft", "watercraft") else coco[name],
+            sense or "",
+            "coco",
+        )
     if name in stuff:
         return "stuff", stuff[name], sense or "", "coco-stuff"
     if name in NOT_IN_WORDNET:
