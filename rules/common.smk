@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from halluflow.config import graph_source_files, method_llm, method_models, validate_config
+from halluflow.config import graph_source_files, method_llm, method_models, read_config_file, validate_config
 from halluflow.config import question_resource_files
 from halluflow.backends.concurrency import STATE_ENV as SERVER_STATE_ENV
 from halluflow.benchmarks import get as get_benchmark
@@ -26,6 +26,10 @@ from halluflow.ode.finetune import check_config as check_finetune_config, finetu
 from snakemake.logging import logger
 
 try:
+    # Snakemake's own reader keeps the last of a key given twice: each config file is read again by halluflow's
+    # (a duplicate key, a non-UTF-8 file or a "billion laughs" alias bomb is one line naming the file).
+    for _configfile in workflow.configfiles:
+        read_config_file(_configfile)
     validate_config(config)
     check_config_models(config, MODELS_CACHE)  # every backend's arguments against its signature
 except ConfigError as _exc:

@@ -81,24 +81,64 @@ def _message(error) -> str:
     return f"config key {_key_path(error)!r}: {error.message}"
 
 
-def _nan_key(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
-    """The key path of the first NaN in the config: YAML's .nan passes every minimum/maximum of the schema (every
-    comparison with NaN is false), so a limit set to it would silently switch off."""
-    if isinstance(node, float) and node != node:
-        return path
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, value in items:
-        found = _nan_key(value, (*path, str(key)))
-        if found is not None:
-            return found
-    return None
+MAX_CONFIG_DEPTH = 32  # the schema nests 7 deep; deeper data is a mistake or an attack
+MAX_CONFIG_VALUES = 200_000  # values once YAML aliases are expanded; a paper config has under 2,000
+MAX_CONFIG_INT = 2**63  # |integer| below this: seeds, sizes and counts fit a 64-bit integer
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def _dotted(path: tuple[str, ...], show: int = 8) -> str:
+    return ".".join(path[:show]) + (f"... ({len(path)} levels)" if len(path) > show else "") or "<top level>"
+
+
+def check_shape(config: Any) -> None:
+    """Refuse in one line, naming the key, what the schema cannot check or would choke on: NaN (it passes every
+    minimum/maximum: every comparison with NaN is false), an integer of 2**63 or more, nesting deeper than
+    MAX_CONFIG_DEPTH, a value that contains itself, and YAML aliases expanding to more than MAX_CONFIG_VALUES values
+    (a "billion laughs" document). Each shared (aliased) value is walked once, without recursion, so the check is
+    linear in the size of the YAML text whatever it expands to."""
+    expanded: dict[int, int] = {}  # id -> values under it once expanded (a shared node is counted, not re-walked)
+    open_ids: set[int] = set()
+    stack: list[tuple[Any, tuple[str, ...], bool]] = [(config, (), False)]
+    keep = []  # the walked containers stay referenced, so their ids are not reused while the walk runs
+    while stack:
+        node, path, done = stack.pop()
+        if isinstance(node, float) and node != node:
+            raise ConfigError(f"config key {_dotted(path)!r}: .nan is not a number (give a value in the key's range)")
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= MAX_CONFIG_INT:
+            digits = len(str(abs(node))) if abs(node) < 10**4000 else "thousands of"
+            raise ConfigError(
+                f"config key {_dotted(path)!r}: a {digits}-digit integer is out of range (at most 2**63 - 1)"
+            )
+        if not isinstance(node, (dict, list)):
+            continue
+        key = id(node)
+        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        if done:
+            open_ids.discard(key)
+            expanded[key] = 1 + sum(expanded.get(id(v), 1) for _, v in children)
+            if expanded[key] > MAX_CONFIG_VALUES:
+                raise ConfigError(
+                    f"config key {_dotted(path)!r}: expands to more than {MAX_CONFIG_VALUES:,} values (YAML "
+                    "aliases repeating aliases: a 'billion laughs' document?); write the values out"
+                )
+            continue
+        if key in open_ids:
+            raise ConfigError(f"config key {_dotted(path)!r}: contains itself (a YAML alias to an enclosing value)")
+        if key in expanded:
+            continue  # an alias of a value already walked
+        if len(path) > MAX_CONFIG_DEPTH:
+            raise ConfigError(f"config key {_dotted(path)!r}: nested deeper than {MAX_CONFIG_DEPTH} levels")
+        open_ids.add(key)
+        keep.append(node)
+        stack.append((node, path, True))
+        for name, value in reversed(children):
+            stack.append((value, (*path, str(name)), False))
 
 
 def validate_config(config: dict, schema: dict | None = None) -> dict:
     """Validate in place (filling defaults) and return `config`; raise ConfigError naming the key."""
-    nan = _nan_key(config)
-    if nan is not None:
-        raise ConfigError(f"config key {'.'.join(nan)!r}: .nan is not a number (give a value in the key's range)")
+    check_shape(config)
     schema = schema if schema is not None else load_schema()
     validator = _DefaultFillingValidator(schema)
     errors = sorted(
@@ -196,17 +236,76 @@ def method_llm(config: dict, section: str, *keys: str) -> dict | None:
     return method.get("llm") or config["llm"]
 
 
+class _ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last without a word)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            if key in seen:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1, seen[key])
+            seen[key] = key_node.start_mark.line + 1
+        except TypeError:  # an unhashable key: the constructor below says so
+            pass
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+
+_ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_config_text(text: str, shown: str) -> Any:
+    """The YAML of a config file, `shown` naming it in the one-line ConfigError (invalid YAML, a duplicate key,
+    nesting too deep to read)."""
+    try:
+        return yaml.load(text, Loader=_ConfigLoader)
+    except _DuplicateKey as dup:
+        raise ConfigError(
+            f"{shown}: line {dup.line}: key {str(dup.key)[:80]!r} given twice in one mapping (first on line "
+            f"{dup.first}); YAML would silently keep the last"
+        ) from None
+    except yaml.YAMLError as exc:
+        problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+        if problem and mark is not None:
+            reason = f"line {mark.line + 1}: {problem}"
+        else:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{shown}: not valid YAML ({reason[:200]})") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: nested too deeply to read (a config nests a few levels)") from None
+
+
 def read_config_file(path: str | os.PathLike) -> dict:
-    """One config file as a mapping, not yet validated (the workflow's config.yaml, a --configfile layer)."""
+    """One config file as a mapping, not yet validated (the workflow's config.yaml, a --configfile layer): UTF-8
+    YAML of at most MAX_CONFIG_BYTES, no key twice in one mapping, and the shape check_shape accepts (aliases walked
+    once, bounded depth and integers). ConfigError in one line naming the file otherwise."""
+    from .errors import InputError
+    from .io import decode_utf8, read_bytes
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"config file {path} not found")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        text = decode_utf8(read_bytes(path, MAX_CONFIG_BYTES), f"config file {path}")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    config = parse_config_text(text, str(path)) or {}
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the config must be a mapping of keys to values")
+    try:
+        check_shape(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return config
 
 

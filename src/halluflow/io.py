@@ -6,7 +6,10 @@ the target is checked: a device node, FIFO or folder is never replaced by a regu
 is never overwritten, and a name taken from data never resolves outside the folder the command owns.
 
 Readers take files, pipes, FIFOs and /dev/stdin alike (a stream is read once, into memory), split JSON Lines on
-'\\n' only, and name the user's file in every error.
+'\\n' only, and name the user's file in every error. Every read is capped (MAX_INPUT_BYTES; a stream is refused as
+soon as it passes the cap, so /dev/zero or an endless pipe never fills memory) and a device other than a terminal is
+refused. Files that are never a stream (a release's manifest.json) are read by read_regular_bytes: regular files
+only, opened without blocking (a FIFO in their place is refused, never waited on), with their own cap.
 """
 
 from __future__ import annotations
@@ -173,10 +176,17 @@ def atomic_path(path: str | os.PathLike, within: str | os.PathLike | None = None
         if tmp_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 tmp_path.unlink()
-        if isinstance(exc, OSError) and exc.filename in (None, str(tmp_path), str(path)):
+        if isinstance(exc, OSError) and (exc.filename in (None, str(tmp_path), str(path)) or _is_part(exc, path)):
             # the user's file, not ".<name>.XXXX.part", in the one error line
             raise OSError(exc.errno, exc.strerror or str(exc), str(shown)) from None
         raise
+
+
+def _is_part(exc: OSError, path: Path) -> bool:
+    """Whether the failed call named a temporary file of `path` (mkstemp fails before it returns the name: a
+    read-only file system, a full disk)."""
+    name = os.path.basename(str(exc.filename or ""))
+    return name.startswith(f".{path.name}.") and name.endswith(".part")
 
 
 def replace_folder(built: str | os.PathLike, dest: str | os.PathLike) -> None:
@@ -291,25 +301,104 @@ def write_parquet(path: str | os.PathLike, df) -> None:
             raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), str(tmp)) from None
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The bytes of an input file, pipe, FIFO or /dev/stdin (read once, to the end); InputError naming the file when
-    it is missing, a folder or unreadable."""
+MAX_INPUT_BYTES = 4 << 30
+"""The largest input file or stream any reader takes (4 GiB; COCO's or Visual Genome's largest annotation files are
+under 1 GiB): past it the read stops with one line instead of filling memory. HALLUFLOW_MAX_INPUT_BYTES overrides."""
+
+
+def max_input_bytes() -> int:
+    value = os.environ.get("HALLUFLOW_MAX_INPUT_BYTES", "")
+    return int(value) if value.isdigit() and int(value) > 0 else MAX_INPUT_BYTES
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} bytes"
+
+
+def _read_fd(fd: int, path: str | os.PathLike, limit: int) -> bytes:
+    """Read `fd` to its end, at most `limit` bytes (InputError naming `path` past it)."""
+    chunks, total = [], 0
+    while True:
+        block = os.read(fd, min(1 << 20, limit + 1 - total))
+        if not block:
+            return b"".join(chunks)
+        chunks.append(block)
+        total += len(block)
+        if total > limit:
+            raise InputError(f"{str(path)[:200]}: larger than {_size(limit)}, the most halluflow reads of one input")
+
+
+def _open_error(path: str | os.PathLike, exc: Exception) -> InputError:
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{str(path)[:200]}: file not found")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(f"{str(path)[:200]}: is a folder, expected a file")
+    # permissions, a name too long, an embedded NUL byte, a symlink loop
+    return InputError(f"{str(path)[:200]}: cannot be read ({getattr(exc, 'strerror', None) or exc})")
+
+
+def read_bytes(path: str | os.PathLike, max_bytes: int | None = None) -> bytes:
+    """The bytes of an input file, pipe, FIFO or /dev/stdin (read once, to the end, at most `max_bytes`: default
+    MAX_INPUT_BYTES); InputError naming the file when it is missing, a folder, a device (/dev/zero: never a
+    terminal), larger than the cap, or unreadable."""
     path = Path(path)
+    limit = max_input_bytes() if max_bytes is None else max_bytes
     scope = _SCOPE.get()
     stream = scope is not None and is_stream(path)
     if stream and str(path) in scope.streams:  # a pipe gives its bytes once: a second reader gets the same ones
         return scope.streams[str(path)]
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, expected a file") from None
-    except (OSError, ValueError) as exc:  # permissions, a name too long, an embedded NUL byte
-        raise InputError(f"{str(path)[:200]}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+        fd = os.open(path, os.O_RDONLY)
+    except (OSError, ValueError) as exc:
+        raise _open_error(path, exc) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{str(path)[:200]}: is a folder, expected a file")
+        if (stat.S_ISCHR(mode) and not os.isatty(fd)) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            kind = next(what for test, what in _KINDS if test(mode))
+            raise InputError(f"{str(path)[:200]}: is {kind}, not a file or pipe; refusing to read it")
+        if stat.S_ISREG(mode) and os.fstat(fd).st_size > limit:
+            raise InputError(
+                f"{str(path)[:200]}: {_size(os.fstat(fd).st_size)}, larger than {_size(limit)}, the most halluflow "
+                "reads of one input"
+            )
+        data = _read_fd(fd, path, limit)
+    except OSError as exc:
+        raise _open_error(path, exc) from None
+    finally:
+        os.close(fd)
     if stream:
         scope.streams[str(path)] = data
+    _note_read(path)
+    return data
+
+
+def read_regular_bytes(path: str | os.PathLike, max_bytes: int, what: str = "") -> bytes:
+    """The bytes of a regular file only (a release's manifest.json, which is never a stream): opened without
+    blocking, so a FIFO in its place is refused at once, never waited on; a device (a link to /dev/zero), a socket
+    or a folder is refused, and so is a file larger than `max_bytes`. `what` says what the file is in the line."""
+    path = Path(path)
+    label = f"{str(path)[:200]}" + (f" ({what})" if what else "")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as exc:
+        raise _open_error(path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((w for test, w in _KINDS if test(info.st_mode)), "not a regular file")
+            raise InputError(f"{label}: is {kind}, not a regular file; refusing to read it")
+        if info.st_size > max_bytes:
+            raise InputError(f"{label}: {_size(info.st_size)}, larger than the {_size(max_bytes)} allowed")
+        data = _read_fd(fd, path, max_bytes)
+    except OSError as exc:
+        raise _open_error(path, exc) from None
+    finally:
+        os.close(fd)
     _note_read(path)
     return data
 
@@ -420,9 +509,15 @@ def loads_json(text: str | bytes, what: str, max_depth: int = MAX_JSON_DEPTH) ->
         raise InputError(f"{what}: JSON nested too deeply") from None
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, max_bytes: int | None = None, regular: bool = False) -> Any:
+    """A JSON file through the decoding guard (loads_json). `regular`: a regular file only, never a stream or device
+    (read_regular_bytes; `max_bytes` then defaults to MAX_INPUT_BYTES too)."""
     path = Path(path)
-    return loads_json(read_text(path), str(path))
+    if regular:
+        data = read_regular_bytes(path, max_input_bytes() if max_bytes is None else max_bytes)
+    else:
+        data = read_bytes(path, max_bytes)
+    return loads_json(decode_utf8(data, path), str(path))
 
 
 def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[dict]:
@@ -434,25 +529,20 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[dict]:
         text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{path}: JSON nested too deeply") from None
-        if not all(isinstance(r, dict) for r in data):
+        data = loads_json(stripped, str(path))
+        if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise InputError(f"{path}: expected a JSON array of objects")
         return data
     rows = []
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
+        if json_depth(line) > MAX_JSON_DEPTH:
+            raise InputError(f"{path}:{lineno}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{path}:{lineno}: JSON nested too deeply") from None
         if not isinstance(row, dict):
             raise InputError(f"{path}:{lineno}: expected a JSON object per line")
         rows.append(row)

@@ -28,8 +28,8 @@ from .models import MODELS_CACHE, resolve, resolve_llm
 
 DEMO_RELEASE = "ode-demo"
 REFERENCE_PARAMS_B = 7.0  # the per-request costs are stated for a 7B model
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+\Z")
 PARAMS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 STAND_IN = "stand-in (not priced)"
 COST_KEYS = ("synthesis_step_mp_s", "detection_image_s", "request_s", "token_s", "turn_token_s")

@@ -167,7 +167,43 @@ def load_source(
 
     source = {"kind": kind, "path": path, "images": images, "annotations": annotations}
     source.update(prompt=prompt, limit=limit, seed=seed)
-    return get(kind).queries(source)
+    table, root = get(kind).queries(source)
+    return check_queries(table, f"{kind} source {path}"), root
+
+
+def check_queries(table, what: str, show: int = 3):
+    """The queries table of a source when every query can be answered and scored once: query ids unique and
+    present, every question a non-empty text; else InputError in one line (a duplicated id gives two answer rows
+    for one question, an empty question a request that asks nothing: both would change the numbers silently).
+    A stated image_sha256 is compared in lower case (upper-case hex is the same digest)."""
+    import polars as pl
+
+    if table.height == 0 or "query_id" not in table.columns:
+        return table
+    ids = table["query_id"].cast(pl.String)
+    if ids.null_count() or (ids.str.strip_chars() == "").any():
+        n = ids.null_count() + int((ids.str.strip_chars() == "").sum())
+        raise InputError(f"{what}: {n} of {table.height} queries have no query_id")
+    counts = ids.value_counts()
+    repeated = counts.filter(pl.col("count") > 1)
+    if repeated.height:
+        first = ", ".join(repr(v) for v in repeated["query_id"].head(show).to_list())
+        raise InputError(
+            f"{what}: {repeated.height} query id(s) appear more than once ({int(repeated['count'].sum())} rows; "
+            f"first: {first}); each query is answered and scored once"
+        )
+    if "question" in table.columns:
+        questions = table["question"].cast(pl.String, strict=False)
+        empty = questions.is_null() | (questions.str.strip_chars() == "")
+        if empty.any():
+            first = ", ".join(repr(v) for v in ids.filter(empty).head(show).to_list())
+            raise InputError(
+                f"{what}: {int(empty.sum())} of {table.height} queries have an empty question (first: {first}); "
+                "nothing would be asked"
+            )
+    if "image_sha256" in table.columns and table["image_sha256"].dtype == pl.String:
+        table = table.with_columns(pl.col("image_sha256").str.to_lowercase())
+    return table
 
 
 def source_queries(source: dict, release: str | os.PathLike | None = None):

@@ -24,15 +24,14 @@ def _configure_verify(parser) -> None:
 
 def _run_verify(args) -> int:
     from halluflow.errors import visible
-    from halluflow.io import read_json
-    from halluflow.ode.release import MANIFEST, verify_release
+    from halluflow.ode.release import MANIFEST, read_manifest, verify_release
 
     problems = verify_release(args.dir)
     for p in problems:
         print(visible(p))  # one line per problem: a file name cannot forge or erase lines
     if problems:
         return 1
-    n = len(read_json(Path(args.dir) / MANIFEST)["files"])
+    n = len(read_manifest(args.dir)["files"])
     print(visible(f"ok: {n} files match {Path(args.dir) / MANIFEST}"))
     return 0
 

@@ -49,7 +49,7 @@ CLIP_VIT_B32_URL = (
 )
 # Backends that load Hub weights by id (the served `openai` backend and the `prior` load none here).
 HUB_BACKENDS = ("transformers", "blind", "vllm")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 _AUTH_HELP = (
     "accept its terms on its Hub page if it is gated, then authenticate: `huggingface-cli login` (or `hf auth login`)"
     " or set the HF_TOKEN environment variable"

@@ -140,9 +140,20 @@ def description(objects: list[str]) -> str:
 
 
 def _read_release(release_dir: Path) -> tuple[pl.DataFrame, dict]:
+    """The queries and manifest of a release that verifies (`halluflow release verify`): an export of altered,
+    missing or unlisted files would carry them into training data or another tool's numbers, so it is refused as
+    `answer run` refuses to answer such a release."""
+    from .release import read_manifest, verify_release
+
     if not (release_dir / "queries.parquet").is_file():
         raise InputError(f"{release_dir}: not a release folder (queries.parquet missing)")
-    manifest = read_json(release_dir / MANIFEST) if (release_dir / MANIFEST).is_file() else {}
+    problems = verify_release(release_dir)
+    if problems:
+        raise InputError(
+            f"release {release_dir} fails verification ({len(problems)} problem(s), first: {problems[0]}); "
+            f"run `halluflow release verify {release_dir}`"
+        )
+    manifest = read_manifest(release_dir)
     queries = read_parquet(release_dir / "queries.parquet")
     missing = {"query_id", "image_id", "question", "truth", "task", "objects"} - set(queries.columns)
     if missing:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -565,7 +566,7 @@ def update_release(release_dir: str | Path, texts: dict[str, str], manifest_keys
     problems = verify_release(release_dir)
     if problems:
         raise InputError(f"{release_dir}: does not verify ({problems[0]}); refusing to update it")
-    manifest = read_json(release_dir / MANIFEST)
+    manifest = read_manifest(release_dir)
     unlisted = sorted(set(texts) - set(manifest["files"]))
     if unlisted:
         raise InputError(f"{release_dir}: {unlisted[0]} is not a file of this release; only listed files are updated")

@@ -25,7 +25,7 @@ from .filtering import batches
 
 log = get_logger(__name__)
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")
 
 PROMPT_COLUMNS = {
     "image_id": pl.Utf8,
