@@ -522,6 +522,9 @@ READERS = {
     "resources/vocab/attribute_words.tsv": {"sample_scenes", "make_queries", "package_release"},
     "resources/caos/coco_synonyms.tsv": {"make_prompts", "make_queries", "package_release", "score"},
     "resources/graph_seed/hallu_edges.tsv": {"build_graph", "package_release"},
+    "resources/vocab/concepts.tsv": {"sample_scenes", "make_prompts", "make_queries", "package_release"},
+    "resources/vocab/attribute_types.tsv": {"sample_scenes", "make_queries", "package_release"},
+    "resources/vocab/spelling.tsv": {"build_graph", "package_release"},
 }
 
 
