@@ -191,6 +191,11 @@ def test_score_rule_through_snakemake(tmp_path, repo):
 
     root = tmp_path / "results" / "wf-test"
     write_parquet(root / "queries" / "queries.parquet", _queries())
+    # the release's manifest: the task it declares (its reader reads the answers)
+    from halluflow.ode.task import task_definition
+
+    (root / "release").mkdir(parents=True)
+    (root / "release" / "manifest.json").write_text(json.dumps({"files": {}, "task": task_definition()}))
     write_parquet(root / "graph" / "nodes.parquet", pl.DataFrame({"node": ["dog", "cat", "frisbee", "pig", "beach"]}))
     # Cog's graph (G_H, the default scoring.cog_graph): g1's dog lists cat, which its caption names
     edges = {"source": pl.String, "target": pl.String, "weight": pl.Int64}
@@ -230,7 +235,10 @@ def test_score_rule_through_snakemake(tmp_path, repo):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((root / "metrics" / "m.json").read_text())
-    assert metrics["pope"]["accuracy"] == 0.5 and metrics["stand_in"] is True
+    # read by the release's declared reader (scoring.parser null): q6's hedge "Maybe there are two." is unknown and
+    # left out (POPE's rule read it as yes: accuracy 0.5)
+    assert metrics["pope"]["accuracy"] == 0.6 and metrics["n_unknown"] == 1 and metrics["stand_in"] is True
+    assert metrics["parser"] == "release" and metrics["task"]["overridden"] is False
     assert metrics["amber"]["generative"]["cog"] == round(1 / 1.001 * 100, 1)  # g2's pig lists nothing
     assert pl.read_parquet(root / "scores" / "m" / "answers.parquet").height == 8
     assert "scored 8 answers of m" in (tmp_path / "logs" / "wf-test" / "score" / "m.log").read_text()
