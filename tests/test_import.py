@@ -189,6 +189,9 @@ def test_vlmevalkit_round_trip_gives_score_pope_numbers(release, tmp_path, capsy
     # the dataset runs through VLMEvalKit's own run.py: --data-config names its Y/N class, nothing is imported
     config = json.loads((out / "d_POPE.data_config.json").read_text())
     assert config == {"d_POPE": {"class": "ImageYORNDataset", "dataset": "d_POPE"}}
+    # the samples keep the release task's hash (VLMEvalKit copies every column into its predictions)
+    hashes = {json.loads(line).get("task_hash") for line in (tmp_path / "a.jsonl").read_text().splitlines()}
+    assert hashes == {rows[0]["task_hash"]} and len(rows[0]["task_hash"]) == 16
     card = (out / "DATACARD.md").read_text()
     assert "python run.py --model <model> --data d_POPE --data-config" in card
 
@@ -279,6 +282,22 @@ def test_real_lmms_eval_round_trip(release, tmp_path, capsys, response):  # noqa
     assert _pope(capsys, tmp_path / "imported.jsonl", labels) == direct
     assert per_task["t_all"]["ode_accuracy,none"] == direct["accuracy"]
     assert per_task["t_all"]["ode_yes_ratio,none"] == direct["yes_ratio"]
+    # the release scorer on every imported samples file gives lmms-eval's numbers, per distribution and overall
+    every = sorted((tmp_path / "logs").rglob("*_samples_*.jsonl"))
+    _import(capsys, "lmms-eval", *every, "--out", tmp_path / "every.jsonl", "--model", "dummy")
+    capsys.readouterr()
+    assert main(["score", "release", str(tmp_path / "every.jsonl"), "--release", str(release)]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    assert mine["task"]["overridden"] is False
+    for metric in ("accuracy", "precision", "recall", "f1", "yes_ratio"):
+        assert per_task["t_all"][f"ode_{metric},none"] == mine["pope"][metric], metric
+        for d in ("standard", "fictional"):
+            assert per_task[f"t_dist_{d}"][f"ode_{metric},none"] == mine["by_distribution"][d]["pope"][metric]
+    # the group rows aggregate (accuracy and yes-ratio, size-weighted: here the pooled numbers)
+    assert per_task["t"]["ode_accuracy,none"] == pytest.approx(mine["pope"]["accuracy"])
+    assert per_task["t"]["ode_yes_ratio,none"] == pytest.approx(mine["pope"]["yes_ratio"])
+    higher = json.loads(results.read_text())["higher_is_better"]["t_all"]
+    assert higher["ode_yes_ratio"] is False and higher["ode_accuracy"] is True
 
 
 def test_real_vlmevalkit_round_trip(release, tmp_path, capsys):  # noqa: F811
@@ -337,3 +356,43 @@ print("SCORE" + ds.evaluate({str(pred)!r}).to_json(orient="records"))
     assert overall["precision"] == pytest.approx(mine["precision"] * 100)
     assert overall["recall"] == pytest.approx(mine["recall"] * 100)
     assert overall["Overall"] == pytest.approx(mine["f1"] * 100)
+
+
+def test_vlmevalkit_every_pred_format_reads_alike(release, tmp_path, capsys):  # noqa: F811
+    """VLMEvalKit writes its predictions as xlsx (default), tsv or json (PRED_FORMAT; its dump of the DataFrame:
+    to_excel, to_csv(sep=tab, QUOTE_ALL), json.dump of to_dict('records') with indent 4 and NaN for a missing
+    prediction); a csv reads too. Every one imports to the same answers."""
+    openpyxl = pytest.importorskip("openpyxl", reason="xlsx prediction files need openpyxl (halluflow[imports])")
+    out = tmp_path / "vlm"
+    assert main(["release", "export", str(release), "--format", "vlmevalkit", "--out", str(out), "--task", "d"]) == 0
+    answers = {**ANSWERS, "q2": "No,\tthere is\nno cat.", "q4": ""}
+    rows = _vlmevalkit_predictions(out / "d_POPE.tsv", answers, tmp_path / "m" / "m_d_POPE.tsv")
+    columns = [c for c in rows[0] if c != "image"] + ["prediction"]
+    records = [
+        {**{c: r[c] for c in columns[:-1]}, "index": int(r["index"]), "prediction": answers[r["query_id"]]}
+        for r in rows
+    ]
+    records[-1]["prediction"] = float("nan")  # pandas' missing value, as json.dump writes it
+    (tmp_path / "m" / "m_d_POPE.json").write_text(json.dumps(records, indent=4, ensure_ascii=False))
+    with open(tmp_path / "m" / "m_d_POPE.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        writer.writerow(columns)
+        writer.writerows([[str(rec[c]) for c in columns[:-1]] + [answers[rec["query_id"]]] for rec in records])
+    book = openpyxl.Workbook()
+    book.active.append(columns)
+    for rec in records:
+        book.active.append([rec[c] for c in columns[:-1]] + [answers[rec["query_id"]] or None])
+    book.save(tmp_path / "m" / "m_d_POPE.xlsx")
+    seen = {}
+    for suffix in ("tsv", "csv", "json", "xlsx"):
+        _import(capsys, "vlmevalkit", tmp_path / "m" / f"m_d_POPE.{suffix}", "--out", tmp_path / f"{suffix}.jsonl")
+        seen[suffix] = [json.loads(line) for line in (tmp_path / f"{suffix}.jsonl").read_text().splitlines()]
+    expected = [(r["query_id"], answers[r["query_id"]], r["task_hash"]) for r in rows]
+    expected[-1] = (*expected[-1][:1], "", expected[-1][2])  # NaN: no prediction
+    for suffix, got in seen.items():
+        want = expected if suffix == "json" else [(q, answers[q], h) for q, _, h in expected]
+        assert [(r["query_id"], r["answer"], r["task_hash"]) for r in got] == want, suffix
+    bad = tmp_path / "m" / "bad.json"
+    bad.write_text(json.dumps({"prediction": "yes"}))
+    assert main(["import", "vlmevalkit", str(bad), "--out", str(tmp_path / "bad.jsonl")]) == 1
+    assert "expected a JSON array of prediction records" in capsys.readouterr().err

@@ -13,7 +13,8 @@ _LMMS_EVAL_DESCRIPTION = (
 
 
 _LMMS_EVAL_EPILOG = """examples:
-  halluflow import lmms-eval logs/llava/*_samples_halluflow_demo_dist_*.jsonl --out answers.jsonl
+  halluflow import lmms-eval logs/llava/*_samples_halluflow_demo_*.jsonl --out answers.jsonl
+  halluflow score release answers.jsonl --release results/ode-demo/release   # as lmms-eval read them, per group
   halluflow score pope --answers answers.jsonl --labels exports/lmms_eval_tasks/halluflow_demo/pope_labels.jsonl"""
 
 
@@ -35,19 +36,21 @@ def _run_lmms_eval(args) -> int:
 
 
 _VLMEVALKIT_DESCRIPTION = (
-    "Read VLMEvalKit's prediction file (<model>_<dataset>.xlsx, or .tsv with PRED_FORMAT=tsv) into halluflow "
-    "answers JSONL, so halluflow's scorers score any model VLMEvalKit ran. Ids: the query_id column of a "
-    "`release export --format vlmevalkit` dataset, else VLMEvalKit's index. xlsx needs openpyxl."
+    "Read VLMEvalKit's prediction file (<model>_<dataset>.xlsx, or .tsv / .json with PRED_FORMAT=tsv / json, or "
+    ".csv) into halluflow answers JSONL, so halluflow's scorers score any model VLMEvalKit ran. Ids: the query_id "
+    "column of a `release export --format vlmevalkit` dataset (its task_hash is kept), else VLMEvalKit's index. "
+    "xlsx needs openpyxl (pip install 'halluflow[imports]')."
 )
 
 
 _VLMEVALKIT_EPILOG = """examples:
   halluflow import vlmevalkit outputs/llava/llava_halluflow_demo_POPE.xlsx --out answers.jsonl
+  halluflow score release answers.jsonl --release results/ode-demo/release
   halluflow score pope --answers answers.jsonl --labels exports/vlmevalkit/pope_labels.jsonl --parser vlmevalkit"""
 
 
 def _configure_vlmevalkit(parser) -> None:
-    parser.add_argument("predictions", help="VLMEvalKit prediction file (.xlsx or .tsv)")
+    parser.add_argument("predictions", help="VLMEvalKit prediction file (.xlsx, .tsv, .csv or .json)")
     parser.add_argument("--out", required=True, help="halluflow answers JSONL to write")
     parser.add_argument("--model", help="model name for the answers (default: the file's folder name)")
 
@@ -64,7 +67,7 @@ def _run_vlmevalkit(args) -> int:
 
 _LMMS_EVAL = Command(
     "lmms-eval",
-    "lmms-eval --log_samples JSONL -> halluflow answers JSONL (scored by score pope / the release scorer)",
+    "lmms-eval --log_samples JSONL -> halluflow answers JSONL (scored by score release / score pope)",
     _configure_lmms_eval,
     _run_lmms_eval,
     description=_LMMS_EVAL_DESCRIPTION,
@@ -73,7 +76,7 @@ _LMMS_EVAL = Command(
 
 _VLMEVALKIT = Command(
     "vlmevalkit",
-    "VLMEvalKit prediction xlsx/tsv -> halluflow answers JSONL (scored by score pope / the release scorer)",
+    "VLMEvalKit prediction xlsx/tsv/csv/json -> halluflow answers JSONL (scored by score release / score pope)",
     _configure_vlmevalkit,
     _run_vlmevalkit,
     description=_VLMEVALKIT_DESCRIPTION,

@@ -1,9 +1,10 @@
-"""`halluflow import vlmevalkit`: VLMEvalKit's prediction file (xlsx or tsv) -> halluflow answers JSONL.
+"""`halluflow import vlmevalkit`: VLMEvalKit's prediction file (xlsx, tsv, csv or json) -> halluflow answers JSONL.
 
-VLMEvalKit writes `<work_dir>/<model>/.../<model>_<dataset>.xlsx` (or .tsv with PRED_FORMAT=tsv): the dataset's
-columns without the image, plus `prediction`. A dataset written by `halluflow release export --format vlmevalkit`
-has a `query_id` column; any other Y/N dataset (VLMEvalKit's POPE) is keyed by its `index`. xlsx needs openpyxl
-(read only when installed); tsv is read with the standard library.
+VLMEvalKit writes `<work_dir>/<model>/.../<model>_<dataset>.xlsx` (or .tsv / .json with PRED_FORMAT=tsv / json;
+a .csv reads as well): the dataset's columns without the image, plus `prediction`. A dataset written by `halluflow
+release export --format vlmevalkit` has a `query_id` and a `task_hash` column (the release task it was asked
+under); any other Y/N dataset (VLMEvalKit's POPE) is keyed by its `index`. xlsx needs openpyxl (the `imports`
+extra; read only when installed); tsv, csv and json are read with the standard library.
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ def read_table(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
         table = [(i, row[:width] + [""] * (width - len(row)) if not any(row[width:]) else row) for i, row in table]
     elif suffix in (".tsv", ".csv"):
         table = _text_table(path, "\t" if suffix == ".tsv" else ",")
+    elif suffix == ".json":
+        table = _json_table(path)
     else:
-        raise InputError(f"{path}: expected VLMEvalKit's .xlsx or .tsv prediction file")
+        raise InputError(f"{path}: expected VLMEvalKit's .xlsx, .tsv, .csv or .json prediction file")
     if not table:
         raise InputError(f"{path}: empty")
     header = table[0][1]
@@ -90,6 +93,33 @@ def read_table(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
                 f"{'tab' if suffix == '.tsv' else 'separator'} inside a value, or a cut row)"
             )
     return header, rows
+
+
+def _json_table(path: str) -> list[tuple[int, list[str]]]:
+    """VLMEvalKit's PRED_FORMAT=json file (its dump of the predictions DataFrame: a JSON array of one object per
+    row, `to_dict('records')`) as the (record, fields) table the other formats give; a pandas NaN is an empty
+    cell."""
+    import math
+
+    from ..io import read_json
+
+    records = read_json(path)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise InputError(f"{path}: expected a JSON array of prediction records (VLMEvalKit's PRED_FORMAT=json)")
+    header: dict[str, None] = {}
+    for record in records:
+        header.update(dict.fromkeys(map(str, record)))
+    columns = list(header)
+
+    def cell(value) -> str:
+        if isinstance(value, float) and math.isnan(value):
+            return ""
+        if isinstance(value, (dict, list)):
+            raise InputError(f"{path}: a prediction record holds a nested {type(value).__name__}, not a table cell")
+        return _cell(value)
+
+    rows = [(i, [cell(record.get(c)) for c in columns]) for i, record in enumerate(records, 1)]
+    return [(0, columns), *rows] if records else []
 
 
 def read_bytes_io(path: str):
@@ -116,12 +146,13 @@ def _merged_rows(text: str, width: int, key: int, delimiter: str) -> bool:
     return False
 
 
-def read_predictions(path: str) -> list[tuple[str, str, str, str]]:
+def read_predictions(path: str) -> list[tuple[str, str, str, str, str | None]]:
     header, rows = read_table(path)
     prediction = _column(path, header, "prediction")
     if prediction is None:
         raise InputError(f"{path}: no 'prediction' column (not a VLMEvalKit prediction file?)")
     query_id, index = _column(path, header, "query_id"), _column(path, header, "index")
+    digest = _column(path, header, "task_hash")
     name, key = ("query_id", query_id) if query_id is not None else ("index", index)
     if key is None:
         raise InputError(f"{path}: neither a 'query_id' nor an 'index' column")
@@ -134,12 +165,13 @@ def read_predictions(path: str) -> list[tuple[str, str, str, str]]:
         for cell in row:
             if (
                 "\n" in cell
-                and Path(path).suffix.lower() != ".xlsx"
+                and Path(path).suffix.lower() not in (".xlsx", ".json")
                 and _merged_rows(cell, len(header), key, delimiter)
             ):
                 raise InputError(
                     f"{path}: line {line}: a quoted value runs over lines that read as rows of their own (a quote "
                     "opened and closed rows later?); refusing rather than merging rows"
                 )
-        records.append((row[key], row[prediction], dataset, f"{path}: line {line}"))
+        task_hash = row[digest].strip() or None if digest is not None else None  # an exported dataset's task
+        records.append((row[key], row[prediction], dataset, f"{path}: line {line}", task_hash))
     return records
