@@ -163,3 +163,18 @@ def test_the_caos_page_names_the_oracle_when_one_ran(tmp_path):
     assert (
         "oracle ensemble [judge-vlm (STAND-IN)] (vote majority, tie absent)" in caption and "no oracle" not in caption
     )
+
+
+def test_score_caos_reads_captions_without_meta_words(tmp_path, capsys):
+    from halluflow.cli import main
+
+    (tmp_path / "c.jsonl").write_text(json.dumps({"image_id": "1", "caption": "The picture shows a woman and a dog."}))
+    (tmp_path / "t.jsonl").write_text(json.dumps({"image_id": "1", "objects": ["person"]}) + "\n")
+    vectors = tmp_path / "v.tsv"
+    vectors.write_text("".join(f"{w}\t1\t{i}\n" for i, w in enumerate(["person", "dog", "woman", "picture"])))
+    base = ["score", "caos", "--objects", str(tmp_path / "c.jsonl"), "--truth", str(tmp_path / "t.jsonl")]
+    base += ["--frequent", "coco", "--embedder", "table", "--vectors", str(vectors)]
+    assert main(base) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["object"] for r in out["per_object"]] == ["dog"]  # no "picture"; "woman" names the truth "person"
+    assert out["objects"]["n_objects"] == 2 and out["objects"]["recall"] == 1.0

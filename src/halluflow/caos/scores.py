@@ -703,10 +703,13 @@ def score_files(
     negation: str,
     per_object: bool,
     max_failed_fraction: float | None,
+    meta_words: str = "skip",
 ) -> dict:
     """CAOS of the objects (or captions) of one JSONL file against the truth of another (`halluflow score caos`):
     the `embedder`'s summary with n_failed, object and sequential statistics and, with `per_object`, one row per
-    hallucinated object. `frequent` is 'coco' or a file; `synonyms` 'default', 'none' or a TSV."""
+    hallucinated object. `frequent` is 'coco' or a file; `synonyms` 'default', 'none' or a TSV; `meta_words` skip
+    (picture, image, scene... in a caption are no objects) or keep (matters only with an open vocabulary, which
+    this vocabulary has not). A given object list is taken as it is."""
     import re
 
     from ..io import read_jsonl
@@ -731,7 +734,7 @@ def score_files(
         extra_terms=sorted({x for t in truth_lists.values() for x in t} | set(frequent_objects)),
         synonyms=use_synonyms,
     )
-    extractor = ObjectExtractor(vocab, negation=negation)
+    extractor = ObjectExtractor(vocab, negation=negation, meta_words=meta_words)
     captions = []
     n_failed = 0
     for iid, row in objects.items():
