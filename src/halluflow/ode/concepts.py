@@ -143,9 +143,3 @@ def no_object_problem(name: str, truth=(), implications: Implications | None = N
 @lru_cache(maxsize=1)
 def _implications() -> Implications:
     return Implications()
-
-
-def correct_spelling(name: str, table: dict[str, str] | None = None) -> str:
-    """The graph word as the spelling table corrects it ("" when the table drops it)."""
-    table = read_spelling() if table is None else table
-    return table.get(name, name)
