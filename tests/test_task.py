@@ -344,3 +344,15 @@ def test_the_report_says_when_a_model_was_not_asked_or_read_as_the_release_decla
     said = "NOT the release's declared task (an override, metrics task.overrides): a (discriminative.reader:"
     assert captions and all(said in c for c in captions if "parser" in c)
     assert not any("b (" in c for c in captions)
+
+
+def test_compare_metrics_refuses_releases_read_under_different_tasks(tmp_path, capsys):
+    docs = []
+    for i, task in enumerate(("aaaa", "aaaa", "bbbb")):
+        path = tmp_path / f"r{i}.json"
+        path.write_text(json.dumps({"model": "m", "pope": {"accuracy": 0.5 + i / 10}, "task": {"hash": task}}))
+        docs.append(str(path))
+    assert main(["score", "compare", "--metrics", *docs]) == 1
+    err = capsys.readouterr().err
+    assert "asked or read under different tasks" in err and "bbbb" in err
+    assert main(["score", "compare", "--metrics", *docs[:2]]) == 0

@@ -352,6 +352,19 @@ def load_releases(paths: list[str]) -> list[dict]:
             + "; ".join(f"{m} in {p}" for m, p in models.items())
             + "): pool the releases of one model"
         )
+    # releases asked or read under different task definitions (prompt, limits, reader) are not repetitions of one
+    # measurement; a file made before tasks were recorded is not checked
+    tasks: dict[str, str] = {}
+    for p, doc in zip(paths, docs):
+        task = doc.get("task")
+        if isinstance(task, dict) and task.get("hash"):
+            tasks.setdefault(str(task["hash"]), p)
+    if len(tasks) > 1:
+        raise InputError(
+            "--metrics: the files were asked or read under different tasks ("
+            + "; ".join(f"task {h} in {p}" for h, p in tasks.items())
+            + "; see each file's task block): not pooled"
+        )
     return docs
 
 
