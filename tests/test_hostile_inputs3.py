@@ -192,6 +192,16 @@ def test_billion_laughs_as_snakemake_loads_it_is_refused_by_validate_config():
     assert time.monotonic() - started < 5
 
 
+def test_billion_laughs_in_a_typed_section_is_refused_before_it_is_copied():
+    from halluflow.config_types import Ode
+
+    section = yaml.safe_load(laughs() + "prompts:\n  style_tags: *l8\n")
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="expands to more than"):
+        Ode.from_dict(section)
+    assert time.monotonic() - started < 5
+
+
 def test_a_value_containing_itself_is_one_line():
     loop: list = []
     loop.append(loop)

@@ -210,6 +210,10 @@ def corrupt(path: Path) -> bytes:
 
 def test_corrupt_parquet_in_release_export_is_one_line(packaged, tmp_path, capsys):
     data = corrupt(packaged / "queries.parquet")
+    # listed with its new sha256, so the release verifies (export refuses one that does not) and the reader meets it
+    manifest = json.loads((packaged / "manifest.json").read_text())
+    manifest["files"]["queries.parquet"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (packaged / "manifest.json").write_text(json.dumps(manifest))
     code = main(["release", "export", str(packaged), "--format", "llava", "--out", str(tmp_path / "o")])
     refused(code, capsys.readouterr().err, str(packaged / "queries.parquet"), "not a readable parquet file")
     assert (packaged / "queries.parquet").read_bytes() == data and not (tmp_path / "o" / "llava.json").exists()

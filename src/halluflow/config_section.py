@@ -43,6 +43,10 @@ class Section:
         if not isinstance(value, Mapping) or isinstance(value, Section):
             kind = type(value).__name__
             raise ConfigError(f"config key {key!r}: expected a mapping of the {cls.__name__} section, got {kind}")
+        if isinstance(value, dict):
+            from .config import check_shape
+
+            check_shape(value)  # before plain() copies it: aliases walked once, depth and integers bounded
         data = plain(value)
         if cls._path:
             _validate_section(data, cls._path)
