@@ -266,8 +266,9 @@ _COMPARE_DESCRIPTION = (
     "Bootstrap 95% confidence intervals of each model's headline metrics and paired bootstrap "
     "comparisons between models on the queries they share, from the score stage's "
     "scores/<model>/answers.parquet tables (refused, in one line, when the tables answer different queries: other "
-    "query ids, or a shared id with another truth or image sha256, as answers of another release do); or (--metrics) the mean and 95% interval of metrics over "
-    "repeated releases of one model (bounded metrics: a logit-scale interval inside their range). A difference "
+    "query ids, or a shared id with another truth or image sha256, as answers of another release do, or answers asked or read "
+    "under another task definition: task_hash); or (--metrics) the mean and 95% interval of metrics over "
+    "repeated releases of one model (all under one task) (bounded metrics: a logit-scale interval inside their range). A difference "
     "is 'significant' when its interval excludes 0."
 )
 
