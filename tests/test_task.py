@@ -356,3 +356,18 @@ def test_compare_metrics_refuses_releases_read_under_different_tasks(tmp_path, c
     err = capsys.readouterr().err
     assert "asked or read under different tasks" in err and "bbbb" in err
     assert main(["score", "compare", "--metrics", *docs[:2]]) == 0
+
+
+def test_an_export_carries_only_a_reader_it_can_run_without_halluflow(tmp_path, capsys):
+    """The exported utils.py must read as halluflow does without importing it: a release whose task names a reader
+    with no standalone form is refused in one line, before anything is written."""
+    release = make_release(tmp_path)
+    manifest = json.loads((release / "manifest.json").read_text())
+    manifest["task"]["kinds"]["discriminative"]["reader"] = "lenient"
+    (release / "manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    out = tmp_path / "tasks"
+    assert main(["release", "export", str(release), "--format", "lmms-eval", "--out", str(out), "--task", "t"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'lenient', which an exported task cannot carry" in err
+    assert not out.exists() or not any(out.rglob("*"))

@@ -702,6 +702,7 @@ def _write_lmms_eval(
     """The task folder: the release's data (images linked, so the folder stands on its own and dataset_path is
     relative), the shared template, one YAML per subtask, the groups, utils.py and the POPE labels; prompts,
     generation limits and the reader are the release's task `definition`."""
+    lmms_eval_reader_source(definition["kinds"]["discriminative"]["reader"])  # a reader it cannot carry: refused first
     folder = out / task
     data = f"{task}/data"
     write_jsonl(out / data / HUB_METADATA, hub_metadata_rows(queries))
