@@ -202,6 +202,15 @@ def test_billion_laughs_in_a_typed_section_is_refused_before_it_is_copied():
     assert time.monotonic() - started < 5
 
 
+def test_aliases_nested_in_aliases_count_at_their_full_depth():
+    # each alias is 10 lists deep and holds the previous one: 20 short lines, 200 levels once expanded
+    lines = ["a0: &a0 " + "[" * 10 + "]" * 10]
+    lines += [f"a{i}: &a{i} " + "[" * 10 + f"*a{i - 1}" + "]" * 10 for i in range(1, 20)]
+    config = yaml.safe_load("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match="nested deeper than 32 levels once its aliases are expanded"):
+        check_shape(config)
+
+
 def test_a_value_containing_itself_is_one_line():
     loop: list = []
     loop.append(loop)

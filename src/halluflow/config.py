@@ -98,6 +98,7 @@ def check_shape(config: Any) -> None:
     (a "billion laughs" document). Each shared (aliased) value is walked once, without recursion, so the check is
     linear in the size of the YAML text whatever it expands to."""
     expanded: dict[int, int] = {}  # id -> values under it once expanded (a shared node is counted, not re-walked)
+    height: dict[int, int] = {}  # id -> levels of containers it holds, itself included, once expanded
     open_ids: set[int] = set()
     stack: list[tuple[Any, tuple[str, ...], bool]] = [(config, (), False)]
     keep = []  # the walked containers stay referenced, so their ids are not reused while the walk runs
@@ -117,6 +118,12 @@ def check_shape(config: Any) -> None:
         if done:
             open_ids.discard(key)
             expanded[key] = 1 + sum(expanded.get(id(v), 1) for _, v in children)
+            height[key] = 1 + max((height.get(id(v), 0) for _, v in children), default=0)
+            if len(path) + height[key] > MAX_CONFIG_DEPTH + 1:  # aliases nested in aliases count at full depth
+                raise ConfigError(
+                    f"config key {_dotted(path)!r}: nested deeper than {MAX_CONFIG_DEPTH} levels once its aliases "
+                    "are expanded"
+                )
             if expanded[key] > MAX_CONFIG_VALUES:
                 raise ConfigError(
                     f"config key {_dotted(path)!r}: expands to more than {MAX_CONFIG_VALUES:,} values (YAML "
