@@ -113,6 +113,17 @@ def test_export_refuses_a_manifest_that_is_a_fifo_at_once(release, tmp_path):
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
 
 
+def test_release_diff_refuses_a_3_gb_manifest_without_reading_it(tmp_path, capsys):
+    from helpers import make_lineage_release
+
+    a = make_lineage_release(tmp_path, "a", [("standard", "dog", "frisbee")])
+    b = make_lineage_release(tmp_path, "b", [("standard", "dog", "grass")])
+    with open(b / "manifest.json", "r+b") as fh:
+        fh.truncate(3 << 30)
+    code = main(["release", "diff", str(a), str(b)])
+    one_line(code, capsys.readouterr().err, "manifest.json", "3 GiB", "larger than")
+
+
 def test_an_input_that_is_dev_zero_is_refused_not_read(tmp_path):
     (tmp_path / "labels.jsonl").write_text(json.dumps({"question_id": 1, "text": "Is there a dog?", "label": "yes"}))
     proc = run(["score", "pope", "--answers", "/dev/zero", "--labels", "labels.jsonl"], tmp_path, timeout=60)

@@ -20,7 +20,7 @@ import polars as pl
 
 from ..config_types import Ode
 from ..errors import InputError, visible
-from ..io import read_json, read_parquet
+from ..io import read_parquet
 
 MANIFEST = "manifest.json"
 MAX_ANCESTORS = 1000  # a cycle of parent links (a manifest naming itself) stops here with an error
@@ -77,6 +77,16 @@ def _ancestor_entry(entry: dict, parent_manifest: Path) -> dict:
     return {**entry, "pairs": pairs, "n_pairs": len(pairs)}
 
 
+def _read_manifest(path: Path) -> tuple[object, str]:
+    """A manifest and the sha256 of its bytes, read once as a regular file under the release's cap (a FIFO or a
+    link to /dev/zero in its place is refused at once), through the JSON decoding guard."""
+    from ..io import decode_utf8, loads_json, read_regular_bytes
+    from .release import MAX_MANIFEST_BYTES
+
+    data = read_regular_bytes(path, MAX_MANIFEST_BYTES)
+    return loads_json(decode_utf8(data, path), str(path)), hashlib.sha256(data).hexdigest()
+
+
 def lineage(parent_dir: str | Path) -> list[dict]:
     """The chain parent → grandparent → ...: one entry per release (name, path, manifest sha256, n_pairs, pairs),
     the parent read from its folder, its ancestors from its manifest's `lineage`."""
@@ -84,14 +94,14 @@ def lineage(parent_dir: str | Path) -> list[dict]:
     manifest_path = parent_dir / MANIFEST
     if not manifest_path.is_file():
         raise InputError(f"{PARENT_KEY}: {parent_dir} has no {MANIFEST} (not a release folder)")
-    manifest = read_json(manifest_path)
+    manifest, manifest_sha256 = _read_manifest(manifest_path)
     if not isinstance(manifest, dict):
         raise InputError(f"{manifest_path}: not a release manifest (a JSON object)")
     pairs = sorted(release_pairs(parent_dir))
     entry = {
         "release": manifest.get("release"),
         "path": str(parent_dir),
-        "manifest_sha256": hashlib.sha256(manifest_path.read_bytes()).hexdigest(),
+        "manifest_sha256": manifest_sha256,
         "n_pairs": len(pairs),
         "pairs": pairs,
     }
@@ -251,15 +261,18 @@ def diff_releases(a_dir: str | Path, b_dir: str | Path) -> dict:
     out["queries"] = queries
     if len(tables) == 2 and all("query_id" in t.columns for t in tables.values()):
         out["query_ids"] = _shared_ids(tables["a"], tables["b"])
-    manifests = {}
+    manifests, shas = {}, {}
     for name, folder in (("a", a_dir), ("b", b_dir)):
         manifest = folder / MANIFEST
         if manifest.is_file():
-            m = manifests[name] = read_json(manifest)
+            m, shas[name] = _read_manifest(manifest)
+            if not isinstance(m, dict):
+                raise InputError(f"{manifest}: not a release manifest (a JSON object)")
+            manifests[name] = m
             out[f"release_{name}"] = m.get("release")
             out[f"lineage_{name}"] = [e.get("release") for e in (m.get("lineage") or {}).get("ancestors") or []]
     if len(manifests) == 2:
-        a_sha = hashlib.sha256((a_dir / MANIFEST).read_bytes()).hexdigest()
+        a_sha = shas["a"]
         chain = (manifests["b"].get("lineage") or {}).get("ancestors") or []
         out["b_descends_from_a"] = any(e.get("manifest_sha256") == a_sha for e in chain)
         files = [
