@@ -130,6 +130,8 @@ def test_llm_writes_adversarial_and_false_premise_questions_from_the_scene_graph
         llm=llm,
         question_writer="llm",
         switch_weights={"regular": 0, "follow_up": 0, "adversarial": 1, "unanswerable": 1, "end": 0},
+        max_rounds=10,  # enough seeded draws for both types
+        min_end_round=10,
     )
     adv = [r for r in rows if r["question_type"] == "adversarial"]
     fp = [r for r in rows if r["question_type"] == "unanswerable"]

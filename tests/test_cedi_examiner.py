@@ -87,15 +87,26 @@ def test_state_machine_rules(ode_release):
 def test_end_must_be_chosen_twice_and_is_confirmed_in_the_same_round(ode_release, end_weight, expected):
     release, graph = ode_release
     weights = {"regular": 1, "follow_up": 1, "adversarial": 1, "unanswerable": 1, "end": end_weight}
-    _, rows = run_examiner(release, graph, AgreeingVLM(), examiners=["cedi"], max_rounds=20, switch_weights=weights)
-    lengths = pl.DataFrame(rows).group_by("conversation_id").agg(pl.len().alias("n"))["n"].to_list()
+    _, rows = run_examiner(
+        release,
+        graph,
+        AgreeingVLM(),
+        examiners=["cedi"],
+        max_rounds=20,
+        switch_weights=weights,
+        end_on_coverage=False,  # END from the switch alone (the coverage END is tested in test_cedi_end.py)
+    )
+    df = pl.DataFrame(rows)
+    lengths = df.group_by("conversation_id").agg(pl.len().alias("n"))["n"].to_list()
     # END first allowed at round 6 (after 6 turns); CEDI's code asks the switch again at once to confirm: 6 turns
     assert lengths == [expected] * len(lengths)
+    assert set(df["end_reason"]) == {"switch" if expected == 6 else "max_rounds"}
 
 
 def test_truths_come_from_the_graph_and_judgements(ode_release):
     release, graph = ode_release
-    _, rows = run_examiner(release, graph, AgreeingVLM(), max_rounds=12)
+    # long conversations (END from round 11), so every question type is asked
+    _, rows = run_examiner(release, graph, AgreeingVLM(), max_rounds=12, min_end_round=11)
     df = pl.DataFrame(rows).filter(pl.col("examiner") == "cedi")
     adv = df.filter(pl.col("question_type") == "adversarial")
     assert adv.height > 0 and set(adv["truth"]) == {"no"}
@@ -181,7 +192,7 @@ def test_same_seed_same_transcripts_and_seed_changes_them(ode_release, tmp_path)
 
 def test_grade_model_outputs(ode_release, tmp_path):
     release, graph = ode_release
-    cfg = config()
+    cfg = config(min_end_round=10)  # ten turns each: every question type is asked
     t, g = tmp_path / "t.parquet", tmp_path / "truth.json"
     examine_model(cfg, {"name": "m", "backend": "test_agree"}, release, graph, t, g)
     grades = grade_model(

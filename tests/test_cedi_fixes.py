@@ -285,7 +285,13 @@ def test_relevant_objects_steer_the_regular_questions():
     assert rows[0]["context_objects"] == ["dog"] and rows[0]["question_type"] == "regular"
     assert "dog" in elements_named(rows[0])  # context ['dog'] -> the first question is about the dog
     asked = [r for r in rows if r["question_type"] == "regular" and r["switch_honoured"] is not False]
-    assert asked and all("dog" in elements_named(r) for r in asked)  # regular questions stay on the relevant objects
+    assert asked and "dog" in elements_named(asked[0])
+    # once the relevant objects are asked about, a regular question covers what the conversation has not covered yet
+    # (CEDI's examiner asks about what the answers left out): each names a truth object, and coverage grows
+    truth = {o.name for o in living_room().truth.objects}
+    assert all(elements_named(r) & truth for r in asked)
+    later = [r for r in asked if r["turn"] > 0]
+    assert all(r["coverage"] > rows[r["turn"] - 1]["coverage"] for r in later)
 
 
 def test_a_switch_choice_that_cannot_be_honoured_is_recorded_and_counted():

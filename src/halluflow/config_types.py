@@ -665,6 +665,11 @@ class Cedi(Section):
     #: How many times in a row END must be chosen before the conversation stops; the switch is asked again within the
     #: same round to confirm, as CEDI's code does, so a conversation can end after min_end_round turns (paper 2).
     end_votes: int
+    #: The CEDI examiner chooses END once the conversation has covered the truth scene graph (every object, attribute
+    #: and related pair asked about or stated in an answer; from min_end_round) or nothing is left to ask, as CEDI's
+    #: examiner ends when the image is covered; false leaves END to the switch alone (and the max_rounds cap). Each
+    #: conversation's end_reason is recorded.
+    end_on_coverage: bool
     #: Questions asked by the prompt-only baseline examiner.
     prompt_only_rounds: int
     #: POPE examiner - truth objects asked ("yes") and absent objects per negative strategy (random, popular,

@@ -23,7 +23,7 @@ from ..config_types import Cedi
 from ..errors import ConfigError
 from ..metrics.parsers import is_failed
 from ..progress import get_logger
-from .parser import TruthView, Vocabulary, extract, parse_json_reply, split_el
+from .parser import TruthView, Vocabulary, extract, parse_json_reply, safe_chat_batch, split_el
 from .scene_graph import SceneGraph
 
 log = get_logger(__name__)
@@ -184,8 +184,8 @@ def valor_on_conversations(
     graphs: dict[str, SceneGraph | None] = {}
     if llm is not None:
         ask = [cid for cid in sorted(answers) if answers[cid]]
-        replies = list(llm.chat_batch([valor_messages(answers[cid]) for cid in ask])) if ask else []
-        replies += [""] * (len(ask) - len(replies))
+        # a failed request (raised, 503) gives no reply: the rule extraction stands in, counted as a fallback
+        replies = safe_chat_batch(llm, [valor_messages(answers[cid]) for cid in ask])
         for cid, reply in zip(ask, replies):
             data = parse_json_reply(reply)
             try:

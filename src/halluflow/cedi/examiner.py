@@ -2,13 +2,17 @@
 
 A state machine over the truth scene graph with the four question types — 1 regular, 2 follow-up, 3 adversarial (a
 co-occurring concept-graph neighbour that is absent; truth "no"), 4 unanswerable (false premise: absent object,
-attribute or relation; correct behaviour = reject it) — and END (allowed from round `min_end_round`, must be chosen
-`end_votes` times in a row within one round, as CEDI's code confirms it; at most `max_rounds`). Round 0 is regular.
+attribute or relation; correct behaviour = reject it) — and END: the examiner ends once the conversation has covered
+the truth scene graph (`coverage_goal`: objects, attributes, related pairs asked about or stated in an answer) from
+round `min_end_round`, or when nothing is left to ask; the switch may choose END from `min_end_round` (`end_votes`
+times in a row within one round, as CEDI's code confirms it); `max_rounds` is a cap. Each conversation records why it
+ended (`end_reason`). Round 0 is regular.
 A context (background, user goal, relevant objects) frames each conversation; regular questions take its relevant
 objects in order (most relevant first). A switch choice that cannot be honoured is recorded (`switch_choice`,
 `switch_honoured`) beside the regular question asked instead. The switch and the question wording come from the
 `llm` backend (strict JSON, validated) or from the deterministic templates (offline default; also the fallback
-whenever an LLM reply does not parse).
+whenever an LLM reply does not parse, and when the request fails: raised, 503, timed out - recorded on the turn as
+`llm_failures` with the reason, never a failed job).
 With `question_writer: llm` the LLM also WRITES the adversarial questions (a plausible object it names, checked absent
 from the truth graph) and the unanswerable ones (a premise of one or more steps, at least one of them false of the
 truth graph), from the scene graph, as CEDI's examiner does; a reply that does not validate falls back to the
@@ -37,11 +41,13 @@ from .parser import (
     Vocabulary,
     attr_el,
     claim_element,
+    failure_of,
     graph_text,
     judge_turn,
     obj_el,
     parse_json_reply,
     rel_el,
+    safe_chat_batch,
     split_el,
     turn_claims,
 )
@@ -60,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "max_rounds": 8,
     "min_end_round": 6,
     "end_votes": 2,
+    "end_on_coverage": True,
     "prompt_only_rounds": 4,
     "pope_objects": 3,
     "question_writer": "template",
@@ -189,6 +196,11 @@ class QuestionBank:
         canon = dict.fromkeys(self.vocab.synonyms.object_name(n) for n in names)
         return [n for n in canon if not self.present(n)]
 
+    def can_false_premise(self) -> bool:
+        """Whether an unanswerable question can be built (an absent object, a second object to relate, or an
+        attribute the truth contradicts)."""
+        return bool(self.absent) or len(self.objects) > 1 or any(self._alt_attrs(n, a) for n, a in self.objects)
+
     def fresh_absent(self) -> list[str]:
         return [a for a in self.absent if a not in self.used_absent]
 
@@ -220,12 +232,31 @@ class QuestionBank:
         self.used_absent.append(choice)
         return choice
 
-    def regular(self, rng: random.Random, ctx: Context | None) -> Question:
-        """About the next relevant object of the context; a random truth object once they are all asked about
-        (only a replacement question gets there: the switch stops offering `regular` then)."""
+    def regular(self, rng: random.Random, ctx: Context | None, uncovered: Sequence[str] = ()) -> Question:
+        """About the next relevant object of the context, asking first what the conversation has not covered about
+        it (its relation, then its attribute: `uncovered`, coverage keys); once they are all asked about, about the
+        first scene-graph element not covered yet (the paper's examiner asks about what the answers left out); a
+        random truth object when everything is covered (only a replacement question gets there: the switch stops
+        offering `regular` then)."""
+        if not self.relevant and uncovered:
+            q = self._cover(uncovered[0])
+            if q is not None:
+                return q
         if self.relevant:
             name = self.relevant.pop(0)
             attrs = dict(self.objects)[name]
+            syn = self.vocab.synonyms
+            about = [
+                k
+                for k in uncovered
+                if k.split("|")[0] in ("pair", "attribute")
+                and any(syn.names_match(name, part) for part in k.split("|")[1:3])
+            ]
+            about.sort(key=lambda k: k.split("|")[0] != "pair")  # the relation first, then the attribute
+            for key in about:
+                q = self._cover(key)
+                if q is not None and q.focus is not None:
+                    return q
         else:
             name, attrs = rng.choice(self.objects)
         own = [r for r in self.relations if name in (r[0], r[2])]
@@ -264,6 +295,41 @@ class QuestionBank:
             [obj_el(name)],
             None,
             name,
+        )
+
+    def _cover(self, key: str) -> Question | None:
+        """The regular question that covers one coverage key (object|n, attribute|n|a, pair|s|o)."""
+        parts = key.split("|")
+        syn = self.vocab.synonyms
+        match = {n: n for n, _ in self.objects}
+        name = next((n for n in match if syn.names_match(n, parts[1])), None)
+        if name is None:
+            return None
+        if parts[0] == "object":
+            return Question("regular", f"Is there {self._a(name)} in the image?", "yes", False, [], obj_el(name), name)
+        if parts[0] == "attribute":
+            return Question(
+                "regular",
+                f"Is the {name} {self.vocab.phrase(parts[2])}?",
+                "yes",
+                False,
+                [obj_el(name)],
+                attr_el(name, parts[2]),
+                name,
+            )
+        other = next((n for n in match if syn.names_match(n, parts[2])), None)
+        rel = next((r for r in self.relations if {r[0], r[2]} == {name, other}), None)
+        if rel is None:
+            return None
+        s, p, o = rel
+        return Question(
+            "regular",
+            f"Where is the {s} in relation to the {o}?",
+            rel_el(s, p, o),
+            False,
+            [obj_el(s), obj_el(o)],
+            None,
+            s,
         )
 
     def follow_up(self, rng: random.Random, prev: Question) -> Question:
@@ -578,6 +644,50 @@ def parse_rewrite(reply: str, q: Question) -> str | None:
     return text.strip() if all(n.lower() in text.lower() for n in named) else None
 
 
+# ---- coverage: the scene graph's elements a conversation has covered ------------------------------------------------
+
+
+def coverage_goal(truth: TruthView) -> list[str]:
+    """What a CEDI conversation should cover (CEDI's examiner: the conversation should cover all the information of
+    the image, asking about what the answers left out): every truth object (`object|n`), every attribute of one
+    (`attribute|n|a`) and every related pair (`pair|s|o`, whatever the predicate)."""
+    keys = [f"object|{n}" for n in sorted(truth.names)]
+    keys += [f"attribute|{n}|{a}" for n in sorted(truth.attrs) for a in sorted(truth.attrs[n])]
+    keys += [f"pair|{s}|{o}" for s, o in sorted(truth.relations)]
+    return list(dict.fromkeys(keys))
+
+
+def covered_by(el: str, truth: TruthView) -> set[str]:
+    """Coverage keys one element touches: the truth objects it names (under the synonym source in use), the truth
+    attribute it names, the truth pair it relates by a true predicate. A false element (an attribute the object does
+    not have, a wrong predicate) covers only the truth objects it names."""
+    parts = split_el(el)
+    if parts[0] == "object":
+        n = truth.resolve(parts[1])
+        return {f"object|{n}"} if n else set()
+    if parts[0] == "attribute":
+        n = truth.resolve(parts[1])
+        if n is None:
+            return set()
+        return {f"object|{n}"} | ({f"attribute|{n}|{parts[2]}"} if parts[2] in truth.attrs.get(n, set()) else set())
+    s, o = truth.resolve(parts[1]), truth.resolve(parts[3])
+    out = {f"object|{x}" for x in (s, o) if x}
+    if s and o:  # the pair, by a predicate the truth states ("next to" either way round)
+        out |= {
+            f"pair|{a}|{b}"
+            for a, b in ((s, o), (o, s))
+            if parts[2] in truth.relations.get((a, b), set()) and ((a, b) == (s, o) or parts[2] == "next to")
+        }
+    return out
+
+
+# Why a conversation ended (`end_reason` on every turn of it): the CEDI examiner's END when the coverage goal is met
+# (from min_end_round), END when nothing is left to ask (goal met, no absent object left to probe and no false premise
+# to build: possible before min_end_round), the switch's own END (end_votes times in a row), or the max_rounds cap; the baselines ask a fixed
+# number of questions.
+END_REASONS = ("coverage", "exhausted", "switch", "max_rounds", "fixed")
+
+
 # ---- conversations ----------------------------------------------------------------------------------------------
 
 
@@ -595,6 +705,26 @@ class Conversation:
     end_votes: int = 0
     pending: Question | None = None
     plan: list[Question] = field(default_factory=list)  # the POPE examiner's fixed question list
+    goal: list[str] = field(default_factory=list)  # coverage keys of the truth graph (coverage_goal)
+    covered: set[str] = field(default_factory=set)
+    failures: list[str] = field(default_factory=list)  # failed LLM requests for the next turn: "<step>: <reason>"
+    end_reason: str | None = None
+
+    def uncovered(self) -> list[str]:
+        return [k for k in self.goal if k not in self.covered]
+
+    def coverage(self) -> float:
+        return round(sum(1 for k in self.goal if k in self.covered) / len(self.goal), 6) if self.goal else 1.0
+
+    def fail(self, step: str, reply: Any) -> None:
+        reason = failure_of(reply)
+        if reason is not None:
+            self.failures.append(f"{step}: {reason}")
+
+    def end(self, reason: str) -> None:
+        self.done, self.end_reason = True, reason
+        for t in self.turns:
+            t["end_reason"] = reason
 
     @property
     def conversation_id(self) -> str:
@@ -630,11 +760,10 @@ class Examiner:
         self.seed = seed
 
     def _chat(self, batch: list[list[dict]]) -> list[str]:
-        """One chat_batch call per examiner step, so a server / batched local LLM sees all conversations at once."""
-        if not batch:
-            return []
-        replies = list(self.llm.chat_batch(batch))
-        return replies + [""] * (len(batch) - len(replies))
+        """One chat_batch call per examiner step, so a server / batched local LLM sees all conversations at once. A
+        request that fails (raises, 503, times out) comes back as a FailedReply: the template / random fallback
+        is used and the turn records the failure with its reason (`llm_failures`); the job goes on."""
+        return safe_chat_batch(self.llm, batch)
 
     def _start_all(self, scenes, examiners, history_modes) -> list[Conversation]:
         # The seed ignores the history mode and the model: with the template writer, both modes and every model get
@@ -644,17 +773,23 @@ class Examiner:
         keys = [(s, e, m) for s in scenes for e in examiners for m in modes.get(e, history_modes)]
         rngs = [random.Random(int(stable_hash(["cedi", self.seed, s.image_id, e])[:16], 16)) for s, e, _ in keys]
         contexts: list[Context | None] = [None] * len(keys)
+        failed: dict[int, str] = {}
         if self.llm_writer:  # the caption and POPE prompts are fixed: only CEDI and prompt-only read a context
             framed = [i for i, (_, e, _) in enumerate(keys) if e in ("cedi", "prompt_only")]
             replies = self._chat([context_messages(keys[i][0]) for i in framed])
             for i, reply in zip(framed, replies):
                 contexts[i] = parse_context(reply, keys[i][0])
+                if failure_of(reply):
+                    failed[i] = f"context: {failure_of(reply)}"
         convos = []
-        for (s, e, m), rng, ctx in zip(keys, rngs, contexts):
+        for i, ((s, e, m), rng, ctx) in enumerate(zip(keys, rngs, contexts)):
             ctx = ctx or template_context(s, rng)
             bank = QuestionBank(s, self.vocab)
             bank.steer(ctx)
             c = Conversation(s, e, m, rng, bank, ctx, TruthView.of(s.truth, self.vocab.synonyms))
+            c.goal = coverage_goal(c.truth_view)
+            if i in failed:
+                c.failures.append(failed[i])
             if e == "pope":
                 c.plan = bank.pope(rng, int(self.cfg["pope_objects"]))
             convos.append(c)
@@ -674,6 +809,8 @@ class Examiner:
                 out.append((st[0], None))
                 continue
             picked = parse_switch(replies[i], st) if i in replies else None
+            if i in replies:
+                c.fail("switch", replies[i])
             out.append(
                 (picked, "llm") if picked else (template_switch(c.rng, st, self.cfg["switch_weights"]), "random")
             )
@@ -688,23 +825,34 @@ class Examiner:
             r = len(c.turns)
             if c.examiner == "caption":
                 if r >= 1:
-                    c.done = True
+                    c.end("fixed")
                 else:
                     out.append((c, Question("caption", CAPTION_PROMPT, None, False, [], None, None)))
             elif c.examiner == "pope":
                 if r >= len(c.plan):
-                    c.done = True
+                    c.end("fixed")
                 else:
                     out.append((c, c.plan[r]))
             elif c.examiner == "prompt_only":
                 if r >= self.cfg["prompt_only_rounds"]:
-                    c.done = True
+                    c.end("fixed")
                 else:
                     prompt_only.append(c)
             elif r >= self.cfg["max_rounds"]:
-                c.done = True
+                c.end("max_rounds")  # the cap, reported (end_reason), not an END the examiner chose
+            elif self.cfg["end_on_coverage"] and r > 0 and not c.uncovered() and r >= self.cfg["min_end_round"]:
+                c.end("coverage")  # the scene graph's coverage goal is met: the examiner chooses END
+            elif (
+                self.cfg["end_on_coverage"]
+                and r > 0
+                and not c.uncovered()
+                and not c.bank.fresh_absent()
+                and not c.bank.can_false_premise()
+            ):
+                c.end("exhausted")  # everything covered, no absent object to probe, no false premise: nothing to ask
             else:
-                states = allowed_states(r, c.pending, self.cfg["min_end_round"], bool(c.bank.relevant))
+                regular_left = bool(c.bank.relevant) or bool(c.uncovered())
+                states = allowed_states(r, c.pending, self.cfg["min_end_round"], regular_left)
                 to_switch.append((c, states))
         chosen: list[tuple[Conversation, tuple[str, str | None]]] = []
         # END is confirmed in the SAME round, as in CEDI's code: the switch is asked again and must say END again
@@ -717,7 +865,7 @@ class Examiner:
                 if pick[0] == END:
                     c.end_votes += 1
                     if c.end_votes >= self.cfg["end_votes"]:
-                        c.done = True
+                        c.end("switch")
                     else:
                         again.append((c, states))
                 else:
@@ -741,8 +889,10 @@ class Examiner:
         replies = self._chat(asks) if llm else [""] * len(asks)
         n_po, n_gen = len(prompt_only), len(gen)
         for c, reply in zip(prompt_only, replies[:n_po] if llm else [""] * n_po):
+            c.fail("question_writer", reply)
             out.append((c, parse_prompt_only(reply) or c.bank.prompt_only(c.rng, c.context, len(c.turns))))
         for (c, state, source), reply in zip(gen, replies[n_po : n_po + n_gen]):
+            c.fail("question_writer", reply)
             q = c.bank.generated(state, parse_json_reply(reply), c.truth_view)
             if q is None:
                 q = self._make(c, state, c.pending)
@@ -751,6 +901,7 @@ class Examiner:
             q.switch_source = source
             out.append((c, q))
         for (c, q), reply in zip(templ, replies[n_po + n_gen :] if llm else [""] * len(templ)):
+            c.fail("question_writer", reply)
             text = parse_rewrite(reply, q) if llm else None
             if text:
                 q.text, q.source = text, "llm"
@@ -768,7 +919,7 @@ class Examiner:
             q = bank.unanswerable(c.rng)
         honoured = q is not None or state == "regular"
         if q is None:  # regular, or a choice that cannot be honoured (e.g. no absent object left): a regular question
-            q = bank.regular(c.rng, c.context)
+            q = bank.regular(c.rng, c.context, c.uncovered())
             if len(c.turns) == 0:  # round 0 carries the context, as the paper's examiner opens with the user's goal
                 q.text = f"{c.context.background} {c.context.user_goal} {q.text}"
         q.switch_choice, q.switch_honoured = state, honoured
@@ -814,12 +965,19 @@ class Examiner:
             answers = vlm.answer([b[2] for b in batch])
             for (c, q, _), ans in zip(batch, answers):
                 self._record(c, q, ans or "", model, stand_in)
+        for c in convos:  # the last round's conversations: the cap (CEDI) or the baseline's fixed length
+            if not c.done:
+                c.end("max_rounds" if c.examiner == "cedi" else "fixed")
         return [t for c in convos for t in c.turns]
 
     def _record(self, c: Conversation, q: Question, answer: str, model: str, stand_in: bool) -> None:
         tc = turn_claims(answer, q.premise, q.probe, self.vocab)
         truth_label = q.truth if q.truth in {"yes", "no"} else None
         hallucinated, kind = judge_turn(tc, truth_label, q.false_premise, c.truth_view, self.vocab)
+        asked = list(q.premise) + ([q.probe] if q.probe else []) + ([q.truth] if q.truth and "|" in q.truth else [])
+        for el in asked + [el for el, pos in tc.claims if pos]:  # what was asked about and what the answer stated
+            c.covered |= covered_by(el, c.truth_view)
+        failures, c.failures = c.failures, []
         c.turns.append(
             {
                 "conversation_id": c.conversation_id,
@@ -850,6 +1008,9 @@ class Examiner:
                 "context_goal": c.context.user_goal,
                 "context_objects": list(c.context.relevant_objects),
                 "stand_in": bool(stand_in),
+                "coverage": c.coverage(),
+                "llm_failures": failures,
+                "end_reason": None,  # set on every turn when the conversation ends
             }
         )
         c.pending = q

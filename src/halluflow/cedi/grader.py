@@ -16,10 +16,12 @@ from .parser import (
     Vocabulary,
     delta_con,
     expected_answer,
+    failure_of,
     judge_messages,
     llm_parse_batch,
     parse_judgement,
     predicted_graph,
+    safe_chat_batch,
     turn_claims,
 )
 from .scene_graph import SceneGraph
@@ -162,9 +164,10 @@ def judge_turns(
             rows.append((row, tc.claims))
         out[cid] = rows
     if asks:
-        replies = list(llm.chat_batch([m for _, _, m in asks]))
-        replies += [""] * (len(asks) - len(replies))
+        replies = safe_chat_batch(llm, [m for _, _, m in asks])
         for (cid, i, _), reply in zip(asks, replies):
+            if failure_of(reply):  # the request failed: the rule judgement stands, with the reason
+                out[cid][i][0]["judge_failure"] = failure_of(reply)
             got = parse_judgement(reply, vocab.synonyms, ERROR_TYPES)
             if got is not None:
                 row, _ = out[cid][i]
@@ -209,11 +212,20 @@ def grade_transcripts(
     turns = [row for cid in sorted(judged) for row, _ in judged[cid]]
     rows, preds = [], {}
     ids = sorted(convos)
+    parse_failures: list[str | None] = []
     parsed = (
-        dict(zip(ids, llm_parse_batch(llm, [[(t["question"], t["answer"] or "") for t, _ in judged[c]] for c in ids])))
+        dict(
+            zip(
+                ids,
+                llm_parse_batch(
+                    llm, [[(t["question"], t["answer"] or "") for t, _ in judged[c]] for c in ids], parse_failures
+                ),
+            )
+        )
         if use_llm
         else {}
     )
+    parse_failed = {cid: why for cid, why in zip(ids, parse_failures) if why}
     for cid in progress(ids, desc="cedi grade"):
         ts = [row for row, _ in judged[cid]]
         claims = [c for _, c in judged[cid]]
@@ -236,7 +248,12 @@ def grade_transcripts(
                 "examiner": ts[0]["examiner"],
                 "history": ts[0]["history"],
                 "turns": len(ts),
+                # how it ended (CEDI: END on coverage / nothing left, the switch's END, or the max_rounds cap)
+                "end_reason": ts[-1].get("end_reason"),
+                "coverage": ts[-1].get("coverage"),
+                "n_failed_turns": sum(1 for t in ts if t.get("llm_failures")),
                 "parser": parser_used,
+                **({"parser_failure": parse_failed[cid]} if cid in parse_failed else {}),
                 "delta_con": delta_con(claims),
                 **ged.as_dict(),
                 "turn_hallucination": _rate(ts),
@@ -265,6 +282,11 @@ def grade_transcripts(
             "ged_miss": _mean([r["ged_miss"] for r in rs]),
             "exact_fraction": _mean([float(r["exact"]) for r in rs]),
             "sg_delta_con": _mean([r["delta_con"] for r in rs]),
+            "turns_mean": _mean([r["turns"] for r in rs]),
+            "ended_by": _sources(rs, "end_reason"),
+            "n_max_rounds": sum(1 for r in rs if r.get("end_reason") == "max_rounds"),
+            "coverage_mean": _mean([r["coverage"] for r in rs if r.get("coverage") is not None]),
+            "n_failed_turns": sum(r["n_failed_turns"] for r in rs),
             "turn_hallucination": _rate(sel),
             "by_question_type": {k: _rate(v) for k, v in sorted(by_type.items())},
             "by_turn": {str(k): _rate(v) for k, v in sorted(by_index.items())},
@@ -327,6 +349,21 @@ def grade_transcripts(
     unhonoured = [t for t in cedi_turns if t.get("switch_honoured") is False]
     fallbacks["switch"]["unhonoured"] = len(unhonoured)
     fallbacks["switch"]["unhonoured_choices"] = _sources(unhonoured, "switch_choice")
+    # LLM requests that failed (raised, 503, timed out): each turn / conversation went on with the fallback
+    failed_turns = [t for t in turns if t.get("llm_failures")]
+    reasons: dict[str, int] = {}
+    for why in (
+        [w for t in failed_turns for w in t["llm_failures"]]
+        + [f"judge: {t['judge_failure']}" for t in turns if t.get("judge_failure")]
+        + [f"parser: {w}" for w in parse_failed.values()]
+    ):
+        reasons[why] = reasons.get(why, 0) + 1
+    fallbacks["llm_failures"] = {
+        "n_failed_turns": len(failed_turns),  # examiner turns with a failed context / switch / question request
+        "n_failed_judge_turns": sum(1 for t in turns if t.get("judge_failure")),
+        "n_failed_parses": len(parse_failed),
+        "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:20]),
+    }
     judged_by = dict(headline.get("judged_by", {}))
     judged_by["error_types"] = _judged_by(configured_parser, _sources(cedi_turns, "judge"), "turn")
     grades = {

@@ -21,7 +21,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InputError
 from ..metrics.parsers import is_failed, parse_yes_no
+from ..progress import get_logger
 from .scene_graph import SceneGraph, SGObject, SGRelation, Synonyms, normalize
+
+log = get_logger(__name__)
 
 # ---- elements: "object|dog", "attribute|dog|brown", "relation|dog|next to|cat" (strings: they live in parquet) ----
 
@@ -518,6 +521,59 @@ LLM_PARSER_SYSTEM = (
 )
 
 
+class FailedReply(str):
+    """An LLM request that failed (a raised exception: a 503, a timeout, a crashed server; or the backend's recorded
+    error): empty text, so every parser treats it as no reply and the caller's rule/template fallback is used, with
+    `reason` saying why (recorded on the turn and counted)."""
+
+    reason: str = ""
+
+
+def failed_reply(reason: str) -> FailedReply:
+    out = FailedReply("")
+    out.reason = reason
+    return out
+
+
+def _reason(exc: BaseException) -> str:
+    from ..secrets import redact
+
+    return redact(f"{type(exc).__name__}: {exc}")[:300]
+
+
+def safe_chat_batch(llm, batch: Sequence[Sequence[Mapping]]) -> list[str]:
+    """One reply per message list; a request that failed gives a `FailedReply` instead of failing the job. Through
+    the model layer (`Model.generate`) each request fails alone; a backend's chat_batch that raises fails every
+    request of that call. Configuration errors still stop the job."""
+    from ..backends.base import EMPTY_ANSWER
+    from ..errors import ConfigError
+
+    if not batch:
+        return []
+    try:
+        if hasattr(llm, "generate") and hasattr(llm, "failures"):  # the model layer: per-request errors
+            out: list[str] = []
+            for r in llm.generate(batch):
+                err = getattr(r, "error", None)
+                if err is not None and err != EMPTY_ANSWER:
+                    out.append(failed_reply(str(err)[:300]))
+                else:
+                    out.append(r.text if r.text is not None else "")
+        else:
+            out = list(llm.chat_batch(batch))
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the LLM is a recorded failed request, never a failed job
+        reason = _reason(exc)
+        log.warning("cedi: %d llm request(s) failed: %s", len(batch), reason)
+        return [failed_reply(reason) for _ in batch]
+    return out + [""] * (len(batch) - len(out))
+
+
+def failure_of(reply: Any) -> str | None:
+    return reply.reason if isinstance(reply, FailedReply) else None
+
+
 def _parser_messages(transcript: Sequence[tuple[str, str]]) -> list[dict]:
     convo = "\n".join(f"User: {q}\nAssistant: {a}" for q, a in transcript)
     return [{"role": "system", "content": LLM_PARSER_SYSTEM}, {"role": "user", "content": convo}]
@@ -538,12 +594,17 @@ def llm_parse(llm, transcript: Sequence[tuple[str, str]]) -> SceneGraph | None:
     return _parsed_graph(llm.chat(_parser_messages(transcript)))
 
 
-def llm_parse_batch(llm, transcripts: Sequence[Sequence[tuple[str, str]]]) -> list[SceneGraph | None]:
-    """`llm_parse` for many conversations in one chat_batch (a batched local model or a server sees them at once)."""
+def llm_parse_batch(
+    llm, transcripts: Sequence[Sequence[tuple[str, str]]], failures: list[str | None] | None = None
+) -> list[SceneGraph | None]:
+    """`llm_parse` for many conversations in one chat_batch (a batched local model or a server sees them at once).
+    A failed request gives None (the caller's rule parser stands in) and its reason in `failures` (one per
+    transcript, None where the request did not fail)."""
     if not transcripts:
         return []
-    replies = list(llm.chat_batch([_parser_messages(t) for t in transcripts]))
-    replies += [""] * (len(transcripts) - len(replies))
+    replies = safe_chat_batch(llm, [_parser_messages(t) for t in transcripts])
+    if failures is not None:
+        failures.extend(failure_of(r) for r in replies)
     return [_parsed_graph(r) for r in replies]
 
 

@@ -64,6 +64,9 @@ TRANSCRIPT_SCHEMA = {
     "context_goal": "str",
     "context_objects": "list",
     "stand_in": "bool",
+    "coverage": "float",
+    "llm_failures": "list",
+    "end_reason": "str",
 }
 
 

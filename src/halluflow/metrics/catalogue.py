@@ -1023,6 +1023,69 @@ def _cedi_entries() -> list[Metric]:
                 CEDI_REF,
             )
         )
+    for key, label, what in (
+        (
+            "n_failed_turns",
+            "failed LLM turns",
+            "examiner turns whose context, switch or question request to the "
+            "examiner's LLM failed (raised, 503, timed out); each went on with the template / random fallback",
+        ),
+        (
+            "n_max_rounds",
+            "conversations at the cap",
+            "conversations that reached cedi.max_rounds without an END (the cap, not the examiner's choice)",
+        ),
+    ):
+        out.append(_count(f"cedi.summary.{key}", label, "cedi", s + key, what + ", per setting", CEDI_REF))
+    out.append(
+        _count(
+            "cedi.summary.ended_by",
+            "conversations by end",
+            "cedi",
+            s + "ended_by.{end_reason}",
+            "conversations per way they ended: coverage (END: the scene graph's coverage goal met), exhausted (END: "
+            "nothing left to ask), switch (the switch chose END), max_rounds (the cap), fixed (a baseline's length)",
+            CEDI_REF,
+        )
+    )
+    out.append(
+        Metric(
+            "cedi.summary.coverage_mean",
+            "coverage",
+            "cedi",
+            s + "coverage_mean",
+            "mean share of the truth graph's objects, attributes and related pairs a conversation covered (asked "
+            "about or stated in an answer), the examiner's END goal",
+            CEDI_REF,
+            0,
+            1,
+            None,
+            CEDI_FAILED,
+        )
+    )
+    out.append(
+        Metric(
+            "cedi.summary.turns_mean",
+            "turns per conversation",
+            "cedi",
+            s + "turns_mean",
+            "mean number of turns per conversation",
+            CEDI_REF,
+            0,
+            None,
+            None,
+            CEDI_FAILED,
+            unit="count",
+        )
+    )
+    for key, what in (
+        ("n_failed_turns", "examiner turns with a failed LLM request (context, switch, question)"),
+        ("n_failed_judge_turns", "turns whose LLM judge request failed (the rule judgement stands)"),
+        ("n_failed_parses", "conversations whose LLM parser request failed (the rule parser's graph stands)"),
+    ):
+        out.append(
+            _count(f"cedi.fallbacks.llm_failures.{key}", key, "cedi", f"fallbacks.llm_failures.{key}", what, CEDI_REF)
+        )
     out.append(
         _count(
             "cedi.fallbacks.fell_back",
