@@ -1,7 +1,9 @@
 """The adaptive concurrency window of the openai backend (halluflow.backends.concurrency), against the simulated
 continuous-batching server of bench/served_sim.py at small latencies: it grows toward the server's slots, backs
 off on 429 and honours Retry-After without losing a request, a fixed `concurrency` and `max_concurrency` bound
-it, two processes split one server's window through the shared state file, and the control law itself."""
+it, two processes split one server's window through the shared state file; and the control law itself, step by
+step and against model servers (plain, flood penalty, batch-dependent latency, rate-limited) on a simulated
+clock, so those are deterministic."""
 
 from __future__ import annotations
 
@@ -101,25 +103,187 @@ def test_retry_after_pauses_every_new_request_to_the_server():
         assert not [t for t in arrivals if first + 0.1 < t < first + 0.9]
 
 
-def test_the_control_law_cuts_to_the_knee_and_to_the_admission_limit():
+def test_the_control_law_slow_start_cut_to_the_knee_and_to_the_admission_limit():
+    """One step at a time, on a hand-made state (no clock, no server)."""
     tol = cc.DEFAULT_LATENCY_TOLERANCE
     state = cc.fresh_state(16, 256, now=0.0)
     state["members"]["me"] = {"demand": 300, "in_flight": 16, "seen": 0.0, "max": 256}
-    # Slow start: answers within the latency target grow the window (x4 per round trip).
-    cc.fold(state, {"latencies": [0.5] * 16, "refusals": []}, now=0.5, tolerance=tol)
-    assert state["slow_start"] and state["limit"] == 64
-    # At the server's limit: 128 answers/s whatever the window, latency three times the baseline -> the knee.
+    # Slow start: each answer within the latency target grows the window by one (x2 per round trip).
+    cc.fold(state, {"latencies": [0.5] * 16, "sent_with": [16] * 16, "refusals": []}, now=0.5, tolerance=tol)
+    assert state["slow_start"] and state["limit"] == 32
+    # A curve seen so far (w, x, median, answers, their latencies, their tokens, settled, in slow start): throughput rose to 64 in flight
+    # and stayed flat past it (a queue). A round whose latency is 3x the baseline ends slow start at the knee
+    # (the smallest w within 3 % of the best throughput) + 1, in one step however far slow start went.
+    state["history"] = [[w, 0, 0.5, 100, 100 * max(0.5, w / 128), 100, True, True] for w in (16, 32, 64, 64, 128, 128)]
+    state["limit"], state["base"] = 192.0, 0.5
     state["members"]["me"]["in_flight"] = 192
-    state["history"] = [[128.0, 0.5]]
-    state["limit"] = 192.0
-    state["round"] = {"start": 1.0, "latencies": [1.5] * 191, "n": 191, "refused": 0, "peak_used": 192}
-    cc.fold(state, {"latencies": [1.5], "refusals": []}, now=2.5, tolerance=tol)
+    state["round"] = cc._round(1.0)
+    cc.fold(state, {"latencies": [1.5] * 32, "sent_with": [192] * 32, "refusals": []}, now=2.5, tolerance=tol)
     assert not state["slow_start"]
-    assert state["limit"] == pytest.approx(1.1 * 128 * 0.5)  # 70.4: the slots (64) plus 10 % headroom, one step
-    # A refusal while 60 requests were in flight: 0.9 x 60, at once.
+    assert cc.knee_window(state) == pytest.approx(64, rel=0.01)
+    assert state["limit"] == pytest.approx(cc.knee_window(state) + 1)  # 65
+    # A refusal while 60 requests were in flight: 0.9 x 60 at once; Retry-After pauses the server; the window then
+    # stays below 60 (the admission limit) for REFUSAL_MEMORY rounds.
     state["cut_at"] = 0.0
     cc.fold(state, {"latencies": [], "refusals": [60], "retry_after": 2.0}, now=10.0, tolerance=tol)
     assert state["limit"] == pytest.approx(54.0) and state["pause_until"] == pytest.approx(12.0)
+    state["round"] = cc._round(10.0)
+    cc.fold(state, {"latencies": [0.5] * 32, "sent_with": [54] * 32, "refusals": []}, now=11.0, tolerance=tol)
+    assert state["limit"] <= 59
+
+
+# ---- the control law against model servers on a simulated clock (deterministic: no threads, no wall clock) ----
+MIX = (4, 16, 4, 48, 4, 16, 4, 160, 4, 16, 4, 48, 16, 4, 4, 16, 4, 4, 16, 4)  # tokens, as bench/served_sim's mix
+
+
+def drive(
+    n,
+    slots,
+    latency=0.5,
+    slowdown=0.0,
+    step=None,
+    per_seq=0.0,
+    tokens=(1,),
+    rate=None,
+    start=16,
+    state=None,
+    fixed=None,
+):
+    """n requests through the control law against a model server, on a simulated clock: `slots` run at once, the
+    rest wait FIFO; a request takes `latency` (plain), or tokens x (step + per_seq x running) (batch-dependent),
+    times +-10 % seeded jitter, times the flood penalty 1 + slowdown x (present - slots) / slots; with `rate`
+    (requests/s, a one-second token bucket) a request beyond it is refused with the Retry-After it needs and
+    sent again later. `fixed`: that many in flight whatever the window says (a fixed concurrency). Returns the state, the window after every answer, the peak present and the throughput of
+    the second half."""
+    import heapq
+    import random
+
+    rng = random.Random(0)
+    state = state or cc.fresh_state(start, 256, 0.0)
+    now = state["round"]["start"]
+    events, queue = [], []
+    running = present = in_flight = sent = answered = refused = peak = order = 0
+    limits, knees, bucket, bucket_t, t_half = [], [], float(rate or 0), now, None
+    area = [0.0, now]  # the integral of requests in flight over time, and when it was last brought forward
+
+    def advance():
+        area[0] += in_flight * (now - area[1])
+        area[1] = now
+
+    def service(k):
+        flood = 1 + slowdown * max(0, present - slots) / slots
+        base = latency if step is None else tokens[k % len(tokens)] * (step + per_seq * running)
+        return base * rng.uniform(0.9, 1.1) * flood
+
+    def report(**kw):
+        state["members"]["me"] = {"demand": n - answered, "in_flight": in_flight, "seen": now, "max": 256}
+        cc.fold(state, {"latencies": [], "refusals": [], **kw}, now, cc.DEFAULT_LATENCY_TOLERANCE)
+
+    while answered < n:
+        while sent - refused < n and in_flight < (fixed or int(state["limit"])) and now >= state["pause_until"]:
+            advance()
+            k, sent, in_flight = sent, sent + 1, in_flight + 1
+            if rate is not None:
+                bucket, bucket_t = min(rate, bucket + rate * (now - bucket_t)), now
+                if bucket < 1:
+                    refused, in_flight = refused + 1, in_flight - 1
+                    report(refusals=[in_flight + 1], retry_after=(1 - bucket) / rate)
+                    continue
+                bucket -= 1
+            present += 1
+            peak = max(peak, present)
+            if running < slots:
+                running += 1
+                heapq.heappush(events, (now + service(k), order, now, area[0], k))
+                order += 1
+            else:
+                queue.append((now, area[0], k))
+        if not events:
+            now = max(now, state["pause_until"]) + 1e-3
+            continue
+        now, _, sent_at, sent_area, k = heapq.heappop(events)
+        advance()
+        running, present, in_flight, answered = running - 1, present - 1, in_flight - 1, answered + 1
+        if queue:
+            q_at, q_w, q_k = queue.pop(0)
+            running += 1
+            heapq.heappush(events, (now + service(q_k), order, q_at, q_w, q_k))
+            order += 1
+        w = (area[0] - sent_area) / (now - sent_at)  # in flight on average over its life
+        report(latencies=[now - sent_at], sent_with=[w], tokens=[tokens[k % len(tokens)]])
+        limits.append(state["limit"])
+        knees.append(None if state["slow_start"] else cc.knee_window(state))
+        if answered == n // 2:
+            t_half = now
+    return {
+        "state": state,
+        "limits": limits,
+        "knees": knees,
+        "peak": peak,
+        "refused": refused,
+        "second_half_rps": (n - n // 2) / (now - t_half),
+    }
+
+
+@pytest.mark.parametrize(
+    "server, kwargs, slots, band",
+    [
+        ("plain", {"slots": 64}, 64, (64, 96)),
+        ("flood penalty", {"slots": 64, "slowdown": 1.0}, 64, (52, 80)),
+        ("batch-dependent latency", {"slots": 64, "step": 0.02, "per_seq": 0.0003, "tokens": MIX}, 64, (45, 110)),
+        ("rate-limited API", {"slots": 10**6, "latency": 0.5, "rate": 60.0}, 30, (27, 45)),
+    ],
+)
+def test_the_window_finds_the_knee_and_stays_there(server, kwargs, slots, band):
+    """On each model server from start_concurrency 16: after the first 1,000 answers (8 round trips of a 64-slot
+    server at capacity; slow start overshoots to ~1.6 x, and the exit costs a few round trips) the window stays in a band around the concurrency that maximises throughput, never past 1.5 x the knee it read,
+    the server never holds more than 2 x its slots, and the second half runs at >= 0.9 of the best fixed window of
+    a sweep (0.75, 1, 1.25, 1.5 x slots) on the same model."""
+    r = drive(3000, **kwargs)
+    settled = r["limits"][1000:]
+    assert band[0] <= min(settled) and max(settled) <= band[1], (server, min(settled), max(settled))
+    assert all(lim <= cc.CAP * knee + 1e-9 for lim, knee in zip(r["limits"], r["knees"]) if knee is not None)
+    assert r["peak"] <= 2 * slots
+    best = max(drive(3000, **kwargs, fixed=round(f * slots))["second_half_rps"] for f in (0.75, 1, 1.25, 1.5))
+    assert r["second_half_rps"] >= 0.9 * best, (server, r["second_half_rps"], best)
+
+
+def test_the_flood_penalty_model_punishes_a_flooded_window():
+    """The flood-penalty model is what makes the knee matter (so the test above can fail): the default reaches
+    0.9 of capacity, a window kept at 100 (the old controller settled at 97-109) far less."""
+    assert drive(3000, slots=64, slowdown=1.0)["second_half_rps"] >= 0.9 * 128
+    assert drive(1500, slots=64, slowdown=1.0, fixed=100)["second_half_rps"] < 0.8 * 128
+
+
+def test_the_learned_window_is_remembered_across_shards(tmp_path):
+    """One shard learns the server's window through the shared file; the next process (the next shard) starts
+    there, not at start_concurrency, and keeps the curve."""
+    first = cc.ServerWindow("http://server/v1", tmp_path)
+
+    def learned(state):
+        state["limit"], state["slow_start"] = 70.0, False
+        state["history"] = [[64.0, 128.0, 0.5, 100, 50.0, 100, True, False]] * 3
+        return state
+
+    first._sync()
+    first.store.transact(learned)
+    first.close()
+    second = cc.ServerWindow("http://server/v1", tmp_path)
+    second._sync()
+    state = second.store.transact(lambda s: s)
+    assert second.limit == 70.0 and not state["slow_start"] and len(state["history"]) == 3
+    assert list(state["members"]) == [second.me]
+    second.close()
+
+
+def test_reply_headers_and_usage_the_window_reads():
+    from halluflow.backends.openai_http import completion_tokens, retry_after_header
+
+    assert retry_after_header({"retry-after-ms": "250", "retry-after": "1"}) == 0.25  # OpenAI's, first
+    assert retry_after_header({"retry-after-ms": "soon", "retry-after": "2"}) == 2.0
+    assert retry_after_header({}) is None
+    body = '{"choices":[{"message":{"content":"no \\"completion_tokens\\": 9"}}],"usage":{"completion_tokens": 17}}'
+    assert completion_tokens(body) == 17 and completion_tokens('{"choices": []}') is None
 
 
 def test_shares_split_the_window_fairly_and_a_newcomer_takes_what_is_free():

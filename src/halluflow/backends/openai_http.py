@@ -119,6 +119,25 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def retry_after_header(headers) -> float | None:
+    """The wait a refusal asks for: `retry-after-ms` (milliseconds, as OpenAI and Azure OpenAI send it; what the
+    openai SDK reads first) when it parses, else Retry-After (RFC 9110)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None and re.fullmatch(r"[0-9]{1,12}(\.[0-9]+)?", ms.strip()):
+        return float(ms.strip()) / 1000
+    return retry_after_seconds(headers.get("retry-after"))
+
+
+_COMPLETION_TOKENS = re.compile(r'"completion_tokens"\s*:\s*([0-9]{1,9})')
+
+
+def completion_tokens(text: str) -> int | None:
+    """usage.completion_tokens of a reply (vLLM, SGLang, TGI and OpenAI report it; the last one in the body, where
+    usage follows the choices), so the adaptive window can count throughput in tokens; None when absent."""
+    found = list(_COMPLETION_TOKENS.finditer(text[-2048:]))
+    return int(found[-1].group(1)) if found else None
+
+
 def message_text(content: Any, allow_empty: bool = False) -> str:
     """Reply text: a string, or the text parts of a content-part list joined (never a Python repr)."""
     text = None
@@ -508,7 +527,7 @@ class OpenAIClient:
                 status,
             )
         if status in RETRY_STATUS or status >= 500:
-            raise RetryableError(f"HTTP {status}", retry_after_seconds(headers.get("retry-after")), status)
+            raise RetryableError(f"HTTP {status}", retry_after_header(headers), status)
         if status >= 400:
             # 400/401/403/404/422: the request itself is wrong; retrying cannot help.
             raise Rejected(self.excerpt(f"HTTP {status}: {self._said(text)}"), status)
@@ -636,7 +655,7 @@ class OpenAIClient:
         outcome: tuple = (None, None, None)
         try:
             text = self._once(body)
-            outcome = (time.monotonic() - sent, None, None)
+            outcome = (time.monotonic() - sent, None, None, completion_tokens(text))
             return text
         except RetryableError as exc:
             retry_after = None if exc.retry_after is None else min(exc.retry_after, self.backoff_max_s)
