@@ -77,7 +77,10 @@ def test_atomic_files_get_umask_permissions(tmp_path):
         (lambda p: p.write_bytes(b'{"a": "caf\xe9"}\n'), r"x\.json: not UTF-8 text \(byte 10, line 1\)"),
         (lambda p: p.mkdir(), r"x\.json: is a folder, expected a file"),
         (lambda p: None, r"x\.json: file not found"),
-        (lambda p: p.write_text("[" * 100_000), r"x\.json: (JSON nested (too deeply|deeper than 64 levels)|not valid JSON)"),
+        (
+            lambda p: p.write_text("[" * 100_000),
+            r"x\.json: (JSON nested (too deeply|deeper than 64 levels)|not valid JSON)",
+        ),
     ],
 )
 def test_readers_fail_with_one_line_naming_the_file(tmp_path, make, message):

@@ -781,7 +781,7 @@ def audit_release(
 def apply_labels(release_dir: str | Path, out_dir: str | Path, labels_path: str | Path) -> dict:
     """Score the annotator's CSV against the audit's sample and record the result in the release (DATACARD.md, its
     hub card README.md and manifest.json, re-hashed by the release module) and in `out_dir`/labels.json."""
-    from .export import HUB_CARD, hub_card
+    from .hub import HUB_CARD, hub_card
     from .release import update_release
 
     release_dir, out_dir = Path(release_dir), Path(out_dir)

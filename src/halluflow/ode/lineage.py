@@ -22,6 +22,10 @@ from ..config_types import Ode
 from ..errors import InputError, visible
 from ..io import read_parquet
 
+MAX_MANIFEST_BYTES = 256 << 20
+"""The largest manifest.json read (256 MiB: a release of a million images lists them in about 150 MiB). A manifest
+is read only as a regular file under this cap: a FIFO or a link to /dev/zero in its place is refused at once."""
+
 MANIFEST = "manifest.json"
 MAX_ANCESTORS = 1000  # a cycle of parent links (a manifest naming itself) stops here with an error
 PARENT_KEY = "config key 'ode.lineage.parent'"
@@ -81,7 +85,6 @@ def _read_manifest(path: Path) -> tuple[object, str]:
     """A manifest and the sha256 of its bytes, read once as a regular file under the release's cap (a FIFO or a
     link to /dev/zero in its place is refused at once), through the JSON decoding guard."""
     from ..io import decode_utf8, loads_json, read_regular_bytes
-    from .release import MAX_MANIFEST_BYTES
 
     data = read_regular_bytes(path, MAX_MANIFEST_BYTES)
     return loads_json(decode_utf8(data, path), str(path)), hashlib.sha256(data).hexdigest()

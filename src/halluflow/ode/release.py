@@ -34,14 +34,12 @@ from ..io import (
 )
 from ..models.fetch import lock_record
 from ..progress import progress
-from .export import write_hub_files
+from .hub import write_hub_files
+from .lineage import MAX_MANIFEST_BYTES
 from .task import task_definition, task_hash
 
 MANIFEST = "manifest.json"
 FORMAT = "halluflow-release/1"
-MAX_MANIFEST_BYTES = 256 << 20
-"""The largest manifest.json read (256 MiB: a release of a million images lists them in about 150 MiB). A manifest
-is read only as a regular file under this cap: a FIFO or a link to /dev/zero in its place is refused at once."""
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}\Z")
 PACKAGES = (
     "halluflow",
