@@ -174,3 +174,22 @@ def test_helper_llm_on_gpu_moves_its_jobs_to_a_gpu(tmp_path):
         if rule and gpu:
             gpus.setdefault(rule.group(1), set()).add(gpu.group(1))
     assert gpus["cedi_examine"] == {"1"} and gpus["answer"] == {"0"}, gpus
+
+
+def _path_without_conda() -> str:
+    """PATH with every folder holding a `conda` executable left out: a login node without conda."""
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if d and not os.access(os.path.join(d, "conda"), os.X_OK))
+
+
+def test_profile_dry_runs_without_conda(tmp_path):
+    """`snakemake -n --profile profiles/slurm` plans the paper config where no conda is installed (the workflow
+    profile profiles/default is read as well); conda stays an opt-in (`--sdm conda`), which then needs conda."""
+    workdir = copy_workflow(tmp_path / "wf")
+    env = {"PATH": _path_without_conda()}
+    args = ("-n", "--profile", "profiles/slurm", "--configfile", "configs/ode-paper.yaml")
+    proc = run_snakemake(workdir, *args, env=env)
+    assert "conda" not in proc.stderr.lower().replace("conda-prefix", ""), proc.stderr[-3000:]
+    assert re.search(r"^synthesize\s+\d+", proc.stdout + proc.stderr, re.M), proc.stdout[-3000:]
+    opted = run_snakemake(workdir, *args, "--sdm", "conda", env=env, check=False)
+    assert opted.returncode != 0 and "conda" in (opted.stdout + opted.stderr), opted.stderr[-3000:]
