@@ -24,9 +24,9 @@ capacity; `vs best fixed` = the default's throughput / the best throughput of `c
 default `concurrency: 4`); without `--skip-snakemake` a whole answer stage of the repository's Snakefile with 4
 answer shards (4 jobs at once) against one server, through the shared per-server window (HALLUFLOW_SERVER_STATE,
 set by the workflow), its ratio over the server's busy window (first request received to last answer sent) and end
-to end (snakemake's whole wall time). Requests per row: slots x `--round-trips` (30).
+to end (snakemake's whole wall time). Requests per row: slots x `--round-trips` (50).
 
-    python bench/bench_served.py [--round-trips 30] [--quick] [--extra] [--skip-snakemake] [--out bench_served.json]
+    python bench/bench_served.py [--round-trips 50] [--quick] [--extra] [--skip-snakemake] [--out bench_served.json]
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def main() -> None:
     ap.add_argument("--extra", action="store_true", help="also the earlier rows (other sizes, 429 past the slots)")
     ap.add_argument("--skip-snakemake", action="store_true")
     ap.add_argument("--only", default=None, help="only the server whose name contains this")
-    ap.add_argument("--round-trips", type=float, default=30.0, help="requests per row = slots x this")
+    ap.add_argument("--round-trips", type=float, default=50.0, help="requests per row = slots x this")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     scale = args.round_trips * (0.25 if args.quick else 1.0)

@@ -228,7 +228,7 @@ def drive(
 @pytest.mark.parametrize(
     "server, kwargs, slots, band",
     [
-        ("plain", {"slots": 64}, 64, (64, 96)),
+        ("plain", {"slots": 64}, 64, (60, 96)),
         ("flood penalty", {"slots": 64, "slowdown": 1.0}, 64, (52, 80)),
         ("batch-dependent latency", {"slots": 64, "step": 0.02, "per_seq": 0.0003, "tokens": MIX}, 64, (45, 110)),
         ("rate-limited API", {"slots": 10**6, "latency": 0.5, "rate": 60.0}, 30, (27, 45)),

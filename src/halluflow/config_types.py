@@ -851,8 +851,8 @@ class Llm(Section):
     max_concurrency: int | None
     #: openai: the adaptive window's first size (then x4 per round trip while latency stays flat).
     start_concurrency: int | None
-    #: openai: a round's median latency above (1 + this) x the lowest recent one, with no throughput gain, reads as the
-    #: server queueing and cuts the adaptive window.
+    #: openai: slow start of the adaptive window ends at a round whose median latency is above (1 + this) x the lowest
+    #: seen (answers within 1 + this/2 grow it); after that the window follows the throughput curve.
     latency_tolerance: float | None
     #: openai: request field for the length cap (max_completion_tokens for newer OpenAI models).
     max_tokens_field: str | None

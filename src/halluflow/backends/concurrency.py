@@ -7,30 +7,35 @@ recomputed, slowing the running batch), or the server answers 429/503; a hosted 
 tokens-per-minute limit. `ServerWindow` finds the window that maximises throughput per server (base_url) and
 shares it between every client and every process that talks to the server.
 
-The control law works on rounds (a round ends once it has lasted the last median latency and has at least 4
-answers). Each round gives a point (w, x): w = the requests in flight on average while its answers were (each
-answer's own average over its life: the load it met, whatever the window said), x = tokens per second by Little's
-law, w x the answers' tokens (usage.completion_tokens when the server reports it, else one per answer) / their
-latencies.
-The points of the last 48 rounds, grouped by w in 8 % steps and averaged, are the server's throughput curve as
-this client saw it. The KNEE is the smallest w whose throughput is within 3 % of the best group's: the
-concurrency that maximised throughput (on a flat top, its low end).
+The control law works on rounds (a round ends once it has lasted 1.5 x the last median latency, one in slow
+start, and has at least 16 answers). Each round gives a point (w, x): w = the requests in flight on average while
+its answers were (each answer's own average over its life: the load it met, whatever the window said), x = tokens
+per second by Little's law, w x the answers' tokens (usage.completion_tokens when the server reports it, else one
+per answer) / their latencies: a ratio estimator, so a mix of answer lengths, whose latency moves with their
+tokens, adds little noise. The settled points of the last 48 rounds (not the two rounds after the control law
+moved the window: their answers met a mix of two loads, which reads as throughput that is not there), grouped
+by w in 8 % steps and pooled, are the server's throughput curve as this client saw it. The KNEE is the smallest
+w whose throughput is within 3 % of the best group seen in two rounds or more after slow start (slow start's
+rounds, where the window moves every round, can read high; they count as the curve's lower half): the
+concurrency that maximised throughput, on a flat top its low end.
 - slow start: the window starts at `start_concurrency` (16) and grows by one per answer that came back within
   (1 + tol/2) x the baseline latency (the lowest round median: unqueued), i.e. doubles per round trip, never past
-  2 x the best throughput x the baseline latency (Little's law: twice what the server has shown it can hold). It
-  ends at the first round whose median latency is above (1 + latency_tolerance) x the baseline, or at a refusal;
+  1.5 x the best throughput x the baseline latency (Little's law: half again what the server has shown it can
+  hold). It ends at the first round whose median latency is above (1 + latency_tolerance) x the baseline, or at a
+  refusal;
 - then the window is set to the knee + 1, in one step however far slow start went; a window never goes past
   1.5 x the knee;
 - climbing: while throughput still rises with concurrency at the top of the curve (the knee is the highest group:
   every lower one is more than 3 % below it; a server whose batches slow as they fill, where latency grows WITH
-  throughput and is no congestion), the window steps up by 20 % every other round. A flat or falling top (a queue,
-  a flood penalty) stops it, and the knee then lies below;
-- probing: every 16 rounds at the knee the window goes 10 % up or down for four rounds, so a server that got faster, or a
-  knee read too low, shows in the curve; the old points age out after 48 rounds (a server that got slower);
+  throughput and is no congestion), the window steps up by 20 % every fourth round. A flat or falling top (a
+  queue, a flood penalty) stops it, and the knee then lies below;
+- probing: every 24 rounds at the knee the window goes 10 % up, the next time 10 % down, for four rounds, so a
+  server that got faster, a knee read too low or one read too high (a flood penalty whose optimum lies below
+  every window tried) shows in the curve; old points age out after 48 rounds (a server that got slower);
 - refusal: a 429 or 503 cuts the window to 0.9 x the requests that were in flight when it came (the server's own
   admission limit, known at once), at most one cut per round trip (one burst of refusals is one episode), and for
-  the next 64 rounds the window stays below that limit (probes go one request past it at most). `Retry-After`
-  (or `retry-after-ms`, as OpenAI sends it) pauses every new request to that server until then (capped by
+  the next 64 rounds the window stays below that limit (probes go up to it). `Retry-After` (or
+  `retry-after-ms`, as OpenAI sends it) pauses every new request to that server until then (capped by
   backoff_max_s), in every process sharing it; the refused request itself is retried as any retryable failure is
   and counts as failed only when its retries run out.
 Requests that failed otherwise (5xx, timeouts, connection errors) neither grow nor cut the window, and the window
@@ -87,12 +92,12 @@ KNEE_SHARE = 0.97  # a group within 3 % of the best throughput is at the top
 HEADROOM = 1.0  # the window over the knee (+1): the curve itself says where throughput stops rising
 CAP = 1.5  # never more than this x the knee
 CLIMB_STEP = 1.2
-PROBE_EVERY, PROBE_STEP, PROBE_ROUNDS = 16, 1.1, 4
+PROBE_EVERY, PROBE_STEP, PROBE_ROUNDS = 24, 1.1, 4
 GROUP_STEP = 1.08  # width of a group of rounds on the w axis
 HISTORY_ROUNDS = 48
 MIN_ROUND_S = 0.05
 MIN_ROUND_ANSWERS = 16
-ROUND_LATENCIES = 1.5  # a round lasts this many of the last median latency
+ROUND_LATENCIES = 1.5  # a round lasts this many of the last median latency (one in slow start)
 ROUND_SAMPLES = 512  # latencies kept per round (its median)
 FILE_SYNC_S = 0.05
 CONGESTION_STATUS = {429, 503}
@@ -185,7 +190,7 @@ def rising(state: dict) -> bool:
 
 def _bound(state: dict, window: float) -> float:
     """The window within its bounds: max_concurrency, 1.5 x the knee, below the last refusal's limit."""
-    knee = knee_window(state)
+    knee = state.get("knee")  # as of the last round's end (curve() per answer would cost ~1 ms of CPU each)
     if knee is not None and not state["slow_start"]:
         window = min(window, CAP * knee)
     if state.get("w_max") is not None:
@@ -223,10 +228,11 @@ def fold(state: dict, report: dict, now: float, tolerance: float) -> None:
         target = None if base is None else (1 + tolerance / 2) * base
         grown = state["limit"] + SLOW_START_GAIN * sum(1 for lat in latencies if target is None or lat <= target)
         if state["history"] and base is not None:
-            best = max(h[1] for h in state["history"])
+            best = state.get("x_best") or max(h[1] for h in state["history"])
             grown = min(grown, max(state["limit"], SLOW_START_BOUND * best * base))
         state["limit"] = grown
-    if rnd["n"] >= MIN_ROUND_ANSWERS and now - rnd["start"] >= max(MIN_ROUND_S, ROUND_LATENCIES * last):
+    length = 1.0 if state["slow_start"] else ROUND_LATENCIES  # slow start: a round per round trip
+    if rnd["n"] >= MIN_ROUND_ANSWERS and now - rnd["start"] >= max(MIN_ROUND_S, length * last):
         _end_round(state, now, tolerance)
     state["limit"] = _bound(state, state["limit"])
 
@@ -258,6 +264,8 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
     state["unsettled"] = max(0, state.get("unsettled", 0) - 1)
     entry = [w, x, m, rnd["n"], rnd["lat_sum"], rnd["tok_sum"], settled, state["slow_start"]]
     state["history"] = (state["history"] + [entry])[-HISTORY_ROUNDS:]
+    state["x_best"] = max(h[1] for h in state["history"])
+    state["knee"] = knee_window(state)
     state["round"] = _round(now)
     state["round"]["limit_at_start"] = limit
     state["base"] = m if state.get("base") is None else min(state["base"], m)
@@ -267,7 +275,7 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
             state["w_max"] = None
     if rnd["refused"]:
         return  # the refusal already cut the window; no growth in a round that saw one
-    knee = knee_window(state)
+    knee = state["knee"]
     at_knee = max(1.0, HEADROOM * knee + 1)
     if state["slow_start"]:
         if m > (1 + tolerance) * state["base"]:

@@ -291,7 +291,7 @@ class OpenAIClient:
     backoff_s (1.0: first wait, doubled each retry), backoff_max_s (60: also caps Retry-After), concurrency (null:
     the adaptive window of halluflow.backends.concurrency; a number: exactly that many requests in flight, never
     adapted), max_concurrency (256: the adaptive window's bound), start_concurrency (16: its first size),
-    latency_tolerance (0.5: a round's median latency above (1 + this) x the baseline cuts it), max_tokens (64), temperature (0), top_p (1), seed (0, sent for servers that support it),
+    latency_tolerance (0.5: a round's median latency above (1 + this) x the baseline ends its slow start), max_tokens (64), temperature (0), top_p (1), seed (0, sent for servers that support it),
     max_tokens_field ("max_tokens"; "max_completion_tokens" for newer OpenAI models), extra_body (dict merged into
     each request; server-specific, see docs/models.md), max_reply_bytes (64 MiB: a reply is read, decoded, up to
     this size and failed beyond it), revision (recorded only), stand_in.
