@@ -11,6 +11,8 @@ to what fits; on the CPU the configured batch size stands.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from typing import Callable
 
 from .errors import ConfigError
@@ -110,15 +112,32 @@ def probe_batch_size(
     }
 
 
+# The job's torch thread count (set_threads), applied when torch is imported: a job that runs no model never pays
+# for importing torch (2-3 s and ~500 MB) just to set it.
+_THREADS: int | None = None
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def set_threads(n: int) -> None:
     """Give torch the job's CPU threads (Snakemake `threads:`), not every core: parallel jobs must not oversubscribe.
 
     On a shared, busy CPU torch's default pool spin-waits against other jobs: measured under load 12 on 2 cores,
     one SmolLM2 batch took 158 s with the default pool and 5.6 s with one thread. A fixed count also keeps float
     reductions (and so images and answers) reproducible across machines with different core counts.
+
+    Imports nothing: the count goes to the BLAS/OpenMP variables now (read when torch is imported) and to torch
+    itself now if it is imported already, else by `apply_threads` once a backend is built (halluflow.models.registry
+    .create), so a job whose every request is cached never imports torch.
     """
-    try:
-        import torch
-    except ModuleNotFoundError:
-        return
-    torch.set_num_threads(max(1, int(n)))
+    global _THREADS
+    _THREADS = max(1, int(n))
+    for var in THREAD_VARS:
+        os.environ[var] = str(_THREADS)
+    apply_threads()
+
+
+def apply_threads() -> None:
+    """Hand torch the count set_threads recorded, if torch is imported (never imports it)."""
+    torch = sys.modules.get("torch")
+    if _THREADS is not None and torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(_THREADS)

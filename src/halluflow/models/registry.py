@@ -106,9 +106,13 @@ REGISTRIES = {
 
 def create(role: str, spec: dict) -> Any:
     """Build a backend from a config block `{"backend": name, **kwargs}`."""
+    from ..devices import apply_threads
+
     spec = dict(spec)
     name = spec.pop("backend")
-    return REGISTRIES[role].create(name, **spec)
+    backend = REGISTRIES[role].create(name, **spec)
+    apply_threads()  # the job's thread count, now that building the backend may have imported torch
+    return backend
 
 
 # Built-in backends. Third-party code can call e.g. VLMS.register("mine", "my_pkg.module:MyVLM").
