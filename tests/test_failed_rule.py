@@ -234,17 +234,22 @@ def test_the_limit_refuses_nan(tmp_path, capsys):
     assert "max-failed-fraction" in capsys.readouterr().err
 
 
-def test_exported_task_parser_is_the_named_variant():
-    """The lmms-eval task `release export` writes must run without halluflow, so it carries its own parser: it
-    reads every answer as the shared module's `pope_lower` variant does."""
-    from halluflow.ode.export import LMMS_EVAL_UTILS
+@pytest.mark.parametrize("reader", ["release", "pope_lower"])
+def test_exported_task_parser_is_the_named_variant(reader):
+    """The lmms-eval task `release export` writes must run without halluflow, so it carries its own copy of the
+    release task's reader: it reads every answer as the shared module's named variant does (a blank answer is
+    failed first, as halluflow's failed-answer rule says)."""
+    from halluflow.ode.export import lmms_eval_utils
+    from halluflow.ode.task import task_definition
 
     space: dict = {}
-    exec(compile(LMMS_EVAL_UTILS, "utils.py", "exec"), space)  # noqa: S102 - our own generated file
-    texts = ["Yes", "No, it is not.", "NO.", "Not really", "yes, no", "There is no dog", "maybe", " "]
-    texts += ["I see\tno dog", "not.", "No", "yes. no", "None", "no,", ""]
+    source = lmms_eval_utils([], task_definition(None, reader))
+    exec(compile(source, "utils.py", "exec"), space)  # noqa: S102 - our own generated file
+    texts = ["Yes", "No, it is not.", "NO.", "Not really", "yes, no", "There is no dog", "maybe", "None", "no,"]
+    texts += ["I see\tno dog", "not.", "No", "yes. no", "Nein", "はい", "I cannot tell.", "YES!!", "  no  "]
     for text in texts:
-        assert space["parse_yes_no"](text) == parse_yes_no(text, "pope_lower"), text
+        assert space["read_answer"](text) == parse_yes_no(text, reader), text
+    assert space["read_answer"](" ") == space["read_answer"]("") == "failed"
 
 
 def test_cedi_labels_a_blank_answer_empty():

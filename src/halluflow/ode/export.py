@@ -319,7 +319,8 @@ def lmms_eval_reader_source(reader: str) -> tuple[str, str]:
     if reader == "release":
         return parsers.release_reader_source(), "release_yes_no"
     if reader == "pope_lower":
-        return inspect.getsource(parsers.pope_lower_yes_no).replace(" -> str | None", ""), "pope_lower_yes_no"
+        source = inspect.getsource(parsers.pope_lower_yes_no).replace(" -> str | None", "")
+        return f"YES, NO = {parsers.YES!r}, {parsers.NO!r}\n\n\n{source}", "pope_lower_yes_no"
     raise InputError(
         f"the release's task reads yes/no answers with {reader!r}, which an exported task cannot carry "
         f"(portable readers: {', '.join(PORTABLE_READERS)})"
