@@ -22,8 +22,8 @@ rule answer:
     # One torch thread per job: on a shared CPU, more spin-wait against the other jobs (see answer.limit_cpu_threads).
     threads: 1
     resources:
-        mem_mb=retry_mem(4000),
-        runtime=retry_runtime(60),
+        mem_mb=retry_mem(4000, "answer"),
+        runtime=retry_runtime(60, "answer"),
         gpu=on_gpu(),
     params:
         # only what the job reads, so editing another model's entry does not rerun this one

@@ -20,8 +20,8 @@ rule cedi_examine:
         "../envs/cedi.yaml"
     threads: 2
     resources:
-        mem_mb=retry_mem(4000),
-        runtime=retry_runtime(60),
+        mem_mb=retry_mem(4000, "cedi_examine"),
+        runtime=retry_runtime(60, "cedi_examine"),
         gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),
     params:
         # Only what the CEDI jobs read, so editing another stage's config does not rerun them.

@@ -12,9 +12,9 @@ from halluflow.config import graph_source_files, method_llm, method_models, read
 from halluflow.config import question_resource_files
 from halluflow.backends.concurrency import STATE_ENV as SERVER_STATE_ENV
 from halluflow.benchmarks import get as get_benchmark
-from halluflow.errors import ConfigError
+from halluflow.errors import ConfigError, InputError
 from halluflow.models import LOCAL_LLM, MODELS_CACHE, any_on_gpu, check_config_models, oracle_members, resolve
-from halluflow.plan import planning_warnings, stage_plan
+from halluflow.plan import job_resources, planning_warnings, stage_plan
 from halluflow.models import resolve_llm
 from halluflow.models import judge_models, shard_generators, stage_model, stage_model_inputs
 from halluflow.samf.workflow import judge_specs as samf_judge_specs
@@ -65,15 +65,31 @@ for _line in planning_warnings(config):  # stand-ins outside the demo, moving re
     logger.warning(f"halluflow: warning: {_line}")
 
 
-def retry_mem(mb):
-    """A job's `mem_mb`: `mb` on the first attempt, doubled, tripled... on retries (`--retries`, the profiles' 2), so
-    a job the scheduler killed for memory asks for more instead of failing the same way again."""
-    return lambda wildcards, attempt: mb * attempt
+# Runtime and host memory of the jobs `halluflow plan` prices (model and GPU jobs), from the same counts, per-item
+# seconds (plan.costs.<plan.gpu>) and model sizes as its table (halluflow.plan.job_resources); other jobs keep
+# their rule's own values.
+try:
+    JOB_RESOURCES = job_resources(config)
+except (ConfigError, InputError) as _exc:
+    logger.warning(f"halluflow: warning: job runtime and memory not derived from the plan: {_exc}")
+    JOB_RESOURCES = {}
 
 
-def retry_runtime(minutes):
-    """A job's `runtime`: `minutes` on the first attempt, more on each retry (a job killed at its time limit)."""
-    return lambda wildcards, attempt: minutes * attempt
+def _planned(rule, key, wildcards, default):
+    return JOB_RESOURCES.get((rule, wildcards.get("model")), {}).get(key, default)
+
+
+def retry_mem(mb, rule=None):
+    """A job's `mem_mb`: the plan's (JOB_RESOURCES of `rule` and the job's model) or `mb`, on the first attempt;
+    doubled, tripled... on retries (`--retries`, the profiles' 2), so a job the scheduler killed for memory asks for
+    more instead of failing the same way again."""
+    return lambda wildcards, attempt: _planned(rule, "mem_mb", wildcards, mb) * attempt
+
+
+def retry_runtime(minutes, rule=None):
+    """A job's `runtime`: the plan's or `minutes` on the first attempt, more on each retry (a job killed at its
+    time limit)."""
+    return lambda wildcards, attempt: _planned(rule, "runtime", wildcards, minutes) * attempt
 
 
 def name_pattern(names):
@@ -364,7 +380,6 @@ SAMF_JOB_PARAMS = {
     "cache": REQUEST_CACHE,
 }
 SAMF_JOB_RESOURCES = {
-    "mem_mb": retry_mem(4000),
     "gpu": on_gpu(*judge_models(samf_judge_specs(config))),
     "api_calls": get_api_calls,
 }

@@ -20,7 +20,7 @@ rule synthesize:
     threads: 2
     resources:
         mem_mb=retry_mem(8000),
-        runtime=retry_runtime(120),
+        runtime=retry_runtime(120, "synthesize"),
         gpu=1,
     params:
         synthesis=get_synthesis_params,
@@ -46,7 +46,7 @@ rule detect:
     threads: 2
     resources:
         mem_mb=retry_mem(4000),
-        runtime=retry_runtime(60),
+        runtime=retry_runtime(60, "detect"),
         gpu=1,
     params:
         detection=config["detection"],

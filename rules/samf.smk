@@ -44,7 +44,8 @@ rule samf_standard_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=retry_runtime(30),
+        mem_mb=retry_mem(4000, "samf_standard_eval"),
+        runtime=retry_runtime(30, "samf_standard_eval"),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -69,7 +70,8 @@ rule samf_train:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=retry_runtime(60),
+        mem_mb=retry_mem(4000, "samf_train"),
+        runtime=retry_runtime(60, "samf_train"),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -97,7 +99,8 @@ rule samf_fuzzed_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=retry_runtime(30),
+        mem_mb=retry_mem(4000, "samf_fuzzed_eval"),
+        runtime=retry_runtime(30, "samf_fuzzed_eval"),
     params:
         **SAMF_JOB_PARAMS,
     script:
@@ -121,7 +124,8 @@ rule samf_dynamic_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
-        runtime=retry_runtime(30),
+        mem_mb=retry_mem(4000, "samf_dynamic_eval"),
+        runtime=retry_runtime(30, "samf_dynamic_eval"),
     params:
         **SAMF_JOB_PARAMS,
     script:

@@ -174,3 +174,17 @@ def test_cli_bad_input_is_one_line(tmp_path):
         proc = cli(*args)
         assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_checkpoint_memory_follows_the_model_size():
+    """A job's host memory is sized to the checkpoints it loads: 7B > 2B > 135M; no weights, no checkpoint."""
+    from halluflow.plan import checkpoint_mb
+
+    seven = checkpoint_mb({"name": "llava-1.5-7b", "backend": "transformers", "args": {"model": "x/llava-1.5-7b-hf"}})
+    two = checkpoint_mb({"name": "smolvlm", "backend": "transformers", "args": {"model": "x/SmolVLM-2.2B"}})
+    tiny = checkpoint_mb({"name": "blind", "backend": "blind", "args": {"model": "models/smollm2-135m-instruct"}})
+    assert seven > 7 * 2048 and seven > two > tiny > 0
+    assert checkpoint_mb({"name": "p", "backend": "prior"}) == 0
+    assert checkpoint_mb({"name": "s", "backend": "openai", "args": {"model": "x/y-7b"}}) == 0
+    assert checkpoint_mb({"name": "t", "backend": "transformers", "stand_in": True}) == 0
+    assert checkpoint_mb({"backend": "transformers", "model": "Qwen/Qwen2.5-7B-Instruct"}, llm=True) == seven

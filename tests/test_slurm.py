@@ -182,14 +182,50 @@ def _path_without_conda() -> str:
     return os.pathsep.join(d for d in dirs if d and not os.access(os.path.join(d, "conda"), os.X_OK))
 
 
-def test_profile_dry_runs_without_conda(tmp_path):
-    """`snakemake -n --profile profiles/slurm` plans the paper config where no conda is installed (the workflow
-    profile profiles/default is read as well); conda stays an opt-in (`--sdm conda`), which then needs conda."""
-    workdir = copy_workflow(tmp_path / "wf")
+@pytest.fixture(scope="module")
+def paper_dry_run(tmp_path_factory):
+    """`snakemake -n --profile profiles/slurm --configfile configs/ode-paper.yaml` in a copy, conda off PATH."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("paper") / "wf")
     env = {"PATH": _path_without_conda()}
     args = ("-n", "--profile", "profiles/slurm", "--configfile", "configs/ode-paper.yaml")
-    proc = run_snakemake(workdir, *args, env=env)
+    return workdir, env, args, run_snakemake(workdir, *args, env=env)
+
+
+def test_profile_dry_runs_without_conda(paper_dry_run):
+    """`snakemake -n --profile profiles/slurm` plans the paper config where no conda is installed (the workflow
+    profile profiles/default is read as well); conda stays an opt-in (`--sdm conda`), which then needs conda."""
+    workdir, env, args, proc = paper_dry_run
     assert "conda" not in proc.stderr.lower().replace("conda-prefix", ""), proc.stderr[-3000:]
     assert re.search(r"^synthesize\s+\d+", proc.stdout + proc.stderr, re.M), proc.stdout[-3000:]
     opted = run_snakemake(workdir, *args, "--sdm", "conda", env=env, check=False)
     assert opted.returncode != 0 and "conda" in (opted.stdout + opted.stderr), opted.stderr[-3000:]
+
+
+def test_slurm_resources_are_the_plans(paper_dry_run):
+    """Every job of the paper config's DAG that `plan` prices asks Slurm for the runtime and memory the plan derives
+    from its counts, per-item seconds and model sizes; caos_score's runtime covers the plan's estimate."""
+    from halluflow.plan import job_resources, merged_config, plan_rows
+
+    workdir, _, args, proc = paper_dry_run
+    config = merged_config(["configs/ode-paper.yaml"], base=workdir / "config.yaml")
+    derived = job_resources(config)
+    seen = set()
+    for job in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", proc.stdout + proc.stderr):
+        rule = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", job)
+        resources = re.search(r"resources: (.*)", job)
+        if not (rule and resources):
+            continue
+        model = re.search(r"wildcards: .*?model=([^,\s]+)", job)
+        key = (rule.group(1), model.group(1) if model else None)
+        if key not in derived:
+            continue
+        asked = dict(re.findall(r"(\w+)=([^,\s]+)", resources.group(1)))
+        for name, value in derived[key].items():
+            assert int(asked[name]) == value, (key, name, asked)
+        seen.add(key)
+    rules = {rule for rule, _ in seen}
+    assert {"synthesize", "detect", "answer", "caos_score", "cedi_examine", "samf_train"} <= rules, rules
+    assert ("answer", "llava-1.5-7b") in seen and derived[("answer", "llava-1.5-7b")]["mem_mb"] > 7 * 2048
+    rows, _ = plan_rows(config)
+    caos = next(r for r in rows if r.stage == "caos llava-1.5-7b")
+    assert derived[("caos_score", "llava-1.5-7b")]["runtime"] > caos.gpu_s / 60

@@ -8,6 +8,9 @@ them by per-item seconds (`plan.costs.<gpu>`, schema defaults stated as assumpti
 your GPU by bench/bench_models.py and bench/bench_answer.py). Model cost scales with the parameter count read from
 the model id or name ("7b", "2.2B"); 7B when none is given.
 
+The same rows size the workflow's jobs (`job_resources`: runtime and checkpoint-sized host memory per rule and
+model, read by rules/common.smk), so the Slurm profile asks for what the table estimates.
+
 Planning also warns, one line each, when a non-demo release scores stand-ins and when a model pins a moving
 revision (`planning_warnings`, also logged by the workflow when it builds its DAG).
 """
@@ -390,6 +393,87 @@ def _samf_rows(config, counts, rates, costs) -> list[Row]:
             Row(f"samf {name}", 3 * groups, None, answers + llm_calls, tokens + judge_tokens, seconds or None, note)
         )
     return rows
+
+
+# ---- Slurm resources --------------------------------------------------------------------------------------------
+RUNTIME_MARGIN = 1.5  # a job asks for its estimate x 1.5 (the per-item seconds are assumptions until measured) ...
+LOAD_MINUTES = 10  # ... plus start-up: imports and loading the checkpoint onto the GPU
+HOST_BASE_MB = 4000  # Python, torch, the job's tables
+CHECKPOINT_MB_PER_B = 3072  # host RAM per billion parameters while loading: bf16 weights (2 GB/B) + 50 % in flight
+CHECKPOINT_BACKENDS = ("transformers", "vllm", "blind")  # the backends that load weights into this job
+MILLIONS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[mM](?![a-zA-Z])")  # "smollm2-135m": 0.135B
+# Plan stage -> the rules whose jobs run it (a regeneration round's job holds at most one image shard).
+STAGE_RULES = {
+    "synthesis": ("synthesize", "synthesize_retry"),
+    "detection": ("detect", "detect_retry"),
+    "answer": ("answer",),
+    "caos": ("caos_score",),
+    "cedi": ("cedi_examine",),
+    "samf": ("samf_standard_eval", "samf_train", "samf_fuzzed_eval", "samf_dynamic_eval"),
+}
+
+
+def job_minutes(seconds: float) -> int:
+    """The runtime a job asks Slurm for, in minutes, from its estimated GPU seconds."""
+    return math.ceil(seconds / 60 * RUNTIME_MARGIN) + LOAD_MINUTES
+
+
+def checkpoint_mb(spec: dict | None, llm: bool = False) -> int:
+    """Host RAM (MB) to load one model's checkpoint in its job: 0 for a stand-in, a backend loading no weights
+    (openai, prior) or none; else its parameter count (from the id or name: "7b", "2.2B", "135m"; 7B when none is
+    given) x CHECKPOINT_MB_PER_B."""
+    if not spec or spec.get("stand_in") or spec.get("backend") not in CHECKPOINT_BACKENDS:
+        return 0
+    model = spec.get("model") if llm else (spec.get("args") or {}).get("model")
+    names = (model, None if llm else spec.get("name"))
+    millions = [float(n) / 1000 for name in names for n in MILLIONS.findall(str(name or "").rsplit("/", 1)[-1])]
+    size = params_b(*names) or (millions[-1] if millions else REFERENCE_PARAMS_B)
+    return math.ceil(size * CHECKPOINT_MB_PER_B)
+
+
+def _host_mb(*checkpoints: int) -> int | None:
+    total = sum(checkpoints)
+    return HOST_BASE_MB + total if total else None
+
+
+def job_resources(config: dict) -> dict[tuple[str, str | None], dict[str, int]]:
+    """{(rule, model or None): {"runtime": minutes, "mem_mb": MB}} of the jobs `plan` prices, one job's share of
+    its stage row (rows from plan_rows: the same counts and per-item seconds as the table): runtime where the job
+    runs on this run's GPU (job_minutes of the row's GPU seconds / its jobs; a SAMF job gets its whole group's
+    share), mem_mb where it loads checkpoints (HOST_BASE_MB + checkpoint_mb of each). A key or value left out keeps
+    the rule's own default. The workflow's rules read this (rules/common.smk), so `plan` and Slurm agree."""
+    rows, _ = plan_rows(config)
+    specs = {m["name"]: m for m in config["models"]}
+    out: dict[tuple[str, str | None], dict[str, int]] = {}
+    samf = config["samf"]
+    for row in rows:
+        stage, _, model = row.stage.partition(" ")
+        values: dict[str, int] = {}
+        if row.gpu_s:
+            jobs = row.jobs // 3 if stage == "samf" else row.jobs  # samf: 3 x groups jobs, priced per group
+            values["runtime"] = job_minutes(row.gpu_s / max(jobs, 1))
+        spec = specs.get(model)
+        if stage == "answer":
+            mem = _host_mb(checkpoint_mb(spec))
+        elif stage == "caos":
+            extractor = method_llm(config, "caos", "extractor")
+            members = [specs[m] if isinstance(m, str) else m for m in config["caos"]["oracle"]["members"]]
+            mem = _host_mb(*(checkpoint_mb(m) for m in members), checkpoint_mb(extractor, llm=True))
+        elif stage == "cedi":
+            llm = method_llm(config, "cedi", "question_writer", "switch", "parser")
+            mem = _host_mb(checkpoint_mb(spec), checkpoint_mb(llm, llm=True))
+        elif stage == "samf":
+            judge = specs.get(samf["judge_model"]) if samf["judge"] == "vlm" else None
+            llm = config["llm"] if "llm" in (samf["judge"], samf["verifier"]) else None
+            mem = _host_mb(checkpoint_mb(spec), checkpoint_mb(judge), checkpoint_mb(llm, llm=True))
+        else:
+            mem = None
+        if mem:
+            values["mem_mb"] = mem
+        if values:
+            for rule in STAGE_RULES[stage]:
+                out[(rule, model or None)] = values
+    return out
 
 
 # ---- warnings ---------------------------------------------------------------------------------------------------
