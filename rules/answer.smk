@@ -22,6 +22,7 @@ rule answer:
     # One torch thread per job: on a shared CPU, more spin-wait against the other jobs (see answer.limit_cpu_threads).
     threads: 1
     resources:
+        cpus_per_task=planned_cpus("answer"),
         mem_mb=retry_mem(4000, "answer"),
         runtime=retry_runtime(60, "answer"),
         gpu=on_gpu(),

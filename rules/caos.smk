@@ -22,6 +22,7 @@ rule caos_score:
         "../envs/caos.yaml"
     threads: 1
     resources:
+        cpus_per_task=planned_cpus("caos_score"),
         mem_mb=retry_mem(3000, "caos_score"),
         runtime=retry_runtime(60, "caos_score"),
         gpu=on_gpu(oracle_members(config), [method_llm(config, "caos", "extractor")], own=False),

@@ -20,6 +20,7 @@ rule cedi_examine:
         "../envs/cedi.yaml"
     threads: 2
     resources:
+        cpus_per_task=planned_cpus("cedi_examine"),
         mem_mb=retry_mem(4000, "cedi_examine"),
         runtime=retry_runtime(60, "cedi_examine"),
         gpu=on_gpu(llms=[method_llm(config, "cedi", "question_writer", "switch", "parser")]),

@@ -86,6 +86,11 @@ def retry_mem(mb, rule=None):
     return lambda wildcards, attempt: _planned(rule, "mem_mb", wildcards, mb) * attempt
 
 
+def planned_cpus(rule):
+    """A job's `cpus_per_task` (Slurm): the plan's for a model job on a GPU, else 1."""
+    return lambda wildcards: _planned(rule, "cpus_per_task", wildcards, 1)
+
+
 def retry_runtime(minutes, rule=None):
     """A job's `runtime`: the plan's or `minutes` on the first attempt, more on each retry (a job killed at its
     time limit)."""

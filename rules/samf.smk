@@ -44,6 +44,7 @@ rule samf_standard_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
+        cpus_per_task=planned_cpus("samf_standard_eval"),
         mem_mb=retry_mem(4000, "samf_standard_eval"),
         runtime=retry_runtime(30, "samf_standard_eval"),
     params:
@@ -70,6 +71,7 @@ rule samf_train:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
+        cpus_per_task=planned_cpus("samf_train"),
         mem_mb=retry_mem(4000, "samf_train"),
         runtime=retry_runtime(60, "samf_train"),
     params:
@@ -99,6 +101,7 @@ rule samf_fuzzed_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
+        cpus_per_task=planned_cpus("samf_fuzzed_eval"),
         mem_mb=retry_mem(4000, "samf_fuzzed_eval"),
         runtime=retry_runtime(30, "samf_fuzzed_eval"),
     params:
@@ -124,6 +127,7 @@ rule samf_dynamic_eval:
     threads: 2
     resources:
         **SAMF_JOB_RESOURCES,
+        cpus_per_task=planned_cpus("samf_dynamic_eval"),
         mem_mb=retry_mem(4000, "samf_dynamic_eval"),
         runtime=retry_runtime(30, "samf_dynamic_eval"),
     params:

@@ -400,6 +400,7 @@ RUNTIME_MARGIN = 1.5  # a job asks for its estimate x 1.5 (the per-item seconds 
 LOAD_MINUTES = 10  # ... plus start-up: imports and loading the checkpoint onto the GPU
 HOST_BASE_MB = 4000  # Python, torch, the job's tables
 CHECKPOINT_MB_PER_B = 3072  # host RAM per billion parameters while loading: bf16 weights (2 GB/B) + 50 % in flight
+GPU_JOB_CPUS = 4  # CPUs of a model job on a GPU: image decoding, preprocessing and tokenization feed the GPU
 CHECKPOINT_BACKENDS = ("transformers", "vllm", "blind")  # the backends that load weights into this job
 MILLIONS = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)\s*[mM](?![a-zA-Z])")  # "smollm2-135m": 0.135B
 # Plan stage -> the rules whose jobs run it (a regeneration round's job holds at most one image shard).
@@ -437,10 +438,10 @@ def _host_mb(*checkpoints: int) -> int | None:
 
 
 def job_resources(config: dict) -> dict[tuple[str, str | None], dict[str, int]]:
-    """{(rule, model or None): {"runtime": minutes, "mem_mb": MB}} of the jobs `plan` prices, one job's share of
-    its stage row (rows from plan_rows: the same counts and per-item seconds as the table): runtime where the job
-    runs on this run's GPU (job_minutes of the row's GPU seconds / its jobs; a SAMF job gets its whole group's
-    share), mem_mb where it loads checkpoints (HOST_BASE_MB + checkpoint_mb of each). A key or value left out keeps
+    """{(rule, model or None): {"runtime": minutes, "mem_mb": MB, "cpus_per_task": n}} of the jobs `plan` prices,
+    one job's share of its stage row (rows from plan_rows: the same counts and per-item seconds as the table):
+    runtime where the job runs on this run's GPU (job_minutes of the row's GPU seconds / its jobs; a SAMF job gets
+    its whole group's share) and then GPU_JOB_CPUS for a model job, mem_mb where it loads checkpoints (HOST_BASE_MB + checkpoint_mb of each). A key or value left out keeps
     the rule's own default. The workflow's rules read this (rules/common.smk), so `plan` and Slurm agree."""
     rows, _ = plan_rows(config)
     specs = {m["name"]: m for m in config["models"]}
@@ -452,6 +453,8 @@ def job_resources(config: dict) -> dict[tuple[str, str | None], dict[str, int]]:
         if row.gpu_s:
             jobs = row.jobs // 3 if stage == "samf" else row.jobs  # samf: 3 x groups jobs, priced per group
             values["runtime"] = job_minutes(row.gpu_s / max(jobs, 1))
+            if stage not in ("synthesis", "detection"):  # the image stages' CPUs are set in the Slurm profile
+                values["cpus_per_task"] = GPU_JOB_CPUS
         spec = specs.get(model)
         if stage == "answer":
             mem = _host_mb(checkpoint_mb(spec))
