@@ -29,7 +29,7 @@ concurrency that maximised throughput, on a flat top its low end.
   every lower one is more than 3 % below it; a server whose batches slow as they fill, where latency grows WITH
   throughput and is no congestion), the window steps up by 20 % every fourth round. A flat or falling top (a
   queue, a flood penalty) stops it, and the knee then lies below;
-- probing: every 24 rounds at the knee the window goes 10 % up, the next time 10 % down, for four rounds, so a
+- probing: every 24 rounds at the knee the window goes 10 % down, the next time 10 % up, for four rounds, so a
   server that got faster, a knee read too low or one read too high (a flood penalty whose optimum lies below
   every window tried) shows in the curve; old points age out after 48 rounds (a server that got slower);
 - refusal: a 429 or 503 cuts the window to 0.9 x the requests that were in flight when it came (the server's own
@@ -305,7 +305,7 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
         # Alternately up and down: a knee read too low shows above it, one read too high (a flood penalty whose
         # optimum lies below every window tried) below it.
         state["since_probe"], state["probe_left"] = 0, PROBE_ROUNDS
-        state["probe_down"] = not state.get("probe_down", True)
+        state["probe_down"] = not state.get("probe_down", False)  # down first: slow start's knee reads high
         if state["probe_down"]:
             state["limit"] = max(1.0, at_knee / PROBE_STEP)
             return
