@@ -328,7 +328,7 @@ def _caos_rows(config, counts, rates, costs) -> list[Row]:
 
 def _cedi_rows(config, rates, costs) -> list[Row]:
     cedi = config["cedi"]
-    from .cedi.examiner import POPE_STRATEGIES
+    from .cedi import POPE_STRATEGIES
 
     # POPE's questions (truth objects + three negative strategies) are built from the scene graph, never by the LLM
     pope = (1 + len(POPE_STRATEGIES)) * cedi["pope_objects"]

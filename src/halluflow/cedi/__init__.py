@@ -8,3 +8,7 @@ predicted scene graph and rule-based per-turn judgements; ged: CEDI's graph edit
 grader: per-model grades (GED, SG ΔCon, per-turn hallucination rates, the judge of each) and the `halluflow sg ged`
 command; wordnet: WordNet 3.0 noun synsets for the object-name match.
 """
+
+# POPE's negative-sampling strategies of the pope examiner (examiner.py), here so `halluflow plan` and the workflow's
+# planning count CEDI turns without importing the examiner (and networkx).
+POPE_STRATEGIES = ("random", "popular", "adversarial")

@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..io import stable_hash
 from ..models.model import vlm_request
 from ..progress import get_logger, progress
+from . import POPE_STRATEGIES  # re-exported: POPE's negative-sampling strategies
 from .parser import (
     TruthView,
     Vocabulary,
@@ -58,7 +59,6 @@ log = get_logger(__name__)
 QUESTION_TYPES = ("regular", "follow_up", "adversarial", "unanswerable")
 END = "end"
 EXAMINERS = ("cedi", "caption", "prompt_only", "pope")
-POPE_STRATEGIES = ("random", "popular", "adversarial")
 HISTORY_MODES = ("with", "without")
 CAPTION_PROMPT = "Describe the image in detail."
 
