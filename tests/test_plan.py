@@ -161,6 +161,9 @@ def test_cli_prints_the_paper_table_the_readme_quotes():
     assert re.search(r"^synthesis\s+32\s+<= 3,840 ", out, re.M)
     assert re.search(r"^answer llava-1\.5-7b\s+8\s+-\s+<= 63,360 ", out, re.M)
     assert "served elsewhere" in out and "total:" in out
+    # each priced job's request, from the same rows: caos_score's runtime covers the plan's 78 minutes per model
+    assert re.search(r"^  caos_score llava-1\.5-7b: 128 min, 68,512 MB, 4 CPUs$", out, re.M)
+    assert re.search(r"^  answer llava-1\.5-7b: 42 min, 25,504 MB, 4 CPUs$", out, re.M)
     readme = (REPO / "README.md").read_text()
     quoted = readme.split("<!-- plan:ode-paper -->", 2)[1].split("```")[1].split("\n", 1)[1]
     assert quoted.rstrip("\n") == out.rstrip("\n")  # the README's table is the command's output, not a retyped one

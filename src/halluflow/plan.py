@@ -479,6 +479,25 @@ def job_resources(config: dict) -> dict[tuple[str, str | None], dict[str, int]]:
     return out
 
 
+def format_job_resources(resources: dict[tuple[str, str | None], dict[str, int]]) -> str:
+    """The per-job requests of job_resources, one line per rule (samf_* together) and model; empty when none."""
+    lines: dict[str, str] = {}
+    for (rule, model), values in resources.items():
+        if rule.endswith("_retry"):  # a regeneration round's job: the same as its stage's
+            continue
+        name = " ".join(filter(None, ("samf_*" if rule.startswith("samf_") else rule, model)))
+        parts = [
+            f"{values['runtime']} min" if "runtime" in values else "",
+            f"{values['mem_mb']:,} MB" if "mem_mb" in values else "",
+            f"{values['cpus_per_task']} CPUs" if "cpus_per_task" in values else "",
+        ]
+        lines.setdefault(name, f"  {name}: " + ", ".join(p for p in parts if p))
+    if not lines:
+        return ""
+    head = "per job (what the workflow asks Slurm for; other jobs keep their rule's runtime and memory):"
+    return "\n".join([head, *lines.values()])
+
+
 # ---- warnings ---------------------------------------------------------------------------------------------------
 def _revision_of(spec: dict) -> tuple[str | None, object]:
     args = spec.get("args") or {}

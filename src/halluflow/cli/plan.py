@@ -7,7 +7,8 @@ from .command import Command
 _ESTIMATE_DESCRIPTION = (
     "Jobs, images, requests and generated tokens per stage, and estimated GPU-hours, of the workflow run that "
     "`snakemake --configfile FILE...` would start: computed from the config, before anything runs. Counts of an "
-    "ODE release are upper bounds (the filter only removes images). Per-item seconds: plan.costs.<plan.gpu>."
+    "ODE release are upper bounds (the filter only removes images). Per-item seconds: plan.costs.<plan.gpu>. Then "
+    "each priced job's runtime, host memory and CPUs, which the workflow's rules ask the cluster for."
 )
 
 
@@ -27,11 +28,21 @@ def _configure_estimate(parser) -> None:
 
 
 def _run_estimate(args) -> int:
-    from halluflow.plan import format_plan, merged_config, plan_rows, planning_warnings
+    from halluflow.plan import (
+        format_job_resources,
+        format_plan,
+        job_resources,
+        merged_config,
+        plan_rows,
+        planning_warnings,
+    )
 
     config = merged_config(args.configfile, args.config, args.base)
     rows, info = plan_rows(config)
     print(format_plan(rows, info, planning_warnings(config)))
+    per_job = format_job_resources(job_resources(config))
+    if per_job:
+        print(per_job)
     return 0
 
 
