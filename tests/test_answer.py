@@ -1,8 +1,14 @@
-"""The answer stage: shard assignment, cache resume after a crash, missing images, contract columns."""
+"""The answer stage: shard assignment, cache resume after a crash, missing images, contract columns; a job whose every
+request is cached imports no model library; the job's thread count reaches torch however torch was imported."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -119,6 +125,50 @@ def test_missing_and_escaping_images_are_reported(tmp_path, release, prior_spec)
         answer_shard(bad, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c", tmp_path / "a.parquet")
 
 
+HEAVY = ("torch", "transformers", "diffusers")
+
+# The job as Snakemake runs it: scripts/rule.py hands halluflow.workflow.run a snakemake object.
+JOB = """
+import json, sys, types
+from snakemake.iocontainers import InputFiles, OutputFiles, Params, Wildcards
+from halluflow.workflow import run
+a = json.loads(sys.argv[1])
+smk = types.SimpleNamespace(
+    rule="answer",
+    input=InputFiles(fromdict={"source": [a["manifest"]], "weights": [], "graph": []}),
+    output=OutputFiles(fromdict={"answers": a["out"]}),
+    params=Params(fromdict={"spec": a["spec"], "answer": {"source": {"kind": "ode", "path": None}}, "shards": 1,
+                            "cache": a["cache"]}),
+    wildcards=Wildcards(fromdict={"model": a["spec"]["name"], "shard": "000"}),
+    log=[a["log"]],
+    threads=1,
+)
+stats = run(smk)
+print(json.dumps({"stats": stats, "heavy": sorted(m for m in a["heavy"] if m in sys.modules)}))
+"""
+
+
+def _job(tmp_path: Path, name: str, spec: dict) -> tuple[dict, Path]:
+    out = tmp_path / f"{name}.parquet"
+    args = {
+        "manifest": str(tmp_path / "release" / "manifest.json"),
+        "out": str(out),
+        "spec": spec,
+        "cache": str(tmp_path / "cache" / spec["name"]),
+        "log": str(tmp_path / f"{name}.log"),
+        "heavy": HEAVY,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", JOB, json.dumps(args)], capture_output=True, text=True, cwd=tmp_path, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:] + (tmp_path / f"{name}.log").read_text(encoding="utf-8")[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), out
+
+
+def _entries(cache: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(cache)): p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file()}
+
+
 def test_tiny_standin_vlm_through_the_stage(tmp_path, release):
     register_builder("smolvlm", build_tiny_smolvlm)
     folder = build_standin("smolvlm", tmp_path / "models" / "tiny-smolvlm", seed=0)
@@ -130,12 +180,25 @@ def test_tiny_standin_vlm_through_the_stage(tmp_path, release):
         "args": {"model": str(folder), "batch_size": 4},
     }
     out = tmp_path / "answers.parquet"
-    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(spec), tmp_path / "cache", out)
+    cache = tmp_path / "cache" / spec["name"]
+    stats = answer_shard(release, tmp_path / "release", ModelUnderTest(spec), cache, out)
     assert stats["new"] == 6
     table = pl.read_parquet(out)
     assert table["stand_in"].all() and set(table["status"]) == {"ok"}
     assert '"max_new_tokens": 6' in table.filter(pl.col("query_id") == "q00")["generation"][0]
     assert '"max_new_tokens": 24' in table.filter(pl.col("query_id") == "q03")["generation"][0]
+    filled = _entries(cache)
+    assert filled
+
+    # The same shard again, as Snakemake runs its job (a fresh process, halluflow.workflow.run): every request is
+    # cached, so no model library is imported (a job pays torch only when it runs a model), and nothing it writes
+    # differs from the job that asked the model.
+    (tmp_path / "release" / "manifest.json").write_text("{}", encoding="utf-8")
+    again, out2 = _job(tmp_path, "again", spec)
+    assert again["stats"]["cache_hits"] == 6 and again["stats"]["new"] == 0
+    assert again["heavy"] == [], f"a cache-only answer job imported {again['heavy']}"
+    assert out2.read_bytes() == out.read_bytes()
+    assert _entries(cache) == filled
 
 
 def test_cli_answers_pope_questions_and_the_pope_scorer_reads_them(tmp_path, capsys):
@@ -366,3 +429,22 @@ def test_a_swapped_release_image_stops_the_shard_before_any_request(tmp_path, pr
     with pytest.raises(InputError, match=r"img1\.png: not the image the release was packaged with"):
         answer_shard(release, tmp_path / "release", ModelUnderTest(prior_spec), tmp_path / "c2", out2)
     assert not out2.exists() and not (tmp_path / "c2").exists()
+
+
+def test_set_threads_reaches_torch_imported_before_or_after(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from halluflow import devices
+    from halluflow.models import registry
+
+    before = torch.get_num_threads()
+    for var in devices.THREAD_VARS:
+        monkeypatch.setenv(var, "7")
+    try:
+        devices.set_threads(3)  # torch imported: set now
+        assert torch.get_num_threads() == 3 and all(os.environ[v] == "3" for v in devices.THREAD_VARS)
+        torch.set_num_threads(1)  # as if torch had been imported after set_threads, with its own default
+        registry.create("vlm", {"backend": "prior", "graph": str(make_graph(tmp_path)), "threshold": 0.3})
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+        monkeypatch.setattr(devices, "_THREADS", None)
