@@ -7,7 +7,7 @@ recomputed, slowing the running batch), or the server answers 429/503; a hosted 
 tokens-per-minute limit. `ServerWindow` finds the window that maximises throughput per server (base_url) and
 shares it between every client and every process that talks to the server.
 
-The control law works on rounds (a round ends once it has lasted 1.5 x the last median latency, one in slow
+The control law works on rounds (a round ends once it has lasted 1.5 x the last mean latency, one in slow
 start, and has at least 16 answers). Each round gives a point (w, x): w = the requests in flight on average while
 its answers were (each answer's own average over its life: the load it met, whatever the window said), x = tokens
 per second by Little's law, w x the answers' tokens (usage.completion_tokens when the server reports it, else one
@@ -18,11 +18,12 @@ by w in 8 % steps and pooled, are the server's throughput curve as this client s
 w whose throughput is within 3 % of the best group seen in two rounds or more after slow start (slow start's
 rounds, where the window moves every round, can read high; they count as the curve's lower half): the
 concurrency that maximised throughput, on a flat top its low end.
-- slow start: the window starts at `start_concurrency` (16) and grows by one per answer that came back within
-  (1 + tol/2) x the baseline latency (the lowest round median: unqueued), i.e. doubles per round trip, never past
+- slow start: the window starts at `start_concurrency` (16) and grows by one per answer whose latency per token
+  is within (1 + tol/2) x the baseline (the lowest round median of it: unqueued), i.e. doubles per round trip, never past
   1.5 x the best throughput x the baseline latency (Little's law: half again what the server has shown it can
-  hold). It ends at the first round whose median latency is above (1 + latency_tolerance) x the baseline, or at a
-  refusal;
+  hold). It ends at the first round whose median latency per token is above (1 + latency_tolerance) x the
+  baseline while its throughput did not rise (by 10 % over the best before: latency that grows WITH throughput,
+  a batch whose steps slow as it fills, is no queue), or at a refusal;
 - then the window is set to the knee + 1, in one step however far slow start went; a window never goes past
   1.5 x the knee;
 - climbing: while throughput still rises with concurrency at the top of the curve (the knee is the highest group:
@@ -206,7 +207,8 @@ def fold(state: dict, report: dict, now: float, tolerance: float) -> None:
     rnd = state["round"]
     used = sum(m["in_flight"] for m in state["members"].values())
     rnd["peak_used"] = max(rnd["peak_used"], used)
-    last = state["history"][-1][2] if state["history"] else MIN_ROUND_S
+    # A round trip: the last round's mean latency (its answers' own, not per token).
+    last = state["history"][-1][4] / max(1, state["history"][-1][3]) if state["history"] else MIN_ROUND_S
     if refusals and now - state["cut_at"] >= state["cooldown_s"]:
         held = max(1.0, min(state["limit"], min(refusals)))  # requests in flight when the first refusal came
         state["w_max"], state["refused_rounds_ago"], state["probe_left"] = held, 0, 0
@@ -214,19 +216,23 @@ def fold(state: dict, report: dict, now: float, tolerance: float) -> None:
         state["slow_start"] = False
         _cut(state, now, max(MIN_ROUND_S, last))
         rnd = state["round"]
+    tokens = (report.get("tokens") or [])[: len(latencies)]
+    tokens = tokens + [1] * (len(latencies) - len(tokens))
+    # Latency per generated token: what slow start compares with the baseline, so a mix of short and long answers
+    # (whose median hops between their lengths) does not read as queueing.
+    per_token = [lat / max(1, tok) for lat, tok in zip(latencies, tokens)]
     rnd["n"] += len(latencies)
     sent_with = report.get("sent_with") or [used] * len(latencies)  # requests in flight while each was
     rnd["w_sum"] += sum(sent_with[: len(latencies)]) + used * max(0, len(latencies) - len(sent_with))
     rnd["refused"] += len(refusals)
     room = ROUND_SAMPLES - len(rnd["latencies"])
-    rnd["latencies"].extend(latencies[: max(0, room)])
+    rnd["latencies"].extend(per_token[: max(0, room)])
     rnd["lat_sum"] += sum(latencies)
-    tokens = report.get("tokens") or []
-    rnd["tok_sum"] += sum(tokens[: len(latencies)]) + max(0, len(latencies) - len(tokens))
+    rnd["tok_sum"] += sum(tokens)
     base = baseline(state)
     if state["slow_start"] and not refusals and used >= 0.5 * state["limit"]:
         target = None if base is None else (1 + tolerance / 2) * base
-        grown = state["limit"] + SLOW_START_GAIN * sum(1 for lat in latencies if target is None or lat <= target)
+        grown = state["limit"] + SLOW_START_GAIN * sum(1 for lat in per_token if target is None or lat <= target)
         if state["history"] and base is not None:
             best = state.get("x_best") or max(h[1] for h in state["history"])
             grown = min(grown, max(state["limit"], SLOW_START_BOUND * best * base))
@@ -263,6 +269,7 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
     settled = state["slow_start"] or not state.get("unsettled")
     state["unsettled"] = max(0, state.get("unsettled", 0) - 1)
     entry = [w, x, m, rnd["n"], rnd["lat_sum"], rnd["tok_sum"], settled, state["slow_start"]]
+    best_before = state.get("x_best") or 0.0
     state["history"] = (state["history"] + [entry])[-HISTORY_ROUNDS:]
     state["x_best"] = max(h[1] for h in state["history"])
     state["knee"] = knee_window(state)
@@ -278,12 +285,12 @@ def _end_round(state: dict, now: float, tolerance: float) -> None:
     knee = state["knee"]
     at_knee = max(1.0, HEADROOM * knee + 1)
     if state["slow_start"]:
-        if m > (1 + tolerance) * state["base"]:
+        if m > (1 + tolerance) * state["base"] and x <= 1.1 * best_before:
             # Latency grew past the tolerance: the server queues, or its batches slow. The knee of what was seen,
             # in one step; climbing (below) goes on if throughput was still rising.
             state["slow_start"] = False
             state["limit"], state["climb_wait"], state["since_probe"] = at_knee, 3, 0  # measure it before climbing
-            _cut(state, now, m)  # the requests sent before the cut come back within about m
+            _cut(state, now, rnd["lat_sum"] / max(1, rnd["n"]))  # the requests sent before it come back by then
         return
     used = rnd["peak_used"] >= 0.8 * state["limit"]
     if state.get("probe_left"):

@@ -128,16 +128,6 @@ def retry_after_header(headers) -> float | None:
     return retry_after_seconds(headers.get("retry-after"))
 
 
-_COMPLETION_TOKENS = re.compile(r'"completion_tokens"\s*:\s*([0-9]{1,9})')
-
-
-def completion_tokens(text: str) -> int | None:
-    """usage.completion_tokens of a reply (vLLM, SGLang, TGI and OpenAI report it; the last one in the body, where
-    usage follows the choices), so the adaptive window can count throughput in tokens; None when absent."""
-    found = list(_COMPLETION_TOKENS.finditer(text[-2048:]))
-    return int(found[-1].group(1)) if found else None
-
-
 def message_text(content: Any, allow_empty: bool = False) -> str:
     """Reply text: a string, or the text parts of a content-part list joined (never a Python repr)."""
     text = None
@@ -545,6 +535,9 @@ class OpenAIClient:
             content = reply["choices"][0]["message"].get("content")
         except (KeyError, IndexError, TypeError, AttributeError):
             raise RetryableError("malformed JSON response (no choices[0].message)") from None
+        usage = reply.get("usage") if isinstance(reply, dict) else None
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        self._local.tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
         return message_text(content, allow_empty=not self.empty_is_failure)
 
     def _said(self, text: str) -> str:
@@ -654,8 +647,9 @@ class OpenAIClient:
         sent = self._local.sent_at = time.monotonic()
         outcome: tuple = (None, None, None)
         try:
+            self._local.tokens = None
             text = self._once(body)
-            outcome = (time.monotonic() - sent, None, None, completion_tokens(text))
+            outcome = (time.monotonic() - sent, None, None, self._local.tokens)
             return text
         except RetryableError as exc:
             retry_after = None if exc.retry_after is None else min(exc.retry_after, self.backoff_max_s)
