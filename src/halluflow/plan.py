@@ -164,7 +164,7 @@ def source_counts(config: dict) -> Counts:
 
     source = config["answer"]["source"]
     try:
-        table = source_queries(source)
+        table, _ = source_queries(source)
     except (OSError, InputError, ConfigError) as exc:
         raise InputError(f"config key 'answer.source': cannot count its queries: {exc}") from None
     gen = int((table["task"] == "generative").sum()) if "task" in table.columns else 0
