@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -106,6 +107,21 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _transformers_log_to_live_stderr():
+    """transformers' own log handler keeps the sys.stderr (and its flush) of the moment transformers was imported.
+    When that import happens inside a `capsys` test, the handler holds that test's capture stream, closed when the
+    test ends, and every later transformers warning in the worker prints '--- Logging error --- ... I/O operation on
+    closed file' with a traceback into whatever stderr the next test captures. Each test starts with the handler on
+    the live sys.stderr (the session's capture), so a transformers warning never lands in another test's capsys."""
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    handler = getattr(hf_logging, "_default_handler", None)
+    if handler is not None and getattr(handler, "stream", None) is not sys.stderr:
+        handler.flush = sys.stderr.flush  # transformers binds flush to the stream it saw (not set through setStream)
+        handler.stream = sys.stderr
+    yield
 
 
 @pytest.fixture(scope="session")
