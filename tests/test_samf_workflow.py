@@ -18,6 +18,7 @@ from halluflow.config import load_config
 from halluflow.errors import ConfigError, InputError
 from halluflow.models import registry
 from halluflow.samf import workflow as W
+from halluflow.samf.judges import backend_record
 
 
 class SycophantVLM(VLM):
@@ -219,12 +220,22 @@ def test_bhr_reward_is_judged_by_the_configured_verifier(setup):
     assert trained["reward_metric"] == "bhr" and trained["judges"]["verifier"] == "llm"
     verifier = trained["judges"]["models"]["verifier"]
     assert verifier["asked"] == VerdictLLM.calls
+    # VerdictLLM describes itself as a stand-in with the revision "r1": a stand-in never carries a hub revision
+    # (the revision names weights it never loaded), so the record keeps backend, model and stand_in, revision None.
     assert {k: verifier["model"][k] for k in ("backend", "model", "revision", "stand_in")} == {
         "backend": "verdict",
         "model": "verdict-judge",
-        "revision": "r1",
+        "revision": None,
         "stand_in": True,
     }
+    # A real model keeps its revision, built or named from its spec; a spec marked stand_in drops the spec's one.
+    real = VerdictLLM()
+    real.describe = lambda: BackendInfo("llm", "verdict", "verdict-judge", revision="r1")
+    assert backend_record(real, "chat")["revision"] == "r1"
+    spec = {"backend": "samf-test-verdict", "args": {"model": "verdict-judge", "revision": "r1"}}
+    assert backend_record(lambda: real, "chat", spec)["revision"] == "r1"
+    unloaded = backend_record(lambda: real, "chat", {**spec, "stand_in": True})
+    assert (unloaded["revision"], unloaded["stand_in"], unloaded["loaded"]) == (None, True, False)
 
 
 def test_every_summary_names_its_judges(setup):

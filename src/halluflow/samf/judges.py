@@ -95,7 +95,8 @@ def backend_record(backend, method: str, spec: Mapping | None = None, role: str 
     stand_in, recorded next to the numbers it produced.
 
     A built backend describes itself; one never built (no job asked it) is named from its config spec, without
-    loading it (`loaded: false`). The spec's `stand_in` flag, or a stand-in marker in the model folder, marks it too."""
+    loading it (`loaded: false`). The spec's `stand_in` flag, or a stand-in marker in the model folder, marks it too;
+    a stand-in's record has no revision (the config pins one for the real model it stands in for, never loaded)."""
     from ..models.standins import standin_info
 
     spec = dict(spec or {})
@@ -114,6 +115,8 @@ def backend_record(backend, method: str, spec: Mapping | None = None, role: str 
     model = info.get("model")
     marked = isinstance(model, str) and bool(model) and standin_info(model) is not None
     info["stand_in"] = bool(info.get("stand_in") or spec.get("stand_in") or marked)
+    if info["stand_in"]:
+        info["revision"] = None  # a stand-in never carries a hub revision (BackendInfo's rule, also when unloaded)
     if spec.get("name"):
         info["name"] = spec["name"]
     return {**info, "loaded": loaded}
