@@ -349,14 +349,20 @@ def test_arguments_that_cannot_change_an_answer_keep_the_cache(server, tmp_path)
 
 
 def test_an_empty_reply_fails_an_answer_but_is_no_verdict_for_the_llm_roles(server):
+    # No fault here is a timeout: a generous timeout_s, so a reply a loaded machine sends late is not retried (the
+    # retry would meet no fault and read "Yes"; with 0.4 s that made this test fail on a busy host).
+    args = client_args(server, max_retries=1, timeout_s=30)
     server.faults["cloud"] = ["empty", "blank"]  # both attempts of max_retries 1
-    vlm = registry.create("vlm", {"backend": "openai", **client_args(server, max_retries=1)})
+    vlm = registry.create("vlm", {"backend": "openai", **args})
     result = vlm.respond([VLMRequest("1", "Is there a cloud?", None)])[0]
     assert (
         result.text is None
         and result.error == "gave up after 2 attempts: server reply is empty (no text or only whitespace)"
     )
-    # An examiner, parser or judge reads "" as "no verdict" and falls back to its rules: not a failure there.
+    assert server.calls["Is there a cloud?"] == 2 and server.faults["cloud"] == []
+    # An examiner, parser or judge reads "" as "no verdict" and falls back to its rules: not a failure there, and
+    # not retried (a retry would get "Yes").
     server.faults["cloud"] = ["empty"]
-    llm = registry.create("llm", {"backend": "openai", **client_args(server, max_retries=1)})
+    llm = registry.create("llm", {"backend": "openai", **args})
     assert llm.chat([{"role": "user", "content": "Is there a cloud?"}]) == ""
+    assert server.calls["Is there a cloud?"] == 3
