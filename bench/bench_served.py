@@ -224,6 +224,7 @@ def compare(name: str, slots: int, latency: float, extra: list, round_trips: flo
         n = int(eff * round_trips)
         default = answer_stage(sim, n)
         eff = default["capacity_rps"] * sim.stats()["unqueued_latency_s"]
+        print(json.dumps({"case": "defaults (before the sweep)", "server": name, **default}), flush=True)
         fixed = []
         for factor in SWEEP:
             c = max(1, round(factor * eff))
