@@ -226,7 +226,9 @@ def test_caos_offline(workdir):
     doc = json.loads((workdir / "results/ode-demo/caos/prior.json").read_text())
     members = doc["oracle"]["members"]
     assert [m["name"] for m in members] == ["tiny-smolvlm", "tiny-smolvlm-b"] and all(m["stand_in"] for m in members)
-    assert doc["objects"]["n_oracle_judged"] == doc["objects"]["n_out_of_domain"] > 0
+    # every out-of-domain object goes to the oracle (with meta-words such as "picture" no longer objects, the
+    # offline captions may name none)
+    assert doc["objects"]["n_oracle_judged"] == doc["objects"]["n_out_of_domain"]
     page = assert_paper_page(
         workdir, "results/ode-demo", "caos", ["fig3-fig3", "fig4-fig4", "fig5-fig5"], "oracle member tiny-smolvlm-b"
     )

@@ -121,8 +121,7 @@ def answer_shard(
         asked["yes_no_suffix"] = declared_disc["suffix"]
     task_def = task_definition(asked, reader)
     task_json = json.dumps(task_def, sort_keys=True)
-    for line in overrides(declared_task, task_def):
-        log.warning("asked otherwise than the release declares (an override, recorded in every answer): %s", line)
+    override_lines = list(overrides(declared_task, task_def))  # said right after the job's first line
     limits = settings.max_new_tokens.to_dict()  # per task; another task gets the yes/no length
     model.bind(queries)
     stop_after = int(os.environ.get(STOP_AFTER_ENV, "0") or 0)
@@ -181,6 +180,8 @@ def answer_shard(
         hits,
         len(misses),
     )
+    for line in override_lines:
+        log.warning("asked otherwise than the release declares (an override, recorded in every answer): %s", line)
 
     new = failed = 0
     batch_size = max(1, int(settings.batch_size))
