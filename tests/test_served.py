@@ -44,11 +44,6 @@ def spec(server, model=VLM_ID, **args):
 QUESTIONS = ["Is there a dog in the image?", "Is there a cat in the image?", "Describe the image."]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="seen failing once in a clean-clone .ci/run at the end of a session (the server's log counted 0 requests "
-    "for the model) while passing in the working tree; cause not found in time: see the closing note",
-)
 def test_model_under_test_answers_over_the_server(served, tmp_path):
     queries = make_question_release(tmp_path / "release", QUESTIONS)
     before = served.requests_for(VLM_ID)
@@ -97,11 +92,6 @@ def test_server_specific_rejections_stop_early_and_unserved_ids_fail_in_one_line
     assert "\n" not in message
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="seen failing once in a clean-clone .ci/run at the end of a session (the server's log counted 0 requests "
-    "for the model) while passing in the working tree; cause not found in time: see the closing note",
-)
 def test_llm_roles_over_the_server(served, tmp_path):
     from halluflow.caos.extract import ObjectExtractor, Vocabulary
     from halluflow.caos.scores import Oracle
@@ -140,11 +130,6 @@ def test_llm_roles_over_the_server(served, tmp_path):
     assert served.requests_for(VLM_ID) - vlm_before == 1 + (vlm_before == 0)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="seen failing once in a clean-clone .ci/run at the end of a session (the server's log counted 0 requests "
-    "for the model) while passing in the working tree; cause not found in time: see the closing note",
-)
 def test_openai_server_config_offline(served, tmp_path):
     """configs/openai-server.yaml with its offline override: the whole default target, every role over HTTP."""
     workdir = copy_workflow(tmp_path / "wf")
